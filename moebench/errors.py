@@ -1,0 +1,21 @@
+"""The one error family. The CLI catches it, prints one line on stderr and exits 2."""
+
+
+class MoebenchError(Exception):
+    """A user mistake or an environment problem: bad scenario, missing trace, hash mismatch."""
+
+
+class ScenarioError(MoebenchError):
+    """A scenario document that does not validate; the message names the field path."""
+
+
+class TraceError(MoebenchError):
+    """A routing trace that is missing, malformed or pinned to another model."""
+
+
+class SourceDriftError(MoebenchError):
+    """The code about to run is not the code the scenario pinned."""
+
+
+class ResultsError(MoebenchError):
+    """The results folder cannot be written, or a run to resume is not what it claims."""

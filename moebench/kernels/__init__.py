@@ -1,0 +1,1 @@
+"""Triton kernels, one stage per file, each with a thin launcher. Kernels know no arm."""

@@ -1,0 +1,53 @@
+"""Tolerances, a scale-free error and bitwise comparison: the one place numerics are judged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# Scale-free error (DeepGEMM's calc_diff) allowed against the float32 reference, per precision.
+# bf16: every stage rounds to bf16 (2^-9 relative), so the error is ~1e-5; fp8 rounds the
+# activation and the token to e4m3 (2^-4 relative), ~1e-3.
+TOLERANCE = {"bf16": 2e-4, "fp8": 2e-3}
+
+
+def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
+    """1 - cosine-like similarity; 0 for identical tensors, scale-free. NaN if either has NaN."""
+    x = x.double()
+    y = y.double()
+    denom = (x * x + y * y).sum()
+    if denom == 0:
+        return 0.0
+    return float(1 - 2 * (x * y).sum() / denom)
+
+
+def nonfinite(t: torch.Tensor) -> int:
+    return int((~torch.isfinite(t.float())).sum()) if t.is_floating_point() else 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class BitwiseResult:
+    equal: bool
+    differing: int
+    first: tuple[int, ...] | None
+
+    def describe(self) -> str:
+        if self.equal:
+            return "bitwise equal"
+        return f"{self.differing} elements differ, first at {self.first}"
+
+
+def _raw(t: torch.Tensor) -> torch.Tensor:
+    """Integer view of a tensor's bits, so NaN payloads and -0.0 compare exactly."""
+    view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return t.contiguous().view(view)
+
+
+def bitwise_compare(a: torch.Tensor, b: torch.Tensor) -> BitwiseResult:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        raise ValueError(f"cannot compare {a.dtype}{tuple(a.shape)} with {b.dtype}{tuple(b.shape)}")
+    diff = _raw(a) != _raw(b)
+    n = int(diff.sum())
+    first = tuple(int(i) for i in torch.nonzero(diff)[0]) if n else None
+    return BitwiseResult(equal=n == 0, differing=n, first=first)
