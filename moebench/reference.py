@@ -103,7 +103,7 @@ def unpack_ue8m0(sf_MG4: torch.Tensor, groups: int) -> torch.Tensor:
     """uint8 [M, G] exponent bytes from packed words (any strides)."""
     w = sf_MG4.to(torch.int64) & 0xFFFFFFFF
     parts = [(w >> (8 * j)) & 0xFF for j in range(4)]
-    return torch.stack(parts, dim=2).reshape(w.shape[0], -1)[:, :groups].to(torch.uint8)
+    return torch.stack(parts, dim=2).reshape(w.shape[0], 4 * w.shape[1])[:, :groups].to(torch.uint8)
 
 
 # --------------------------------------------------------------------------- FP8 weights

@@ -1,0 +1,46 @@
+# moebench: the targets a newcomer guesses. `make run` and `make test` set up .venv themselves.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SCENARIO ?= scenarios/smoke.yaml
+RESULTS ?= results
+
+.PHONY: install run test lint fmt bench ci-bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/moebench run $(SCENARIO) --results $(RESULTS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check moebench arms tests
+	$(BIN)/ruff format --check moebench arms tests
+
+fmt: $(STAMP)
+	$(BIN)/ruff format moebench arms tests
+	$(BIN)/ruff check --fix moebench arms tests
+
+# GPU benchmarks (run on the H200; see README "Running on a GPU").
+bench: $(STAMP)
+	$(BIN)/moebench run scenarios/seed-act-microbench.yaml --results $(RESULTS)
+	$(BIN)/moebench run scenarios/v4-flash-ep8.yaml --results $(RESULTS)
+
+# The small gating benchmark: every gate must pass (exit 1 otherwise) and the comparison must be
+# produced from the written Parquet; on a GPU it also gates on regressions above 5%.
+ci-bench: $(STAMP)
+	rm -rf $(RESULTS)/ci-bench
+	$(BIN)/moebench run scenarios/smoke.yaml --results $(RESULTS)/ci-bench
+	$(BIN)/moebench compare $(RESULTS)/ci-bench/* --format markdown
+
+clean:
+	rm -rf $(VENV) $(RESULTS) .pytest_cache .ruff_cache

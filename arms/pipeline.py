@@ -1,0 +1,165 @@
+"""What the three prefill arms share: one rank's inputs, its workspace, and the stage wiring.
+
+The arms differ only in two switches: the grouped GEMMs visit every capacity block (``all``) or
+only blocks overlapping live rows (``psum``), and the activation sweeps the whole buffer (dense) or
+only each expert's [start, end) (masked). Everything else, scatter and combine included, is the
+same code so that a measured difference can only come from those switches.
+
+Legend: T tokens, K top-k, E local experts, D hidden, F intermediate, M capacity rows,
+G4 packed UE8M0 scale words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from moebench import reference
+from moebench.kernels.act_quant import act_quant_dense, act_quant_masked
+from moebench.kernels.combine import combine
+from moebench.kernels.grouped_gemm import grouped_gemm
+from moebench.kernels.scatter import scatter
+
+STAGES = ("scatter", "fc1", "act", "fc2", "combine")
+KERNEL_DIR = Path(reference.__file__).parent / "kernels"
+FP8 = torch.float8_e4m3fn
+
+
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    """One rank's inputs, prepared before anything is timed.
+
+    x_TD: bf16 [T, D] tokens, or FP8 e4m3 with x_sf_TG4 (packed UE8M0, per 128 columns) for fp8.
+    topk_ids_TK: int32 [T, K] global expert ids; topk_weights_TK: float32 [T, K].
+    w13_EFD: [E, 2F, D] gate rows then up rows; w2_EDF: [E, D, F]; bf16, or FP8 e4m3 with fp32
+    128x128 block scales w13_scale [E, 2F/128, D/128] and w2_scale [E, D/128, F/128].
+    Local experts are the global ids [expert_offset, expert_offset + E).
+    """
+
+    x_TD: torch.Tensor
+    x_sf_TG4: torch.Tensor | None
+    topk_ids_TK: torch.Tensor
+    topk_weights_TK: torch.Tensor
+    w13_EFD: torch.Tensor
+    w13_scale: torch.Tensor | None
+    w2_EDF: torch.Tensor
+    w2_scale: torch.Tensor | None
+    expert_offset: int
+    alignment: int
+    capacity_rows: int
+    precision: str
+    activation: str
+
+    @property
+    def local_experts(self) -> int:
+        return self.w13_EFD.shape[0]
+
+
+class Workspace:
+    """Every buffer the pipeline writes, allocated once so that the FFN is graph-capturable."""
+
+    def __init__(self, p: Problem):
+        dev = p.x_TD.device
+        T, K = p.topk_ids_TK.shape
+        D = p.x_TD.shape[1]
+        F = p.w2_EDF.shape[2]
+        E, M = p.local_experts, p.capacity_rows
+        act_dtype = FP8 if p.precision == "fp8" else torch.bfloat16
+        self.problem = p
+        self.xs_MD = torch.empty(M, D, dtype=p.x_TD.dtype, device=dev)
+        self.xs_sf_MG4 = (
+            reference.empty_packed_scales(M, D // reference.GROUP, dev) if p.x_sf_TG4 is not None
+            else None
+        )
+        self.counts_E = torch.empty(E, dtype=torch.int32, device=dev)
+        self.ends_E = torch.empty(E, dtype=torch.int32, device=dev)
+        self.row_expert_M = torch.empty(M, dtype=torch.int32, device=dev)
+        self.row_src_M = torch.empty(M, dtype=torch.int32, device=dev)
+        self.slot_row_TK = torch.empty(T, K, dtype=torch.int32, device=dev)
+        self.h_M2F = torch.empty(M, 2 * F, dtype=torch.bfloat16, device=dev)
+        self.a_MF = torch.empty(M, F, dtype=act_dtype, device=dev)
+        self.a_sf_MG4 = (
+            reference.empty_packed_scales(M, F // reference.GROUP, dev)
+            if p.precision == "fp8" else None
+        )
+        self.o_MD = torch.empty(M, D, dtype=torch.bfloat16, device=dev)
+        self.y_TD = torch.empty(T, D, dtype=torch.bfloat16, device=dev)
+
+    def buffers(self) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in vars(self).items() if isinstance(v, torch.Tensor)}
+
+    def poison(self) -> None:
+        """NaN in float buffers, 0x7F bytes in FP8 data and scales, -7 in index buffers.
+
+        Only the buffers a stage writes are poisoned, so a gate can see what was written.
+        """
+        for t in self.buffers().values():
+            if t.dtype == FP8:
+                t.view(torch.uint8).fill_(0x7F)
+            elif t.is_floating_point():
+                t.fill_(float("nan"))
+            elif t is self.a_sf_MG4 or t is self.xs_sf_MG4:
+                t.fill_(0x7F7F7F7F)
+            else:
+                t.fill_(-7)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    name: str
+    run: Callable[[], None]
+
+
+def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[Stage, ...]:
+    """The five stages as argument-free closures over the workspace (no allocation inside)."""
+    p = ws.problem
+    A = p.alignment
+    # A GEMM block must not straddle two experts, so it can be no taller than the alignment.
+    block_m = min(64, A)
+
+    def run_scatter() -> None:
+        scatter(
+            p.x_TD, p.x_sf_TG4, p.topk_ids_TK, expert_offset=p.expert_offset, alignment=A,
+            xs_MD=ws.xs_MD, xs_sf_MG4=ws.xs_sf_MG4, counts_E=ws.counts_E, ends_E=ws.ends_E,
+            row_expert_M=ws.row_expert_M, row_src_M=ws.row_src_M, slot_row_TK=ws.slot_row_TK,
+        )
+
+    def run_fc1() -> None:
+        grouped_gemm(
+            ws.xs_MD, ws.xs_sf_MG4, p.w13_EFD, p.w13_scale, ws.ends_E, ws.h_M2F,
+            alignment=A, mode=gemm_mode, BLOCK_M=block_m,
+        )
+
+    def run_act() -> None:
+        if masked_act:
+            act_quant_masked(
+                ws.h_M2F, ws.a_MF, ws.a_sf_MG4, ws.ends_E, alignment=A, activation=p.activation
+            )
+        else:
+            act_quant_dense(ws.h_M2F, ws.a_MF, ws.a_sf_MG4, activation=p.activation)
+
+    def run_fc2() -> None:
+        grouped_gemm(
+            ws.a_MF, ws.a_sf_MG4, p.w2_EDF, p.w2_scale, ws.ends_E, ws.o_MD,
+            alignment=A, mode=gemm_mode, BLOCK_M=block_m,
+        )
+
+    def run_combine() -> None:
+        combine(ws.o_MD, ws.slot_row_TK, p.topk_weights_TK, ws.y_TD)
+
+    fns = (run_scatter, run_fc1, run_act, run_fc2, run_combine)
+    return tuple(Stage(name=n, run=f) for n, f in zip(STAGES, fns, strict=True))
+
+
+def run_all(stages: tuple[Stage, ...]) -> None:
+    for s in stages:
+        s.run()
+
+
+def sources(*, masked_act: bool) -> tuple[Path, ...]:
+    """Files the arm is built from (hashed into its provenance)."""
+    kernels = ["scatter.py", "grouped_gemm.py", "act_quant.py", "fp8.py", "combine.py"]
+    return (Path(__file__),) + tuple(KERNEL_DIR / k for k in kernels)

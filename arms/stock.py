@@ -1,0 +1,20 @@
+"""stock: the GEMMs and the activation sweep the whole capacity buffer.
+
+Every BLOCK_M block of the M-row buffer is computed by FC1 and FC2, padding and capacity tail
+included (their results are ignored), and the activation + quant kernel runs over all M rows.
+This is what a CUDA-graph-friendly MoE does when nothing carries the live-row boundary.
+"""
+
+from pathlib import Path
+
+from arms import pipeline
+
+NAME = "stock"
+GEMM_MODE = "all"
+MASKED_ACT = False
+KERNELS = ("scatter", "grouped_gemm[all]", "act_quant_dense", "combine")
+SOURCES: tuple[Path, ...] = (Path(__file__), *pipeline.sources(masked_act=MASKED_ACT))
+
+
+def build(ws: pipeline.Workspace) -> tuple[pipeline.Stage, ...]:
+    return pipeline.build_stages(ws, gemm_mode=GEMM_MODE, masked_act=MASKED_ACT)

@@ -1,0 +1,348 @@
+"""Grouped GEMM over the contiguous (endpoint) layout: the `fc1` and `fc2` products.
+
+Each expert's rows sit contiguously in the capacity buffer, between ``start[e]`` and ``end[e]``
+(DESIGN section 2); ``out[m] = a[m] @ w[e].T`` for the expert ``e`` that owns row ``m``.
+
+Legend: M rows of the capacity buffer, K reduction columns, N output columns, E local experts,
+G4 = ceil(K / 128 / 4) packed activation-scale words per row.
+
+Tensors:
+- ``a_MK``: float8_e4m3fn (fp8) or bfloat16 (bf16) [M, K].
+- ``a_sf_MG4``: int32 [M, G4], M-major (strides (1, M_pad)), packed UE8M0 exponents, byte j of
+  word p for the 128-column group 4p+j (fp8 only; None for bf16).
+- ``w_ENK``: float8_e4m3fn or bfloat16 [E, N, K], row-major (the product uses ``w[e].T``).
+- ``w_scale``: float32 [E, N/128, K/128], one dequant multiplier per 128x128 weight block (fp8
+  only; None for bf16).
+- ``ends_E``: int32 [E] endpoints on the device; never read by the host.
+- ``out_MN``: bfloat16 [M, N], written in place.
+
+Row block ownership: a block of BLOCK_M rows belongs to the last expert whose start is <= the
+block's first row. BLOCK_M divides the alignment, so a block never straddles two experts, and blocks
+past the last expert's aligned end (the capacity tail) fall to expert E-1. Mode ``"all"`` (the stock
+arm) computes every block of the buffer; mode ``"psum"`` (the prefix-sum arms) returns from a block
+that holds no live row before it loads any operand. The grid depends only on M, N and the block
+shapes, so one CUDA graph replays with any routing.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moebench.kernels.fp8 import fp32_to_bf16
+from moebench.layout import check_alignment
+
+GROUP = 128  # quantisation group: 128 columns of a, 128x128 blocks of w
+MODES = ("all", "psum")
+# Programs along M that share a band of N blocks, so that consecutive programs reuse the same
+# weight tiles from L2 (the grouped ordering of Triton's matmul tutorial).
+GROUP_M = 8
+
+
+@triton.jit
+def _block_owner(
+    pid,
+    ends_ptr,
+    E,
+    M,
+    N,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    ALIGNMENT: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    """(first row, first column, owning expert, owner's end) of this program's output tile."""
+    # Grouped ordering: GROUP_M row blocks walk the N blocks together before moving down.
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = N // BLOCK_N
+    in_group = GROUP_M * num_n
+    group_id = pid // in_group
+    first_m = group_id * GROUP_M
+    group_rows = min(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % group_rows
+    pid_n = (pid % in_group) // group_rows
+    m0 = pid_m * BLOCK_M
+
+    # Starts from the endpoints alone: start[0] = 0, start[e] = align_up(end[e-1], A). Starts are
+    # non-decreasing, so the owner is the number of experts starting at or before m0, minus one;
+    # start[0] = 0 makes that at least 0, and tail blocks count every expert, giving E-1.
+    offs_e = tl.arange(0, BLOCK_E)
+    prev_end = tl.load(ends_ptr + offs_e - 1, mask=(offs_e > 0) & (offs_e < E), other=0)
+    starts = (prev_end + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    owned = (starts <= m0) & (offs_e < E)
+    e = tl.sum(owned.to(tl.int32), axis=0) - 1
+    end = tl.load(ends_ptr + e)
+    return m0, pid_n * BLOCK_N, e, end
+
+
+@triton.jit
+def _grouped_gemm_fp8(
+    a_ptr,
+    a_sf_ptr,
+    w_ptr,
+    w_scale_ptr,
+    ends_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    E,
+    stride_am,
+    stride_ak,
+    stride_sfm,
+    stride_sfp,
+    stride_we,
+    stride_wn,
+    stride_wk,
+    stride_se,
+    stride_sn,
+    stride_sk,
+    stride_om,
+    stride_on,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    ALIGNMENT: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    PSUM: tl.constexpr,
+    INTERPRET: tl.constexpr,
+):
+    # One K step is one quantisation group; kernels see only constexpr globals, hence the literal.
+    BLOCK_K: tl.constexpr = 128
+    pid = tl.program_id(0)
+    m0, n0, e, end = _block_owner(
+        pid, ends_ptr, E, M, N, BLOCK_M, BLOCK_N, BLOCK_E, ALIGNMENT, GROUP_M
+    )
+    # Prefix-sum arms: rows [m0, m0 + BLOCK_M) lie inside one expert's aligned span, which starts
+    # at or before m0, so the block holds a live row exactly when m0 < end.
+    if PSUM:
+        if m0 >= end:
+            return
+
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    row_ok = offs_m < M
+    rows = offs_m.to(tl.int64)
+    a_ptrs = a_ptr + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
+    w_base = w_ptr + e.to(tl.int64) * stride_we
+    w_ptrs = w_base + offs_n.to(tl.int64)[:, None] * stride_wn + offs_k[None, :] * stride_wk
+    sf_ptrs = a_sf_ptr + rows * stride_sfm
+    # BLOCK_N divides 128, so the tile sits in one 128-row band of weight scales (BLOCK_K = 128).
+    ws_ptr = w_scale_ptr + e.to(tl.int64) * stride_se + (n0 // BLOCK_K) * stride_sn
+
+    # One K step is one 128-column quantisation group: a single exponent per row and a single
+    # weight scale, so the fp8 product of the step is exact up to fp32 accumulation and is scaled
+    # once before joining the running sum.
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(0, K // BLOCK_K):
+        a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+        w = tl.load(w_ptrs)
+        word = tl.load(sf_ptrs + (kb // 4) * stride_sfp, mask=row_ok, other=0)
+        exp = (word >> ((kb % 4) * 8)) & 0xFF
+        a_scale = (exp << 23).to(tl.float32, bitcast=True)
+        w_scale = tl.load(ws_ptr + kb * stride_sk)
+        part = tl.dot(a, tl.trans(w), out_dtype=tl.float32)
+        acc += part * (a_scale * w_scale)[:, None]
+        a_ptrs += BLOCK_K * stride_ak
+        w_ptrs += BLOCK_K * stride_wk
+
+    out_ptrs = out_ptr + rows[:, None] * stride_om + offs_n[None, :] * stride_on
+    tl.store(out_ptrs, fp32_to_bf16(acc, INTERPRET), mask=row_ok[:, None])
+
+
+@triton.jit
+def _grouped_gemm_bf16(
+    a_ptr,
+    w_ptr,
+    ends_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    E,
+    stride_am,
+    stride_ak,
+    stride_we,
+    stride_wn,
+    stride_wk,
+    stride_om,
+    stride_on,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    ALIGNMENT: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    PSUM: tl.constexpr,
+    INTERPRET: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    m0, n0, e, end = _block_owner(
+        pid, ends_ptr, E, M, N, BLOCK_M, BLOCK_N, BLOCK_E, ALIGNMENT, GROUP_M
+    )
+    # Prefix-sum arms: see _grouped_gemm_fp8; a block without a live row loads nothing.
+    if PSUM:
+        if m0 >= end:
+            return
+
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    row_ok = offs_m < M
+    rows = offs_m.to(tl.int64)
+    a_ptrs = a_ptr + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
+    w_base = w_ptr + e.to(tl.int64) * stride_we
+    w_ptrs = w_base + offs_n.to(tl.int64)[:, None] * stride_wn + offs_k[None, :] * stride_wk
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for _ in range(0, K // BLOCK_K):
+        a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+        w = tl.load(w_ptrs)
+        # The CPU interpreter multiplies the raw bit patterns of bf16 dot operands (DESIGN
+        # section 11): widen them there; the GPU keeps bf16 tensor-core products.
+        if INTERPRET:
+            a = a.to(tl.float32)
+            w = w.to(tl.float32)
+        acc = tl.dot(a, tl.trans(w), acc, out_dtype=tl.float32)
+        a_ptrs += BLOCK_K * stride_ak
+        w_ptrs += BLOCK_K * stride_wk
+
+    out_ptrs = out_ptr + rows[:, None] * stride_om + offs_n[None, :] * stride_on
+    tl.store(out_ptrs, fp32_to_bf16(acc, INTERPRET), mask=row_ok[:, None])
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise ValueError(f"grouped_gemm: {message}")
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def grouped_gemm(
+    a_MK: torch.Tensor,
+    a_sf_MG4: torch.Tensor | None,
+    w_ENK: torch.Tensor,
+    w_scale: torch.Tensor | None,
+    ends_E: torch.Tensor,
+    out_MN: torch.Tensor,
+    *,
+    alignment: int,
+    mode: str,
+    BLOCK_M: int = 64,
+    BLOCK_N: int = 128,
+) -> None:
+    """Write ``out_MN[m] = a_MK[m] @ w_ENK[e].T`` (dequantised for fp8) for the blocks that ``mode``
+    visits; see the module docstring for shapes, dtypes and block ownership.
+
+    The precision follows ``a_MK.dtype``: float8_e4m3fn needs ``a_sf_MG4`` and ``w_scale``;
+    bfloat16 needs both to be None. Rows of a visited block that no expert owns get garbage.
+    """
+    _check(mode in MODES, f"mode must be one of {MODES}, got {mode!r}")
+    check_alignment(alignment)
+    _check(
+        _is_pow2(BLOCK_M) and BLOCK_M >= 16 and alignment % BLOCK_M == 0,
+        f"BLOCK_M must be a power of two >= 16 dividing alignment {alignment}, got {BLOCK_M}",
+    )
+    _check(
+        _is_pow2(BLOCK_N) and 16 <= BLOCK_N <= GROUP,
+        f"BLOCK_N must be a power of two in [16, {GROUP}], got {BLOCK_N}",
+    )
+    _check(a_MK.dim() == 2, f"a_MK must be 2-D [M, K], got shape {tuple(a_MK.shape)}")
+    _check(w_ENK.dim() == 3, f"w_ENK must be 3-D [E, N, K], got shape {tuple(w_ENK.shape)}")
+    M, K = a_MK.shape
+    E, N, Kw = w_ENK.shape
+    _check(Kw == K, f"K of a_MK ({K}) and w_ENK ({Kw}) differ")
+    _check(E >= 1, "w_ENK has no experts")
+    _check(
+        K % GROUP == 0 and K > 0 and N % GROUP == 0 and N > 0,
+        f"N ({N}) and K ({K}) must be positive multiples of {GROUP}",
+    )
+    _check(
+        ends_E.dtype == torch.int32 and tuple(ends_E.shape) == (E,),
+        f"ends_E must be int32 [{E}], got {ends_E.dtype} {tuple(ends_E.shape)}",
+    )
+    _check(
+        out_MN.dtype == torch.bfloat16 and tuple(out_MN.shape) == (M, N),
+        f"out_MN must be bfloat16 [{M}, {N}], got {out_MN.dtype} {tuple(out_MN.shape)}",
+    )
+    tensors = [a_MK, w_ENK, ends_E, out_MN, a_sf_MG4, w_scale]
+    devices = {t.device for t in tensors if t is not None}
+    _check(len(devices) == 1, f"all tensors must be on one device, got {sorted(map(str, devices))}")
+
+    if M == 0:
+        return
+    interpreting = not a_MK.is_cuda
+    grid = (triton.cdiv(M, BLOCK_M) * (N // BLOCK_N),)
+    common = dict(
+        BLOCK_M=BLOCK_M,
+        BLOCK_N=BLOCK_N,
+        BLOCK_E=triton.next_power_of_2(E),
+        ALIGNMENT=alignment,
+        GROUP_M=GROUP_M,
+        PSUM=mode == "psum",
+        num_warps=4,
+        num_stages=4,
+    )
+
+    if a_MK.dtype == torch.float8_e4m3fn:
+        _check(w_ENK.dtype == torch.float8_e4m3fn, f"fp8 a_MK needs fp8 w_ENK, got {w_ENK.dtype}")
+        G4 = -(-(K // GROUP) // 4)
+        _check(
+            a_sf_MG4 is not None
+            and a_sf_MG4.dtype == torch.int32
+            and tuple(a_sf_MG4.shape) == (M, G4),
+            f"fp8 needs a_sf_MG4 int32 [{M}, {G4}], got "
+            f"{None if a_sf_MG4 is None else (a_sf_MG4.dtype, tuple(a_sf_MG4.shape))}",
+        )
+        _check(
+            w_scale is not None
+            and w_scale.dtype == torch.float32
+            and tuple(w_scale.shape) == (E, N // GROUP, K // GROUP),
+            f"fp8 needs w_scale float32 [{E}, {N // GROUP}, {K // GROUP}], got "
+            f"{None if w_scale is None else (w_scale.dtype, tuple(w_scale.shape))}",
+        )
+        _grouped_gemm_fp8[grid](
+            a_MK,
+            a_sf_MG4,
+            w_ENK,
+            w_scale,
+            ends_E,
+            out_MN,
+            M,
+            N,
+            K,
+            E,
+            *a_MK.stride(),
+            *a_sf_MG4.stride(),
+            *w_ENK.stride(),
+            *w_scale.stride(),
+            *out_MN.stride(),
+            INTERPRET=interpreting,
+            **common,
+        )
+    elif a_MK.dtype == torch.bfloat16:
+        _check(w_ENK.dtype == torch.bfloat16, f"bf16 a_MK needs bf16 w_ENK, got {w_ENK.dtype}")
+        _check(a_sf_MG4 is None and w_scale is None, "bf16 takes no a_sf_MG4 or w_scale")
+        _grouped_gemm_bf16[grid](
+            a_MK,
+            w_ENK,
+            ends_E,
+            out_MN,
+            M,
+            N,
+            K,
+            E,
+            *a_MK.stride(),
+            *w_ENK.stride(),
+            *out_MN.stride(),
+            BLOCK_K=64,
+            INTERPRET=interpreting,
+            **common,
+        )
+    else:
+        raise ValueError(f"grouped_gemm: a_MK must be float8_e4m3fn or bfloat16, got {a_MK.dtype}")

@@ -1,0 +1,336 @@
+"""The `scatter` stage: group each token's top-k slots by local expert into the capacity buffer.
+
+Legend: T tokens, K top-k, E local experts, D hidden, M rows of the capacity buffer,
+G4 packed scale words per row (ceil(ceil(D/128)/4), fp8 pipeline only).
+
+Local experts are [expert_offset, expert_offset + E). The stage writes, exactly as
+`reference.scatter_plan` does, the endpoint contract of DESIGN section 2 and the index maps that the
+later stages read, then copies the token rows:
+
+    counts_E      int32 [E]    live rows of each expert (scratch for the stage)
+    ends_E        int32 [E]    end[e] = start[e] + count[e], start[e] = sum_{f<e} align_up(count[f])
+    row_expert_M  int32 [M]    expert of each live row; -1 for padding and for the capacity tail
+    row_src_M     int32 [M]    t*K + k of the slot in each live row; -1 elsewhere
+    slot_row_TK   int32 [T, K] row of each slot; -1 when the slot's expert is not local
+    xs_MD         bf16 | e4m3 [M, D]  xs[row] = x[t] for live rows; other rows are left untouched
+    xs_sf_MG4     int32 [M, G4]       the token's packed scale words for live rows (any strides)
+
+Within an expert, slots keep increasing t*K + k order (a stable counting sort). Four launches in
+sequence, no atomics, so every output is a pure function of the routing:
+
+1. `_scatter_count`: one program per expert counts its slots.
+2. `_scatter_assign`: one program per expert takes its start from the counts (prefix sum of aligned
+   counts), walks the T*K ids in order and gives its k-th slot row start + k with a cumulative sum;
+   one extra program marks the slots of non-local experts -1.
+3. `_scatter_maps`: a grid over the capacity rows derives each row's expert from the endpoints and
+   writes the -1s of padding and tail rows.
+4. `_scatter_copy`: a grid over (token blocks, column blocks) reads each token row once and writes
+   it to the rows of its local slots (and its scale words); padding rows are never touched.
+   Token-major rather than row-major, so no program is spent on the (mostly dead) capacity rows.
+
+Nothing reads back to the host and every buffer comes from the caller, so the stage can be captured
+in a CUDA graph and replayed with any routing.
+
+Overflow: the caller checks capacity before launching (the reference raises). If the routing would
+still need rows past M, no row >= M is written: slots whose row would be >= M get slot_row -1 (so
+`combine` skips them instead of reading out of bounds), while `ends_E` keeps the true endpoints, so
+`ends_E[-1] > M` shows the overflow after the fact.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moebench.layout import check_alignment
+
+_ROW_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
+# Rows are copied as raw integers of the same width, so every bit pattern (NaN payloads included)
+# travels unchanged and the kernel never converts a float.
+_RAW = {torch.bfloat16: torch.int16, torch.float8_e4m3fn: torch.uint8}
+
+
+@triton.jit
+def _scatter_count(ids_ptr, counts_ptr, n_slots, expert_offset, BLOCK_S: tl.constexpr):
+    # One program per local expert sums its matches over all T*K ids: a plain reduction per expert
+    # instead of a histogram with atomics.
+    e = tl.program_id(0)
+    total = tl.zeros((BLOCK_S,), dtype=tl.int32)
+    for s0 in range(0, n_slots, BLOCK_S):
+        s = s0 + tl.arange(0, BLOCK_S)
+        ids = tl.load(ids_ptr + s, mask=s < n_slots, other=-1)
+        hit = (s < n_slots) & ((ids - expert_offset) == e)
+        total += hit.to(tl.int32)
+    tl.store(counts_ptr + e, tl.sum(total, axis=0))
+
+
+@triton.jit
+def _scatter_assign(
+    ids_ptr,
+    counts_ptr,
+    ends_ptr,
+    row_src_ptr,
+    slot_row_ptr,
+    n_slots,
+    expert_offset,
+    n_experts,
+    rows,
+    ALIGNMENT: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+):
+    e = tl.program_id(0)
+    if e == n_experts:
+        # The extra program: slots routed to experts of other ranks get row -1. The expert programs
+        # write every other slot, so each slot is written exactly once.
+        for s0 in range(0, n_slots, BLOCK_S):
+            s = s0 + tl.arange(0, BLOCK_S)
+            ids = tl.load(ids_ptr + s, mask=s < n_slots, other=0).to(tl.int64) - expert_offset
+            foreign = (s < n_slots) & ((ids < 0) | (ids >= n_experts))
+            tl.store(slot_row_ptr + s, tl.full((BLOCK_S,), -1, tl.int32), mask=foreign)
+    else:
+        # This expert's start is the exclusive prefix sum of the aligned counts, its end the start
+        # plus its own count (the endpoint contract, no loop over experts).
+        ex = tl.arange(0, BLOCK_E)
+        counts = tl.load(counts_ptr + ex, mask=ex < n_experts, other=0)
+        aligned = (counts + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        start = tl.sum(tl.where(ex < e, aligned, 0), axis=0)
+        count = tl.sum(tl.where(ex == e, counts, 0), axis=0)
+        tl.store(ends_ptr + e, start + count)
+
+        # Walk the ids in slot order; the cumulative sum of matches inside a block plus the matches
+        # of earlier blocks is each slot's rank within the expert, which keeps t*K + k order.
+        # The next block is loaded before this one is ranked so that its latency overlaps the scan
+        # (the loop is a serial chain through next_row). Rows past the buffer are never written
+        # (see the module docstring on overflow).
+        next_row = start
+        lane = tl.arange(0, BLOCK_S)
+        ids = tl.load(ids_ptr + lane, mask=lane < n_slots, other=-1)
+        for s0 in range(0, n_slots, BLOCK_S):
+            s = s0 + lane
+            ids_next = tl.load(ids_ptr + s + BLOCK_S, mask=s + BLOCK_S < n_slots, other=-1)
+            hit = (s < n_slots) & ((ids - expert_offset) == e)
+            hit_i = hit.to(tl.int32)
+            row = next_row + tl.cumsum(hit_i, axis=0) - 1
+            fits = row < rows
+            tl.store(slot_row_ptr + s, tl.where(fits, row, -1), mask=hit)
+            tl.store(row_src_ptr + row, s, mask=hit & fits)
+            next_row += tl.sum(hit_i, axis=0)
+            ids = ids_next
+
+
+@triton.jit
+def _scatter_maps(
+    counts_ptr,
+    ends_ptr,
+    row_expert_ptr,
+    row_src_ptr,
+    rows,
+    n_experts,
+    BLOCK_M: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+):
+    # Each row's expert from the endpoints: the expert whose [start, end) holds it, -1 for padding
+    # and the capacity tail. The ranges are disjoint, so the max over experts picks the one.
+    # `_scatter_assign` already wrote row_src of the live rows; the others get their -1 here.
+    m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    in_buf = m < rows
+    ex = tl.arange(0, BLOCK_E)
+    counts = tl.load(counts_ptr + ex, mask=ex < n_experts, other=0)
+    ends = tl.load(ends_ptr + ex, mask=ex < n_experts, other=0)
+    starts = ends - counts
+    inside = (m[:, None] >= starts[None, :]) & (m[:, None] < ends[None, :])
+    expert = tl.max(tl.where(inside, ex[None, :], -1), axis=1)
+    tl.store(row_expert_ptr + m, expert, mask=in_buf)
+    tl.store(row_src_ptr + m, tl.full((BLOCK_M,), -1, tl.int32), mask=in_buf & (expert < 0))
+
+
+@triton.jit
+def _scatter_copy(
+    x_ptr,
+    xs_ptr,
+    x_sf_ptr,
+    xs_sf_ptr,
+    slot_row_ptr,
+    T,
+    D,
+    G4,
+    stride_xt,
+    stride_xd,
+    stride_xsm,
+    stride_xsd,
+    stride_sft,
+    stride_sfg,
+    stride_xssfm,
+    stride_xssfg,
+    K: tl.constexpr,
+    HAS_SF: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_G4: tl.constexpr,
+):
+    pid_t = tl.program_id(0)
+    pid_d = tl.program_id(1)
+    t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+    t_ok = t < T
+    t64 = t.to(tl.int64)
+
+    # A token is read only when one of its slots landed here (with expert parallelism most tokens
+    # belong to other ranks). Slots of other ranks, and any that overflowed the buffer, have row -1.
+    any_local = tl.zeros((BLOCK_T,), dtype=tl.int1)
+    for k in tl.static_range(K):
+        row = tl.load(slot_row_ptr + t * K + k, mask=t_ok, other=-1)
+        any_local = any_local | (row >= 0)
+
+    # Read the token tile once, then write it to the row of each local slot, k by k.
+    d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
+    x_mask = any_local[:, None] & (d < D)[None, :]
+    vals = tl.load(x_ptr + t64[:, None] * stride_xt + d[None, :] * stride_xd, mask=x_mask)
+    for k in tl.static_range(K):
+        row = tl.load(slot_row_ptr + t * K + k, mask=t_ok, other=-1)
+        mask = (row >= 0)[:, None] & (d < D)[None, :]
+        row64 = row.to(tl.int64)
+        tl.store(xs_ptr + row64[:, None] * stride_xsm + d[None, :] * stride_xsd, vals, mask=mask)
+
+    # fp8 pipeline: the token's packed scale words follow its row (strides may be M-major).
+    if HAS_SF:
+        if pid_d == 0:
+            g = tl.arange(0, BLOCK_G4)
+            g_ok = (g < G4)[None, :]
+            words = tl.load(
+                x_sf_ptr + t64[:, None] * stride_sft + g[None, :] * stride_sfg,
+                mask=any_local[:, None] & g_ok,
+            )
+            for k in tl.static_range(K):
+                row = tl.load(slot_row_ptr + t * K + k, mask=t_ok, other=-1)
+                row64 = row.to(tl.int64)
+                tl.store(
+                    xs_sf_ptr + row64[:, None] * stride_xssfm + g[None, :] * stride_xssfg,
+                    words,
+                    mask=(row >= 0)[:, None] & g_ok,
+                )
+
+
+def _check_int32(name: str, t: torch.Tensor, shape: tuple[int, ...], device: torch.device) -> None:
+    if t.dtype != torch.int32 or tuple(t.shape) != shape or t.device != device:
+        raise ValueError(
+            f"{name} must be int32 {list(shape)} on {device}, got {t.dtype} "
+            f"{list(t.shape)} on {t.device}"
+        )
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous")
+
+
+def scatter(
+    x_TD: torch.Tensor,
+    x_sf_TG4: torch.Tensor | None,
+    topk_ids_TK: torch.Tensor,
+    *,
+    expert_offset: int,
+    alignment: int,
+    xs_MD: torch.Tensor,
+    xs_sf_MG4: torch.Tensor | None,
+    counts_E: torch.Tensor,
+    ends_E: torch.Tensor,
+    row_expert_M: torch.Tensor,
+    row_src_M: torch.Tensor,
+    slot_row_TK: torch.Tensor,
+) -> None:
+    """Scatter the tokens into the capacity buffer and write the index maps (module docstring).
+
+    x_TD bf16 or float8_e4m3fn [T, D]; x_sf_TG4 int32 [T, G4] or None; topk_ids_TK int32 or int64
+    [T, K] (contiguous); xs_MD [M, D] of x's dtype; xs_sf_MG4 int32 [M, G4] or None (with x_sf);
+    counts_E, ends_E int32 [E]; row_expert_M, row_src_M int32 [M]; slot_row_TK int32 [T, K].
+    Every output is preallocated by the caller; nothing is read back to the host.
+    """
+    check_alignment(alignment)
+    if x_TD.dim() != 2 or x_TD.dtype not in _ROW_DTYPES:
+        raise ValueError(f"x_TD must be 2-D bf16 or float8_e4m3fn, got {x_TD.dtype} {x_TD.dim()}-D")
+    T, D = x_TD.shape
+    dev = x_TD.device
+    if topk_ids_TK.dim() != 2 or topk_ids_TK.shape[0] != T:
+        raise ValueError(f"topk_ids_TK must be [T={T}, K], got {list(topk_ids_TK.shape)}")
+    if topk_ids_TK.dtype not in (torch.int32, torch.int64) or topk_ids_TK.device != dev:
+        raise ValueError(f"topk_ids_TK must be int32 or int64 on {dev}, got {topk_ids_TK.dtype}")
+    if not topk_ids_TK.is_contiguous():
+        raise ValueError("topk_ids_TK must be contiguous")
+    K = topk_ids_TK.shape[1]
+    if xs_MD.dim() != 2 or xs_MD.shape[1] != D or xs_MD.dtype != x_TD.dtype or xs_MD.device != dev:
+        raise ValueError(
+            f"xs_MD must be [M, D={D}] {x_TD.dtype} on {dev}, got {xs_MD.dtype} {list(xs_MD.shape)}"
+        )
+    M = xs_MD.shape[0]
+    E = ends_E.numel()
+    if E == 0:
+        raise ValueError("ends_E must hold at least one local expert")
+    _check_int32("counts_E", counts_E, (E,), dev)
+    _check_int32("ends_E", ends_E, (E,), dev)
+    _check_int32("row_expert_M", row_expert_M, (M,), dev)
+    _check_int32("row_src_M", row_src_M, (M,), dev)
+    _check_int32("slot_row_TK", slot_row_TK, (T, K), dev)
+    if (x_sf_TG4 is None) != (xs_sf_MG4 is None):
+        raise ValueError("x_sf_TG4 and xs_sf_MG4 must be given together (fp8) or both be None")
+    has_sf = x_sf_TG4 is not None
+    G4 = triton.cdiv(triton.cdiv(D, 128), 4)  # 128-column groups, four per word
+    if has_sf:
+        for name, t, n in (("x_sf_TG4", x_sf_TG4, T), ("xs_sf_MG4", xs_sf_MG4, M)):
+            if t.dtype != torch.int32 or tuple(t.shape) != (n, G4) or t.device != dev:
+                raise ValueError(
+                    f"{name} must be int32 [{n}, G4={G4}] on {dev}, got {t.dtype} {list(t.shape)}"
+                )
+    sf_in = x_sf_TG4 if has_sf else counts_E  # placeholders, never read when HAS_SF is False
+    sf_out = xs_sf_MG4 if has_sf else counts_E
+    sf_in_strides = x_sf_TG4.stride() if has_sf else (0, 0)
+    sf_out_strides = xs_sf_MG4.stride() if has_sf else (0, 0)
+
+    # Launch shapes: the id scans are serial chains per expert, so they take wide blocks; the map
+    # rows per program shrink as E grows to bound the [rows, E] comparison tile.
+    n_slots = T * K
+    block_s = min(4096, triton.next_power_of_2(max(n_slots, 16)))
+    block_e = triton.next_power_of_2(E)
+    _scatter_count[(E,)](
+        topk_ids_TK, counts_E, n_slots, expert_offset, BLOCK_S=block_s, num_warps=8
+    )
+    _scatter_assign[(E + 1,)](
+        topk_ids_TK,
+        counts_E,
+        ends_E,
+        row_src_M,
+        slot_row_TK,
+        n_slots,
+        expert_offset,
+        E,
+        M,
+        ALIGNMENT=alignment,
+        BLOCK_S=block_s,
+        BLOCK_E=block_e,
+        num_warps=8,
+    )
+    block_m = max(16, 8192 // block_e)
+    _scatter_maps[(triton.cdiv(M, block_m),)](
+        counts_E, ends_E, row_expert_M, row_src_M, M, E, BLOCK_M=block_m, BLOCK_E=block_e
+    )
+    x_raw = x_TD.view(_RAW[x_TD.dtype])
+    xs_raw = xs_MD.view(_RAW[xs_MD.dtype])
+    block_t = 4
+    block_d = min(1024, triton.next_power_of_2(D))
+    _scatter_copy[(triton.cdiv(T, block_t), triton.cdiv(D, block_d))](
+        x_raw,
+        xs_raw,
+        sf_in,
+        sf_out,
+        slot_row_TK,
+        T,
+        D,
+        G4,
+        *x_raw.stride(),
+        *xs_raw.stride(),
+        *sf_in_strides,
+        *sf_out_strides,
+        K=K,
+        HAS_SF=has_sf,
+        BLOCK_T=block_t,
+        BLOCK_D=block_d,
+        BLOCK_G4=triton.next_power_of_2(G4),
+    )

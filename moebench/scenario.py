@@ -1,0 +1,877 @@
+"""Scenarios: a YAML document -> frozen dataclasses, and its sweep -> cases.
+
+A scenario names a model (a preset from ``models.PRESETS``, a preset with overrides, or a full
+shape), the topology (DESIGN section 7), the routing (section 10), the buffer shape (section 2),
+the precision and activation, the arms and how to measure them, and an optional sweep: a mapping
+of dotted field paths to lists whose product gives the cases.
+
+Loading is safe: YAML tags that would build objects are rejected, never executed; duplicate keys
+are errors. Every mistake becomes one ``ScenarioError`` on one line that names the file and the
+field path, e.g. ``smoke.yaml: shape.alignment: must be a power of two >= 16, got 100``.
+
+Sweeps apply to the document as written; the scenario itself carries each swept field's first
+value (what the document says for a swept field is replaced), and every case is validated as a
+whole scenario.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import os
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from moebench.errors import ScenarioError
+from moebench.layout import capacity_rows
+from moebench.models import PRESETS
+
+# The arms package is the source of truth for arm names; the runner cross-checks this tuple.
+KNOWN_ARMS = ("stock", "prefix_sum", "prefix_sum_masked")
+FAMILIES = ("uniform", "balanced", "zipf", "hot_rank", "empty_experts", "full_capacity", "trace")
+REGIMES = ("ffn", "kernel")
+STAGES = ("scatter", "fc1", "act", "fc2", "combine")
+PRECISIONS = ("fp8", "bf16")
+ACTIVATIONS = ("silu", "swiglu_oai")
+DEVICES = ("auto", "cpu", "cuda")
+MODES = ("simulated", "distributed")
+CAPACITIES = ("formula", "tight")
+
+BLOCK = 128  # FP8 weights carry 128x128 block scales: the prefill arms need D and F multiples of it
+MAX_CASES = 10_000
+MAX_TEXT = 1 << 20  # characters of YAML
+MAX_ROWS = 2**31 - 1  # `ends` and row indices are int32
+MAX_TOKENS = 1 << 20
+MAX_WIDTH = 1 << 17
+MAX_EXPERTS = 1 << 14
+MAX_RANKS = 1 << 12
+MAX_SEED = 2**63 - 1
+CASE_ID_MAX = 100
+
+
+# --- the values that travel --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    preset: str | None
+    id: str
+    revision: str
+    hidden: int
+    intermediate: int
+    experts: int
+    top_k: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopologySpec:
+    ep: int = 1
+    dp: int | None = None  # None: the same as ep (filled in on construction)
+    tp: int = 1
+    mode: str = "simulated"
+
+    def __post_init__(self) -> None:
+        if self.dp is None:
+            object.__setattr__(self, "dp", self.ep)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoutingSpec:
+    family: str = "uniform"
+    seed: int = 0
+    alpha: float = 1.2
+    hot_rank: int = 0
+    hot_fraction: float = 0.5
+    empty_fraction: float = 0.25
+    path: str | None = None  # trace file, resolved against the scenario's folder
+    layer: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShapeSpec:
+    tokens_per_rank: int
+    alignment: int = 128
+    capacity: str | int = "formula"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureSpec:
+    regimes: tuple[str, ...] = ("ffn", "kernel")
+    stages: tuple[str, ...] = STAGES
+    warmup: int = 2
+    blocks: int = 5
+    iterations: int = 5
+    ranks: tuple[int, ...] | None = None  # None: every rank
+    baseline: str = "stock"
+    graph: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    name: str
+    description: str = ""
+    model: ModelSpec
+    topology: TopologySpec = field(default_factory=TopologySpec)
+    routing: RoutingSpec = field(default_factory=RoutingSpec)
+    shape: ShapeSpec
+    precision: str = "fp8"
+    activation: str = "silu"
+    arms: tuple[str, ...] = KNOWN_ARMS
+    measure: MeasureSpec = field(default_factory=MeasureSpec)
+    sweep: tuple[tuple[str, tuple], ...] = ()
+    expect_sources: tuple[tuple[str, str], ...] = ()
+    device: str = "auto"
+    path: str | None = None
+    text: str = ""
+    sha256: str = ""
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Pinned source hashes, {arm: sha256}."""
+        return dict(self.expect_sources)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    case_id: str
+    index: int
+    scenario: Scenario  # sweep values applied, sweep emptied; text and sha256 of the file
+    params: tuple[tuple[str, Any], ...]
+
+
+def global_tokens(s: Scenario) -> int:
+    """Tokens of one step across the data-parallel replicas."""
+    return s.shape.tokens_per_rank * s.topology.dp
+
+
+def local_experts(s: Scenario) -> int:
+    return s.model.experts // s.topology.ep
+
+
+# --- public entry points -----------------------------------------------------------------------
+
+
+def load_scenario(path: str | os.PathLike) -> Scenario:
+    """Read and validate a scenario file."""
+    label = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ScenarioError(_oneline(f"{label}: cannot read ({exc.strerror or exc})")) from None
+    if len(raw) > 4 * MAX_TEXT:
+        raise ScenarioError(f"{label}: too large ({len(raw)} bytes) for a scenario")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{label}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from None
+    return parse_scenario(text.removeprefix("\ufeff"), path=label)
+
+
+def parse_scenario(text: str, *, path: str | os.PathLike | None = None) -> Scenario:
+    """Validate a scenario; ``path`` names it in errors and anchors relative trace paths."""
+    label = str(path) if path is not None else "<string>"
+    try:
+        raw = _load_yaml(text)
+        if not isinstance(raw, dict):
+            got = "an empty document" if raw is None else _desc(raw)
+            raise _Invalid("", f"expected a mapping at the top level, got {got}")
+        sweep = _sweep(_optional(raw, "sweep"))
+        ctx = _Ctx(path=path, text=text)
+        if not sweep:
+            return _build(raw, ctx)
+        first = _first_case(raw, sweep)
+        try:
+            base = _build({**first, "sweep": raw["sweep"]}, ctx)
+        except _Invalid as exc:  # case 0 is the scenario itself
+            blame = _swept_path(exc.path, [p for p, _ in sweep])
+            if blame is not None:
+                raise _Invalid(f"sweep.{blame}[0]", f"{exc.path}: {exc.message}") from None
+            raise
+        for _ in _cases(base, raw, ctx):  # every case is validated as a whole scenario
+            pass
+        return base
+    except _Invalid as exc:
+        raise ScenarioError(_format(label, exc)) from None
+
+
+def expand(scenario: Scenario) -> list[Case]:
+    """The cases of a scenario: the product of its sweep lists, first key varying slowest."""
+    if not scenario.sweep:
+        return [Case(case_id="c000", index=0, scenario=scenario, params=())]
+    label = scenario.path or "<string>"
+    try:
+        raw = _load_yaml(scenario.text)
+        return list(_cases(scenario, raw, _Ctx(path=scenario.path, text=scenario.text)))
+    except _Invalid as exc:
+        raise ScenarioError(_format(label, exc)) from None
+
+
+def scenario_with(scenario: Scenario, **changes: Any) -> Scenario:
+    """A validated copy with fields changed by dotted path (``**{"shape.tokens_per_rank": 4}``;
+    ``shape__tokens_per_rank=4`` also works). A changed field leaves the sweep. The result's text is
+    the changed document, so its sha256 differs from the file's."""
+    label = scenario.path or "<string>"
+    try:
+        raw = _load_yaml(scenario.text)
+        if not isinstance(raw, dict):
+            raise _Invalid("", "the scenario's text is not a mapping")
+        for key, value in changes.items():
+            dotted = key.replace("__", ".")
+            if dotted not in SWEEPABLE:
+                raise _Invalid(
+                    dotted,
+                    f"not a field that can be changed; expected one of {', '.join(SWEEPABLE)}",
+                )
+            raw = _apply(raw, dotted, _plain(value))
+            if isinstance(raw.get("sweep"), dict):
+                raw["sweep"] = {k: v for k, v in raw["sweep"].items() if k != dotted}
+                if not raw["sweep"]:
+                    del raw["sweep"]
+    except _Invalid as exc:
+        raise ScenarioError(_format(label, exc)) from None
+    text = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
+    return parse_scenario(text, path=scenario.path)
+
+
+def to_dict(scenario: Scenario) -> dict:
+    """The normalised document (every default filled in), for the manifest."""
+
+    def plain(spec) -> dict:
+        return {f.name: _plain(getattr(spec, f.name)) for f in fields(spec)}
+
+    return {
+        "name": scenario.name,
+        "description": scenario.description,
+        "model": plain(scenario.model),
+        "topology": plain(scenario.topology),
+        "routing": plain(scenario.routing),
+        "shape": plain(scenario.shape),
+        "precision": scenario.precision,
+        "activation": scenario.activation,
+        "arms": list(scenario.arms),
+        "measure": plain(scenario.measure),
+        "sweep": {p: _plain(v) for p, v in scenario.sweep},
+        "expect_sources": dict(scenario.expect_sources),
+        "device": scenario.device,
+    }
+
+
+# --- errors and YAML ---------------------------------------------------------------------------
+
+
+class _Invalid(Exception):
+    """A validation failure at a field path; becomes a ScenarioError with the file's name."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(path, message)
+        self.path = path
+        self.message = message
+
+
+def _oneline(text: str) -> str:
+    return " ".join(text.splitlines())
+
+
+def _format(label: str, exc: _Invalid) -> str:
+    return _oneline(
+        f"{label}: {exc.path}: {exc.message}" if exc.path else f"{label}: {exc.message}"
+    )
+
+
+class _SafeLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that also rejects duplicate keys in a mapping."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                    seen.add(key)
+                except TypeError:  # unhashable: the base class reports it
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {_show(key)}", key_node.start_mark
+                    )
+        return super().construct_mapping(node, deep=deep)
+
+
+def _load_yaml(text: str) -> Any:
+    if not isinstance(text, str):
+        raise _Invalid("", f"expected YAML text, got {type(text).__name__}")
+    if len(text) > MAX_TEXT:
+        raise _Invalid("", f"too large for a scenario ({len(text)} characters, at most {MAX_TEXT})")
+    try:
+        return yaml.load(text, Loader=_SafeLoader)  # a SafeLoader: tags never build objects
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = ", ".join(x for x in (exc.context, exc.problem) if x) or "malformed YAML"
+        constructing = isinstance(exc, yaml.constructor.ConstructorError)
+        kind = "YAML error" if constructing else "YAML syntax error"
+        hint = " (tags that build objects are never allowed)" if "constructor" in problem else ""
+        raise _Invalid("", f"{kind}{where}: {problem}{hint}") from None
+    except yaml.YAMLError as exc:
+        raise _Invalid("", f"YAML error: {exc}") from None
+    except RecursionError:
+        raise _Invalid("", "YAML error: nested too deeply") from None
+    except (ValueError, OverflowError, TypeError) as exc:
+        detail = str(exc).split(";")[0][:100]
+        raise _Invalid("", f"YAML error: a value cannot be read ({detail})") from None
+
+
+# --- type checks -------------------------------------------------------------------------------
+
+
+def _tname(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list | tuple):
+        return "list"
+    if isinstance(v, dict):
+        return "mapping"
+    return type(v).__name__
+
+
+def _show(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v) if v.bit_length() <= 64 else f"<an integer of {v.bit_length()} bits>"
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):
+        r = repr(v)
+        return r if len(r) <= 60 else r[:56] + "...'"
+    return f"<{_tname(v)}>"
+
+
+def _desc(v: Any) -> str:
+    if v is None or isinstance(v, bool | int | float | str):
+        return f"{_tname(v)} {_show(v)}"
+    return f"a {_tname(v)}"
+
+
+def _join(path: str, key: Any) -> str:
+    k = key if isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", key) else _show(key)
+    return f"{path}.{k}" if path else k
+
+
+def _int(v: Any, path: str, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _Invalid(path, f"expected an integer, got {_desc(v)}")
+    if not lo <= v <= hi:
+        raise _Invalid(path, f"must be between {lo} and {hi}, got {_show(v)}")
+    return v
+
+
+def _num(v: Any, path: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise _Invalid(path, f"expected a number, got {_desc(v)}")
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    if not math.isfinite(f):
+        raise _Invalid(path, f"must be a finite number, got {_show(v)}")
+    return f
+
+
+def _str(v: Any, path: str) -> str:
+    if not isinstance(v, str):
+        raise _Invalid(path, f"expected a string, got {_desc(v)}")
+    return v
+
+
+def _text(v: Any, path: str) -> str:
+    """A non-empty one-line string (names, ids, revisions)."""
+    s = _str(v, path)
+    if not s.strip() or not s.isprintable() or len(s) > 200:
+        raise _Invalid(path, f"must be non-empty one-line printable text (<= 200), got {_show(s)}")
+    return s
+
+
+def _choice(v: Any, path: str, choices: tuple[str, ...]) -> str:
+    s = _str(v, path)
+    if s not in choices:
+        raise _Invalid(path, f"must be one of {', '.join(choices)}; got {_show(s)}")
+    return s
+
+
+def _bool(v: Any, path: str) -> bool:
+    if not isinstance(v, bool):
+        raise _Invalid(path, f"expected a boolean (true or false), got {_desc(v)}")
+    return v
+
+
+def _seq(v: Any, path: str) -> list | tuple:
+    if not isinstance(v, list | tuple):
+        raise _Invalid(path, f"expected a list, got {_desc(v)}")
+    if not v:
+        raise _Invalid(path, "must not be empty")
+    return v
+
+
+def _choices(v: Any, path: str, choices: tuple[str, ...]) -> tuple[str, ...]:
+    out = []
+    for i, item in enumerate(_seq(v, path)):
+        item = _choice(item, f"{path}[{i}]", choices)
+        if item in out:
+            raise _Invalid(f"{path}[{i}]", f"{_show(item)} is listed twice")
+        out.append(item)
+    return tuple(out)
+
+
+def _section(v: Any, path: str, keys: tuple[str, ...]) -> dict:
+    if not isinstance(v, dict):
+        raise _Invalid(path, f"expected a mapping, got {_desc(v)}")
+    for k in v:
+        if not isinstance(k, str):
+            raise _Invalid(path, f"keys must be strings, got {_desc(k)}")
+        if k not in keys:
+            raise _Invalid(_join(path, k), f"unknown key; expected one of {', '.join(keys)}")
+    return v
+
+
+# --- sections ----------------------------------------------------------------------------------
+
+TOP_KEYS = (
+    "name",
+    "description",
+    "model",
+    "topology",
+    "routing",
+    "shape",
+    "precision",
+    "activation",
+    "arms",
+    "measure",
+    "sweep",
+    "expect_sources",
+    "device",
+)
+MODEL_FIELDS = ("id", "revision", "hidden", "intermediate", "experts", "top_k")
+ROUTING_KEYS = (
+    "family",
+    "source",
+    "seed",
+    "alpha",
+    "hot_rank",
+    "hot_fraction",
+    "empty_fraction",
+    "path",
+    "layer",
+)
+SWEEPABLE = (
+    *(f"model.{k}" for k in ("preset", *MODEL_FIELDS)),
+    *(f"topology.{f.name}" for f in fields(TopologySpec)),
+    *(f"routing.{f.name}" for f in fields(RoutingSpec)),
+    *(f"shape.{f.name}" for f in fields(ShapeSpec)),
+    *(f"measure.{f.name}" for f in fields(MeasureSpec)),
+    "precision",
+    "activation",
+    "arms",
+    "device",
+)
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    path: str | os.PathLike | None
+    text: str
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.path).parent if self.path is not None else Path.cwd()
+
+
+def _model(v: Any) -> ModelSpec:
+    if isinstance(v, str):
+        m, preset_path = {"preset": v}, "model"
+    else:
+        m, preset_path = _section(v, "model", ("preset", *MODEL_FIELDS)), "model.preset"
+    preset = m.get("preset")
+    if preset is not None:
+        preset = _str(preset, preset_path)
+        if preset not in PRESETS:
+            raise _Invalid(
+                preset_path, f"unknown preset {_show(preset)}; expected one of {', '.join(PRESETS)}"
+            )
+        merged = {k: PRESETS[preset][k] for k in MODEL_FIELDS}
+    else:
+        for k in MODEL_FIELDS:
+            if k not in m and k != "revision":
+                raise _Invalid(f"model.{k}", "required when the model names no preset")
+        merged = {"revision": "unpinned"}
+    merged.update({k: m[k] for k in MODEL_FIELDS if k in m})
+    hidden = _int(merged["hidden"], "model.hidden", 1, MAX_WIDTH)
+    intermediate = _int(merged["intermediate"], "model.intermediate", 1, MAX_WIDTH)
+    for name, width in (("hidden", hidden), ("intermediate", intermediate)):
+        if width % BLOCK:
+            origin = f" (preset {preset!r}: override it)" if preset and name not in m else ""
+            raise _Invalid(
+                f"model.{name}",
+                f"must be a multiple of {BLOCK} for the prefill arms "
+                f"(FP8 128x128 block scales), got {width}{origin}",
+            )
+    experts = _int(merged["experts"], "model.experts", 1, MAX_EXPERTS)
+    top_k = _int(merged["top_k"], "model.top_k", 1, MAX_EXPERTS)
+    if top_k > experts:
+        raise _Invalid("model.top_k", f"must be <= model.experts ({experts}), got {top_k}")
+    return ModelSpec(
+        preset=preset,
+        id=_text(merged["id"], "model.id"),
+        revision=_text(merged["revision"], "model.revision"),
+        hidden=hidden,
+        intermediate=intermediate,
+        experts=experts,
+        top_k=top_k,
+    )
+
+
+def _topology(v: Any) -> TopologySpec:
+    t = _section(v, "topology", tuple(f.name for f in fields(TopologySpec)))
+    ep = _int(t.get("ep", 1), "topology.ep", 1, MAX_RANKS)
+    dp = _int(t.get("dp", ep), "topology.dp", 1, MAX_RANKS)
+    tp = _int(t.get("tp", 1), "topology.tp", 1, MAX_RANKS)
+    mode = _choice(t.get("mode", "simulated"), "topology.mode", MODES)
+    if ep != dp * tp:
+        hint = "" if "dp" in t else " (dp defaults to ep: set dp)"
+        raise _Invalid(
+            "topology.ep",
+            f"must equal dp * tp: the expert-parallel group spans every "
+            f"data-parallel replica's tensor-parallel ranks; got ep={ep},"
+            f" dp={dp}, tp={tp}{hint}",
+        )
+    return TopologySpec(ep=ep, dp=dp, tp=tp, mode=mode)
+
+
+def _routing(v: Any, ctx: _Ctx) -> RoutingSpec:
+    r = {"family": v} if isinstance(v, str) else _section(v, "routing", ROUTING_KEYS)
+    family = _choice(r.get("family", "uniform"), "routing.family", FAMILIES)
+    if "source" in r:
+        source = _choice(r["source"], "routing.source", ("trace", "synthetic"))
+        if source == "trace":
+            if "family" in r and family != "trace":
+                raise _Invalid(
+                    "routing.source", f"'trace' conflicts with routing.family {family!r}"
+                )
+            family = "trace"
+        elif family == "trace":
+            raise _Invalid("routing.source", "'synthetic' conflicts with routing.family 'trace'")
+    path = r.get("path")
+    layer = r.get("layer")
+    if family == "trace":
+        if path is None:
+            raise _Invalid("routing.path", "required for a trace routing")
+        path = _str(path, "routing.path")
+        if not path:
+            raise _Invalid("routing.path", "must be a non-empty file path")
+        resolved = ctx.folder / path
+        if not os.path.exists(resolved):
+            raise _Invalid("routing.path", f"trace file not found: {resolved}")
+        path = os.path.abspath(resolved)
+        if layer is not None:
+            layer = _int(layer, "routing.layer", 0, 1 << 16)
+    else:
+        if path is not None:
+            raise _Invalid("routing.path", f"only read by family trace, not {family!r}")
+        if layer is not None:
+            raise _Invalid("routing.layer", f"only read by family trace, not {family!r}")
+    alpha = _num(r.get("alpha", 1.2), "routing.alpha")
+    if alpha <= 0:
+        raise _Invalid("routing.alpha", f"must be > 0, got {_show(r['alpha'])}")
+    fractions = {}
+    for k in ("hot_fraction", "empty_fraction"):
+        fractions[k] = _num(r.get(k, RoutingSpec.__dataclass_fields__[k].default), f"routing.{k}")
+        if not 0 <= fractions[k] <= 1:
+            raise _Invalid(f"routing.{k}", f"must be in [0, 1], got {_show(r[k])}")
+    return RoutingSpec(
+        family=family,
+        seed=_int(r.get("seed", 0), "routing.seed", 0, MAX_SEED),
+        alpha=alpha,
+        hot_rank=_int(r.get("hot_rank", 0), "routing.hot_rank", 0, MAX_RANKS),
+        path=path,
+        layer=layer,
+        **fractions,
+    )
+
+
+def _shape(v: Any) -> ShapeSpec:
+    s = _section(v, "shape", tuple(f.name for f in fields(ShapeSpec)))
+    if "tokens_per_rank" not in s:
+        raise _Invalid("shape.tokens_per_rank", "required")
+    tokens = _int(s["tokens_per_rank"], "shape.tokens_per_rank", 1, MAX_TOKENS)
+    alignment = s.get("alignment", 128)
+    if isinstance(alignment, bool) or not isinstance(alignment, int):
+        raise _Invalid("shape.alignment", f"expected an integer, got {_desc(alignment)}")
+    if alignment < 16 or alignment > 1 << 16 or alignment & (alignment - 1):
+        raise _Invalid("shape.alignment", f"must be a power of two >= 16, got {_show(alignment)}")
+    capacity = s.get("capacity", "formula")
+    if isinstance(capacity, str):
+        _choice(capacity, "shape.capacity", CAPACITIES)
+    elif isinstance(capacity, bool) or not isinstance(capacity, int):
+        raise _Invalid(
+            "shape.capacity", f"expected 'formula', 'tight' or an integer, got {_desc(capacity)}"
+        )
+    elif not 0 < capacity <= MAX_ROWS or capacity % alignment:
+        raise _Invalid(
+            "shape.capacity",
+            f"must be a positive multiple of shape.alignment "
+            f"({alignment}) up to {MAX_ROWS}, got {_show(capacity)}",
+        )
+    return ShapeSpec(tokens_per_rank=tokens, alignment=alignment, capacity=capacity)
+
+
+def _measure(v: Any) -> MeasureSpec:
+    m = _section(v, "measure", tuple(f.name for f in fields(MeasureSpec)))
+    ranks = m.get("ranks")
+    if ranks is not None:
+        checked = []
+        for i, r in enumerate(_seq(ranks, "measure.ranks")):
+            r = _int(r, f"measure.ranks[{i}]", 0, MAX_RANKS)
+            if r in checked:
+                raise _Invalid(f"measure.ranks[{i}]", f"rank {r} is listed twice")
+            checked.append(r)
+        ranks = tuple(checked)
+    return MeasureSpec(
+        regimes=_choices(m.get("regimes", ("ffn", "kernel")), "measure.regimes", REGIMES),
+        stages=_choices(m.get("stages", STAGES), "measure.stages", STAGES),
+        warmup=_int(m.get("warmup", 2), "measure.warmup", 0, 10_000),
+        blocks=_int(m.get("blocks", 5), "measure.blocks", 1, 10_000),
+        iterations=_int(m.get("iterations", 5), "measure.iterations", 1, 100_000),
+        ranks=ranks,
+        baseline=_str(m.get("baseline", "stock"), "measure.baseline"),
+        graph=_bool(m.get("graph", True), "measure.graph"),
+    )
+
+
+def _expect_sources(v: Any, arms: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pins = _section(v, "expect_sources", KNOWN_ARMS)
+    out = []
+    for arm, digest in pins.items():
+        path = f"expect_sources.{arm}"
+        if arm not in arms:
+            raise _Invalid(path, f"pins an arm this scenario does not run ({', '.join(arms)})")
+        digest = _str(digest, path)
+        if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+            raise _Invalid(path, f"expected a sha256 (64 hex digits), got {_show(digest)}")
+        out.append((arm, digest.lower()))
+    return tuple(sorted(out))
+
+
+def _optional(doc: dict, key: str) -> Any:
+    """An optional section; written empty (``topology:``) it means all defaults."""
+    v = doc.get(key)
+    return {} if v is None else v
+
+
+def _build(doc: dict, ctx: _Ctx) -> Scenario:
+    """One scenario from a document (its sweep parsed, not expanded)."""
+    _section(doc, "", TOP_KEYS)
+    for k in ("name", "model", "shape"):
+        if k not in doc:
+            raise _Invalid(k, "required")
+    model = _model(doc["model"])
+    topology = _topology(_optional(doc, "topology"))
+    routing = _routing(_optional(doc, "routing"), ctx)
+    shape = _shape(doc["shape"])
+    measure = _measure(_optional(doc, "measure"))
+    arms = _choices(doc.get("arms", KNOWN_ARMS), "arms", KNOWN_ARMS)
+    ep, local = topology.ep, model.experts // topology.ep
+    if model.experts % ep:
+        raise _Invalid("topology.ep", f"must divide model.experts ({model.experts}), got {ep}")
+    if routing.hot_rank >= ep:
+        raise _Invalid("routing.hot_rank", f"must be < topology.ep ({ep}), got {routing.hot_rank}")
+    for i, r in enumerate(measure.ranks or ()):
+        if r >= ep:
+            raise _Invalid(f"measure.ranks[{i}]", f"must be in [0, topology.ep = {ep}), got {r}")
+    if measure.baseline not in arms:
+        raise _Invalid(
+            "measure.baseline",
+            f"must be one of the scenario's arms ({', '.join(arms)}); "
+            f"got {_show(measure.baseline)}",
+        )
+    if routing.family == "empty_experts":
+        left = model.experts - int(round(routing.empty_fraction * model.experts))
+        if left < model.top_k:
+            raise _Invalid(
+                "routing.empty_fraction",
+                f"{routing.empty_fraction:g} leaves {left} of {model.experts} experts, "
+                f"fewer than model.top_k ({model.top_k})",
+            )
+    tokens = shape.tokens_per_rank * topology.dp
+    if routing.family == "full_capacity":
+        slots = tokens * model.top_k
+        if slots % model.experts or (slots // model.experts) % shape.alignment:
+            step = (
+                model.experts
+                * shape.alignment
+                // math.gcd(model.experts * shape.alignment, model.top_k)
+            )
+            raise _Invalid(
+                "shape.tokens_per_rank",
+                f"full_capacity routing needs tokens_per_rank * dp * top_k / experts to"
+                f" be a multiple of shape.alignment: tokens_per_rank * dp must be a "
+                f"multiple of {step}, got {shape.tokens_per_rank} * {topology.dp}",
+            )
+    if isinstance(shape.capacity, str):  # 'tight' never exceeds the formula
+        rows = capacity_rows(shape.tokens_per_rank, ep, model.top_k, local, shape.alignment)
+        if rows > MAX_ROWS:
+            raise _Invalid(
+                "shape.tokens_per_rank",
+                f"the capacity buffer would need {rows} rows (tokens_per_rank * ep * "
+                f"top_k + local_experts * alignment); row indices are int32",
+            )
+    return Scenario(
+        name=_text(doc["name"], "name"),
+        description=_str(doc.get("description", ""), "description"),
+        model=model,
+        topology=topology,
+        routing=routing,
+        shape=shape,
+        precision=_choice(doc.get("precision", "fp8"), "precision", PRECISIONS),
+        activation=_choice(doc.get("activation", "silu"), "activation", ACTIVATIONS),
+        arms=arms,
+        measure=measure,
+        sweep=_sweep(_optional(doc, "sweep")),
+        expect_sources=_expect_sources(_optional(doc, "expect_sources"), arms),
+        device=_choice(doc.get("device", "auto"), "device", DEVICES),
+        path=str(ctx.path) if ctx.path is not None else None,
+        text=ctx.text,
+        sha256=hashlib.sha256(ctx.text.encode("utf-8", "surrogatepass")).hexdigest(),
+    )
+
+
+# --- the sweep ---------------------------------------------------------------------------------
+
+
+def _plain(v: Any) -> Any:
+    """Tuples to lists, recursively (YAML and JSON friendly)."""
+    if isinstance(v, tuple | list):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _sweep_value(v: Any, path: str) -> Any:
+    scalar = (type(None), bool, int, float, str)
+    if isinstance(v, scalar):
+        return v
+    if isinstance(v, list | tuple) and all(isinstance(x, scalar) for x in v):
+        return tuple(v)
+    raise _Invalid(path, f"expected a scalar or a list of scalars, got {_desc(v)}")
+
+
+def _sweep(v: Any) -> tuple[tuple[str, tuple], ...]:
+    s = _section(v, "sweep", SWEEPABLE) if isinstance(v, dict) else None
+    if s is None:
+        raise _Invalid("sweep", f"expected a mapping of field paths to lists, got {_desc(v)}")
+    out, cases = [], 1
+    for key, values in s.items():
+        path = f"sweep.{key}"
+        values = _seq(values, path)
+        cases *= len(values)
+        if cases > MAX_CASES:
+            raise _Invalid("sweep", f"the product of the lists exceeds {MAX_CASES:,} cases")
+        out.append((key, tuple(_sweep_value(x, f"{path}[{i}]") for i, x in enumerate(values))))
+    return tuple(out)
+
+
+def _apply(doc: dict, dotted: str, value: Any) -> dict:
+    """A copy of the document with one field set (sections copied, never mutated in place)."""
+    doc = dict(doc)
+    if "." not in dotted:
+        doc[dotted] = _plain(value)
+        return doc
+    section, key = dotted.split(".")
+    current = doc.get(section)
+    if isinstance(current, str) and section in ("model", "routing"):
+        current = {"preset" if section == "model" else "family": current}
+    current = dict(current) if isinstance(current, dict) else {}
+    current[key] = _plain(value)
+    doc[section] = current
+    return doc
+
+
+def _id_value(v: Any) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, tuple | list):
+        return "_".join(_id_value(x) for x in v)
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def _case_id(index: int, n: int, params: tuple[tuple[str, Any], ...]) -> str:
+    width = max(3, len(str(n - 1)))
+    parts = [f"c{index:0{width}d}"]
+    parts += [f"{p.rsplit('.', 1)[-1]}={_id_value(v)}" for p, v in params]
+    return re.sub(r"[^A-Za-z0-9._=-]", "_", "-".join(parts))[:CASE_ID_MAX]
+
+
+def _first_case(raw: dict, sweep: tuple[tuple[str, tuple], ...]) -> dict:
+    """The document with every swept field set to its sweep's first value, sweep removed."""
+    doc = dict(raw)
+    doc.pop("sweep", None)
+    for dotted, values in sweep:
+        doc = _apply(doc, dotted, values[0])
+    return doc
+
+
+def _swept_path(field_path: str, swept: list[str]) -> str | None:
+    """The swept path a failing field belongs to (``measure.ranks[1]`` -> ``measure.ranks``)."""
+    for p in swept:
+        if field_path == p or field_path.startswith((f"{p}[", f"{p}.")):
+            return p
+    return None
+
+
+def _cases(scenario: Scenario, raw: dict, ctx: _Ctx):
+    """Yield the validated cases of a swept scenario, built from its document as written.
+
+    A failing case is blamed on the swept value at the failing field's path, or on the only swept
+    field when there is one (case 0 is the scenario itself and was validated already).
+    """
+    base = _first_case(raw, scenario.sweep)
+    paths = [p for p, _ in scenario.sweep]
+    sizes = [len(values) for _, values in scenario.sweep]
+    n = math.prod(sizes)
+    for index, picks in enumerate(itertools.product(*(range(k) for k in sizes))):
+        params = tuple((p, values[i]) for (p, values), i in zip(scenario.sweep, picks, strict=True))
+        doc = base
+        for p, v in params:
+            doc = _apply(doc, p, v)
+        case_id = _case_id(index, n, params)
+        try:
+            s = _build(doc, ctx)
+        except _Invalid as exc:
+            inner = f"{exc.path}: {exc.message}"
+            blame = _swept_path(exc.path, paths) or (paths[0] if len(paths) == 1 else None)
+            if blame is not None:
+                i = picks[paths.index(blame)]
+                raise _Invalid(f"sweep.{blame}[{i}]", f"{inner} (case {case_id})") from None
+            where = ", ".join(f"{p}={_id_value(v)}" for p, v in params)
+            raise _Invalid("sweep", f"case {case_id} ({where}): {inner}") from None
+        yield Case(case_id=case_id, index=index, scenario=s, params=params)

@@ -1,0 +1,86 @@
+"""The one timer: device events on the GPU, a synchronised host clock on the CPU.
+
+Each sample times one call of an argument-free function. On the GPU the ``ffn`` regime replays a
+CUDA graph captured once per arm, and the ``kernel`` regime flushes L2 before each sample so that a
+stage does not read what the previous sample left in cache.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import torch
+
+L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
+
+
+class Clock:
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self._flush = (
+            torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device) if self.cuda else None
+        )
+        if self.cuda:
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._end = torch.cuda.Event(enable_timing=True)
+        self._nvml = _nvml_handle() if self.cuda else None
+
+    def sample_us(self, fn: Callable[[], None], *, flush_l2: bool = False) -> float:
+        """Microseconds of one call of ``fn``."""
+        if not self.cuda:
+            t0 = time.perf_counter()
+            fn()
+            return (time.perf_counter() - t0) * 1e6
+        if flush_l2:
+            self._flush.zero_()
+        self._start.record()
+        fn()
+        self._end.record()
+        self._end.synchronize()
+        return self._start.elapsed_time(self._end) * 1e3
+
+    def capture(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """A CUDA graph of ``fn`` (already warmed up) and its replay; ``fn`` itself on the CPU."""
+        if not self.cuda:
+            return fn
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()  # one more warm call on the capture stream, as PyTorch recommends
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        torch.cuda.synchronize()
+        return graph.replay
+
+    def clocks(self) -> tuple[float, float]:
+        """(SM MHz, memory MHz) now, NaN where NVML is not available."""
+        if self._nvml is None:
+            return math.nan, math.nan
+        import pynvml
+
+        try:
+            return (
+                float(pynvml.nvmlDeviceGetClockInfo(self._nvml, pynvml.NVML_CLOCK_SM)),
+                float(pynvml.nvmlDeviceGetClockInfo(self._nvml, pynvml.NVML_CLOCK_MEM)),
+            )
+        except pynvml.NVMLError:
+            return math.nan, math.nan
+
+    def synchronize(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
+def _nvml_handle():
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+    except Exception:  # NVML missing or not permitted: clocks are recorded as NaN
+        return None

@@ -1,0 +1,246 @@
+"""The grouped GEMM kernel against reference.grouped_gemm, in both modes and both precisions.
+
+Runs under the Triton interpreter on the CPU (conftest sets TRITON_INTERPRET=1); with
+TRITON_INTERPRET=0 on a GPU machine the same tests run the compiled kernels on CUDA.
+
+Every run starts from poisoned buffers: the padding and tail rows of the input hold NaN (and, for
+fp8, infinite scales), and the output holds a NaN with a payload no computation produces, so the
+tests can tell unwritten elements from written ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import zlib
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from moebench import reference
+from moebench.kernels.grouped_gemm import grouped_gemm
+from moebench.layout import live_row_mask
+from moebench.numerics import bitwise_compare, calc_diff, nonfinite
+
+DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+# The oracle is float32 of the very operands the kernel reads, so the only error left is fp32
+# accumulation order and the final bf16 rounding of the output (~1e-6 in calc_diff).
+TOL = 1e-5
+# A bf16 NaN whose payload no arithmetic produces: an element that still holds it was not written.
+POISON_BITS = 0x7FA5
+# The interpreter computes with numpy, which warns when the poisoned padding makes NaN; expected.
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    counts: tuple[int, ...]  # live rows of each expert; E = len(counts)
+    rows: int  # M, the capacity buffer
+    alignment: int
+    block_m: int
+    block_n: int = 128
+    k: int = 256
+    n: int = 128
+
+
+CASES = [
+    # general: partial blocks, padding after every expert, tail blocks, two N tiles
+    pytest.param(
+        Case(counts=(40, 17, 64, 3), rows=256, alignment=32, block_m=32, n=256), id="mixed"
+    ),
+    # empty expert in the middle and at the end (its endpoint equals its start)
+    pytest.param(
+        Case(counts=(30, 0, 50, 0), rows=192, alignment=32, block_m=32), id="empty-expert"
+    ),
+    # all experts empty: every block is dead, psum writes nothing
+    pytest.param(Case(counts=(0, 0, 0, 0), rows=128, alignment=32, block_m=32), id="all-empty"),
+    # one expert holding everything, behind two empty ones (default BLOCK_M 64)
+    pytest.param(
+        Case(counts=(0, 0, 200, 0), rows=320, alignment=64, block_m=64), id="one-expert-all-rows"
+    ),
+    # full buffer: counts are multiples of A and fill M, no padding, no tail
+    pytest.param(
+        Case(counts=(64, 32, 96, 64), rows=256, alignment=32, block_m=32), id="full-buffer"
+    ),
+    # rows fewer than a block: each expert's rows fit inside its first block
+    pytest.param(Case(counts=(3, 1), rows=192, alignment=64, block_m=64), id="rows-below-block"),
+    # prime E = 5, smallest alignment and block
+    pytest.param(Case(counts=(17, 0, 33, 64, 9), rows=192, alignment=16, block_m=16), id="prime-E"),
+    # tail blocks: most of the buffer lies past the last expert's aligned end (owned by E-1)
+    pytest.param(Case(counts=(16, 16), rows=256, alignment=16, block_m=16), id="tail-blocks"),
+    # BLOCK_M < A: dead blocks inside an expert's aligned span; K = 640 reaches the second packed
+    # scale word; BLOCK_N = 64 puts two N tiles in one 128-row weight-scale band
+    pytest.param(
+        Case(counts=(5, 70), rows=256, alignment=64, block_m=16, block_n=64, k=640, n=256),
+        id="dead-blocks-in-span",
+    ),
+    # a single expert (E = 1)
+    pytest.param(Case(counts=(100,), rows=256, alignment=128, block_m=64), id="single-expert"),
+]
+PRECISIONS = ["fp8", "bf16"]
+MODES = ["all", "psum"]
+
+
+def _plan(case: Case) -> dict[str, torch.Tensor]:
+    """Route slots so that expert e receives counts[e] of them, through the reference scatter."""
+    g = torch.Generator().manual_seed(1)
+    E = len(case.counts)
+    ids = torch.repeat_interleave(torch.arange(E), torch.tensor(case.counts))
+    ids = ids[torch.randperm(ids.numel(), generator=g)]
+    return reference.scatter_plan(ids.view(-1, 1), 0, E, case.alignment, case.rows)
+
+
+def _inputs(case: Case, precision: str, pad_M: torch.Tensor, seed: int):
+    """Kernel operands (padding rows poisoned) and the float32 oracle operands (a_MK, w_ENK)."""
+    g = torch.Generator().manual_seed(seed)
+    E, M, K, N = len(case.counts), case.rows, case.k, case.n
+    # Magnitudes that vary per 128-column group and per 128x128 weight block, so that a scale
+    # applied to the wrong group or block shows up.
+    x_scale = 2.0 ** torch.randint(-3, 4, (M, K // 128, 1), generator=g)
+    x = (torch.randn(M, K // 128, 128, generator=g) * x_scale).view(M, K)
+    w_scale = 2.0 ** torch.randint(-6, -2, (E, N // 128, 1, K // 128, 1), generator=g)
+    w = (torch.randn(E, N // 128, 128, K // 128, 128, generator=g) * w_scale).view(E, N, K)
+    if precision == "fp8":
+        q, exp = reference.quant_fp8_ue8m0(x)
+        sf = reference.pack_ue8m0(exp)
+        wq, ws = reference.quant_weight_fp8_block(w)
+        a_ref = reference.dequant_fp8_ue8m0(q, exp)
+        w_ref = reference.dequant_weight_fp8_block(wq, ws)
+        q.view(torch.uint8)[pad_M] = 0x7F  # e4m3fn NaN
+        sf[pad_M] = -1  # every exponent byte 255: an infinite scale
+        return (q, sf, wq, ws), (a_ref, w_ref)
+    a = x.to(torch.bfloat16)
+    wb = w.to(torch.bfloat16)
+    a_ref, w_ref = a.float(), wb.float()
+    a[pad_M] = float("nan")
+    return (a, None, wb, None), (a_ref, w_ref)
+
+
+def _poisoned_out(M: int, N: int) -> torch.Tensor:
+    return torch.full((M, N), POISON_BITS, dtype=torch.int16, device=DEVICE).view(torch.bfloat16)
+
+
+def _to_device(t: torch.Tensor | None) -> torch.Tensor | None:
+    if t is None:
+        return None
+    if t.dtype == torch.int32:  # packed scales: keep the M-major layout
+        M, G4 = t.shape
+        return reference.empty_packed_scales(M, 4 * G4, DEVICE).copy_(t)
+    return t.to(DEVICE)
+
+
+@functools.cache
+def _run(case: Case, precision: str):
+    """Both modes on the same poisoned operands. Returns (plan, live_M, ref_MN, {mode: out_MN})."""
+    plan = _plan(case)
+    live = live_row_mask(plan["ends_E"], case.alignment, case.rows)
+    seed = zlib.crc32(repr((case, precision)).encode())
+    (a, sf, w, ws), (a_ref, w_ref) = _inputs(case, precision, ~live, seed)
+    ref = reference.grouped_gemm(a_ref, w_ref, plan["row_expert_M"])
+    ends = plan["ends_E"].to(DEVICE)
+    a, sf, w, ws = (_to_device(t) for t in (a, sf, w, ws))
+    outs = {}
+    for mode in MODES:
+        out = _poisoned_out(case.rows, case.n)
+        grouped_gemm(
+            a,
+            sf,
+            w,
+            ws,
+            ends,
+            out,
+            alignment=case.alignment,
+            mode=mode,
+            BLOCK_M=case.block_m,
+            BLOCK_N=case.block_n,
+        )
+        outs[mode] = out.cpu()
+    return plan, live, ref, outs
+
+
+def _is_poison(out_MN: torch.Tensor) -> torch.Tensor:
+    return out_MN.view(torch.int16) == POISON_BITS
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case", CASES)
+def test_live_rows_match_reference(case, precision, mode):
+    _, live, ref, outs = _run(case, precision)
+    got = outs[mode][live].float()
+    assert nonfinite(got) == 0
+    assert calc_diff(got, ref[live]) < TOL
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case", CASES)
+def test_modes_bitwise_equal_on_live_rows(case, precision):
+    _, live, _, outs = _run(case, precision)
+    result = bitwise_compare(outs["all"][live], outs["psum"][live])
+    assert result.equal, result.describe()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case", CASES)
+def test_psum_skips_dead_blocks_all_writes_everything(case, precision):
+    _, live, _, outs = _run(case, precision)
+    live_block = live.view(-1, case.block_m).any(dim=1)
+    dead_rows = (~live_block).repeat_interleave(case.block_m)
+    assert _is_poison(outs["psum"][dead_rows]).all()
+    assert not _is_poison(outs["psum"][live]).any()
+    assert not _is_poison(outs["all"]).any()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case", [c for c in CASES if c.id != "full-buffer"])
+def test_input_padding_poison_stays_in_padding(case, precision):
+    _, live, _, outs = _run(case, precision)
+    assert (~live).any()  # the case has padding, so the input really carried poison
+    for mode in MODES:
+        assert nonfinite(outs[mode][live]) == 0, mode
+    # The poison did flow through the padding rows that "all" computes.
+    assert nonfinite(outs["all"][~live]) > 0
+
+
+def _valid_fp8(M=64, E=2, N=128, K=256):
+    q = torch.zeros(M, K, dtype=torch.float8_e4m3fn)
+    sf = reference.empty_packed_scales(M, K // 128, "cpu")
+    w = torch.zeros(E, N, K, dtype=torch.float8_e4m3fn)
+    ws = torch.ones(E, N // 128, K // 128)
+    ends = torch.zeros(E, dtype=torch.int32)
+    out = torch.empty(M, N, dtype=torch.bfloat16)
+    return [q, sf, w, ws, ends, out]
+
+
+@pytest.mark.parametrize(
+    ("change", "kwargs", "match"),
+    [
+        ({}, {"mode": "masked"}, "mode"),
+        ({}, {"alignment": 48}, "alignment"),
+        ({}, {"alignment": 32, "BLOCK_M": 64}, "BLOCK_M"),
+        ({}, {"BLOCK_N": 256}, "BLOCK_N"),
+        ({4: torch.zeros(2, dtype=torch.int64)}, {}, "ends_E"),
+        ({4: torch.zeros(3, dtype=torch.int32)}, {}, "ends_E"),
+        ({0: torch.zeros(64, 128, dtype=torch.float8_e4m3fn)}, {}, "K"),
+        ({5: torch.empty(64, 128, dtype=torch.float32)}, {}, "out_MN"),
+        ({1: None}, {}, "a_sf_MG4"),
+        ({3: torch.ones(2, 1, 1)}, {}, "w_scale"),
+        ({2: torch.zeros(2, 128, 256, dtype=torch.bfloat16)}, {}, "w_ENK"),
+        (
+            {
+                0: torch.zeros(64, 256, dtype=torch.bfloat16),
+                2: torch.zeros(2, 128, 256, dtype=torch.bfloat16),
+            },
+            {},
+            "bf16 takes no",
+        ),
+    ],
+)
+def test_launcher_rejects_bad_arguments(change, kwargs, match):
+    args = _valid_fp8()
+    for i, t in change.items():
+        args[i] = t
+    options = {"alignment": 64, "mode": "psum", **kwargs}
+    with pytest.raises(ValueError, match=match):
+        grouped_gemm(*args, **options)

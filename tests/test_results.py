@@ -1,0 +1,439 @@
+"""The result store: schemas, atomic parts, resume, run ids, and one-line errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from moebench import results
+from moebench.errors import ResultsError
+from moebench.results import SCHEMAS, RunWriter, load_run, new_run_id, rows_to_table
+
+NOW = dt.datetime(2026, 11, 29, 13, 5, 9, tzinfo=dt.UTC)
+RUN = "20261129-130509-test-abc123"
+
+
+def sample_row(case_id: str, run_id: str = RUN, **kw) -> dict:
+    row = dict(
+        run_id=run_id,
+        case_id=case_id,
+        arm="stock",
+        rank=0,
+        stage="ffn",
+        regime="ffn",
+        block=0,
+        position=0,
+        iteration=0,
+        time_us=12.5,
+        device="cpu",
+        sm_clock_mhz=math.nan,
+        mem_clock_mhz=math.nan,
+        tokens_per_rank=16,
+        live_rows=40,
+        capacity_rows=256,
+        local_experts=4,
+        hidden=64,
+        intermediate=128,
+        top_k=2,
+        precision="bf16",
+        activation="silu",
+        routing="uniform",
+        gemm="triton",
+        params='{"tokens_per_rank": 16}',
+    )
+    return row | kw
+
+
+def check_row(case_id: str, run_id: str = RUN, **kw) -> dict:
+    row = dict(
+        run_id=run_id,
+        case_id=case_id,
+        arm="stock",
+        rank=0,
+        check="reference",
+        status="pass",
+        error=1e-6,
+        detail="",
+    )
+    return row | kw
+
+
+def routing_row(case_id: str, run_id: str = RUN, **kw) -> dict:
+    row = dict(
+        run_id=run_id,
+        case_id=case_id,
+        rank=0,
+        routing="uniform",
+        tokens_per_rank=16,
+        local_experts=4,
+        live_rows=32,
+        capacity_rows=256,
+        live_fraction=0.125,
+        empty_experts=0,
+        max_load=10.0,
+        mean_load=8.0,
+        overload=1.25,
+        entropy=1.98,
+        trace_sha256="",
+    )
+    return row | kw
+
+
+def write(writer: RunWriter, case_id: str, n: int = 3) -> None:
+    samples = [sample_row(case_id, iteration=i, time_us=10.0 + i) for i in range(n)]
+    writer.write_case(case_id, samples, [check_row(case_id)], [routing_row(case_id)])
+
+
+@pytest.fixture
+def writer(tmp_path: Path):
+    w = RunWriter.create(tmp_path / "results", RUN, {"sources": {"stock": "ab"}})
+    yield w
+    w.close()
+
+
+# --------------------------------------------------------------------------- writing and reading
+
+
+def test_roundtrip_keeps_schemas_and_rows(writer: RunWriter):
+    write(writer, "case-a", n=3)
+    write(writer, "case-b", n=2)
+    run = load_run(writer.run_dir)
+    assert run.run_id == RUN
+    assert run.manifest["finished_cases"] == ["case-a", "case-b"]
+    assert run.manifest["sources"] == {"stock": "ab"}
+    assert run.manifest["status"] == "running"
+    for name in ("samples", "checks", "routing"):
+        assert getattr(run, name).schema.equals(SCHEMAS[name])
+    assert run.samples.num_rows == 5
+    assert run.samples["time_us"].to_pylist()[:3] == [10.0, 11.0, 12.0]
+    assert math.isnan(run.samples["sm_clock_mhz"][0].as_py())  # NaN stays NaN, not null
+    assert run.samples["sm_clock_mhz"].null_count == 0
+
+
+def test_empty_parts_have_the_same_columns(writer: RunWriter):
+    writer.write_case("case-empty", [], [], [])
+    run = load_run(writer.run_dir)
+    assert run.samples.num_rows == 0
+    for name in ("samples", "checks", "routing"):
+        assert getattr(run, name).schema.equals(SCHEMAS[name])
+
+
+def test_run_without_finished_cases_loads_empty_tables(writer: RunWriter):
+    run = load_run(writer.run_dir)
+    assert run.samples.num_rows == 0 and run.samples.schema.equals(SCHEMAS["samples"])
+
+
+def test_finish_records_status_and_end_time(writer: RunWriter):
+    write(writer, "c1")
+    writer.update_manifest(note="hello")
+    writer.finish("complete", mismatches=[])
+    manifest = json.loads((writer.run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["ended_at"] and manifest["started_at"]
+    assert manifest["note"] == "hello" and manifest["mismatches"] == []
+    with pytest.raises(ValueError, match="closed"):
+        write(writer, "c2")
+
+
+@pytest.mark.parametrize("status", ["done", "running", ""])
+def test_finish_rejects_unknown_status(writer: RunWriter, status: str):
+    with pytest.raises(ValueError, match="status"):
+        writer.finish(status)
+
+
+@pytest.mark.parametrize("key", ["finished_cases", "status", "run_id", "ended_at"])
+def test_reserved_manifest_keys_are_refused(writer: RunWriter, key: str):
+    with pytest.raises(ValueError, match="written by the result store"):
+        writer.update_manifest(**{key: "x"})
+
+
+def test_case_ids_from_the_sweep_are_accepted(writer: RunWriter):
+    case_id = "c007-path=_.._traces_x.json-alpha=1.2-stages=fc1_fc2"  # ".." inside is harmless
+    write(writer, case_id)
+    assert (writer.run_dir / "samples" / f"{case_id}.parquet").is_file()
+    assert load_run(writer.run_dir).manifest["finished_cases"] == [case_id]
+
+
+def test_manifest_values_must_be_json(tmp_path: Path, writer: RunWriter):
+    with pytest.raises(ValueError, match="manifest"):
+        RunWriter.create(tmp_path, "other-run", {"scenario": object()})
+    assert not (tmp_path / "other-run").exists()
+    with pytest.raises(ValueError, match=r"manifest\.extra\[1\]: a object"):
+        writer.update_manifest(extra=[1, object()])
+    assert "extra" not in writer.manifest
+    writer.update_manifest(peak=math.nan, where=Path("/x"), ranks=(0, 1))  # undefined -> null
+    manifest = json.loads((writer.run_dir / "manifest.json").read_text())
+    assert manifest["peak"] is None and manifest["where"] == "/x" and manifest["ranks"] == [0, 1]
+
+
+def test_case_written_twice_is_refused(writer: RunWriter):
+    write(writer, "c1")
+    with pytest.raises(ValueError, match="already finished"):
+        write(writer, "c1")
+
+
+@pytest.mark.parametrize("case_id", ["../x", "a/b", ".hidden", "..", "", "é", "a b", "a\\b"])
+def test_unsafe_case_ids_are_refused(writer: RunWriter, case_id: str):
+    with pytest.raises(ValueError, match="invalid case id"):
+        writer.write_case(case_id, [], [], [])
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+@pytest.mark.parametrize(
+    "bad_row, message",
+    [
+        ({k: v for k, v in sample_row("c").items() if k != "time_us"}, "missing keys"),
+        (sample_row("c", extra=1), "unexpected keys"),
+        (sample_row("c", time_us=None), "None is not allowed"),
+        (sample_row("c", rank="zero"), "samples.rank"),
+        (sample_row("c", stage="gemm"), "samples.stage"),  # not one of the six stage names
+        (sample_row("c", regime="profile"), "samples.regime"),
+        (sample_row("c", device="gpu"), "samples.device"),  # the column says cuda
+        (sample_row("c", rank=2**40), "samples.rank"),  # int32 overflow
+    ],
+)
+def test_samples_schema_is_enforced(bad_row: dict, message: str):
+    with pytest.raises(ValueError, match=message):
+        rows_to_table("samples", [sample_row("c"), bad_row])
+
+
+def test_checks_status_is_enforced():
+    with pytest.raises(ValueError, match="checks.status"):
+        rows_to_table("checks", [check_row("c", status="ok")])
+
+
+def test_rows_must_name_this_run_and_case(writer: RunWriter):
+    with pytest.raises(ValueError, match="run_id"):
+        writer.write_case("c", [sample_row("c", run_id="other")], [], [])
+    with pytest.raises(ValueError, match="case_id"):
+        writer.write_case("c", [], [check_row("d")], [])
+    assert writer.finished_cases == set()
+    assert list((writer.run_dir / "samples").iterdir()) == []
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path: Path):
+    target = tmp_path / "manifest.json"
+    target.write_text("old")
+
+    def explode(f):
+        f.write(b"half of the new cont")
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError):
+        results._atomic_write(target, explode)
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
+
+
+def test_stray_temp_files_are_ignored_then_cleaned_on_resume(writer: RunWriter):
+    write(writer, "c1")
+    run_dir = writer.run_dir
+    stray = [
+        run_dir / "samples" / ".c2.parquet.x1y2.tmp",
+        run_dir / "checks" / ".c1.parquet.zz.tmp",
+        run_dir / ".manifest.json.q.tmp",
+    ]
+    for path in stray:
+        path.write_bytes(b"garbage from a crash")
+    writer.close()  # what a crash leaves: the lock is gone, status still "running"
+    assert load_run(run_dir).samples.num_rows == 3
+    resumed = RunWriter.resume(run_dir)
+    assert not any(p.exists() for p in stray)
+    assert resumed.finished_cases == {"c1"}
+    resumed.close()
+
+
+def test_unfinished_case_parts_are_ignored_then_removed_on_resume(writer: RunWriter):
+    write(writer, "c1")
+    run_dir = writer.run_dir
+    # A crash after two parts of c2 were renamed into place, before the manifest listed it.
+    rows = rows_to_table("samples", [sample_row("c2")])
+    pq.write_table(rows, run_dir / "samples" / "c2.parquet")
+    pq.write_table(rows_to_table("checks", [check_row("c2")]), run_dir / "checks" / "c2.parquet")
+    writer.close()
+    assert set(load_run(run_dir).samples["case_id"].to_pylist()) == {"c1"}
+    resumed = RunWriter.resume(run_dir)
+    assert not (run_dir / "samples" / "c2.parquet").exists()
+    assert not (run_dir / "checks" / "c2.parquet").exists()
+    assert (run_dir / "samples" / "c1.parquet").exists()
+    assert resumed.manifest["status"] == "running" and len(resumed.manifest["resumed_at"]) == 1
+    write(resumed, "c2")
+    resumed.finish("complete")
+    run = load_run(run_dir)
+    assert run.manifest["finished_cases"] == ["c1", "c2"]
+    assert run.samples.num_rows == 6
+
+
+def test_disk_error_mid_case_leaves_it_unfinished(writer: RunWriter, monkeypatch):
+    real = pq.write_table
+    calls = []
+
+    def flaky(table, where, **kw):
+        calls.append(1)
+        if len(calls) == 2:  # samples part written, checks part fails
+            raise OSError(28, "No space left on device")
+        return real(table, where, **kw)
+
+    monkeypatch.setattr(results.pq, "write_table", flaky)
+    with pytest.raises(ResultsError, match="cannot write case 'c1'.*No space left"):
+        write(writer, "c1")
+    monkeypatch.undo()
+    assert writer.finished_cases == set()
+    assert (writer.run_dir / "samples" / "c1.parquet").exists()  # an orphan part...
+    assert not list((writer.run_dir / "checks").glob("*"))  # ...and no temp file left
+    assert load_run(writer.run_dir).samples.num_rows == 0  # ...that readers ignore
+    writer.close()
+    RunWriter.resume(writer.run_dir).close()
+    assert not (writer.run_dir / "samples" / "c1.parquet").exists()  # ...and resume removes
+
+
+def test_resume_refuses_a_second_writer(writer: RunWriter):
+    with pytest.raises(ResultsError, match="another process"):
+        RunWriter.resume(writer.run_dir)
+
+
+def test_resume_refuses_a_finished_case_without_its_parts(writer: RunWriter):
+    write(writer, "c1")
+    writer.close()
+    (writer.run_dir / "routing" / "c1.parquet").unlink()
+    with pytest.raises(ResultsError, match="routing/c1.parquet is missing"):
+        RunWriter.resume(writer.run_dir)
+
+
+# --------------------------------------------------------------------------- create errors
+
+
+def test_create_refuses_an_existing_run(writer: RunWriter):
+    with pytest.raises(ResultsError, match="already exists"):
+        RunWriter.create(writer.run_dir.parent, RUN, {})
+
+
+def test_create_refuses_a_root_that_is_a_file(tmp_path: Path):
+    root = tmp_path / "results"
+    root.write_text("not a folder")
+    with pytest.raises(ResultsError, match="cannot create results folder"):
+        RunWriter.create(root, RUN, {})
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_create_refuses_a_read_only_root(tmp_path: Path):
+    root = tmp_path / "ro"
+    root.mkdir(mode=0o500)
+    with pytest.raises(ResultsError, match="not writable"):
+        RunWriter.create(root, RUN, {})
+
+
+def test_create_refuses_when_disk_is_nearly_full(tmp_path: Path):
+    with pytest.raises(ResultsError, match="MB free"):
+        RunWriter.create(tmp_path, RUN, {}, min_free_mb=10**12)
+    assert not (tmp_path / RUN).exists()
+
+
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", "", ".hidden", "x..y", "/abs"])
+def test_create_refuses_unsafe_run_ids(tmp_path: Path, run_id: str):
+    with pytest.raises(ResultsError, match="invalid run id"):
+        RunWriter.create(tmp_path, run_id, {})
+
+
+# --------------------------------------------------------------------------- run ids
+
+
+NASTY_NAMES = ["", "../", "/", "..", "../../etc/passwd", "a/../../b", "\x00", "名前", ".", "-"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.one_of(st.text(), st.sampled_from(NASTY_NAMES)))
+def test_run_ids_are_safe_for_any_name(name: str):
+    run_id = new_run_id(name, NOW)
+    assert re.fullmatch(r"20261129-130509-[A-Za-z0-9._-]{1,40}-[0-9a-f]{6}", run_id), run_id
+    assert ".." not in run_id and "/" not in run_id and not run_id.startswith(".")
+    root = Path("/tmp/results-root")
+    assert (root / run_id).resolve().parent == root.resolve()
+    results.check_run_id(run_id)  # create() accepts it
+
+
+def test_run_id_keeps_a_readable_name_and_is_unique():
+    a, b = new_run_id("DeepSeek V4 / EP8 (zipf 1.2)", NOW), new_run_id("x", NOW)
+    assert a.startswith("20261129-130509-DeepSeek-V4-EP8-zipf-1.2-")
+    assert new_run_id("x", NOW) != b
+    naive = new_run_id("x", NOW.replace(tzinfo=None))
+    assert naive.startswith("20261129-130509-x-")
+
+
+# --------------------------------------------------------------------------- load errors
+
+
+def _one_line_error(path: Path, match: str) -> None:
+    with pytest.raises(ResultsError) as info:
+        load_run(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert match in message and str(path) in message, message
+
+
+def test_load_missing_folder(tmp_path: Path):
+    _one_line_error(tmp_path / "nope", "not found")
+
+
+def test_load_folder_without_manifest(tmp_path: Path):
+    _one_line_error(tmp_path, "no manifest")
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("{not json", "corrupt manifest"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"results_format": 1, "finished_cases": []}', "no run_id"),
+        ('{"results_format": 1, "run_id": "r", "finished_cases": "c1"}', "finished_cases"),
+        ('{"results_format": 9, "run_id": "r", "finished_cases": []}', "results_format"),
+    ],
+)
+def test_load_corrupt_manifest(tmp_path: Path, text: str, match: str):
+    (tmp_path / "manifest.json").write_text(text)
+    _one_line_error(tmp_path, match)
+
+
+def test_load_corrupt_part(writer: RunWriter):
+    write(writer, "c1")
+    part = writer.run_dir / "checks" / "c1.parquet"
+    part.write_bytes(b"PAR1 this is not parquet\n at all")
+    _one_line_error(writer.run_dir, "corrupt part")
+
+
+def test_load_missing_part(writer: RunWriter):
+    write(writer, "c1")
+    part = writer.run_dir / "samples" / "c1.parquet"
+    part.unlink()
+    _one_line_error(writer.run_dir, "missing part")
+
+
+def test_load_part_with_foreign_schema(writer: RunWriter):
+    write(writer, "c1")
+    pq.write_table(pa.table({"x": [1]}), writer.run_dir / "routing" / "c1.parquet")
+    _one_line_error(writer.run_dir, "do not match the routing schema")
+
+
+def test_load_part_copied_from_another_case(writer: RunWriter):
+    write(writer, "c1")
+    write(writer, "c2")
+    shutil.copy(
+        writer.run_dir / "samples" / "c1.parquet", writer.run_dir / "samples" / "c2.parquet"
+    )
+    _one_line_error(writer.run_dir, "holds case_id")
