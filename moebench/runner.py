@@ -323,11 +323,19 @@ def time_rank(timed, stage_sets, s: Scenario, clock: Clock, rank_cols: dict, pro
             run_all(stage_sets[arm][1])
     clock.synchronize()
     ffn: dict[str, Callable[[], None]] = {}
-    if "ffn" in m.regimes:
-        for arm in timed:
-            stages = stage_sets[arm][1]
+    kernel: dict[str, list[tuple[str, Callable[[], None]]]] = {}
+    for arm in timed:
+        stages = stage_sets[arm][1]
+        if "ffn" in m.regimes:
             call = lambda st=stages: run_all(st)
             ffn[arm] = clock.capture(call) if use_graph else call
+        if "kernel" in m.regimes:
+            # One graph per stage: a stage of several launches is timed on the device, not at the
+            # speed the host issues them.
+            kernel[arm] = [
+                (st.name, clock.capture(st.run) if use_graph else st.run)
+                for st in stages if st.name in m.stages
+            ]
     device = "cuda" if clock.cuda else "cpu"
     for block in range(m.blocks):
         k = block % len(timed)
@@ -342,12 +350,10 @@ def time_rank(timed, stage_sets, s: Scenario, clock: Clock, rank_cols: dict, pro
                     samples.append({**base, "stage": "ffn", "regime": "ffn", "iteration": it,
                                     "time_us": t})
             if "kernel" in m.regimes:
-                for stage in stage_sets[arm][1]:
-                    if stage.name not in m.stages:
-                        continue
+                for name, call in kernel[arm]:
                     for it in range(m.iterations):
-                        t = clock.sample_us(stage.run, flush_l2=True)
-                        samples.append({**base, "stage": stage.name, "regime": "kernel",
+                        t = clock.sample_us(call, flush_l2=True)
+                        samples.append({**base, "stage": name, "regime": "kernel",
                                         "iteration": it, "time_us": t})
     for arm in timed:
         progress.step(f"{rank_cols['case_id']} rank {rank_cols['rank']} {arm}")

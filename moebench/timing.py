@@ -1,8 +1,13 @@
 """The one timer: device events on the GPU, a synchronised host clock on the CPU.
 
 Each sample times one call of an argument-free function. On the GPU the ``ffn`` regime replays a
-CUDA graph captured once per arm, and the ``kernel`` regime flushes L2 before each sample so that a
-stage does not read what the previous sample left in cache.
+CUDA graph captured once per arm, and the ``kernel`` regime replays one graph per stage and flushes
+L2 before each sample so that a stage does not read what the previous sample left in cache.
+
+Host launch latency is kept out of the figures: before the start event the GPU is given work of
+its own (the L2 flush, or a short spin) so that, by the time it records the start, the timed launch
+is already queued behind it. Without that, event-to-event time of a small stage includes the
+10-20 us the host needs to launch a Triton kernel from Python.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Callable
 import torch
 
 L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
+SPIN_CYCLES = 100_000  # ~50 us at 2 GHz: longer than the host needs to queue a graph replay
 
 
 class Clock:
@@ -36,6 +42,8 @@ class Clock:
             return (time.perf_counter() - t0) * 1e6
         if flush_l2:
             self._flush.zero_()
+        else:
+            torch.cuda._sleep(SPIN_CYCLES)
         self._start.record()
         fn()
         self._end.record()

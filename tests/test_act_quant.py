@@ -92,11 +92,11 @@ def _check_against_reference(h, out, sf, activation, precision):
 
 
 # (counts per expert, alignment, tail rows past the last expert, F, activation, precision,
-# row programs)
+# programs of the masked kernel's persistent grid)
 CASES = [
     pytest.param([40, 0, 75, 1], 32, 19, 256, "silu", "fp8", 2, id="empty-expert"),
     pytest.param([0, 0, 0], 16, 40, 256, "silu", "fp8", 4, id="all-experts-empty"),
-    # 150 rows over 2 row programs of 32 rows: a three-trip grid-stride loop.
+    # 150 rows = 5 tiles x 2 groups over 2 programs: a five-trip stride loop, one expert.
     pytest.param([0, 150, 0], 32, 10, 256, "silu", "fp8", 2, id="one-expert-holds-all"),
     pytest.param([64, 32, 96], 32, 0, 256, "silu", "fp8", 3, id="full-buffer-no-padding"),
     pytest.param([5, 2], 16, 2, 256, "silu", "fp8", 4, id="rows-fewer-than-a-block"),
@@ -131,7 +131,7 @@ def test_act_quant(counts, alignment, tail, F, activation, precision, row_progra
         ends_E,
         alignment=alignment,
         activation=activation,
-        row_programs=row_programs,
+        programs=row_programs,
     )
     raw = torch.uint8 if precision == "fp8" else torch.int16
     bytes_d = out_d.view(raw).cpu()
@@ -204,8 +204,8 @@ def test_masked_rejects_bad_endpoints_and_options():
         act_quant_masked(h, out, sf, ends.to(torch.int64), alignment=16)
     with pytest.raises(ValueError, match="alignment"):
         act_quant_masked(h, out, sf, ends, alignment=24)
-    with pytest.raises(ValueError, match="row_programs"):
-        act_quant_masked(h, out, sf, ends, alignment=16, row_programs=0)
+    with pytest.raises(ValueError, match="programs"):
+        act_quant_masked(h, out, sf, ends, alignment=16, programs=0)
     with pytest.raises(ValueError, match="activation"):
         act_quant_dense(h, out, sf, activation="gelu")
 

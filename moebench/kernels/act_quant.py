@@ -47,13 +47,13 @@ def _activation(gate, up, ACTIVATION: tl.constexpr):
 
 
 @triton.jit
-def _act_quant_tile(
+def _act_quant_group(
     h_ptr,
     out_ptr,
     sf_ptr,
     row0,
     row_end,
-    word,
+    g,
     F,
     stride_hm,
     stride_om,
@@ -64,37 +64,40 @@ def _act_quant_tile(
     EXACT_RNE: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
 ):
-    # Rows [row0, min(row0 + BLOCK_ROWS, row_end)) and the four groups of packed word `word`.
+    # Rows [row0, min(row0 + BLOCK_ROWS, row_end)) of column group g (128 columns). Dense and masked
+    # kernels both call this, so a row's bytes do not depend on which kernel wrote them.
     rows = row0 + tl.arange(0, BLOCK_ROWS)
     row_ok = rows < row_end
     # 64-bit row offsets: M * 2F passes 2^31 elements for large capacity buffers.
     rows64 = rows.to(tl.int64)
-    cols = tl.arange(0, 128)
-    groups = F // 128
-    packed = tl.zeros([BLOCK_ROWS], dtype=tl.int32)
-    for j in tl.static_range(4):
-        # Group 4*word + j; in the last word the groups past G are masked off (no loads, no stores)
-        # and contribute a zero byte to the packed scales.
-        g = word * 4 + j
-        col = g * 128 + cols
-        mask = row_ok[:, None] & (col[None, :] < F)
-        h_rows = h_ptr + rows64[:, None] * stride_hm + col[None, :]
-        gate = tl.load(h_rows, mask=mask, other=0.0).to(tl.float32)
-        up = tl.load(h_rows + F, mask=mask, other=0.0).to(tl.float32)
-        a = _activation(gate, up, ACTIVATION)
-        out_ptrs = out_ptr + rows64[:, None] * stride_om + col[None, :]
-        if OUT_FP8:
-            # One power-of-two scale per (row, group): the division by it is an exact multiply,
-            # so only the e4m3 rounding is lossy.
-            exp, inv = ue8m0_scale(tl.max(tl.abs(a), axis=1))
-            q = fp32_to_e4m3_bits(a * inv[:, None], EXACT_RNE)
-            tl.store(out_ptrs, q, mask=mask)
-            packed = packed | (tl.where(g < groups, exp, 0) << (8 * j))
-        else:
-            tl.store(out_ptrs, fp32_to_bf16(a, EXACT_RNE), mask=mask)
+    col = g * 128 + tl.arange(0, 128)
+    # Full-shape mask: the interpreter rejects a [rows, 1] mask broadcast against the tile.
+    mask = row_ok[:, None] & (col[None, :] < F)
+    h_rows = h_ptr + rows64[:, None] * stride_hm + col[None, :]
+    gate = tl.load(h_rows, mask=mask, other=0.0).to(tl.float32)
+    up = tl.load(h_rows + F, mask=mask, other=0.0).to(tl.float32)
+    a = _activation(gate, up, ACTIVATION)
+    out_ptrs = out_ptr + rows64[:, None] * stride_om + col[None, :]
     if OUT_FP8:
-        # The four exponent bytes leave as one int32 store per row.
-        tl.store(sf_ptr + rows64 * stride_sm + word * stride_sw, packed, mask=row_ok)
+        # One power-of-two scale per (row, group): the division by it is an exact multiply, so only
+        # the e4m3 rounding is lossy.
+        exp, inv = ue8m0_scale(tl.max(tl.abs(a), axis=1))
+        tl.store(out_ptrs, fp32_to_e4m3_bits(a * inv[:, None], EXACT_RNE), mask=mask)
+        # The exponent is byte g % 4 of packed word g // 4 (little-endian int32), so each group
+        # stores its own byte and no program waits for the other three groups of its word.
+        word = rows64 * stride_sm + (g // 4) * stride_sw
+        sf_bytes = sf_ptr.to(tl.pointer_type(tl.uint8))
+        tl.store(sf_bytes + word * 4 + g % 4, exp.to(tl.uint8), mask=row_ok)
+        # The last group also writes the zero bytes of the groups past G in its word.
+        groups = F // 128
+        if g == groups - 1:
+            for j in tl.static_range(1, 4):
+                pad = (g % 4) + j
+                pad_ok = tl.full([BLOCK_ROWS], 0, tl.int32) + pad < 4
+                tl.store(sf_bytes + word * 4 + pad, tl.zeros([BLOCK_ROWS], tl.uint8),
+                         mask=row_ok & pad_ok)
+    else:
+        tl.store(out_ptrs, fp32_to_bf16(a, EXACT_RNE), mask=mask)
 
 
 @triton.jit
@@ -113,11 +116,9 @@ def _act_quant_dense_kernel(
     EXACT_RNE: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
 ):
-    # Grid (ceil(M / BLOCK_ROWS), G4): one row block and one packed word a program.
-    row0 = tl.program_id(0) * BLOCK_ROWS
-    word = tl.program_id(1)
-    _act_quant_tile(
-        h_ptr, out_ptr, sf_ptr, row0, M, word, F,
+    # Grid (ceil(M / BLOCK_ROWS), G): one row block and one column group a program, every row.
+    _act_quant_group(
+        h_ptr, out_ptr, sf_ptr, tl.program_id(0) * BLOCK_ROWS, M, tl.program_id(1), F,
         stride_hm, stride_om, stride_sm, stride_sw,
         ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS,
     )  # fmt: skip
@@ -131,6 +132,7 @@ def _act_quant_masked_kernel(
     ends_ptr,
     M,
     F,
+    E,
     stride_hm,
     stride_om,
     stride_sm,
@@ -140,22 +142,36 @@ def _act_quant_masked_kernel(
     OUT_FP8: tl.constexpr,
     EXACT_RNE: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
+    BLOCK_E: tl.constexpr,
 ):
-    # Grid (row programs, G4, E). The expert's range comes from the endpoints alone:
-    # start[e] = align_up(end[e-1], A), start[0] = 0 (moebench.layout).
-    word = tl.program_id(1)
-    e = tl.program_id(2)
-    end = tl.load(ends_ptr + e)
-    prev = tl.load(ends_ptr + e - 1, mask=e > 0, other=0)
-    start = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-    # Endpoints past the buffer are a scatter bug that the correctness gates report; the clamp
-    # only keeps such a routing from writing out of bounds.
-    end = tl.minimum(end, M)
-    # Grid-stride walk over the live rows: the grid is fixed, the routing decides the trip count.
-    step = tl.num_programs(0) * BLOCK_ROWS
-    for row0 in range(start + tl.program_id(0) * BLOCK_ROWS, end, step):
-        _act_quant_tile(
-            h_ptr, out_ptr, sf_ptr, row0, end, word, F,
+    # A fixed grid of programs walks the live work only: work item w is (tile, group) with the
+    # tiles of all experts numbered one after another. Each program recomputes, from the endpoints
+    # alone, every expert's [start, end) and its tile count (start[e] = align_up(end[e-1], A)), so
+    # no padding row is visited, no program is spent on an empty expert, and one expert holding
+    # every row is spread over the whole grid as evenly as many small experts are.
+    ex = tl.arange(0, BLOCK_E)
+    in_e = ex < E
+    ends = tl.load(ends_ptr + ex, mask=in_e, other=0)
+    prev = tl.load(ends_ptr + ex - 1, mask=in_e & (ex > 0), other=0)
+    starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    # Endpoints past the buffer are a scatter bug that the correctness gates report; the clamp only
+    # keeps such a routing from writing out of bounds.
+    ends = tl.minimum(ends, M)
+    tiles = tl.where(in_e, (tl.maximum(ends - starts, 0) + BLOCK_ROWS - 1) // BLOCK_ROWS, 0)
+    tiles_end = tl.cumsum(tiles, axis=0)
+    groups = F // 128
+    work = tl.sum(tiles, axis=0) * groups
+    for w in range(tl.program_id(0), work, tl.num_programs(0)):
+        tile = w // groups
+        g = w % groups
+        # The expert owning this tile: how many experts' tiles end at or before it.
+        e = tl.sum((tiles_end <= tile).to(tl.int32), axis=0)
+        mine = ex == e
+        first_tile = tl.sum(tl.where(mine, tiles_end - tiles, 0), axis=0)
+        start = tl.sum(tl.where(mine, starts, 0), axis=0)
+        end = tl.sum(tl.where(mine, ends, 0), axis=0)
+        _act_quant_group(
+            h_ptr, out_ptr, sf_ptr, start + (tile - first_tile) * BLOCK_ROWS, end, g, F,
             stride_hm, stride_om, stride_sm, stride_sw,
             ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS,
         )  # fmt: skip
@@ -192,20 +208,28 @@ def _check(h_M2F: torch.Tensor, out_MF: torch.Tensor, sf_MG4, activation: str) -
     return fp8
 
 
+def _programs_per_device(device: torch.device, per_sm: int) -> int:
+    """Persistent grid size: a few programs per SM on the GPU; a handful in the interpreter."""
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count * per_sm
+
+
 def act_quant_dense(
     h_M2F: torch.Tensor,
     out_MF: torch.Tensor,
     sf_MG4: torch.Tensor | None = None,
     *,
     activation: str = "silu",
+    block_rows: int = BLOCK_ROWS,
+    num_warps: int = 4,
 ) -> None:
     """Activation (and FP8 quantisation when ``out_MF`` is float8_e4m3fn) of every row."""
     fp8 = _check(h_M2F, out_MF, sf_MG4, activation)
     M, F = out_MF.shape
     if M == 0:
         return
-    G4 = -(-(F // GROUP) // 4)
-    grid = (triton.cdiv(M, BLOCK_ROWS), G4)
+    grid = (triton.cdiv(M, block_rows), F // GROUP)
     _act_quant_dense_kernel[grid](
         h_M2F,
         out_MF.view(torch.uint8) if fp8 else out_MF,
@@ -220,7 +244,8 @@ def act_quant_dense(
         OUT_FP8=fp8,
         # The interpreter's native fp8 and bf16 conversions misround (DESIGN section 11).
         EXACT_RNE=not h_M2F.is_cuda,
-        BLOCK_ROWS=BLOCK_ROWS,
+        BLOCK_ROWS=block_rows,
+        num_warps=num_warps,
     )
 
 
@@ -232,15 +257,17 @@ def act_quant_masked(
     *,
     alignment: int,
     activation: str = "silu",
-    row_programs: int = 64,
+    block_rows: int = BLOCK_ROWS,
+    programs: int | None = None,
+    programs_per_sm: int = 8,
+    num_warps: int = 4,
 ) -> None:
     """As `act_quant_dense` on the live rows [start[e], end[e]) only; other rows stay untouched.
 
-    ``row_programs`` row programs per (expert, packed word) stride over the expert's rows; the
-    grid does not depend on the routing. Programs of an empty or short expert exit at once, so the
-    default leans high: it bounds how slowly a skewed routing (one expert holding every row) runs.
-    On an H200 (M=28672, F=2048, E=32) 64 took 83 us on uniform routing and 119 us with one expert
-    holding 24576 rows, where 16 took 86 us and 350 us (dense: 92 us).
+    A persistent grid (``programs_per_sm`` programs per SM) strides over the live (tile, group)
+    work items; the grid depends on the device alone, never on the routing, so one CUDA graph
+    serves every routing, and a skewed routing costs what its live rows cost. ``programs`` sets
+    the grid size directly (tests use it to exercise the stride loop).
     """
     fp8 = _check(h_M2F, out_MF, sf_MG4, activation)
     check_alignment(alignment)
@@ -249,25 +276,24 @@ def act_quant_masked(
             f"ends_E must be int32 [E] on {h_M2F.device}, "
             f"got {ends_E.dtype}{tuple(ends_E.shape)} on {ends_E.device}"
         )
-    if row_programs < 1:
-        raise ValueError(f"row_programs must be >= 1, got {row_programs}")
+    if programs is not None and programs < 1:
+        raise ValueError(f"programs must be >= 1, got {programs}")
     M, F = out_MF.shape
     E = ends_E.shape[0]
     if M == 0 or E == 0:
         return
-    G4 = -(-(F // GROUP) // 4)
-    # No expert can hold more than M rows, so more than cdiv(M, BLOCK_ROWS) programs per expert
-    # would only exit at once (and cost the interpreter a program each). Depends on M alone, so
-    # the grid still does not depend on the routing.
-    row_programs = min(row_programs, -(-M // BLOCK_ROWS))
-    grid = (row_programs, G4, E)
-    _act_quant_masked_kernel[grid](
+    if programs is None:
+        # More programs than work items in a full buffer would only exit at once.
+        programs = min(_programs_per_device(h_M2F.device, programs_per_sm),
+                       triton.cdiv(M, block_rows) * (F // GROUP))
+    _act_quant_masked_kernel[(programs,)](
         h_M2F,
         out_MF.view(torch.uint8) if fp8 else out_MF,
         sf_MG4,
         ends_E,
         M,
         F,
+        E,
         h_M2F.stride(0),
         out_MF.stride(0),
         sf_MG4.stride(0) if fp8 else 0,
@@ -276,5 +302,7 @@ def act_quant_masked(
         ACTIVATION=activation,
         OUT_FP8=fp8,
         EXACT_RNE=not h_M2F.is_cuda,
-        BLOCK_ROWS=BLOCK_ROWS,
+        BLOCK_ROWS=block_rows,
+        BLOCK_E=triton.next_power_of_2(E),
+        num_warps=num_warps,
     )

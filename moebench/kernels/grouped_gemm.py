@@ -235,6 +235,8 @@ def grouped_gemm(
     mode: str,
     BLOCK_M: int = 64,
     BLOCK_N: int = 128,
+    num_warps: int = 4,
+    num_stages: int = 4,
 ) -> None:
     """Write ``out_MN[m] = a_MK[m] @ w_ENK[e].T`` (dequantised for fp8) for the blocks that ``mode``
     visits; see the module docstring for shapes, dtypes and block ownership.
@@ -285,8 +287,8 @@ def grouped_gemm(
         ALIGNMENT=alignment,
         GROUP_M=GROUP_M,
         PSUM=mode == "psum",
-        num_warps=4,
-        num_stages=4,
+        num_warps=num_warps,
+        num_stages=num_stages,
     )
 
     if a_MK.dtype == torch.float8_e4m3fn:

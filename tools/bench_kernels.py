@@ -1,0 +1,172 @@
+"""Kernel variants at the issue-3 shapes on the GPU, in one call: correctness first, then time.
+
+DeepSeek-V4-Flash per-rank shapes (32 local experts, D 4096, F 2048, capacity 28,672 rows).
+Every variant is checked bitwise against the default launcher before it is timed; times are
+medians of CUDA-graph replays with L2 flushed before each (the moebench kernel regime).
+Writes a JSON of every figure to OUT/bench_kernels.json and prints a table.
+
+Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_kernels.py OUT
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+import torch
+
+from moebench import reference
+from moebench.kernels.act_quant import act_quant_dense, act_quant_masked
+from moebench.kernels.grouped_gemm import grouped_gemm
+from moebench.layout import expert_ends, live_row_mask
+
+COPY_TBS = 4.27
+FP8_TFLOPS = 1286.0
+E, D, F, M, A = 32, 4096, 2048, 28_672, 128
+dev = torch.device("cuda")
+flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+results: list[dict] = []
+
+
+def time_graph(fn, reps: int = 30) -> float:
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        start.record()
+        g.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
+def record(**row) -> None:
+    results.append(row)
+    print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+          flush=True)
+
+
+def balanced_ends(live: int) -> torch.Tensor:
+    counts = torch.full((E,), live // E, dtype=torch.int32)
+    counts[: live % E] += 1
+    return expert_ends(counts, A).to(dev)
+
+
+def one_expert_ends(live: int) -> torch.Tensor:
+    counts = torch.zeros(E, dtype=torch.int32)
+    counts[5] = live
+    return expert_ends(counts, A).to(dev)
+
+
+# --------------------------------------------------------------------------- act + quant
+def bench_act() -> None:
+    print("== act_quant (M 28672, 2F 4096 bf16 -> F 2048 fp8 + packed UE8M0)", flush=True)
+    h = (torch.randn(M, 2 * F, device=dev) * 2).to(torch.bfloat16)
+
+    def bufs():
+        return (torch.empty(M, F, dtype=torch.float8_e4m3fn, device=dev),
+                reference.empty_packed_scales(M, F // 128, dev))
+
+    ref_q, ref_sf = bufs()
+    act_quant_dense(h, ref_q, ref_sf)
+    want_q, want_sf = reference.act_quant(h, "silu", "fp8")
+    mism = (ref_q.view(torch.uint8) != want_q.view(torch.uint8)).float().mean().item()
+    record(kernel="act_dense_vs_torch", byte_mismatch_fraction=mism,
+           scales_equal=bool(torch.equal(ref_sf, want_sf)))
+    full_bytes = M * 2 * F * 2 + M * F + M * 4 * 4
+    for br, nw in ((16, 4), (32, 4), (32, 8), (64, 4), (64, 8)):
+        q, sf = bufs()
+        act_quant_dense(h, q, sf, block_rows=br, num_warps=nw)
+        ok = torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8)) and torch.equal(sf, ref_sf)
+        us = time_graph(lambda q=q, sf=sf, br=br, nw=nw: act_quant_dense(
+            h, q, sf, block_rows=br, num_warps=nw))
+        record(kernel="act_dense", block_rows=br, warps=nw, exact=ok, us=us,
+               floor_us=full_bytes / COPY_TBS / 1e6, tbs=full_bytes / us / 1e6)
+    for label, ends in (("balanced3072", balanced_ends(3072)), ("one_expert3072", one_expert_ends(3072)),
+                        ("balanced24576", balanced_ends(24576)), ("full", None)):
+        if ends is None:  # every row live: 32 experts of 896 rows, no padding
+            ends = expert_ends(torch.full((E,), M // E, dtype=torch.int32), A).to(dev)
+        live = live_row_mask(ends, A, M)
+        n = int(live.sum())
+        live_bytes = n * (2 * F * 2 + F + 16)
+        for br, pps, nw in ((16, 8, 4), (32, 4, 4), (32, 8, 4), (32, 16, 4), (64, 8, 8)):
+            q, sf = bufs()
+            act_quant_masked(h, q, sf, ends, alignment=A, block_rows=br, programs_per_sm=pps,
+                             num_warps=nw)
+            ok = torch.equal(q.view(torch.uint8)[live], ref_q.view(torch.uint8)[live]) and \
+                torch.equal(sf[live], ref_sf[live])
+            us = time_graph(lambda q=q, sf=sf, ends=ends, br=br, pps=pps, nw=nw: act_quant_masked(
+                h, q, sf, ends, alignment=A, block_rows=br, programs_per_sm=pps, num_warps=nw))
+            record(kernel="act_masked", routing=label, live=n, block_rows=br, per_sm=pps,
+                   warps=nw, exact=ok, us=us, floor_us=live_bytes / COPY_TBS / 1e6,
+                   tbs=live_bytes / us / 1e6)
+
+
+# --------------------------------------------------------------------------- grouped GEMMs
+def bench_gemm() -> None:
+    print("== grouped GEMMs (fp8, 128x128 weight blocks) vs torch._scaled_grouped_mm", flush=True)
+    for name, N, K in (("fc1", 2 * F, D), ("fc2", D, F)):
+        w = torch.randn(E, N, K, device=dev) / K**0.5
+        wq, ws = reference.quant_weight_fp8_block(w)
+        a = torch.randn(M, K, device=dev)
+        aq, aexp = reference.quant_fp8_ue8m0(a)
+        asf = reference.pack_ue8m0(aexp)
+        out = torch.empty(M, N, dtype=torch.bfloat16, device=dev)
+        # torch peer: rowwise scales (its fp8 grouped GEMM takes per-row/per-column scales).
+        wt = wq.transpose(1, 2)  # [E, K, N] column-major view, as _scaled_grouped_mm wants
+        sa = torch.ones(M, device=dev)
+        sb = torch.ones(E, N, device=dev)
+        w_bytes = E * N * K
+        for live in (3072, 6144, 12288, 24576):
+            ends = balanced_ends(live)
+            live_mask = live_row_mask(ends, A, M)
+            flops = 2 * live * N * K
+            aligned_end = int(((ends.cpu().long() + A - 1) // A * A)[-1])
+            ref_out = None
+            for bm, nw, ns in ((64, 4, 4), (128, 8, 3), (128, 8, 4), (128, 4, 3)):
+                for mode in ("all", "psum"):
+                    out.fill_(float("nan"))
+                    try:
+                        grouped_gemm(aq, asf, wq, ws, ends, out, alignment=A, mode=mode,
+                                     BLOCK_M=bm, num_warps=nw, num_stages=ns)
+                    except Exception as exc:  # a config that cannot compile is a row
+                        record(kernel=f"{name}_{mode}", live=live, block_m=bm, error=str(exc)[:80])
+                        continue
+                    got = out[live_mask].clone()
+                    if ref_out is None:
+                        ref_out = got
+                    ok = torch.equal(got, ref_out)
+                    us = time_graph(lambda mode=mode, bm=bm, nw=nw, ns=ns: grouped_gemm(
+                        aq, asf, wq, ws, ends, out, alignment=A, mode=mode, BLOCK_M=bm,
+                        num_warps=nw, num_stages=ns), reps=15)
+                    record(kernel=f"{name}_{mode}", live=live, block_m=bm, warps=nw, stages=ns,
+                           exact=ok, us=us, tflops=flops / us / 1e6,
+                           weight_gbs=w_bytes / us / 1e3,
+                           floor_us=max(w_bytes / COPY_TBS / 1e6, flops / FP8_TFLOPS / 1e6))
+            offs = ((ends.long() + A - 1) // A * A).to(torch.int32)
+            try:
+                def peer():
+                    torch._scaled_grouped_mm(aq[:aligned_end], wt, sa[:aligned_end], sb,
+                                             offs=offs, out_dtype=torch.bfloat16)
+                us = time_graph(peer, reps=15)
+                record(kernel=f"{name}_torch_scaled_grouped_mm", live=live,
+                       rows_computed=aligned_end, us=us, tflops=flops / us / 1e6,
+                       weight_gbs=w_bytes / us / 1e3)
+            except Exception as exc:
+                record(kernel=f"{name}_torch_scaled_grouped_mm", live=live, error=str(exc)[:160])
+
+
+if __name__ == "__main__":
+    out_dir = sys.argv[1]
+    print(torch.__version__, torch.cuda.get_device_name(0), flush=True)
+    for part in sys.argv[2:] or ["act", "gemm"]:
+        {"act": bench_act, "gemm": bench_gemm}[part]()
+    with open(f"{out_dir}/bench_kernels.json", "w") as fh:
+        json.dump(results, fh, indent=1)
