@@ -21,7 +21,7 @@ from moebench import reference
 from moebench.kernels.act_quant import act_quant_dense, act_quant_masked
 from moebench.kernels.combine import combine
 from moebench.kernels.grouped_gemm import grouped_gemm
-from moebench.kernels.scatter import scatter
+from moebench.kernels.scatter import scatter, scatter_scratch
 
 STAGES = ("scatter", "fc1", "act", "fc2", "combine")
 KERNEL_DIR = Path(reference.__file__).parent / "kernels"
@@ -75,6 +75,7 @@ class Workspace:
             else None
         )
         self.counts_E = torch.empty(E, dtype=torch.int32, device=dev)
+        self.scatter_scratch = scatter_scratch(T, K, E, dev)
         self.ends_E = torch.empty(E, dtype=torch.int32, device=dev)
         self.row_expert_M = torch.empty(M, dtype=torch.int32, device=dev)
         self.row_src_M = torch.empty(M, dtype=torch.int32, device=dev)
@@ -125,6 +126,7 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
             p.x_TD, p.x_sf_TG4, p.topk_ids_TK, expert_offset=p.expert_offset, alignment=A,
             xs_MD=ws.xs_MD, xs_sf_MG4=ws.xs_sf_MG4, counts_E=ws.counts_E, ends_E=ws.ends_E,
             row_expert_M=ws.row_expert_M, row_src_M=ws.row_src_M, slot_row_TK=ws.slot_row_TK,
+            scratch_EC=ws.scatter_scratch,
         )
 
     def run_fc1() -> None:

@@ -233,3 +233,31 @@ def test_masked_replays_in_a_cuda_graph_with_any_routing():
         assert torch.equal(sf[live], sf_d[live])
         assert (out.view(torch.uint8)[~live] == POISON_BYTE).all()
         assert (sf[~live] == POISON_WORD).all()
+
+
+@pytest.mark.parametrize(
+    "groups, F",
+    [
+        (2, 640),  # G = 5: the last item holds one real group and one past the end
+        (4, 640),  # one item holds the whole first word, the next the one-group second word
+        (4, 256),  # item wider than the row (G = 2): masked columns, two zero scale bytes
+    ],
+)
+def test_groups_per_item_do_not_change_a_byte(groups, F):
+    counts_E = torch.tensor([30, 0, 9], dtype=torch.int32)
+    M = used_rows(counts_E, 16) + 5
+    ends_E = expert_ends(counts_E, 16).to(DEVICE)
+    live = live_row_mask(ends_E, 16, M).cpu()
+    h = _inputs(M, F, seed=groups * F)
+    out_1, sf_1, _ = _outputs(M, F, "fp8")
+    act_quant_dense(h, out_1, sf_1)
+    out_g, sf_g, _ = _outputs(M, F, "fp8")
+    act_quant_dense(h, out_g, sf_g, groups=groups, block_rows=16)
+    assert torch.equal(out_g.view(torch.uint8), out_1.view(torch.uint8))
+    assert torch.equal(sf_g, sf_1)
+    out_m, sf_m, _ = _outputs(M, F, "fp8")
+    act_quant_masked(h, out_m, sf_m, ends_E, alignment=16, groups=groups, programs=3)
+    assert torch.equal(out_m.view(torch.uint8)[live], out_1.view(torch.uint8)[live])
+    assert torch.equal(sf_m[live], sf_1[live])
+    assert (out_m.view(torch.uint8)[~live] == POISON_BYTE).all()
+    assert (sf_m[~live] == POISON_WORD).all()

@@ -20,7 +20,7 @@ import torch
 
 from moebench import reference
 from moebench.kernels.grouped_gemm import grouped_gemm
-from moebench.layout import live_row_mask
+from moebench.layout import expert_ends, live_row_mask, used_rows
 from moebench.numerics import bitwise_compare, calc_diff, nonfinite
 
 DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
@@ -244,3 +244,43 @@ def test_launcher_rejects_bad_arguments(change, kwargs, match):
     options = {"alignment": 64, "mode": "psum", **kwargs}
     with pytest.raises(ValueError, match=match):
         grouped_gemm(*args, **options)
+
+
+@pytest.mark.parametrize(
+    "counts, alignment, block_m, block_n",
+    [
+        ([40, 0, 75, 1], 64, 32, 128),  # empty expert between live ones
+        ([0, 0, 0], 64, 64, 128),  # all experts empty: no work item at all
+        ([0, 200, 0], 64, 32, 256),  # one expert holding everything; two weight-scale bands
+        ([64, 128, 64], 64, 64, 64),  # full buffer, no padding
+    ],
+)
+def test_persistent_psum_matches_psum_bitwise(counts, alignment, block_m, block_n):
+    # The persistent schedule visits the same live tiles with the same tile function.
+    torch.manual_seed(sum(counts) + block_n)
+    E, N, K = len(counts), 256, 256
+    ends = expert_ends(torch.tensor(counts, dtype=torch.int32), alignment)
+    M = max(int(used_rows(torch.tensor(counts), alignment)), alignment) + alignment
+    a = torch.randn(M, K)
+    q, exp = reference.quant_fp8_ue8m0(a)
+    sf = reference.pack_ue8m0(exp)
+    wq, ws = reference.quant_weight_fp8_block(torch.randn(E, N, K) / 16)
+    live = live_row_mask(ends, alignment, M)
+    outs = []
+    for persistent in (False, True):
+        out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+        grouped_gemm(q, sf, wq, ws, ends, out, alignment=alignment, mode="psum",
+                     BLOCK_M=block_m, BLOCK_N=block_n, persistent=persistent)
+        outs.append(out)
+    assert torch.equal(outs[0][live].view(torch.int16), outs[1][live].view(torch.int16))
+    plan = reference.scatter_plan(
+        torch.repeat_interleave(torch.arange(E), torch.tensor(counts))[:, None], 0, E,
+        alignment, M,
+    )
+    assert torch.equal(plan["ends_E"], ends)
+    ref = reference.grouped_gemm(
+        reference.dequant_fp8_ue8m0(q, exp), reference.dequant_weight_fp8_block(wq, ws),
+        plan["row_expert_M"],
+    )
+    if live.any():
+        assert calc_diff(outs[1][live].float(), ref[live]) < 1e-5

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from moebench import layout, reference
-from moebench.kernels.scatter import scatter
+from moebench.kernels.scatter import scatter, scatter_scratch
 
 POISON_INT = 0x5A5A5A5A  # index maps and scale words start as garbage that no valid value equals
 
@@ -38,6 +38,9 @@ CASES = [
     pytest.param(25, 3, 14, 7, 0, 16, "random", False, id="prime-E"),
     pytest.param(12, 6, 6, 6, 0, 16, "random", False, id="K-equals-E"),
     pytest.param(30, 4, 24, 8, 8, 16, "random", False, id="rank-1-offset"),
+    # 1,100 tokens x top-4 = 4,400 slots: three chunks of 2,048 placed in parallel, so an expert's
+    # rows continue across chunk boundaries.
+    pytest.param(1100, 4, 16, 4, 4, 16, "random", False, id="several-chunks"),
 ]
 
 
@@ -55,6 +58,7 @@ def make_buffers(T: int, K: int, E: int, M: int, D: int, dtype: torch.dtype):
         row_expert_M=full(M),
         row_src_M=full(M),
         slot_row_TK=full(T, K),
+        scratch_EC=scatter_scratch(T, K, E, "cpu").fill_(-7),
     )
 
 

@@ -47,13 +47,13 @@ def _activation(gate, up, ACTIVATION: tl.constexpr):
 
 
 @triton.jit
-def _act_quant_group(
+def _act_quant_item(
     h_ptr,
     out_ptr,
     sf_ptr,
     row0,
     row_end,
-    g,
+    g0,
     F,
     stride_hm,
     stride_om,
@@ -63,14 +63,17 @@ def _act_quant_group(
     OUT_FP8: tl.constexpr,
     EXACT_RNE: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
+    GROUPS: tl.constexpr,
 ):
-    # Rows [row0, min(row0 + BLOCK_ROWS, row_end)) of column group g (128 columns). Dense and masked
-    # kernels both call this, so a row's bytes do not depend on which kernel wrote them.
+    # Rows [row0, min(row0 + BLOCK_ROWS, row_end)) of column groups [g0, g0 + GROUPS), 128 columns
+    # each. All loads of the item are issued together. Every kernel calls this and the math is
+    # elementwise per (row, group), so a row's bytes do not depend on which kernel wrote them or
+    # on GROUPS.
     rows = row0 + tl.arange(0, BLOCK_ROWS)
     row_ok = rows < row_end
     # 64-bit row offsets: M * 2F passes 2^31 elements for large capacity buffers.
     rows64 = rows.to(tl.int64)
-    col = g * 128 + tl.arange(0, 128)
+    col = g0 * 128 + tl.arange(0, GROUPS * 128)
     # Full-shape mask: the interpreter rejects a [rows, 1] mask broadcast against the tile.
     mask = row_ok[:, None] & (col[None, :] < F)
     h_rows = h_ptr + rows64[:, None] * stride_hm + col[None, :]
@@ -81,21 +84,26 @@ def _act_quant_group(
     if OUT_FP8:
         # One power-of-two scale per (row, group): the division by it is an exact multiply, so only
         # the e4m3 rounding is lossy.
-        exp, inv = ue8m0_scale(tl.max(tl.abs(a), axis=1))
-        tl.store(out_ptrs, fp32_to_e4m3_bits(a * inv[:, None], EXACT_RNE), mask=mask)
-        # The exponent is byte g % 4 of packed word g // 4 (little-endian int32), so each group
-        # stores its own byte and no program waits for the other three groups of its word.
-        word = rows64 * stride_sm + (g // 4) * stride_sw
-        sf_bytes = sf_ptr.to(tl.pointer_type(tl.uint8))
-        tl.store(sf_bytes + word * 4 + g % 4, exp.to(tl.uint8), mask=row_ok)
-        # The last group also writes the zero bytes of the groups past G in its word.
+        a3 = tl.reshape(a, [BLOCK_ROWS, GROUPS, 128])
+        exp, inv = ue8m0_scale(tl.max(tl.abs(a3), axis=2))
+        q = tl.reshape(a3 * inv[:, :, None], [BLOCK_ROWS, GROUPS * 128])
+        tl.store(out_ptrs, fp32_to_e4m3_bits(q, EXACT_RNE), mask=mask)
+        # The exponent of group g is byte g % 4 of packed word g // 4 (little-endian int32): each
+        # item stores its own bytes, no program waits for the rest of a word.
         groups = F // 128
-        if g == groups - 1:
+        g = g0 + tl.arange(0, GROUPS)
+        word = rows64[:, None] * stride_sm + (g // 4)[None, :] * stride_sw
+        sf_bytes = sf_ptr.to(tl.pointer_type(tl.uint8))
+        tl.store(sf_bytes + word * 4 + (g % 4)[None, :], exp.to(tl.uint8),
+                 mask=row_ok[:, None] & (g < groups)[None, :])
+        # The item holding the last group also writes the zero bytes past it in its word.
+        last = groups - 1
+        if (g0 <= last) & (last < g0 + GROUPS):
+            last_word = rows64 * stride_sm + (last // 4) * stride_sw
             for j in tl.static_range(1, 4):
-                pad = (g % 4) + j
-                pad_ok = tl.full([BLOCK_ROWS], 0, tl.int32) + pad < 4
-                tl.store(sf_bytes + word * 4 + pad, tl.zeros([BLOCK_ROWS], tl.uint8),
-                         mask=row_ok & pad_ok)
+                pad_ok = tl.full([BLOCK_ROWS], 0, tl.int32) + (last % 4) + j < 4
+                tl.store(sf_bytes + last_word * 4 + (last % 4) + j,
+                         tl.zeros([BLOCK_ROWS], tl.uint8), mask=row_ok & pad_ok)
     else:
         tl.store(out_ptrs, fp32_to_bf16(a, EXACT_RNE), mask=mask)
 
@@ -115,12 +123,13 @@ def _act_quant_dense_kernel(
     OUT_FP8: tl.constexpr,
     EXACT_RNE: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
+    GROUPS: tl.constexpr,
 ):
-    # Grid (ceil(M / BLOCK_ROWS), G): one row block and one column group a program, every row.
-    _act_quant_group(
-        h_ptr, out_ptr, sf_ptr, tl.program_id(0) * BLOCK_ROWS, M, tl.program_id(1), F,
+    # Grid (ceil(M / BLOCK_ROWS), ceil(G / GROUPS)): one item a program, every row.
+    _act_quant_item(
+        h_ptr, out_ptr, sf_ptr, tl.program_id(0) * BLOCK_ROWS, M, tl.program_id(1) * GROUPS, F,
         stride_hm, stride_om, stride_sm, stride_sw,
-        ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS,
+        ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS, GROUPS,
     )  # fmt: skip
 
 
@@ -143,6 +152,7 @@ def _act_quant_masked_kernel(
     EXACT_RNE: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_E: tl.constexpr,
+    GROUPS: tl.constexpr,
 ):
     # A fixed grid of programs walks the live work only: work item w is (tile, group) with the
     # tiles of all experts numbered one after another. Each program recomputes, from the endpoints
@@ -159,21 +169,21 @@ def _act_quant_masked_kernel(
     ends = tl.minimum(ends, M)
     tiles = tl.where(in_e, (tl.maximum(ends - starts, 0) + BLOCK_ROWS - 1) // BLOCK_ROWS, 0)
     tiles_end = tl.cumsum(tiles, axis=0)
-    groups = F // 128
-    work = tl.sum(tiles, axis=0) * groups
+    items = (F // 128 + GROUPS - 1) // GROUPS
+    work = tl.sum(tiles, axis=0) * items
     for w in range(tl.program_id(0), work, tl.num_programs(0)):
-        tile = w // groups
-        g = w % groups
+        tile = w // items
+        g0 = (w % items) * GROUPS
         # The expert owning this tile: how many experts' tiles end at or before it.
         e = tl.sum((tiles_end <= tile).to(tl.int32), axis=0)
         mine = ex == e
         first_tile = tl.sum(tl.where(mine, tiles_end - tiles, 0), axis=0)
         start = tl.sum(tl.where(mine, starts, 0), axis=0)
         end = tl.sum(tl.where(mine, ends, 0), axis=0)
-        _act_quant_group(
-            h_ptr, out_ptr, sf_ptr, start + (tile - first_tile) * BLOCK_ROWS, end, g, F,
+        _act_quant_item(
+            h_ptr, out_ptr, sf_ptr, start + (tile - first_tile) * BLOCK_ROWS, end, g0, F,
             stride_hm, stride_om, stride_sm, stride_sw,
-            ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS,
+            ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS, GROUPS,
         )  # fmt: skip
 
 
@@ -222,14 +232,17 @@ def act_quant_dense(
     *,
     activation: str = "silu",
     block_rows: int = BLOCK_ROWS,
+    groups: int = 1,
     num_warps: int = 4,
 ) -> None:
-    """Activation (and FP8 quantisation when ``out_MF`` is float8_e4m3fn) of every row."""
+    """Activation (and FP8 quantisation when ``out_MF`` is float8_e4m3fn) of every row.
+
+    A program covers ``block_rows`` rows of ``groups`` 128-column groups."""
     fp8 = _check(h_M2F, out_MF, sf_MG4, activation)
     M, F = out_MF.shape
     if M == 0:
         return
-    grid = (triton.cdiv(M, block_rows), F // GROUP)
+    grid = (triton.cdiv(M, block_rows), triton.cdiv(F // GROUP, groups))
     _act_quant_dense_kernel[grid](
         h_M2F,
         out_MF.view(torch.uint8) if fp8 else out_MF,
@@ -245,6 +258,7 @@ def act_quant_dense(
         # The interpreter's native fp8 and bf16 conversions misround (DESIGN section 11).
         EXACT_RNE=not h_M2F.is_cuda,
         BLOCK_ROWS=block_rows,
+        GROUPS=groups,
         num_warps=num_warps,
     )
 
@@ -258,6 +272,7 @@ def act_quant_masked(
     alignment: int,
     activation: str = "silu",
     block_rows: int = BLOCK_ROWS,
+    groups: int = 1,
     programs: int | None = None,
     programs_per_sm: int = 8,
     num_warps: int = 4,
@@ -285,7 +300,7 @@ def act_quant_masked(
     if programs is None:
         # More programs than work items in a full buffer would only exit at once.
         programs = min(_programs_per_device(h_M2F.device, programs_per_sm),
-                       triton.cdiv(M, block_rows) * (F // GROUP))
+                       triton.cdiv(M, block_rows) * triton.cdiv(F // GROUP, groups))
     _act_quant_masked_kernel[(programs,)](
         h_M2F,
         out_MF.view(torch.uint8) if fp8 else out_MF,
@@ -304,5 +319,6 @@ def act_quant_masked(
         EXACT_RNE=not h_M2F.is_cuda,
         BLOCK_ROWS=block_rows,
         BLOCK_E=triton.next_power_of_2(E),
+        GROUPS=groups,
         num_warps=num_warps,
     )

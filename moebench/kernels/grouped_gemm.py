@@ -78,6 +78,58 @@ def _block_owner(
 
 
 @triton.jit
+def _fp8_tile(
+    a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, K,
+    stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
+    stride_se, stride_sn, stride_sk, stride_om, stride_on,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr,
+):  # fmt: skip
+    # One [BLOCK_M, BLOCK_N] output tile of expert e. Every schedule (all, psum, live) computes a
+    # tile with this function, so a live row's output does not depend on the schedule.
+    BLOCK_K: tl.constexpr = 128
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    row_ok = offs_m < M
+    rows = offs_m.to(tl.int64)
+    a_ptrs = a_ptr + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
+    w_base = w_ptr + e.to(tl.int64) * stride_we
+    w_ptrs = w_base + offs_n.to(tl.int64)[:, None] * stride_wn + offs_k[None, :] * stride_wk
+    sf_ptrs = a_sf_ptr + rows * stride_sfm
+    # A tile of at most 128 columns sits in one 128-row band of weight scales (one scalar per K
+    # step); a wider tile takes a vector of per-column band scales.
+    ws_ptr = w_scale_ptr + e.to(tl.int64) * stride_se
+    if BLOCK_N <= 128:
+        ws_ptr += (n0 // BLOCK_K) * stride_sn
+    else:
+        ws_ptr += (offs_n // BLOCK_K) * stride_sn
+
+    # One K step is one 128-column quantisation group: a single exponent per row and a single
+    # weight scale, so the fp8 product of the step is exact up to fp32 accumulation and is scaled
+    # once before joining the running sum.
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(0, K // BLOCK_K):
+        a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+        w = tl.load(w_ptrs)
+        word = tl.load(sf_ptrs + (kb // 4) * stride_sfp, mask=row_ok, other=0)
+        exp = (word >> ((kb % 4) * 8)) & 0xFF
+        a_scale = (exp << 23).to(tl.float32, bitcast=True)
+        w_scale = tl.load(ws_ptr + kb * stride_sk)
+        part = tl.dot(a, tl.trans(w), out_dtype=tl.float32)
+        if BLOCK_N <= 128:
+            acc += part * (a_scale * w_scale)[:, None]
+        else:
+            acc += part * a_scale[:, None] * w_scale[None, :]
+        a_ptrs += BLOCK_K * stride_ak
+        w_ptrs += BLOCK_K * stride_wk
+
+    out_ptrs = out_ptr + rows[:, None] * stride_om + offs_n[None, :] * stride_on
+    tl.store(out_ptrs, fp32_to_bf16(acc, INTERPRET), mask=row_ok[:, None])
+
+
+
+
+@triton.jit
 def _grouped_gemm_fp8(
     a_ptr,
     a_sf_ptr,
@@ -109,8 +161,6 @@ def _grouped_gemm_fp8(
     PSUM: tl.constexpr,
     INTERPRET: tl.constexpr,
 ):
-    # One K step is one quantisation group; kernels see only constexpr globals, hence the literal.
-    BLOCK_K: tl.constexpr = 128
     pid = tl.program_id(0)
     m0, n0, e, end = _block_owner(
         pid, ends_ptr, E, M, N, BLOCK_M, BLOCK_N, BLOCK_E, ALIGNMENT, GROUP_M
@@ -121,36 +171,47 @@ def _grouped_gemm_fp8(
         if m0 >= end:
             return
 
-    offs_m = m0 + tl.arange(0, BLOCK_M)
-    offs_n = n0 + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    row_ok = offs_m < M
-    rows = offs_m.to(tl.int64)
-    a_ptrs = a_ptr + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
-    w_base = w_ptr + e.to(tl.int64) * stride_we
-    w_ptrs = w_base + offs_n.to(tl.int64)[:, None] * stride_wn + offs_k[None, :] * stride_wk
-    sf_ptrs = a_sf_ptr + rows * stride_sfm
-    # BLOCK_N divides 128, so the tile sits in one 128-row band of weight scales (BLOCK_K = 128).
-    ws_ptr = w_scale_ptr + e.to(tl.int64) * stride_se + (n0 // BLOCK_K) * stride_sn
+    _fp8_tile(
+        a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, K,
+        stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
+        stride_se, stride_sn, stride_sk, stride_om, stride_on,
+        BLOCK_M, BLOCK_N, INTERPRET,
+    )  # fmt: skip
 
-    # One K step is one 128-column quantisation group: a single exponent per row and a single
-    # weight scale, so the fp8 product of the step is exact up to fp32 accumulation and is scaled
-    # once before joining the running sum.
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kb in range(0, K // BLOCK_K):
-        a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
-        w = tl.load(w_ptrs)
-        word = tl.load(sf_ptrs + (kb // 4) * stride_sfp, mask=row_ok, other=0)
-        exp = (word >> ((kb % 4) * 8)) & 0xFF
-        a_scale = (exp << 23).to(tl.float32, bitcast=True)
-        w_scale = tl.load(ws_ptr + kb * stride_sk)
-        part = tl.dot(a, tl.trans(w), out_dtype=tl.float32)
-        acc += part * (a_scale * w_scale)[:, None]
-        a_ptrs += BLOCK_K * stride_ak
-        w_ptrs += BLOCK_K * stride_wk
 
-    out_ptrs = out_ptr + rows[:, None] * stride_om + offs_n[None, :] * stride_on
-    tl.store(out_ptrs, fp32_to_bf16(acc, INTERPRET), mask=row_ok[:, None])
+@triton.jit
+def _grouped_gemm_fp8_live(
+    a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, ends_ptr, out_ptr, M, N, K, E,
+    stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
+    stride_se, stride_sn, stride_sk, stride_om, stride_on,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_E: tl.constexpr,
+    ALIGNMENT: tl.constexpr, INTERPRET: tl.constexpr,
+):  # fmt: skip
+    # psum with a persistent grid: a fixed number of programs strides over the live tiles only, so
+    # no program is spent on the capacity buffer's dead blocks. Live row blocks of all experts are
+    # numbered one after another (each expert's span starts aligned, so its blocks are
+    # [start, start + cdiv(count, BLOCK_M) * BLOCK_M)); work w is (column block w // blocks, row
+    # block w % blocks): programs running together share weight tiles of one column band.
+    offs_e = tl.arange(0, BLOCK_E)
+    in_e = offs_e < E
+    ends = tl.minimum(tl.load(ends_ptr + offs_e, mask=in_e, other=0), M)
+    prev = tl.load(ends_ptr + offs_e - 1, mask=in_e & (offs_e > 0), other=0)
+    starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    blocks = tl.where(in_e, (tl.maximum(ends - starts, 0) + BLOCK_M - 1) // BLOCK_M, 0)
+    blocks_end = tl.cumsum(blocks, axis=0)
+    total = tl.sum(blocks, axis=0)
+    for w in range(tl.program_id(0), total * (N // BLOCK_N), tl.num_programs(0)):
+        mb = w % total
+        e = tl.sum((blocks_end <= mb).to(tl.int32), axis=0)
+        mine = offs_e == e
+        first = tl.sum(tl.where(mine, blocks_end - blocks, 0), axis=0)
+        m0 = tl.sum(tl.where(mine, starts, 0), axis=0) + (mb - first) * BLOCK_M
+        _fp8_tile(
+            a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, (w // total) * BLOCK_N, e, M, K,
+            stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
+            stride_se, stride_sn, stride_sk, stride_om, stride_on,
+            BLOCK_M, BLOCK_N, INTERPRET,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -237,12 +298,16 @@ def grouped_gemm(
     BLOCK_N: int = 128,
     num_warps: int = 4,
     num_stages: int = 4,
+    persistent: bool = False,
+    programs_per_sm: int = 2,
 ) -> None:
     """Write ``out_MN[m] = a_MK[m] @ w_ENK[e].T`` (dequantised for fp8) for the blocks that ``mode``
     visits; see the module docstring for shapes, dtypes and block ownership.
 
     The precision follows ``a_MK.dtype``: float8_e4m3fn needs ``a_sf_MG4`` and ``w_scale``;
     bfloat16 needs both to be None. Rows of a visited block that no expert owns get garbage.
+    ``persistent`` (fp8 psum only) replaces the capacity-sized grid by ``programs_per_sm`` programs
+    per SM that stride over the live tiles; the tiles, and so the outputs, are the same.
     """
     _check(mode in MODES, f"mode must be one of {MODES}, got {mode!r}")
     check_alignment(alignment)
@@ -251,8 +316,8 @@ def grouped_gemm(
         f"BLOCK_M must be a power of two >= 16 dividing alignment {alignment}, got {BLOCK_M}",
     )
     _check(
-        _is_pow2(BLOCK_N) and 16 <= BLOCK_N <= GROUP,
-        f"BLOCK_N must be a power of two in [16, {GROUP}], got {BLOCK_N}",
+        _is_pow2(BLOCK_N) and 16 <= BLOCK_N <= 2 * GROUP,
+        f"BLOCK_N must be a power of two in [16, {2 * GROUP}], got {BLOCK_N}",
     )
     _check(a_MK.dim() == 2, f"a_MK must be 2-D [M, K], got shape {tuple(a_MK.shape)}")
     _check(w_ENK.dim() == 3, f"w_ENK must be 3-D [E, N, K], got shape {tuple(w_ENK.shape)}")
@@ -308,6 +373,23 @@ def grouped_gemm(
             f"fp8 needs w_scale float32 [{E}, {N // GROUP}, {K // GROUP}], got "
             f"{None if w_scale is None else (w_scale.dtype, tuple(w_scale.shape))}",
         )
+        if persistent:
+            _check(mode == "psum", "persistent=True schedules the psum mode only")
+            programs = triton.cdiv(M, BLOCK_M) * (N // BLOCK_N)
+            if a_MK.is_cuda:
+                sms = torch.cuda.get_device_properties(a_MK.device).multi_processor_count
+                programs = min(programs, sms * programs_per_sm)
+            else:
+                programs = min(programs, 4)  # the interpreter runs programs one by one
+            _grouped_gemm_fp8_live[(programs,)](
+                a_MK, a_sf_MG4, w_ENK, w_scale, ends_E, out_MN, M, N, K, E,
+                *a_MK.stride(), *a_sf_MG4.stride(), *w_ENK.stride(), *w_scale.stride(),
+                *out_MN.stride(),
+                BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_E=common["BLOCK_E"],
+                ALIGNMENT=alignment, INTERPRET=interpreting,
+                num_warps=num_warps, num_stages=num_stages,
+            )  # fmt: skip
+            return
         _grouped_gemm_fp8[grid](
             a_MK,
             a_sf_MG4,

@@ -18,10 +18,11 @@ later stages read, then copies the token rows:
 Within an expert, slots keep increasing t*K + k order (a stable counting sort). Four launches in
 sequence, no atomics, so every output is a pure function of the routing:
 
-1. `_scatter_count`: one program per expert counts its slots.
-2. `_scatter_assign`: one program per expert takes its start from the counts (prefix sum of aligned
-   counts), walks the T*K ids in order and gives its k-th slot row start + k with a cumulative sum;
-   one extra program marks the slots of non-local experts -1.
+1. `_scatter_count`: a grid over (expert, chunk of the T*K ids) counts each expert's slots per
+   chunk into scratch_EC; expert 0's programs mark the slots of non-local experts -1.
+2. `_scatter_assign`: the same grid; each program takes its expert's start from the counts (prefix
+   sum of aligned counts) plus the expert's slots in earlier chunks and places its chunk's slots
+   with a cumulative sum, so every chunk is placed in parallel and t*K + k order is kept.
 3. `_scatter_maps`: a grid over the capacity rows derives each row's expert from the endpoints and
    writes the -1s of padding and tail rows.
 4. `_scatter_copy`: a grid over (token blocks, column blocks) reads each token row once and writes
@@ -52,72 +53,67 @@ _RAW = {torch.bfloat16: torch.int16, torch.float8_e4m3fn: torch.uint8}
 
 
 @triton.jit
-def _scatter_count(ids_ptr, counts_ptr, n_slots, expert_offset, BLOCK_S: tl.constexpr):
-    # One program per local expert sums its matches over all T*K ids: a plain reduction per expert
-    # instead of a histogram with atomics.
+def _scatter_count(
+    ids_ptr, chunk_counts_ptr, slot_row_ptr, n_slots, expert_offset, n_experts, n_chunks,
+    CHUNK: tl.constexpr, BLOCK_S: tl.constexpr,
+):  # fmt: skip
+    # Grid (E, C): program (e, c) counts expert e's slots in chunk c of the T*K ids, a plain
+    # reduction (no atomics, so the result is a pure function of the routing). The programs of
+    # expert 0 also mark slots routed to other ranks' experts -1 in slot_row.
     e = tl.program_id(0)
+    c = tl.program_id(1)
     total = tl.zeros((BLOCK_S,), dtype=tl.int32)
-    for s0 in range(0, n_slots, BLOCK_S):
+    for s0 in range(c * CHUNK, tl.minimum((c + 1) * CHUNK, n_slots), BLOCK_S):
         s = s0 + tl.arange(0, BLOCK_S)
-        ids = tl.load(ids_ptr + s, mask=s < n_slots, other=-1)
-        hit = (s < n_slots) & ((ids - expert_offset) == e)
-        total += hit.to(tl.int32)
-    tl.store(counts_ptr + e, tl.sum(total, axis=0))
+        ok = s < n_slots
+        ids = tl.load(ids_ptr + s, mask=ok, other=-1).to(tl.int64) - expert_offset
+        total += (ok & (ids == e)).to(tl.int32)
+        if e == 0:
+            foreign = ok & ((ids < 0) | (ids >= n_experts))
+            tl.store(slot_row_ptr + s, tl.full((BLOCK_S,), -1, tl.int32), mask=foreign)
+    tl.store(chunk_counts_ptr + e * n_chunks + c, tl.sum(total, axis=0))
 
 
 @triton.jit
 def _scatter_assign(
-    ids_ptr,
-    counts_ptr,
-    ends_ptr,
-    row_src_ptr,
-    slot_row_ptr,
-    n_slots,
-    expert_offset,
-    n_experts,
-    rows,
-    ALIGNMENT: tl.constexpr,
-    BLOCK_S: tl.constexpr,
-    BLOCK_E: tl.constexpr,
-):
+    ids_ptr, chunk_counts_ptr, counts_ptr, ends_ptr, row_src_ptr, slot_row_ptr,
+    n_slots, expert_offset, n_experts, n_chunks, rows,
+    ALIGNMENT: tl.constexpr, CHUNK: tl.constexpr, BLOCK_S: tl.constexpr,
+    BLOCK_E: tl.constexpr, BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    # Grid (E, C): program (e, c) places expert e's slots of chunk c. Its first row is the
+    # expert's start (the exclusive prefix sum of aligned counts: the endpoint contract) plus the
+    # expert's slots in earlier chunks; within the chunk a cumulative sum keeps t*K + k order, so
+    # the whole placement is a stable counting sort and every chunk is placed in parallel.
     e = tl.program_id(0)
-    if e == n_experts:
-        # The extra program: slots routed to experts of other ranks get row -1. The expert programs
-        # write every other slot, so each slot is written exactly once.
-        for s0 in range(0, n_slots, BLOCK_S):
-            s = s0 + tl.arange(0, BLOCK_S)
-            ids = tl.load(ids_ptr + s, mask=s < n_slots, other=0).to(tl.int64) - expert_offset
-            foreign = (s < n_slots) & ((ids < 0) | (ids >= n_experts))
-            tl.store(slot_row_ptr + s, tl.full((BLOCK_S,), -1, tl.int32), mask=foreign)
-    else:
-        # This expert's start is the exclusive prefix sum of the aligned counts, its end the start
-        # plus its own count (the endpoint contract, no loop over experts).
-        ex = tl.arange(0, BLOCK_E)
-        counts = tl.load(counts_ptr + ex, mask=ex < n_experts, other=0)
-        aligned = (counts + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-        start = tl.sum(tl.where(ex < e, aligned, 0), axis=0)
-        count = tl.sum(tl.where(ex == e, counts, 0), axis=0)
+    c = tl.program_id(1)
+    ex = tl.arange(0, BLOCK_E)
+    ch = tl.arange(0, BLOCK_C)
+    grid_ok = (ex < n_experts)[:, None] & (ch < n_chunks)[None, :]
+    per_chunk = tl.load(chunk_counts_ptr + ex[:, None] * n_chunks + ch[None, :], mask=grid_ok,
+                        other=0)
+    counts = tl.sum(per_chunk, axis=1)
+    aligned = (counts + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    start = tl.sum(tl.where(ex < e, aligned, 0), axis=0)
+    count = tl.sum(tl.where(ex == e, counts, 0), axis=0)
+    if c == 0:
+        tl.store(counts_ptr + e, count)
         tl.store(ends_ptr + e, start + count)
-
-        # Walk the ids in slot order; the cumulative sum of matches inside a block plus the matches
-        # of earlier blocks is each slot's rank within the expert, which keeps t*K + k order.
-        # The next block is loaded before this one is ranked so that its latency overlaps the scan
-        # (the loop is a serial chain through next_row). Rows past the buffer are never written
-        # (see the module docstring on overflow).
-        next_row = start
-        lane = tl.arange(0, BLOCK_S)
-        ids = tl.load(ids_ptr + lane, mask=lane < n_slots, other=-1)
-        for s0 in range(0, n_slots, BLOCK_S):
-            s = s0 + lane
-            ids_next = tl.load(ids_ptr + s + BLOCK_S, mask=s + BLOCK_S < n_slots, other=-1)
-            hit = (s < n_slots) & ((ids - expert_offset) == e)
-            hit_i = hit.to(tl.int32)
-            row = next_row + tl.cumsum(hit_i, axis=0) - 1
-            fits = row < rows
-            tl.store(slot_row_ptr + s, tl.where(fits, row, -1), mask=hit)
-            tl.store(row_src_ptr + row, s, mask=hit & fits)
-            next_row += tl.sum(hit_i, axis=0)
-            ids = ids_next
+    earlier = tl.sum(tl.sum(tl.where((ex == e)[:, None] & (ch < c)[None, :], per_chunk, 0),
+                            axis=1), axis=0)
+    next_row = start + earlier
+    lane = tl.arange(0, BLOCK_S)
+    # Rows past the buffer are never written (see the module docstring on overflow).
+    for s0 in range(c * CHUNK, tl.minimum((c + 1) * CHUNK, n_slots), BLOCK_S):
+        s = s0 + lane
+        ids = tl.load(ids_ptr + s, mask=s < n_slots, other=-1)
+        hit = (s < n_slots) & ((ids - expert_offset) == e)
+        hit_i = hit.to(tl.int32)
+        row = next_row + tl.cumsum(hit_i, axis=0) - 1
+        fits = row < rows
+        tl.store(slot_row_ptr + s, tl.where(fits, row, -1), mask=hit)
+        tl.store(row_src_ptr + row, s, mask=hit & fits)
+        next_row += tl.sum(hit_i, axis=0)
 
 
 @triton.jit
@@ -212,6 +208,20 @@ def _scatter_copy(
                 )
 
 
+MAX_CHUNKS = 64
+
+
+def chunking(n_slots: int) -> tuple[int, int]:
+    """(slots per chunk, chunks): chunks of at least 2048 slots, at most MAX_CHUNKS of them."""
+    chunk = max(2048, triton.next_power_of_2(triton.cdiv(max(n_slots, 1), MAX_CHUNKS)))
+    return chunk, max(1, triton.cdiv(n_slots, chunk))
+
+
+def scatter_scratch(tokens: int, top_k: int, experts: int, device) -> torch.Tensor:
+    """The scratch buffer `scatter` needs for T tokens of K slots and E local experts."""
+    return torch.empty(experts * chunking(tokens * top_k)[1], dtype=torch.int32, device=device)
+
+
 def _check_int32(name: str, t: torch.Tensor, shape: tuple[int, ...], device: torch.device) -> None:
     if t.dtype != torch.int32 or tuple(t.shape) != shape or t.device != device:
         raise ValueError(
@@ -236,12 +246,14 @@ def scatter(
     row_expert_M: torch.Tensor,
     row_src_M: torch.Tensor,
     slot_row_TK: torch.Tensor,
+    scratch_EC: torch.Tensor | None = None,
 ) -> None:
     """Scatter the tokens into the capacity buffer and write the index maps (module docstring).
 
     x_TD bf16 or float8_e4m3fn [T, D]; x_sf_TG4 int32 [T, G4] or None; topk_ids_TK int32 or int64
     [T, K] (contiguous); xs_MD [M, D] of x's dtype; xs_sf_MG4 int32 [M, G4] or None (with x_sf);
     counts_E, ends_E int32 [E]; row_expert_M, row_src_M int32 [M]; slot_row_TK int32 [T, K].
+    scratch_EC is the int32 per-(expert, chunk) count buffer from `scatter_scratch`.
     Every output is preallocated by the caller; nothing is read back to the host.
     """
     check_alignment(alignment)
@@ -284,29 +296,25 @@ def scatter(
     sf_in_strides = x_sf_TG4.stride() if has_sf else (0, 0)
     sf_out_strides = xs_sf_MG4.stride() if has_sf else (0, 0)
 
-    # Launch shapes: the id scans are serial chains per expert, so they take wide blocks; the map
-    # rows per program shrink as E grows to bound the [rows, E] comparison tile.
+    # Launch shapes: the ids are cut into at most MAX_CHUNKS chunks placed in parallel (each a
+    # short serial scan); map rows per program shrink as E grows to bound the [rows, E] tile.
     n_slots = T * K
-    block_s = min(4096, triton.next_power_of_2(max(n_slots, 16)))
+    chunk, n_chunks = chunking(n_slots)
+    if scratch_EC is None or scratch_EC.numel() < E * n_chunks or scratch_EC.dtype != torch.int32:
+        raise ValueError(f"scratch_EC must be int32 with >= {E * n_chunks} elements "
+                         "(see scatter_scratch)")
+    block_s = min(chunk, 2048)
     block_e = triton.next_power_of_2(E)
-    _scatter_count[(E,)](
-        topk_ids_TK, counts_E, n_slots, expert_offset, BLOCK_S=block_s, num_warps=8
-    )
-    _scatter_assign[(E + 1,)](
-        topk_ids_TK,
-        counts_E,
-        ends_E,
-        row_src_M,
-        slot_row_TK,
-        n_slots,
-        expert_offset,
-        E,
-        M,
-        ALIGNMENT=alignment,
-        BLOCK_S=block_s,
-        BLOCK_E=block_e,
-        num_warps=8,
-    )
+    _scatter_count[(E, n_chunks)](
+        topk_ids_TK, scratch_EC, slot_row_TK, n_slots, expert_offset, E, n_chunks,
+        CHUNK=chunk, BLOCK_S=block_s, num_warps=4,
+    )  # fmt: skip
+    _scatter_assign[(E, n_chunks)](
+        topk_ids_TK, scratch_EC, counts_E, ends_E, row_src_M, slot_row_TK,
+        n_slots, expert_offset, E, n_chunks, M,
+        ALIGNMENT=alignment, CHUNK=chunk, BLOCK_S=block_s, BLOCK_E=block_e,
+        BLOCK_C=triton.next_power_of_2(n_chunks), num_warps=4,
+    )  # fmt: skip
     block_m = max(16, 8192 // block_e)
     _scatter_maps[(triton.cdiv(M, block_m),)](
         counts_E, ends_E, row_expert_M, row_src_M, M, E, BLOCK_M=block_m, BLOCK_E=block_e
