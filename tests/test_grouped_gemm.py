@@ -219,7 +219,7 @@ def _valid_fp8(M=64, E=2, N=128, K=256):
         ({}, {"mode": "masked"}, "mode"),
         ({}, {"alignment": 48}, "alignment"),
         ({}, {"alignment": 32, "BLOCK_M": 64}, "BLOCK_M"),
-        ({}, {"BLOCK_N": 256}, "BLOCK_N"),
+        ({}, {"BLOCK_N": 512}, "BLOCK_N"),
         ({4: torch.zeros(2, dtype=torch.int64)}, {}, "ends_E"),
         ({4: torch.zeros(3, dtype=torch.int32)}, {}, "ends_E"),
         ({0: torch.zeros(64, 128, dtype=torch.float8_e4m3fn)}, {}, "K"),
