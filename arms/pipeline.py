@@ -120,6 +120,11 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
     A = p.alignment
     # A GEMM block must not straddle two experts, so it can be no taller than the alignment.
     block_m = min(64, A)
+    # Launch choices measured on the H200 (docs/PERF.md, 2026-11-29): the psum GEMMs stride a
+    # persistent grid (2 programs per SM) over live tiles; the activation takes 16-row items of two
+    # groups, and the masked one runs the dense grid with an early exit per row block.
+    gemm_opts = dict(BLOCK_M=block_m, persistent=gemm_mode == "psum", programs_per_sm=2)
+    act_opts = dict(block_rows=16, groups=2)
 
     def run_scatter() -> None:
         scatter(
@@ -132,21 +137,22 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
     def run_fc1() -> None:
         grouped_gemm(
             ws.xs_MD, ws.xs_sf_MG4, p.w13_EFD, p.w13_scale, ws.ends_E, ws.h_M2F,
-            alignment=A, mode=gemm_mode, BLOCK_M=block_m,
+            alignment=A, mode=gemm_mode, **gemm_opts,
         )
 
     def run_act() -> None:
         if masked_act:
             act_quant_masked(
-                ws.h_M2F, ws.a_MF, ws.a_sf_MG4, ws.ends_E, alignment=A, activation=p.activation
+                ws.h_M2F, ws.a_MF, ws.a_sf_MG4, ws.ends_E, alignment=A, activation=p.activation,
+                schedule="grid", **act_opts,
             )
         else:
-            act_quant_dense(ws.h_M2F, ws.a_MF, ws.a_sf_MG4, activation=p.activation)
+            act_quant_dense(ws.h_M2F, ws.a_MF, ws.a_sf_MG4, activation=p.activation, **act_opts)
 
     def run_fc2() -> None:
         grouped_gemm(
             ws.a_MF, ws.a_sf_MG4, p.w2_EDF, p.w2_scale, ws.ends_E, ws.o_MD,
-            alignment=A, mode=gemm_mode, BLOCK_M=block_m,
+            alignment=A, mode=gemm_mode, **gemm_opts,
         )
 
     def run_combine() -> None:

@@ -131,6 +131,7 @@ def test_act_quant(counts, alignment, tail, F, activation, precision, row_progra
         ends_E,
         alignment=alignment,
         activation=activation,
+        schedule="persistent",
         programs=row_programs,
     )
     raw = torch.uint8 if precision == "fp8" else torch.int16
@@ -152,6 +153,14 @@ def test_act_quant(counts, alignment, tail, F, activation, precision, row_progra
     else:
         assert not torch.isnan(out_m.cpu()[live]).any(), "a live bf16 value was left unwritten"
         assert torch.isnan(out_m.cpu()[~live]).all(), "masked wrote a padding row"
+
+    # The grid schedule (row blocks that look up their expert) writes exactly the same bytes.
+    out_g, sf_g, _ = _outputs(M, F, precision)
+    act_quant_masked(h, out_g, sf_g, ends_E, alignment=alignment, activation=activation,
+                     schedule="grid", block_rows=16)
+    assert torch.equal(out_g.view(raw).cpu(), out_m.view(raw).cpu())
+    if precision == "fp8":
+        assert torch.equal(sf_g.cpu(), sf_m.cpu())
 
 
 def test_rows_fewer_than_a_block_dense_only():
@@ -205,7 +214,7 @@ def test_masked_rejects_bad_endpoints_and_options():
     with pytest.raises(ValueError, match="alignment"):
         act_quant_masked(h, out, sf, ends, alignment=24)
     with pytest.raises(ValueError, match="programs"):
-        act_quant_masked(h, out, sf, ends, alignment=16, programs=0)
+        act_quant_masked(h, out, sf, ends, alignment=16, schedule="persistent", programs=0)
     with pytest.raises(ValueError, match="activation"):
         act_quant_dense(h, out, sf, activation="gelu")
 
@@ -256,7 +265,8 @@ def test_groups_per_item_do_not_change_a_byte(groups, F):
     assert torch.equal(out_g.view(torch.uint8), out_1.view(torch.uint8))
     assert torch.equal(sf_g, sf_1)
     out_m, sf_m, _ = _outputs(M, F, "fp8")
-    act_quant_masked(h, out_m, sf_m, ends_E, alignment=16, groups=groups, programs=3)
+    act_quant_masked(h, out_m, sf_m, ends_E, alignment=16, groups=groups,
+                     schedule="persistent", programs=3)
     assert torch.equal(out_m.view(torch.uint8)[live], out_1.view(torch.uint8)[live])
     assert torch.equal(sf_m[live], sf_1[live])
     assert (out_m.view(torch.uint8)[~live] == POISON_BYTE).all()

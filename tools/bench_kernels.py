@@ -27,6 +27,10 @@ E, D, F, M, A = 32, 4096, 2048, 28_672, 128
 dev = torch.device("cuda")
 flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
 results: list[dict] = []
+LIVES = (3072, 6144, 12288, 24576)
+
+
+FLUSH = "read"  # "zero" writes the flush buffer (dirty L2 lines), "read" reads it (clean lines)
 
 
 def time_graph(fn, reps: int = 30) -> float:
@@ -38,7 +42,10 @@ def time_graph(fn, reps: int = 30) -> float:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(reps):
-        flush.zero_()
+        if FLUSH == "zero":
+            flush.zero_()
+        else:
+            flush.max()
         start.record()
         g.replay()
         end.record()
@@ -96,16 +103,17 @@ def bench_act() -> None:
         live = live_row_mask(ends, A, M)
         n = int(live.sum())
         live_bytes = n * (2 * F * 2 + F + 16)
-        for br, gr, pps, nw in ((16, 1, 8, 4), (32, 1, 8, 4), (16, 2, 8, 4), (16, 4, 8, 4),
-                                (8, 4, 8, 4), (16, 4, 16, 4), (32, 4, 8, 8)):
+        for br, gr, pps, nw in ((16, 1, 16, 4), (16, 2, 0, 4), (16, 1, 0, 4), (32, 1, 0, 4)):
+            sched = "grid" if pps == 0 else "persistent"
             q, sf = bufs()
             act_quant_masked(h, q, sf, ends, alignment=A, block_rows=br, groups=gr,
-                             programs_per_sm=pps, num_warps=nw)
+                             programs_per_sm=max(pps, 1), num_warps=nw, schedule=sched)
             ok = torch.equal(q.view(torch.uint8)[live], ref_q.view(torch.uint8)[live]) and \
                 torch.equal(sf[live], ref_sf[live])
-            us = time_graph(lambda q=q, sf=sf, ends=ends, br=br, gr=gr, pps=pps, nw=nw:
+            us = time_graph(lambda q=q, sf=sf, ends=ends, br=br, gr=gr, pps=pps, nw=nw, sch=sched:
                             act_quant_masked(h, q, sf, ends, alignment=A, block_rows=br,
-                                             groups=gr, programs_per_sm=pps, num_warps=nw))
+                                             groups=gr, programs_per_sm=max(pps, 1),
+                                             num_warps=nw, schedule=sch))
             record(kernel="act_masked", routing=label, live=n, block_rows=br, groups=gr,
                    per_sm=pps, warps=nw, exact=ok, us=us, floor_us=live_bytes / COPY_TBS / 1e6,
                    tbs=live_bytes / us / 1e6)
@@ -126,7 +134,7 @@ def bench_gemm() -> None:
         sa = torch.ones(M, device=dev)
         sb = torch.ones(E, N, device=dev)
         w_bytes = E * N * K
-        for live in (3072, 6144, 12288, 24576):
+        for live in LIVES:
             ends = balanced_ends(live)
             live_mask = live_row_mask(ends, A, M)
             flops = 2 * live * N * K
@@ -134,9 +142,8 @@ def bench_gemm() -> None:
             ref_out = None
             configs = [("all", 64, 128, 4, 4, False, 0)] + [
                 ("psum", bm, bn, nw, ns, pers, pps) for bm, bn, nw, ns, pers, pps in (
-                    (64, 128, 4, 4, False, 0), (64, 128, 4, 4, True, 1), (64, 128, 4, 4, True, 2),
-                    (64, 256, 8, 3, False, 0), (64, 256, 8, 3, True, 1), (128, 128, 8, 4, True, 1),
-                    (128, 256, 8, 3, False, 0))]
+                    (64, 128, 4, 4, False, 0), (64, 128, 4, 4, True, 2), (64, 128, 4, 4, True, 3),
+                    (128, 128, 8, 4, True, 1))]
             for mode, bm, bn, nw, ns, pers, pps in configs:
                 out.fill_(float("nan"))
                 kw = dict(alignment=A, mode=mode, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
@@ -212,6 +219,10 @@ if __name__ == "__main__":
     out_dir = sys.argv[1]
     print(torch.__version__, torch.cuda.get_device_name(0), flush=True)
     for part in sys.argv[2:] or ["act", "gemm"]:
+        if part in ("zero", "read"):
+            FLUSH = part
+            print(f"== L2 flush by {part}", flush=True)
+            continue
         {"act": bench_act, "gemm": bench_gemm, "scatter": bench_scatter_combine}[part]()
     with open(f"{out_dir}/bench_kernels.json", "w") as fh:
         json.dump(results, fh, indent=1)

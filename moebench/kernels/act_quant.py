@@ -187,6 +187,47 @@ def _act_quant_masked_kernel(
         )  # fmt: skip
 
 
+@triton.jit
+def _act_quant_masked_grid_kernel(
+    h_ptr,
+    out_ptr,
+    sf_ptr,
+    ends_ptr,
+    M,
+    F,
+    E,
+    stride_hm,
+    stride_om,
+    stride_sm,
+    stride_sw,
+    ALIGNMENT: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    OUT_FP8: tl.constexpr,
+    EXACT_RNE: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    GROUPS: tl.constexpr,
+):
+    # The dense grid, masked: grid (ceil(M / BLOCK_ROWS), ceil(G / GROUPS)). BLOCK_ROWS divides the
+    # alignment, so a row block lies in one expert's aligned span: the expert whose start is the
+    # last at or before the block's first row (start[e] = align_up(end[e-1], A)). A block past
+    # that expert's end (padding, tail) returns before loading anything; a live block stops at the
+    # end. On a full buffer this is the dense kernel plus one lookup a program.
+    row0 = tl.program_id(0) * BLOCK_ROWS
+    ex = tl.arange(0, BLOCK_E)
+    prev = tl.load(ends_ptr + ex - 1, mask=(ex > 0) & (ex < E), other=0)
+    starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    e = tl.sum(((starts <= row0) & (ex < E)).to(tl.int32), axis=0) - 1
+    # Endpoints past the buffer are a scatter bug the gates report; the clamp keeps it in bounds.
+    end = tl.minimum(tl.load(ends_ptr + e), M)
+    if row0 < end:
+        _act_quant_item(
+            h_ptr, out_ptr, sf_ptr, row0, end, tl.program_id(1) * GROUPS, F,
+            stride_hm, stride_om, stride_sm, stride_sw,
+            ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS, GROUPS,
+        )  # fmt: skip
+
+
 def _check(h_M2F: torch.Tensor, out_MF: torch.Tensor, sf_MG4, activation: str) -> bool:
     """Validate the shared arguments; True when the output is FP8."""
     if activation not in ACTIVATIONS:
@@ -273,6 +314,7 @@ def act_quant_masked(
     activation: str = "silu",
     block_rows: int = BLOCK_ROWS,
     groups: int = 1,
+    schedule: str = "grid",
     programs: int | None = None,
     programs_per_sm: int = 8,
     num_warps: int = 4,
@@ -283,6 +325,10 @@ def act_quant_masked(
     work items; the grid depends on the device alone, never on the routing, so one CUDA graph
     serves every routing, and a skewed routing costs what its live rows cost. ``programs`` sets
     the grid size directly (tests use it to exercise the stride loop).
+
+    ``schedule="grid"`` instead launches the dense kernel's grid and lets each row block look up
+    its expert and return at once when it holds no live row (row blocks are capped at the
+    alignment); ``"persistent"`` is the stride loop above.
     """
     fp8 = _check(h_M2F, out_MF, sf_MG4, activation)
     check_alignment(alignment)
@@ -293,15 +339,19 @@ def act_quant_masked(
         )
     if programs is not None and programs < 1:
         raise ValueError(f"programs must be >= 1, got {programs}")
+    if schedule not in ("grid", "persistent"):
+        raise ValueError(f"schedule must be 'grid' or 'persistent', got {schedule!r}")
+    if schedule == "grid":
+        if programs is not None:
+            raise ValueError("programs applies to schedule='persistent' only")
+        # A row block must not straddle two experts: no taller than the alignment (both are
+        # powers of two, so the smaller divides the larger).
+        block_rows = min(block_rows, alignment)
     M, F = out_MF.shape
     E = ends_E.shape[0]
     if M == 0 or E == 0:
         return
-    if programs is None:
-        # More programs than work items in a full buffer would only exit at once.
-        programs = min(_programs_per_device(h_M2F.device, programs_per_sm),
-                       triton.cdiv(M, block_rows) * triton.cdiv(F // GROUP, groups))
-    _act_quant_masked_kernel[(programs,)](
+    args = (
         h_M2F,
         out_MF.view(torch.uint8) if fp8 else out_MF,
         sf_MG4,
@@ -313,6 +363,8 @@ def act_quant_masked(
         out_MF.stride(0),
         sf_MG4.stride(0) if fp8 else 0,
         sf_MG4.stride(1) if fp8 else 0,
+    )
+    meta = dict(
         ALIGNMENT=alignment,
         ACTIVATION=activation,
         OUT_FP8=fp8,
@@ -322,3 +374,12 @@ def act_quant_masked(
         GROUPS=groups,
         num_warps=num_warps,
     )
+    if schedule == "grid":
+        grid = (triton.cdiv(M, block_rows), triton.cdiv(F // GROUP, groups))
+        _act_quant_masked_grid_kernel[grid](*args, **meta)
+        return
+    if programs is None:
+        # More programs than work items in a full buffer would only exit at once.
+        programs = min(_programs_per_device(h_M2F.device, programs_per_sm),
+                       triton.cdiv(M, block_rows) * triton.cdiv(F // GROUP, groups))
+    _act_quant_masked_kernel[(programs,)](*args, **meta)

@@ -185,13 +185,13 @@ def _grouped_gemm_fp8_live(
     stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
     stride_se, stride_sn, stride_sk, stride_om, stride_on,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_E: tl.constexpr,
-    ALIGNMENT: tl.constexpr, INTERPRET: tl.constexpr,
+    ALIGNMENT: tl.constexpr, GROUP_M: tl.constexpr, INTERPRET: tl.constexpr,
 ):  # fmt: skip
     # psum with a persistent grid: a fixed number of programs strides over the live tiles only, so
     # no program is spent on the capacity buffer's dead blocks. Live row blocks of all experts are
     # numbered one after another (each expert's span starts aligned, so its blocks are
     # [start, start + cdiv(count, BLOCK_M) * BLOCK_M)); work w is (column block w // blocks, row
-    # block w % blocks): programs running together share weight tiles of one column band.
+    # block w % blocks) in grouped order.
     offs_e = tl.arange(0, BLOCK_E)
     in_e = offs_e < E
     ends = tl.minimum(tl.load(ends_ptr + offs_e, mask=in_e, other=0), M)
@@ -200,14 +200,21 @@ def _grouped_gemm_fp8_live(
     blocks = tl.where(in_e, (tl.maximum(ends - starts, 0) + BLOCK_M - 1) // BLOCK_M, 0)
     blocks_end = tl.cumsum(blocks, axis=0)
     total = tl.sum(blocks, axis=0)
-    for w in range(tl.program_id(0), total * (N // BLOCK_N), tl.num_programs(0)):
-        mb = w % total
+    num_n = N // BLOCK_N
+    for w in range(tl.program_id(0), total * num_n, tl.num_programs(0)):
+        # Grouped ordering over the live blocks, as in _block_owner: GROUP_M row blocks walk the
+        # column blocks together, so activation rows and weight tiles are both reused from L2.
+        in_group = GROUP_M * num_n
+        first_m = (w // in_group) * GROUP_M
+        group_rows = tl.minimum(total - first_m, GROUP_M)
+        mb = first_m + (w % in_group) % group_rows
+        n0 = ((w % in_group) // group_rows) * BLOCK_N
         e = tl.sum((blocks_end <= mb).to(tl.int32), axis=0)
         mine = offs_e == e
         first = tl.sum(tl.where(mine, blocks_end - blocks, 0), axis=0)
         m0 = tl.sum(tl.where(mine, starts, 0), axis=0) + (mb - first) * BLOCK_M
         _fp8_tile(
-            a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, (w // total) * BLOCK_N, e, M, K,
+            a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, K,
             stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
             stride_se, stride_sn, stride_sk, stride_om, stride_on,
             BLOCK_M, BLOCK_N, INTERPRET,
@@ -386,7 +393,7 @@ def grouped_gemm(
                 *a_MK.stride(), *a_sf_MG4.stride(), *w_ENK.stride(), *w_scale.stride(),
                 *out_MN.stride(),
                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_E=common["BLOCK_E"],
-                ALIGNMENT=alignment, INTERPRET=interpreting,
+                ALIGNMENT=alignment, GROUP_M=GROUP_M, INTERPRET=interpreting,
                 num_warps=num_warps, num_stages=num_stages,
             )  # fmt: skip
             return
