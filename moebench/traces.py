@@ -48,7 +48,7 @@ META_KEY = b"moebench.trace"
 MAX_BYTES = 1 << 31  # 2 GiB: a trace file larger than this is not read into memory
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)  # arrays inside: identity, not value, equality
 class Trace:
     kind: str
     experts: int
