@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from moebench.cli_trace import trace_app
 from moebench.errors import MoebenchError
 
 app = typer.Typer(
@@ -220,6 +221,9 @@ def lock(scenario: ScenarioArg) -> None:
     for arm, h in pins.items():
         out.print(f"{arm}: {h}")
     out.print(f"pinned {len(pins)} arm(s) in {scenario}")
+
+
+app.add_typer(trace_app, name="trace")
 
 
 def main() -> None:

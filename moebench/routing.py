@@ -6,21 +6,21 @@ token) for all T = tokens_per_rank * dp tokens of the step. In the simulated top
 the global experts [r * E_local, (r + 1) * E_local) and sees every token; the slots routed elsewhere
 are skipped by its scatter and combine.
 
+Trace files are read by ``traces``, replayed by ``trace_replay`` (load traces with the recorded
+histogram exactly, per-token traces as recorded).
+
 Legend: T tokens, K top-k, E experts (global unless said).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from moebench.errors import TraceError
+from moebench import trace_replay, traces
 from moebench.layout import align_up
 
 FAMILIES = ("uniform", "balanced", "zipf", "hot_rank", "empty_experts", "full_capacity", "trace")
@@ -66,49 +66,6 @@ def _balanced(tokens: int, experts: int, top_k: int, g: torch.Generator) -> torc
     return perm[s % experts]
 
 
-def load_trace_counts(path: str | Path, layer: int | None) -> tuple[np.ndarray, str]:
-    """Per-expert counts of one layer from a load trace, and the file's sha256.
-
-    Formats: SGLang's expert-distribution ``stat`` JSON (``{"logical_count": [[E] x layers]}``) and
-    a NumPy count matrix ``[layers, E]`` (.npy, loaded with allow_pickle=False). Richer trace
-    formats come with the trace importers.
-    """
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{p}: cannot read trace ({exc.strerror or exc})") from None
-    sha = hashlib.sha256(raw).hexdigest()
-    try:
-        if p.suffix == ".npy":
-            import io
-
-            counts = np.load(io.BytesIO(raw), allow_pickle=False)
-        else:
-            doc = json.loads(raw)
-            if not isinstance(doc, dict) or "logical_count" not in doc:
-                raise TraceError(f"{p}: expected a JSON object with 'logical_count'")
-            counts = np.asarray(doc["logical_count"], dtype=np.float64)
-    except TraceError:
-        raise
-    except (ValueError, TypeError) as exc:
-        raise TraceError(f"{p}: malformed trace ({str(exc).splitlines()[0][:120]})") from None
-    if counts.ndim != 2 or counts.shape[1] < 1 or not np.isfinite(counts).all():
-        raise TraceError(f"{p}: expected a finite [layers, experts] count matrix")
-    if (counts < 0).any():
-        raise TraceError(f"{p}: negative expert counts")
-    if layer is None:
-        nonzero = np.nonzero(counts.sum(axis=1) > 0)[0]
-        if nonzero.size == 0:
-            raise TraceError(f"{p}: every layer is empty")
-        layer = int(nonzero[0])
-    if not 0 <= layer < counts.shape[0]:
-        raise TraceError(f"{p}: layer {layer} out of range [0, {counts.shape[0]})")
-    if counts[layer].sum() <= 0:
-        raise TraceError(f"{p}: layer {layer} has no routed tokens (a dense layer?)")
-    return counts[layer].astype(np.float64), sha
-
-
 def synthesize(
     *,
     family: str,
@@ -132,6 +89,7 @@ def synthesize(
     local = experts // ep
     label = family
     sha = ""
+    recorded_weights = None
     if family == "uniform":
         ids = _gumbel_topk(torch.zeros(experts), tokens, top_k, g)
     elif family == "balanced":
@@ -171,22 +129,28 @@ def synthesize(
         ids = _gumbel_topk(log_w, tokens, top_k, g)
         label = f"empty_experts(fraction={empty_fraction:g})"
     elif family == "trace":
-        counts, sha = load_trace_counts(trace_path, trace_layer)
-        if counts.size != experts:
-            raise TraceError(
-                f"{trace_path}: trace has {counts.size} experts, the model has {experts}"
-            )
-        if (counts > 0).sum() < top_k:
-            raise TraceError(f"{trace_path}: fewer than top_k experts have any load")
-        with np.errstate(divide="ignore"):
-            log_w = torch.from_numpy(np.log(counts))
-        ids = _gumbel_topk(log_w, tokens, top_k, g)
-        label = f"trace({Path(trace_path).name},layer={trace_layer})"
+        trace = traces.load_any(trace_path)
+        ids, recorded_weights, layer, notes = trace_replay.replay(
+            trace,
+            layer=trace_layer,
+            tokens=tokens,
+            experts=experts,
+            top_k=top_k,
+            g=g,
+            where=str(trace_path),
+        )
+        if not trace.pinned:
+            notes.append("unpinned")  # a raw file: taken as the scenario's model
+        label = f"trace({Path(trace_path).name},layer={layer}{''.join(',' + n for n in notes)})"
+        sha = trace.sha256
     else:
         raise ValueError(f"unknown routing family {family!r}; expected one of {FAMILIES}")
+    weights = _weights(tokens, top_k, g)
+    if recorded_weights is not None:
+        weights = recorded_weights.float()
     return Routing(
         topk_ids_TK=ids.to(torch.int32).contiguous(),
-        topk_weights_TK=_weights(tokens, top_k, g),
+        topk_weights_TK=weights,
         label=label,
         trace_sha256=sha,
     )

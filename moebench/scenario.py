@@ -27,9 +27,10 @@ from typing import Any
 
 import yaml
 
-from moebench.errors import ScenarioError
+from moebench.errors import ScenarioError, TraceError
 from moebench.layout import capacity_rows
 from moebench.models import PRESETS
+from moebench.traces import read_meta
 
 # The arms package is the source of truth for arm names; the runner cross-checks this tuple.
 KNOWN_ARMS = ("stock", "prefix_sum", "prefix_sum_masked")
@@ -618,6 +619,29 @@ def _routing(v: Any, ctx: _Ctx) -> RoutingSpec:
     )
 
 
+def _check_trace_model(path: str, model: ModelSpec) -> None:
+    """A moebench Parquet trace is pinned to a model id and revision: they must be the scenario's.
+    Raw files (SGLang JSON, count matrices) carry no model and replay as the scenario's."""
+    if not path.lower().endswith(".parquet"):
+        return
+    try:
+        meta = read_meta(path)
+    except TraceError as exc:
+        raise _Invalid("routing.path", str(exc)) from None
+    if (meta["model_id"], meta["revision"]) != (model.id, model.revision):
+        raise _Invalid(
+            "routing.path",
+            f"trace {Path(path).name} is pinned to {meta['model_id']} at revision "
+            f"{meta['revision']}, the scenario's model is {model.id} at revision {model.revision}",
+        )
+    if meta["experts"] != model.experts:
+        raise _Invalid(
+            "routing.path",
+            f"trace {Path(path).name} has {meta['experts']} experts, model.experts is "
+            f"{model.experts}",
+        )
+
+
 def _shape(v: Any) -> ShapeSpec:
     s = _section(v, "shape", tuple(f.name for f in fields(ShapeSpec)))
     if "tokens_per_rank" not in s:
@@ -702,6 +726,8 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
     ep, local = topology.ep, model.experts // topology.ep
     if model.experts % ep:
         raise _Invalid("topology.ep", f"must divide model.experts ({model.experts}), got {ep}")
+    if routing.family == "trace":
+        _check_trace_model(routing.path, model)
     if routing.hot_rank >= ep:
         raise _Invalid("routing.hot_rank", f"must be < topology.ep ({ep}), got {routing.hot_rank}")
     for i, r in enumerate(measure.ranks or ()):

@@ -1,15 +1,12 @@
 """Routing families are seeded, valid (distinct top-k per token) and shaped as their name says."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from moebench.errors import TraceError
-from moebench.routing import load_trace_counts, local_counts, rank_statistics, synthesize
-
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-SGLANG = TRACES / "sglang-deepseek-v3-expert-load" / "decode_in1000out1000.json"
+from moebench.routing import local_counts, rank_statistics, synthesize
+from moebench.trace_replay import apportion
+from moebench.traces import load_any
 
 
 def valid(r, tokens, experts, top_k):
@@ -40,15 +37,17 @@ def test_balanced_is_exact():
 
 
 def test_hot_rank_gets_its_share():
-    r = synthesize(family="hot_rank", tokens=2048, experts=64, top_k=4, ep=8, hot_rank=3,
-                   hot_fraction=0.5)
+    r = synthesize(
+        family="hot_rank", tokens=2048, experts=64, top_k=4, ep=8, hot_rank=3, hot_fraction=0.5
+    )
     share = local_counts(r.topk_ids_TK, 3 * 8, 8).sum() / r.topk_ids_TK.numel()
     assert 0.3 < float(share) < 0.6  # without replacement the share lands under the target
 
 
 def test_empty_experts_are_empty():
-    r = synthesize(family="empty_experts", tokens=1024, experts=32, top_k=2, ep=1,
-                   empty_fraction=0.25)
+    r = synthesize(
+        family="empty_experts", tokens=1024, experts=32, top_k=2, ep=1, empty_fraction=0.25
+    )
     counts = local_counts(r.topk_ids_TK, 0, 32)
     assert int((counts == 0).sum()) == 8
 
@@ -74,28 +73,35 @@ def test_rank_statistics():
     assert st["live_fraction"] == pytest.approx(0.25)
 
 
-@pytest.mark.skipif(not SGLANG.exists(), reason="shared traces not present")
-def test_sglang_trace_replay_follows_load():
-    counts, sha = load_trace_counts(SGLANG, 3)
-    assert counts.size == 256 and len(sha) == 64
+def test_sglang_trace_replay_follows_load(shared_traces):
+    path = shared_traces / "sglang-deepseek-v3-expert-load" / "decode_in1000out1000.json"
+    trace = load_any(path)
+    counts = trace.layer_counts(3)
+    assert counts.size == 256 and len(trace.sha256) == 64
     r = synthesize(family="trace", tokens=8192, experts=256, top_k=8, ep=8,
-                   trace_path=str(SGLANG), trace_layer=3)
+                   trace_path=str(path), trace_layer=3)  # fmt: skip
     valid(r, 8192, 256, 8)
-    got = local_counts(r.topk_ids_TK, 0, 256).double()
-    want = torch.from_numpy(counts)
-    # the hottest recorded expert is among the hottest replayed ones
-    assert int(want.argmax()) in got.topk(5).indices.tolist()
-    assert r.trace_sha256 == sha
+    got = local_counts(r.topk_ids_TK, 0, 256)
+    assert got.tolist() == apportion(counts, 8192 * 8, 8192).tolist()  # exactly, not on average
+    assert int(got.argmax()) == int(counts.argmax())
+    assert r.trace_sha256 == trace.sha256
+    assert r.label == "trace(decode_in1000out1000.json,layer=3,unpinned)"
 
 
 def test_trace_errors(tmp_path):
+    def replay(path, layer=0):
+        synthesize(family="trace", tokens=4, experts=2, top_k=1, ep=1, trace_path=str(path),
+                   trace_layer=layer)  # fmt: skip
+
     bad = tmp_path / "bad.json"
     bad.write_text('{"logical_count": [[1, 2], [3')
     with pytest.raises(TraceError, match="malformed"):
-        load_trace_counts(bad, 0)
+        replay(bad)
     with pytest.raises(TraceError, match="cannot read"):
-        load_trace_counts(tmp_path / "missing.json", 0)
+        replay(tmp_path / "missing.json")
     dense = tmp_path / "dense.json"
     dense.write_text('{"logical_count": [[0, 0], [1, 2]]}')
     with pytest.raises(TraceError, match="no routed tokens"):
-        load_trace_counts(dense, 0)
+        replay(dense)
+    with pytest.raises(TraceError, match="layer 5 is not in the trace"):
+        replay(dense, 5)
