@@ -9,9 +9,11 @@ What one row says, for a (run, case, regime, stage, mode, arm):
 - ``cv_pct``: the noise of the cell, the coefficient of variation of ``c[b]`` over blocks.
 - ``rank_min_us / rank_median_us / rank_max_us``: spread of the per-rank medians, each the median
   of all that rank's samples, with ``slowest_rank``, ``n_ranks``, ``n_blocks``, ``n_samples``.
-- ``change_pct [ci_low_pct, ci_high_pct]``: ``median_b c_arm[b] / median_b c_base[b] - 1`` over
-  the blocks both arms have, with a percentile bootstrap that resamples block indices (the same
-  indices for both arms: arms interleave inside a block, so blocks pair them).
+- ``change_pct [ci_low_pct, ci_high_pct]``: ``median_b (c_arm[b] / c_base[b]) - 1`` over the
+  blocks both arms have, with a percentile bootstrap that resamples block indices. Arms interleave
+  inside a block, so blocks pair them: the ratio is taken inside each block, where whatever the
+  block shares between arms (clocks, temperature) cancels, and only then summarised. It can
+  differ slightly from the ratio of the two ``median_us``.
 - ``decision``: the CI excludes 0 -> FASTER / SLOWER, or SAME when ``|change| < threshold``; the CI
   includes 0 -> SAME when the whole CI lies within +-threshold, else AMBIGUOUS; fewer than 2 paired
   blocks -> AMBIGUOUS. The baseline's own rows say ``baseline``; no decision ("") when there is
@@ -741,9 +743,12 @@ def _pair(
 
 
 def _interval(p: _Paired, alpha: float, resamples: int, seed: int, threshold: float) -> dict:
-    point = (np.median(p.arm) / np.median(p.base) - 1) * 100
-    low, high = stats.bootstrap_ratio(p.arm, p.base, resamples=resamples, seed=seed, alpha=alpha)
-    low, high = low * 100, high * 100
+    point, low, high = (
+        x * 100
+        for x in stats.bootstrap_paired_change(
+            p.arm, p.base, resamples=resamples, seed=seed, alpha=alpha
+        )
+    )
     decision, reason = stats.decide(point, low, high, threshold)
     if p.note:
         reason = f"{reason}; {p.note}" if reason else p.note
