@@ -211,9 +211,7 @@ class Comparison:
         faster_slower = sum(r.decision in ("FASTER", "SLOWER") for r in rows)
         ambiguous = sum(r.decision == "AMBIGUOUS" for r in rows)
         changes = [abs(r.change_pct) for r in rows if not math.isnan(r.change_pct)]
-        widths = [
-            (r.ci_high_pct - r.ci_low_pct) / 2 for r in rows if not math.isnan(r.ci_low_pct)
-        ]
+        widths = [(r.ci_high_pct - r.ci_low_pct) / 2 for r in rows if not math.isnan(r.ci_low_pct)]
         return AASummary(
             cells=len(rows), not_same=faster_slower + ambiguous, false_positives=faster_slower,
             ambiguous=ambiguous, max_abs_change_pct=max(changes, default=_NAN),
@@ -258,9 +256,13 @@ class Comparison:
                 ffn[key] = r
         return [
             Reconciliation(
-                run_id=key[0], case_id=key[1], mode=key[2], arm=key[3],
+                run_id=key[0],
+                case_id=key[1],
+                mode=key[2],
+                arm=key[3],
                 stages=tuple(r.stage for r in rows),
-                stage_sum_us=float(sum(r.median_us for r in rows)), ffn_us=ffn[key].median_us,
+                stage_sum_us=float(sum(r.median_us for r in rows)),
+                ffn_us=ffn[key].median_us,
             )  # fmt: skip
             for key, rows in profile.items()
             if key in ffn
@@ -270,11 +272,13 @@ class Comparison:
     def title(self) -> str:
         pct = f"{self.confidence * 100:g}%"
         m = self.comparisons
-        if self.correction == "none":
+        if m <= 1:
+            ci = f"{pct} CI ({m} comparison, nothing to correct)"
+        elif self.correction == "none":
             ci = f"{pct} CI per comparison, uncorrected ({m} comparisons)"
         else:
             ci = (
-                f"{pct} CIs Bonferroni-corrected for {m} comparison{'s' if m != 1 else ''} "
+                f"{pct} CIs Bonferroni-corrected for {m} comparisons "
                 f"(each {_pct_text(self.cell_confidence)})"
             )
         head = (
@@ -501,9 +505,11 @@ def _case_infos(runs: list[Run], samples: pa.Table) -> dict[tuple[str, str], Cas
         live = tuple(ranks[r][0] for r in sorted(ranks))
         caps = [ranks[r][1] for r in sorted(ranks)]
         label, tokens, params = meta[key]
-        fraction = float(np.mean([v / c for v, c in zip(live, caps, strict=True)])) if all(
-            c > 0 for c in caps
-        ) else _NAN
+        fraction = (
+            float(np.mean([v / c for v, c in zip(live, caps, strict=True)]))
+            if all(c > 0 for c in caps)
+            else _NAN
+        )
         out[key] = CaseInfo(
             run_id=key[0], case_id=key[1], routing=label, tokens_per_rank=int(tokens),
             capacity_rows=int(max(caps)), live_rows=live, live_fraction=fraction, params=params,
@@ -669,8 +675,9 @@ def compare_runs(
     timed = {(k[0], k[1], k[5]) for k in groups}
     for (run_id, case_id, arm), (st, why) in sorted(status.items()):
         if st == "mismatch" and (run_id, case_id, arm) not in timed:
+            ref = aa_twin(arm) or baseline
             rows.append(_empty_row(run_id=run_id, case_id=case_id, regime="", stage="", arm=arm,
-                                   status=st, reason=why, baseline=aa_twin(arm) or baseline))  # fmt: skip
+                                   status=st, reason=why, baseline=ref))  # fmt: skip
     rows.sort(key=lambda r: _sort_key((r.run_id, r.case_id, r.regime, r.stage, r.mode, r.arm)))
     for (run_id, case_id, arm), (st, why) in sorted(status.items()):
         if arm == baseline and st == "mismatch":

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, fields
 from typing import Any
 
-from moebench.compare import Comparison, CompareRow
+from moebench.compare import CompareRow, Comparison
 from moebench.errors import MoebenchError
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -134,10 +134,12 @@ CRITICAL_PATH_NOTE = (
 def aa_lines(comp: Comparison) -> list[str]:
     aa = comp.aa
     if aa is None:
-        return ["A/A control: none in these runs (run with --aa to measure the false-positive rate)"]
+        return ["A/A control: none in these runs (run --aa measures the false-positive rate)"]
     pairs = sorted({f"{r.arm} vs {r.baseline}" for r in aa.rows})
-    verdict = "every cell SAME" if not aa.not_same else (
-        f"{aa.false_positives} FASTER/SLOWER, {aa.ambiguous} AMBIGUOUS"
+    verdict = (
+        "every cell SAME"
+        if not aa.not_same
+        else (f"{aa.false_positives} FASTER/SLOWER, {aa.ambiguous} AMBIGUOUS")
     )
     return [
         f"A/A control ({', '.join(pairs)}): false-positive rate {aa.not_same} of {aa.cells} "
@@ -276,8 +278,10 @@ def _decision_lines(comp: Comparison) -> list[str]:
     regressions = comp.regressions(0)
     lines.append(
         "- significant regressions: "
-        + (", ".join(f"{r.case_id} {r.stage} {r.arm} {fmt_change(r)}" for r in regressions)
-           or "none")  # fmt: skip
+        + (
+            ", ".join(f"{r.case_id} {r.stage} {r.arm} {fmt_change(r)}" for r in regressions)
+            or "none"
+        )  # fmt: skip
     )
     mismatches = comp.mismatches()
     lines.append(
@@ -318,10 +322,12 @@ def _render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
     lines.append("")
     noise = comp.noise()
     multi = len(comp.run_ids) > 1
-    header = [*(["run"] if multi else []), "regime", "mode", "cells", "median cv", "max cv",
-              "noisiest cell", "goal"]  # fmt: skip
+    modes = any(n.mode for n in noise)
+    header = [*(["run"] if multi else []), "regime", *(["mode"] if modes else []), "cells",
+              "median cv", "max cv", "noisiest cell", "goal"]  # fmt: skip
     body = [
-        [*([n.run_id] if multi else []), n.regime, n.mode, n.cells, fmt_pct(n.median_cv_pct),
+        [*([n.run_id] if multi else []), n.regime, *([n.mode] if modes else []), n.cells,
+         fmt_pct(n.median_cv_pct),
          fmt_pct(n.max_cv_pct), n.worst,
          "" if math.isnan(n.goal_pct)
          else f"under {n.goal_pct:g}%: " + ("met" if not n.over_goal else f"{n.over_goal} over")]

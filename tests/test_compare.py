@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from moebench.compare import CompareRow, compare_runs
-from moebench.report import fmt_change, fmt_us, render
 from moebench.errors import MoebenchError
+from moebench.report import fmt_change, fmt_us, render
 from moebench.results import SCHEMAS, Run, RunWriter, load_run, rows_to_table
 
 CASE = "t16-uniform"
