@@ -78,6 +78,11 @@ def run(
         bool, typer.Option(help="Run even when arm sources differ from expect_sources.")
     ] = False,
     baseline: Annotated[str | None, typer.Option(help="Baseline arm of the summary.")] = None,
+    aa: Annotated[
+        bool,
+        typer.Option(help="A/A control: also time a second copy of the baseline arm, "
+                     "'<baseline>~aa', to measure the false-positive rate (measure.aa)."),
+    ] = False,
 ) -> None:
     """Check, then time, every arm of every case of SCENARIO; write Parquet; print a summary."""
     _use_interpreter_without_gpu()
@@ -88,7 +93,7 @@ def run(
         s = _load(scenario)
         options = RunOptions(
             results_dir=results, resume=resume, allow_mismatch=allow_mismatch,
-            allow_source_drift=allow_source_drift, command=" ".join(sys.argv),
+            allow_source_drift=allow_source_drift, command=" ".join(sys.argv), aa=aa,
         )
         with Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -109,17 +114,25 @@ def run(
         raise typer.Exit(1)
 
 
-def _print_comparison(runs: list[Path], baseline: str, fmt: str, threshold: float):
-    from moebench.compare import compare_runs, render
+def _print_comparison(runs: list[Path], baseline: str, fmt: str, threshold: float,
+                      correction: str = "bonferroni", plot: Path | None = None):
+    from moebench.compare import compare_runs
+    from moebench.report import render
     from moebench.results import load_run
 
     comparison = compare_runs([load_run(r) for r in runs], baseline=baseline,
-                              threshold_pct=threshold)
+                              threshold_pct=threshold, correction=correction)
     for w in comparison.warnings:
         err.print(f"moebench: warning: {w}", markup=False)
+    plots = []
+    if plot is not None:
+        from moebench.plots import write_plots
+
+        plots = [str(p) for p in write_plots(comparison, plot)]
+        err.print(f"moebench: {len(plots)} plot(s) written to {plot}", markup=False)
     # A terminal gets its own width; a pipe or file gets a wide table rather than 80 columns.
     width = out.width if sys.stdout.isatty() else 200
-    text = render(comparison, fmt, width=width)
+    text = render(comparison, fmt, width=width, plots=plots)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return comparison
 
@@ -136,12 +149,24 @@ def compare(
         float | None,
         typer.Option(help="Exit 1 when a significant slowdown exceeds this many percent."),
     ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="Write PNGs (stage breakdown, per-rank spread, speedup against "
+                     "live/capacity) into this folder."),
+    ] = None,
+    no_correction: Annotated[
+        bool,
+        typer.Option("--no-correction",
+                     help="95% CI per cell instead of Bonferroni over all cells."),
+    ] = False,
 ) -> None:
-    """Medians, per-rank spread, change against the baseline with a bootstrap CI, a decision."""
+    """Medians, noise, per-rank spread, change against the baseline with a block-bootstrap CI
+    corrected for the number of cells, a decision, the A/A false-positive rate; plots."""
     if format not in ("table", "markdown", "csv", "json"):
         raise _fail(MoebenchError(f"--format: expected table, markdown, csv or json, got {format!r}"))
     try:
-        comparison = _print_comparison(runs, baseline, format, threshold)
+        comparison = _print_comparison(runs, baseline, format, threshold,
+                                       "none" if no_correction else "bonferroni", plot)
     except MoebenchError as exc:
         raise _fail(exc) from None
     if fail_on_regression is not None:

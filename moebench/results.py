@@ -59,6 +59,14 @@ STAGES = frozenset({"scatter", "fc1", "act", "fc2", "combine", "ffn"})
 REGIMES = frozenset({"kernel", "ffn"})
 DEVICES = frozenset({"cpu", "cuda"})
 CHECK_STATUSES = frozenset({"pass", "fail", "error", "skip"})
+# The A/A control: a second copy of an arm (same code, its own workspace) is stored under the
+# arm's name plus this suffix, and compare judges it against the arm it copies.
+AA_SUFFIX = "~aa"
+
+
+def aa_twin(arm: str) -> str | None:
+    """The arm an A/A copy copies (``stock~aa`` -> ``stock``), None for any other arm."""
+    return arm[: -len(AA_SUFFIX)] if arm.endswith(AA_SUFFIX) and len(arm) > len(AA_SUFFIX) else None
 
 
 def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:

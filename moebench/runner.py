@@ -24,7 +24,7 @@ from moebench import provenance, routing
 from moebench.errors import MoebenchError, ScenarioError
 from moebench.inputs import build_problem, make_tokens, make_weights, reference_output
 from moebench.layout import align_up, capacity_rows
-from moebench.results import RunWriter, new_run_id
+from moebench.results import AA_SUFFIX, RunWriter, aa_twin, new_run_id
 from moebench.scenario import Case, Scenario, expand, global_tokens, local_experts, to_dict
 from moebench.timing import Clock
 
@@ -36,6 +36,7 @@ class RunOptions:
     allow_mismatch: bool = False
     allow_source_drift: bool = False
     command: str = ""
+    aa: bool = False  # A/A control, as measure.aa
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +77,17 @@ def arm_provenance(names: tuple[str, ...]) -> dict[str, dict]:
             "hash": provenance.combined_hash(files), "files": files, "kernels": list(arm.KERNELS)
         }
     return out
+
+
+def arm_names(s: Scenario, options: RunOptions) -> tuple[str, ...]:
+    """The arms a run gates and times: the scenario's, then for the A/A control a second copy of
+    the baseline, ``<baseline>~aa`` (same code, its own workspace, same inputs)."""
+    aa = options.aa or s.measure.aa
+    return (*s.arms, s.measure.baseline + AA_SUFFIX) if aa else s.arms
+
+
+def arm_module(name: str):
+    return ARMS[aa_twin(name) or name]
 
 
 def select_device(s: Scenario) -> torch.device:
@@ -150,12 +162,19 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
     )
     planned = plan(s)
     device = select_device(s)
+    names = arm_names(s, options)
+    aa_arm = names[-1] if len(names) > len(s.arms) else None
     now = dt.datetime.now(dt.UTC)
     if options.resume is not None:
         writer = RunWriter.resume(options.resume)
         if writer.manifest.get("scenario", {}).get("sha256") != s.sha256:
             raise MoebenchError(
                 f"{options.resume}: --resume needs the same scenario (sha256 differs)"
+            )
+        if writer.manifest.get("aa") != aa_arm:
+            raise MoebenchError(
+                f"{options.resume}: --resume needs the same A/A setting as the run "
+                f"(it was started {'with' if writer.manifest.get('aa') else 'without'} --aa)"
             )
     else:
         run_id = new_run_id(s.name, now)
@@ -170,12 +189,13 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
             "started": now.isoformat(),
             "device": device.type,
             "cases": [p.case.case_id for p in planned],
+            "aa": aa_arm,
         })
     summary = RunSummary(run_dir=writer.run_dir, run_id=writer.manifest["run_id"])
     done = writer.finished_cases
     todo = [p for p in planned if p.case.case_id not in done]
     summary.cases_skipped = len(planned) - len(todo)
-    progress.start(sum(len(p.ranks) * len(s.arms) for p in todo))
+    progress.start(sum(len(p.ranks) * len(names) for p in todo))
     clock = Clock(device)
     try:
         for p in todo:
@@ -261,7 +281,7 @@ def run_case(
                                "detail": f"output after timing vs gated run: {same.describe()}"})
             if not same.equal:
                 summary.mismatches.append(f"{p.case.case_id}/rank{rank}/{arm}/post_timing")
-        for arm in s.arms:
+        for arm in arm_names(s, options):
             if arm not in timed:
                 progress.step(f"{p.case.case_id} rank {rank} {arm} (not timed: mismatch)")
         del stage_sets, captures, problem
@@ -280,8 +300,9 @@ def gate_rank(problem, s: Scenario, options: RunOptions):
     arm_checks: dict[str, list[gates.Check]] = {}
     stage_sets = {}
     captures = {}
-    for name in s.arms:
-        arm = ARMS[name]
+    names = arm_names(s, options)
+    for name in names:
+        arm = arm_module(name)
         ws = Workspace(problem)
         stages = arm.build(ws)
         ws.poison()
@@ -306,7 +327,7 @@ def gate_rank(problem, s: Scenario, options: RunOptions):
         for name, rows in gates.check_cross_arm(base, captures).items():
             arm_checks[name] += rows
     timed = [
-        n for n in s.arms if n in stage_sets
+        n for n in names if n in stage_sets
         and (options.allow_mismatch or not any(c.failed for c in arm_checks[n]))
     ]
     return arm_checks, timed, stage_sets, captures

@@ -110,6 +110,7 @@ class MeasureSpec:
     ranks: tuple[int, ...] | None = None  # None: every rank
     baseline: str = "stock"
     graph: bool = True
+    aa: bool = False  # also time a second copy of the baseline, "<baseline>~aa" (A/A control)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -688,6 +689,7 @@ def _measure(v: Any) -> MeasureSpec:
         ranks=ranks,
         baseline=_str(m.get("baseline", "stock"), "measure.baseline"),
         graph=_bool(m.get("graph", True), "measure.graph"),
+        aa=_bool(m.get("aa", False), "measure.aa"),
     )
 
 
