@@ -23,6 +23,9 @@ in ``sources`` or ``environment`` get a warning.
 
 Correctness first: an arm with a ``fail`` or ``error`` check for a case is ``mismatch`` and its
 row carries no timing figure at all. Undefined figures are NaN (empty when rendered), never 0.
+
+Below the rows, `moebench.workmodel` adds weight bandwidth against the copy ceiling and, for runs
+that sweep tokens_per_rank, the token count at which the baseline overtakes each arm.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from moebench import workmodel
 from moebench.errors import MoebenchError
 from moebench.results import Run
 
@@ -84,6 +88,8 @@ class Comparison:
     resamples: int
     devices: tuple[str, ...]
     run_ids: tuple[str, ...]
+    # Weight bandwidth and token-count crossovers (moebench.workmodel); rendered below the table.
+    workmodel: workmodel.WorkModel | None = None
 
     def regressions(self, pct: float) -> list[CompareRow]:
         """Significantly SLOWER rows whose change exceeds ``pct`` percent."""
@@ -404,6 +410,7 @@ def compare_runs(
     return Comparison(
         rows=rows, warnings=warnings, baseline=baseline, threshold_pct=threshold_pct,
         confidence=confidence, resamples=resamples, devices=devices, run_ids=tuple(run_ids),
+        workmodel=workmodel.analyse(rows, samples, baseline),
     )  # fmt: skip
 
 
@@ -493,7 +500,7 @@ _COLUMNS = (
     ("rank min / med / max us", True), ("slowest rank", True), ("ranks / blocks / samples", True),
     ("change [CI]", True), ("note", False),
 )  # fmt: skip
-_FOLDABLE = {"run", "case", "stage", "arm", "note"}
+_FOLDABLE = {"run", "case", "stage", "arm", "note", "series", "arm vs baseline"}
 _FOLD_MIN = 8
 
 
@@ -562,7 +569,7 @@ def _fit_widths(columns: list, body: list[list[str]], available: int) -> list[in
     # Wrap figures at their spaces first; fold identifiers only when that is not enough.
     for phase in (False, True):
         movable = [i for i, (name, _) in enumerate(columns) if (name in _FOLDABLE) == phase]
-        while sum(widths) > available:
+        while movable and sum(widths) > available:
             slack, i = max((widths[i] - floor[i], i) for i in movable)
             if slack <= 0:
                 break
@@ -609,7 +616,53 @@ def _render_table(comp: Comparison, width: int) -> str:
         say("")
     for note, n in notes.items():
         say(f"[{n}] {note}")
+    for title, note, header, body in _workmodel_sections(comp):
+        say("")
+        say(f"{title}: {note}")
+        _print_cells(console, [(h, False) for h in header], body, width)
     return console.file.getvalue()
+
+
+def _workmodel_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[list[str]]]]:
+    """(title, note, header, rows) of the work-model sections that have rows."""
+    wm = comp.workmodel
+    if not wm:
+        return []
+    multi = len(comp.run_ids) > 1
+    lead = ["run"] if multi else []
+    sections = []
+    if wm.bandwidth:
+        sections.append(("Weight bandwidth", workmodel.BANDWIDTH_NOTE,
+                         lead + list(workmodel.BANDWIDTH_HEADER),
+                         workmodel.bandwidth_cells(wm, multi)))  # fmt: skip
+    if wm.crossover:
+        sections.append(("Crossover", workmodel.CROSSOVER_NOTE,
+                         lead + list(workmodel.CROSSOVER_HEADER),
+                         workmodel.crossover_cells(wm, multi)))  # fmt: skip
+    return sections
+
+
+def _print_cells(console, columns: list[tuple[str, bool]], body: list[list[str]], width: int):
+    """A plain table that wraps only at spaces, or name: value blocks when even that is too wide."""
+    from rich import box
+    from rich.table import Table
+
+    widths = _fit_widths(columns, body, width - 2 * len(columns))
+    if widths is None:
+        key_width = max(len(name) for name, _ in columns)
+        for cells in body:
+            console.print("", markup=False)
+            for (name, _), cell in zip(columns, cells, strict=True):
+                if cell:
+                    console.print(f"{name:>{key_width}}: {cell}", markup=False, highlight=False,
+                                  overflow="fold")  # fmt: skip
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for (name, right), w in zip(columns, widths, strict=True):
+        table.add_column(name, justify="right" if right else "left", width=w, overflow="fold")
+    for cells in body:
+        table.add_row(*cells)
+    console.print(table)
 
 
 def _md_cell(text: str) -> str:
@@ -623,6 +676,11 @@ def _render_markdown(comp: Comparison) -> str:
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join("---" for _ in header) + "|")
     lines += ["| " + " | ".join(_md_cell(c) for c in cells) + " |" for cells in body]
+    for title, note, header, body in _workmodel_sections(comp):
+        lines += ["", f"**{title}**: {_md_cell(note)}", ""]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join("---" for _ in header) + "|")
+        lines += ["| " + " | ".join(_md_cell(c) for c in cells) + " |" for cells in body]
     if comp.warnings:
         lines += ["", *(f"- warning: {_md_cell(w)}" for w in comp.warnings)]
     return "\n".join(lines) + "\n"
@@ -657,5 +715,6 @@ def _render_json(comp: Comparison) -> str:
         "run_ids": list(comp.run_ids),
         "warnings": comp.warnings,
         "rows": [_plain(r) for r in comp.rows],
+        "workmodel": workmodel.to_json(comp.workmodel) if comp.workmodel is not None else None,
     }
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
