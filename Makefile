@@ -34,6 +34,7 @@ fmt: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/moebench run scenarios/seed-act-microbench.yaml --results $(RESULTS)
 	$(BIN)/moebench run scenarios/v4-flash-ep8.yaml --results $(RESULTS)
+	$(BIN)/moebench run scenarios/gpt-oss-20b-decode.yaml --results $(RESULTS)
 
 # The small gating benchmark: every gate must pass (exit 1 otherwise) and the comparison must be
 # produced from the written Parquet; on a GPU it also gates on regressions above 5%.

@@ -114,12 +114,17 @@ class Stage:
     run: Callable[[], None]
 
 
+def gemm_block_m(alignment: int) -> int:
+    """Rows of a grouped-GEMM block: a block must not straddle two experts, so it can be no
+    taller than the alignment."""
+    return min(64, alignment)
+
+
 def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[Stage, ...]:
     """The five stages as argument-free closures over the workspace (no allocation inside)."""
     p = ws.problem
     A = p.alignment
-    # A GEMM block must not straddle two experts, so it can be no taller than the alignment.
-    block_m = min(64, A)
+    block_m = gemm_block_m(A)
     # Launch choices measured on the H200 (docs/PERF.md, 2026-11-29): the psum GEMMs stride a
     # persistent grid (2 programs per SM) over live tiles; the activation takes 16-row items of two
     # groups, and the masked one runs the dense grid with an early exit per row block.
@@ -171,3 +176,34 @@ def sources(*, masked_act: bool) -> tuple[Path, ...]:
     """Files the arm is built from (hashed into its provenance)."""
     kernels = ["scatter.py", "grouped_gemm.py", "act_quant.py", "fp8.py", "combine.py"]
     return (Path(__file__),) + tuple(KERNEL_DIR / k for k in kernels)
+
+
+def weight_bytes(p: Problem, *, gemm_mode: str) -> dict[str, int]:
+    """Expert weight bytes (values and block scales) that FC1 and FC2 read on this rank in one step,
+    per stage (the work model's byte count; computed on the host before timing).
+
+    ``psum``: the experts with at least one live row. ``all`` (stock): every expert that owns a
+    block of the capacity buffer, i.e. those with live rows and expert E-1, which owns the tail.
+    """
+    E, A = p.local_experts, p.alignment
+    ids = p.topk_ids_TK.to(torch.int64).flatten().cpu() - p.expert_offset
+    counts = torch.bincount(ids[(ids >= 0) & (ids < E)], minlength=E)
+    if gemm_mode == "psum":
+        read = int((counts > 0).sum())
+    else:
+        aligned = (counts + A - 1) // A * A
+        starts = torch.cumsum(aligned, 0) - aligned
+        block_rows = torch.arange(0, p.capacity_rows, gemm_block_m(A))
+        owners = torch.searchsorted(starts, block_rows, right=True) - 1
+        read = int(torch.unique(owners).numel())
+
+    def per_expert(w: torch.Tensor, scale: torch.Tensor | None) -> int:
+        return w[0].numel() * w.element_size() + (
+            scale[0].numel() * scale.element_size() if scale is not None else 0
+        )
+
+    out = {s: 0 for s in STAGES}
+    out["fc1"] = read * per_expert(p.w13_EFD, p.w13_scale)
+    out["fc2"] = read * per_expert(p.w2_EDF, p.w2_scale)
+    out["ffn"] = out["fc1"] + out["fc2"]
+    return out

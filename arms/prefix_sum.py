@@ -9,6 +9,7 @@ from pathlib import Path
 from arms import pipeline
 
 NAME = "prefix_sum"
+FAMILY = "prefill"
 GEMM_MODE = "psum"
 MASKED_ACT = False
 KERNELS = ("scatter", "grouped_gemm[psum]", "act_quant_dense", "combine")

@@ -10,6 +10,7 @@ from pathlib import Path
 from arms import pipeline
 
 NAME = "prefix_sum_masked"
+FAMILY = "prefill"
 GEMM_MODE = "psum"
 MASKED_ACT = True
 KERNELS = ("scatter", "grouped_gemm[psum]", "act_quant_masked", "combine")

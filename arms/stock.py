@@ -10,6 +10,7 @@ from pathlib import Path
 from arms import pipeline
 
 NAME = "stock"
+FAMILY = "prefill"
 GEMM_MODE = "all"
 MASKED_ACT = False
 KERNELS = ("scatter", "grouped_gemm[all]", "act_quant_dense", "combine")

@@ -34,6 +34,11 @@ def run_arm(
     """
     if name not in ARMS:
         raise ValueError(f"unknown arm {name!r}; known: {', '.join(ARMS)}")
+    if ARMS[name].FAMILY != "prefill":
+        raise ValueError(
+            f"run_arm runs the prefill arms; {name!r} is a {ARMS[name].FAMILY} arm "
+            "(build it with moebench.inputs.build_decode_problem and arms.decode.Workspace)"
+        )
     T, K = topk_ids_TK.shape
     E = w13_EFD.shape[0]
     if x_TD.shape[0] != T or topk_weights_TK.shape != (T, K):

@@ -41,7 +41,9 @@ in ``sources`` or ``environment`` get a warning.
 
 Correctness first: an arm with a ``fail`` or ``error`` check for a case is ``mismatch`` and its
 row carries no timing figure at all. Undefined figures are NaN (empty when rendered), never 0.
-Rendering lives in ``moebench.report``, figures in ``moebench.plots``.
+Rendering lives in ``moebench.report``, figures in ``moebench.plots``. Below the rows,
+`moebench.workmodel` adds weight bandwidth against the copy ceiling and, for runs that sweep
+tokens_per_rank, the token count at which the baseline overtakes each arm.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from moebench import stats
+from moebench import stats, workmodel
 from moebench.errors import MoebenchError
 from moebench.results import Run, aa_twin
 
@@ -191,6 +193,8 @@ class Comparison:
     timings: dict[tuple, Timing] = field(default_factory=dict, repr=False)
     cases: dict[tuple[str, str], CaseInfo] = field(default_factory=dict, repr=False)
     runs: tuple[RunInfo, ...] = ()
+    # Weight bandwidth and token-count crossovers (moebench.workmodel); rendered below the table.
+    workmodel: workmodel.WorkModel | None = None
 
     def regressions(self, pct: float) -> list[CompareRow]:
         """Significantly SLOWER rows whose change exceeds ``pct`` percent. A/A copies are not
@@ -706,6 +710,7 @@ def compare_runs(
         timings={k: Timing(rank_medians=g.rank_medians, critical=g.critical)
                  for k, g in groups.items()},
         cases=_case_infos(runs, samples), runs=tuple(_run_info(r) for r in runs),
+        workmodel=workmodel.analyse(rows, samples, baseline),
     )  # fmt: skip
     aa = comparison.aa
     if aa is not None and aa.not_same:

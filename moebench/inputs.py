@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from arms import decode
 from arms.pipeline import Problem
 from moebench import reference
 from moebench.layout import capacity_rows as capacity_formula
@@ -107,3 +108,85 @@ def reference_output(p: Problem) -> torch.Tensor:
 def default_capacity(tokens: int, top_k: int, experts: int, alignment: int) -> int:
     """Capacity when every expert is local (the Python API's single-rank case)."""
     return capacity_formula(tokens, 1, top_k, experts, alignment)
+
+
+# --------------------------------------------------------------------------- decode family
+
+
+def make_decode_weights(
+    *, experts: range, hidden: int, intermediate: int, seed: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """bf16 w13 [E, 2F, D] (gate/up rows interleaved), b13 [E, 2F], w2 [E, D, F], b2 [E, D].
+
+    The matrices are `make_weights`'s (same seeds); the biases have their own seeds per global
+    expert and a scale of 0.5, large enough that a wrong expert's bias shows in the checks.
+    """
+    w13, w2 = make_weights(
+        experts=experts, hidden=hidden, intermediate=intermediate, seed=seed, device=device
+    )
+    b13 = torch.empty(len(experts), 2 * intermediate, dtype=torch.bfloat16, device=device)
+    b2 = torch.empty(len(experts), hidden, dtype=torch.bfloat16, device=device)
+    for i, e in enumerate(experts):
+        base = seed * 1_000_003 + 2 * e + (1 << 40)
+        b13[i] = _randn(b13.shape[1:], seed=base, device=device, scale=0.5)
+        b2[i] = _randn(b2.shape[1:], seed=base + 1, device=device, scale=0.5)
+    return w13, b13, w2, b2
+
+
+def build_decode_problem(
+    *,
+    x_TD: torch.Tensor,
+    topk_ids_TK: torch.Tensor,
+    topk_weights_TK: torch.Tensor,
+    w13_E2FD: torch.Tensor,
+    b13_E2F: torch.Tensor,
+    w2_EDF: torch.Tensor,
+    b2_ED: torch.Tensor,
+    expert_offset: int,
+    precision: str,
+    activation: str,
+) -> decode.Problem:
+    """Quantise the weights as the precision asks (w8a16: FP8 e4m3, one scale an expert; w4a16:
+    MXFP4 along the reduction dimension) and bundle one rank's decode inputs; tokens stay bf16."""
+    if precision == "w8a16":
+        quant = reference.quant_weight_fp8_expert
+    elif precision == "w4a16":
+        quant = reference.quant_weight_mxfp4
+    else:
+        raise ValueError(f"unknown decode precision {precision!r}; expected w8a16 or w4a16")
+    w13, w13_s = quant(w13_E2FD)
+    w2, w2_s = quant(w2_EDF)
+    dev = x_TD.device
+    return decode.Problem(
+        x_TD=x_TD.to(torch.bfloat16).contiguous(),
+        topk_ids_TK=topk_ids_TK.to(device=dev, dtype=torch.int32).contiguous(),
+        topk_weights_TK=topk_weights_TK.to(device=dev, dtype=torch.float32).contiguous(),
+        w13=w13,
+        w13_scale=w13_s,
+        b13_E2F=b13_E2F.to(torch.bfloat16).contiguous(),
+        w2=w2,
+        w2_scale=w2_s,
+        b2_ED=b2_ED.to(torch.bfloat16).contiguous(),
+        expert_offset=expert_offset,
+        precision=precision,
+        activation=activation,
+    )
+
+
+def dequant_decode_weights(p: decode.Problem) -> tuple[torch.Tensor, torch.Tensor]:
+    """float32 w13 [E, 2F, D] and w2 [E, D, F] as the kernels see them."""
+    if p.precision == "w8a16":
+        deq = reference.dequant_weight_fp8_expert
+    else:
+        deq = reference.dequant_weight_mxfp4
+    return deq(p.w13, p.w13_scale), deq(p.w2, p.w2_scale)
+
+
+def decode_reference_output(p: decode.Problem) -> torch.Tensor:
+    """float32 [T, D]: the reference decode FFN of this rank's experts on the same (quantised)
+    weights, the activation rounded to bf16 as the kernels store it."""
+    w13, w2 = dequant_decode_weights(p)
+    return reference.moe_ffn_decode(
+        p.x_TD, p.topk_ids_TK, p.topk_weights_TK, w13, p.b13_E2F, w2, p.b2_ED,
+        activation_kind=p.activation, expert_offset=p.expert_offset, act_dtype=torch.bfloat16,
+    )  # fmt: skip

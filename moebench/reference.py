@@ -249,3 +249,147 @@ def moe_ffn(
         o = a @ w2_EDF[e].float().t()
         y.index_add_(0, tok, topk_weights_TK[tok, slot].float()[:, None] * o)
     return y
+
+
+# --------------------------------------------------------------------------- decode family
+#
+# The decode arms (DESIGN sections 3 and 4) follow gpt-oss: the gate/up weight interleaves its
+# rows, row 2j the gate and row 2j+1 the up projection of intermediate column j (gpt-oss's
+# `gate_up_proj`, whose output is split as gate = h[..., ::2], up = h[..., 1::2]); both
+# projections carry an expert bias. Weight formats: FP8 e4m3 with one fp32 scale per expert
+# (W8A16) and MXFP4 (OCP microscaling: e2m1 values two a byte, low nibble first, one e8m0 scale
+# per 32 consecutive values along K; W4A16). Activations stay bf16.
+
+MX_BLOCK = 32
+E2M1_MAX = 6.0
+# Magnitudes of the eight e2m1 codes (1 sign, 2 exponent, 1 mantissa bit; code 1 is subnormal).
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def quant_weight_fp8_expert(w_ENK: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-expert weight quantisation. Returns (q_ENK e4m3fn, scale_E fp32) with
+    ``w ~= q * scale[e]``; the scale maps the expert's largest magnitude to 448."""
+    amax = w_ENK.float().abs().amax(dim=(1, 2)).clamp_min(AMAX_FLOOR)
+    scale = amax / FP8_MAX
+    q = (w_ENK.float() / scale[:, None, None]).to(torch.float8_e4m3fn)
+    return q, scale
+
+
+def dequant_weight_fp8_expert(q_ENK: torch.Tensor, scale_E: torch.Tensor) -> torch.Tensor:
+    """float32 [E, N, K] from FP8 weights and their per-expert scales."""
+    return q_ENK.float() * scale_E.float()[:, None, None]
+
+
+def e2m1_codes(v: torch.Tensor) -> torch.Tensor:
+    """uint8 e2m1 codes (sign in bit 3) of float values, rounded to nearest even, saturating at 6.
+
+    The seven midpoints between neighbouring magnitudes alternate in which side is even (ties at
+    0.25, 1.25, 2.5 and 5 go down, at 0.75, 1.75 and 3.5 up), so the code is a count of
+    thresholds passed, strict or not.
+    """
+    a = v.float().abs()
+    code = torch.zeros(v.shape, dtype=torch.int32, device=v.device)
+    for t in (0.25, 1.25, 2.5, 5.0):
+        code += (a > t).to(torch.int32)
+    for t in (0.75, 1.75, 3.5):
+        code += (a >= t).to(torch.int32)
+    sign = torch.signbit(v.float()).to(torch.int32) << 3
+    return (code | sign).to(torch.uint8)
+
+
+def e2m1_values(code: torch.Tensor) -> torch.Tensor:
+    """float32 values of uint8 e2m1 codes (low four bits)."""
+    lut = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=code.device)
+    c = code.to(torch.int64)
+    mag = lut[c & 7]
+    return torch.where((c & 8) != 0, -mag, mag)
+
+
+def e8m0_exponent(amax: torch.Tensor) -> torch.Tensor:
+    """Biased exponent (int32) of the smallest power of two >= amax / 6: the MXFP4 block scale.
+
+    Rounding the scale up (as triton_kernels' MXFP4 downcast does by default) keeps every scaled
+    value within [-6, 6]: nothing is clipped. The floor 2^-126 keeps an all-zero block's exponent
+    at 1 or above (byte 0 would be 2^-127, byte 255 is NaN).
+    """
+    s = (amax.float().clamp_min(torch.finfo(torch.float32).tiny) / E2M1_MAX).contiguous()
+    bits = s.view(torch.int32)
+    exp = (bits >> 23) & 0xFF
+    return (exp + ((bits & 0x7FFFFF) != 0).to(torch.int32)).clamp_min(1)
+
+
+def e8m0_to_scale(exp: torch.Tensor) -> torch.Tensor:
+    """float32 2**(exp - 127) of e8m0 bytes; byte 255 is NaN."""
+    e = exp.to(torch.int32)
+    s = torch.ldexp(torch.ones_like(e, dtype=torch.float32), e - 127)
+    return torch.where(e == 255, torch.full_like(s, float("nan")), s)
+
+
+def quant_weight_mxfp4(w_ENK: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """MXFP4 along K. Returns (packed_E,N,K/2 uint8, scale_E,N,K/32 uint8 e8m0).
+
+    Byte j of a row holds values 2j (low nibble) and 2j+1 (high nibble); K must be a multiple of
+    32. Each block of 32 values is divided by its power-of-two scale (exact) and rounded to e2m1.
+    """
+    E, N, K = w_ENK.shape
+    if K % MX_BLOCK:
+        raise ValueError(f"MXFP4 needs K a multiple of {MX_BLOCK}, got {K}")
+    blocks = w_ENK.float().reshape(E, N, K // MX_BLOCK, MX_BLOCK)
+    exp = e8m0_exponent(blocks.abs().amax(dim=3))
+    code = e2m1_codes(blocks / e8m0_to_scale(exp)[..., None]).reshape(E, N, K)
+    packed = code[..., 0::2] | (code[..., 1::2] << 4)
+    return packed.contiguous(), exp.to(torch.uint8)
+
+
+def dequant_weight_mxfp4(packed_ENK2: torch.Tensor, scale_ENG: torch.Tensor) -> torch.Tensor:
+    """float32 [E, N, K] from packed e2m1 pairs and e8m0 block scales."""
+    E, N, K2 = packed_ENK2.shape
+    code = torch.stack([packed_ENK2 & 0xF, packed_ENK2 >> 4], dim=3).reshape(E, N, 2 * K2)
+    v = e2m1_values(code).reshape(E, N, -1, MX_BLOCK)
+    return (v * e8m0_to_scale(scale_ENG)[..., None]).reshape(E, N, 2 * K2)
+
+
+def glu_interleaved(h_M2F: torch.Tensor, kind: str = "swiglu_oai") -> torch.Tensor:
+    """float32 [M, F] from an interleaved gate/up output [M, 2F] (gate = h[:, 0::2],
+    up = h[:, 1::2], as gpt-oss); the activation is `activation` itself."""
+    h = h_M2F.float()
+    return activation(torch.cat([h[:, 0::2], h[:, 1::2]], dim=1), kind)
+
+
+def moe_ffn_decode(
+    x_TD: torch.Tensor,
+    topk_ids_TK: torch.Tensor,
+    topk_weights_TK: torch.Tensor,
+    w13_E2FD: torch.Tensor,
+    b13_E2F: torch.Tensor,
+    w2_EDF: torch.Tensor,
+    b2_ED: torch.Tensor,
+    *,
+    activation_kind: str = "swiglu_oai",
+    expert_offset: int = 0,
+    act_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """float32 [T, D]: the decode MoE FFN (gpt-oss layout) over experts
+    [expert_offset, expert_offset + E).
+
+    ``w13_E2FD`` [E, 2F, D] (rows interleaved gate/up) and ``w2_EDF`` [E, D, F] already
+    dequantised; ``b13_E2F`` [E, 2F] and ``b2_ED`` [E, D] the expert biases. Per expert:
+    h = x @ w13.T + b13, a = glu_interleaved(h), o = a @ w2.T + b2, and y adds
+    topk_weight * o for the token's slots routed here; other slots are skipped, never multiplied
+    by zero. ``act_dtype`` rounds the activation through that dtype (the kernels store it bf16).
+    """
+    T, K = topk_ids_TK.shape
+    E = w13_E2FD.shape[0]
+    y = torch.zeros(T, x_TD.shape[1], dtype=torch.float32, device=x_TD.device)
+    ids = topk_ids_TK.to(torch.int64) - expert_offset
+    for e in range(E):
+        tok, slot = torch.nonzero(ids == e, as_tuple=True)
+        if tok.numel() == 0:
+            continue
+        h = x_TD[tok].float() @ w13_E2FD[e].float().t() + b13_E2F[e].float()
+        a = glu_interleaved(h, activation_kind)
+        if act_dtype is not None:
+            a = a.to(act_dtype).float()
+        o = a @ w2_EDF[e].float().t() + b2_ED[e].float()
+        y.index_add_(0, tok, topk_weights_TK[tok, slot].float()[:, None] * o)
+    return y

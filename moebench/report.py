@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, fields
 from typing import Any
 
+from moebench import workmodel
 from moebench.compare import CompareRow, Comparison
 from moebench.errors import MoebenchError
 
@@ -61,7 +62,7 @@ _COLUMNS = (
     ("cv %", True), ("rank min / med / max us", True), ("slowest rank", True),
     ("ranks / blocks / samples", True), ("change [CI]", True), ("note", False),
 )  # fmt: skip
-_FOLDABLE = {"run", "case", "stage", "mode", "arm", "note"}
+_FOLDABLE = {"run", "case", "stage", "mode", "arm", "note", "series", "arm vs baseline"}
 _FOLD_MIN = 8
 
 
@@ -189,7 +190,7 @@ def _fit_widths(columns: list, body: list[list[str]], available: int) -> list[in
     # Wrap figures at their spaces first; fold identifiers only when that is not enough.
     for phase in (False, True):
         movable = [i for i, (name, _) in enumerate(columns) if (name in _FOLDABLE) == phase]
-        while sum(widths) > available:
+        while movable and sum(widths) > available:
             slack, i = max((widths[i] - floor[i], i) for i in movable)
             if slack <= 0:
                 break
@@ -239,7 +240,53 @@ def _render_table(comp: Comparison, width: int) -> str:
     say("")
     for line in aa_lines(comp) + noise_lines(comp) + reconciliation_lines(comp):
         say(line)
+    for title, note, header, cells in _workmodel_sections(comp):
+        say("")
+        say(f"{title}: {note}")
+        _print_cells(console, [(h, False) for h in header], cells, width)
     return console.file.getvalue()
+
+
+def _workmodel_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[list[str]]]]:
+    """(title, note, header, rows) of the work-model sections that have rows."""
+    wm = comp.workmodel
+    if not wm:
+        return []
+    multi = len(comp.run_ids) > 1
+    lead = ["run"] if multi else []
+    sections = []
+    if wm.bandwidth:
+        sections.append(("Weight bandwidth", workmodel.BANDWIDTH_NOTE,
+                         lead + list(workmodel.BANDWIDTH_HEADER),
+                         workmodel.bandwidth_cells(wm, multi)))  # fmt: skip
+    if wm.crossover:
+        sections.append(("Crossover", workmodel.CROSSOVER_NOTE,
+                         lead + list(workmodel.CROSSOVER_HEADER),
+                         workmodel.crossover_cells(wm, multi)))  # fmt: skip
+    return sections
+
+
+def _print_cells(console, columns: list[tuple[str, bool]], body: list[list[str]], width: int):
+    """A plain table that wraps only at spaces, or name: value blocks when even that is too wide."""
+    from rich import box
+    from rich.table import Table
+
+    widths = _fit_widths(columns, body, width - 2 * len(columns))
+    if widths is None:
+        key_width = max(len(name) for name, _ in columns)
+        for cells in body:
+            console.print("", markup=False)
+            for (name, _), cell in zip(columns, cells, strict=True):
+                if cell:
+                    console.print(f"{name:>{key_width}}: {cell}", markup=False, highlight=False,
+                                  overflow="fold")  # fmt: skip
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for (name, right), w in zip(columns, widths, strict=True):
+        table.add_column(name, justify="right" if right else "left", width=w, overflow="fold")
+    for cells in body:
+        table.add_row(*cells)
+    console.print(table)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,6 +397,9 @@ def _render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
                          fmt_pct(twin), fmt_pct(r.cv_pct), r.decision])  # fmt: skip
         lines += [*_md_table(header, body), ""]
 
+    for title, note, header, cells in _workmodel_sections(comp):
+        lines += [f"## {title}", "", _md_cell(note), "", *_md_table(header, cells), ""]
+
     recon = comp.reconciliation()
     if recon:
         lines += ["## Profile reconciliation", ""]
@@ -416,6 +466,7 @@ def _render_json(comp: Comparison, plots: Sequence[str]) -> str:
         "noise": _plain(comp.noise()),
         "reconciliation": [_plain(r) | {"ratio": r.ratio} for r in comp.reconciliation()],
         "plots": list(plots),
+        "workmodel": workmodel.to_json(comp.workmodel) if comp.workmodel is not None else None,
         "rows": [_plain(r) for r in comp.rows],
     }  # fmt: skip
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"

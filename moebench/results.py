@@ -83,7 +83,7 @@ SAMPLES_SCHEMA = _schema(
     ("tokens_per_rank", _i64), ("live_rows", _i64), ("capacity_rows", _i64),
     ("local_experts", _i32), ("hidden", _i32), ("intermediate", _i32), ("top_k", _i32),
     ("precision", _str), ("activation", _str), ("routing", _str), ("gemm", _str),
-    ("params", _str),
+    ("params", _str), ("weight_bytes", _i64),
 )  # fmt: skip
 CHECKS_SCHEMA = _schema(
     ("run_id", _str), ("case_id", _str), ("arm", _str), ("rank", _i32), ("check", _str),
@@ -508,6 +508,11 @@ def _read_part(path: Path, table: str, run_id: str, case_id: str) -> pa.Table:
         raise ResultsError(f"missing part {path} of finished case {case_id!r}") from None
     except (OSError, pa.ArrowException) as exc:
         raise ResultsError(f"corrupt part {path}: {_one_line(exc)}") from None
+    if table == "samples" and "weight_bytes" not in part.schema.names:
+        # Parts written before the work-model column: the byte count is unknown (-1), never 0.
+        part = part.append_column(
+            SAMPLES_SCHEMA.field("weight_bytes"), pa.array([-1] * part.num_rows, type=_i64)
+        )
     if not part.schema.equals(schema, check_metadata=False):
         raise ResultsError(f"corrupt part {path}: columns do not match the {table} schema")
     for column, want in (("run_id", run_id), ("case_id", case_id)):

@@ -18,11 +18,12 @@ from pathlib import Path
 import torch
 
 from arms import ARMS
-from arms.pipeline import Workspace, run_all
+from arms.pipeline import run_all
 from moebench import checks as gates
 from moebench import provenance, routing
 from moebench.errors import MoebenchError, ScenarioError
-from moebench.inputs import build_problem, make_tokens, make_weights, reference_output
+from moebench.families import Family, family_of
+from moebench.inputs import make_tokens
 from moebench.layout import align_up, capacity_rows
 from moebench.results import AA_SUFFIX, RunWriter, aa_twin, new_run_id
 from moebench.scenario import Case, Scenario, expand, global_tokens, local_experts, to_dict
@@ -236,6 +237,7 @@ def run_case(
     summary: RunSummary, progress: Progress,
 ) -> tuple[list[dict], list[dict], list[dict]]:
     s = p.case.scenario
+    family = family_of(s)
     E_loc = local_experts(s)
     cols = _case_columns(p, run_id)
     samples: list[dict] = []
@@ -253,26 +255,17 @@ def run_case(
             "tokens_per_rank": s.shape.tokens_per_rank, "trace_sha256": p.routing.trace_sha256,
             **stats,
         })
-        w13, w2 = make_weights(
-            experts=range(rank * E_loc, (rank + 1) * E_loc), hidden=s.model.hidden,
-            intermediate=s.model.intermediate, seed=s.routing.seed, device=device,
-        )
-        problem = build_problem(
-            x_TD=x, topk_ids_TK=p.routing.topk_ids_TK.to(device),
-            topk_weights_TK=p.routing.topk_weights_TK.to(device), w13_EFD=w13, w2_EDF=w2,
-            expert_offset=rank * E_loc, alignment=s.shape.alignment,
-            capacity_rows=p.capacity_rows, precision=s.precision, activation=s.activation,
-        )
-        del w13, w2
+        problem = family.problem(s, p.routing, p.capacity_rows, x, rank, device)
         rank_cols = {**cols, "rank": rank, "live_rows": stats["live_rows"]}
-        arm_checks, timed, stage_sets, captures = gate_rank(problem, s, options)
+        arm_checks, timed, stage_sets, captures = gate_rank(problem, s, options, family)
         for arm, rows in arm_checks.items():
             for c in rows:
                 check_rows.append({**_check_cols(rank_cols), "arm": arm, "check": c.name,
                                    "status": c.status, "error": c.error, "detail": c.detail})
             if any(c.failed for c in rows):
                 summary.mismatches.append(f"{p.case.case_id}/rank{rank}/{arm}")
-        samples += time_rank(timed, stage_sets, s, clock, rank_cols, progress)
+        weight_bytes = {arm: family.weight_bytes(arm_module(arm), problem) for arm in timed}
+        samples += time_rank(timed, stage_sets, s, clock, rank_cols, progress, weight_bytes)
         for arm in timed:
             ws = stage_sets[arm][0]
             same = gates.bitwise_compare(ws.y_TD, captures[arm].y_TD)
@@ -294,16 +287,16 @@ def _check_cols(rank_cols: dict) -> dict:
     return {k: rank_cols[k] for k in ("run_id", "case_id", "rank")}
 
 
-def gate_rank(problem, s: Scenario, options: RunOptions):
+def gate_rank(problem, s: Scenario, options: RunOptions, family: Family):
     """Gates 1-4 for every arm on this rank. Returns checks, the arms to time and their stages."""
-    ref = reference_output(problem)
+    ref = family.reference(problem)
     arm_checks: dict[str, list[gates.Check]] = {}
     stage_sets = {}
     captures = {}
     names = arm_names(s, options)
     for name in names:
         arm = arm_module(name)
-        ws = Workspace(problem)
+        ws = family.workspace(arm, problem)
         stages = arm.build(ws)
         ws.poison()
         try:
@@ -314,17 +307,13 @@ def gate_rank(problem, s: Scenario, options: RunOptions):
             arm_checks[name] = [gates.Check(name="run", status="error",
                                             detail=f"{type(exc).__name__}: {str(exc)[:300]}")]
             continue
-        cap = gates.capture(ws)
+        cap = family.capture(ws)
         captures[name] = cap
         stage_sets[name] = (ws, stages)
-        arm_checks[name] = [
-            gates.check_reference(ws.y_TD, ref, problem.precision),
-            gates.check_nan_poison(ws.y_TD),
-            *gates.check_sentinels(ws, cap, masked_act=arm.MASKED_ACT),
-        ]
+        arm_checks[name] = family.checks(arm, ws, cap, ref, problem)
     if captures:
         base = next(iter(captures))
-        for name, rows in gates.check_cross_arm(base, captures).items():
+        for name, rows in family.cross_arm(base, captures, problem).items():
             arm_checks[name] += rows
     timed = [
         n for n in names if n in stage_sets
@@ -333,7 +322,12 @@ def gate_rank(problem, s: Scenario, options: RunOptions):
     return arm_checks, timed, stage_sets, captures
 
 
-def time_rank(timed, stage_sets, s: Scenario, clock: Clock, rank_cols: dict, progress: Progress):
+def time_rank(
+    timed, stage_sets, s: Scenario, clock: Clock, rank_cols: dict, progress: Progress,
+    weight_bytes: dict[str, dict[str, int]],
+):
+    """Blocks of samples; each row carries the expert weight bytes its stage (or the whole FFN)
+    reads in one step on this rank (the family's work model)."""
     m = s.measure
     samples: list[dict] = []
     if not timed:
@@ -369,13 +363,14 @@ def time_rank(timed, stage_sets, s: Scenario, clock: Clock, rank_cols: dict, pro
                 for it in range(m.iterations):
                     t = clock.sample_us(ffn[arm])
                     samples.append({**base, "stage": "ffn", "regime": "ffn", "iteration": it,
-                                    "time_us": t})
+                                    "time_us": t, "weight_bytes": weight_bytes[arm]["ffn"]})
             if "kernel" in m.regimes:
                 for name, call in kernel[arm]:
                     for it in range(m.iterations):
                         t = clock.sample_us(call, flush_l2=True)
                         samples.append({**base, "stage": name, "regime": "kernel",
-                                        "iteration": it, "time_us": t})
+                                        "iteration": it, "time_us": t,
+                                        "weight_bytes": weight_bytes[arm][name]})
     for arm in timed:
         progress.step(f"{rank_cols['case_id']} rank {rank_cols['rank']} {arm}")
     return samples

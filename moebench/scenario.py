@@ -3,7 +3,9 @@
 A scenario names a model (a preset from ``models.PRESETS``, a preset with overrides, or a full
 shape), the topology (DESIGN section 7), the routing (section 10), the buffer shape (section 2),
 the precision and activation, the arms and how to measure them, and an optional sweep: a mapping
-of dotted field paths to lists whose product gives the cases.
+of dotted field paths to lists whose product gives the cases. The arms share one family
+(``prefill`` or ``decode``), which decides the valid precisions, stages, width multiple and the
+default baseline.
 
 Loading is safe: YAML tags that would build objects are rejected, never executed; duplicate keys
 are errors. Every mistake becomes one ``ScenarioError`` on one line that names the file and the
@@ -32,18 +34,36 @@ from moebench.layout import capacity_rows
 from moebench.models import PRESETS
 from moebench.traces import read_meta
 
-# The arms package is the source of truth for arm names; the runner cross-checks this tuple.
-KNOWN_ARMS = ("stock", "prefix_sum", "prefix_sum_masked")
+# The arms package is the source of truth for arm names and families (each arm module's FAMILY);
+# the runner cross-checks this dict. A scenario runs the arms of one family: `prefill` (the
+# capacity-buffer pipeline) or `decode` (dense all-experts against the sparse top-k GEMV).
+ARM_FAMILIES = {
+    "stock": "prefill",
+    "prefix_sum": "prefill",
+    "prefix_sum_masked": "prefill",
+    "dense_decode": "decode",
+    "sparse_decode": "decode",
+}
+KNOWN_ARMS = tuple(ARM_FAMILIES)
+DEFAULT_ARMS = ("stock", "prefix_sum", "prefix_sum_masked")
 FAMILIES = ("uniform", "balanced", "zipf", "hot_rank", "empty_experts", "full_capacity", "trace")
 REGIMES = ("ffn", "kernel")
 STAGES = ("scatter", "fc1", "act", "fc2", "combine")
-PRECISIONS = ("fp8", "bf16")
+PRECISIONS = ("fp8", "bf16", "w8a16", "w4a16")
+# Per family: its stages, precisions (the first is the default), the multiple D and F must be
+# (prefill: FP8 128x128 weight blocks; decode: MXFP4 blocks of 32 values) and the default baseline.
+FAMILY_STAGES = {"prefill": STAGES, "decode": ("fc1", "fc2", "combine")}
+FAMILY_PRECISIONS = {"prefill": ("fp8", "bf16"), "decode": ("w8a16", "w4a16")}
+FAMILY_WIDTH = {
+    "prefill": (128, "FP8 128x128 block scales"),
+    "decode": (32, "MXFP4 blocks of 32 values"),
+}
+FAMILY_BASELINE = {"prefill": "stock", "decode": "dense_decode"}
 ACTIVATIONS = ("silu", "swiglu_oai")
 DEVICES = ("auto", "cpu", "cuda")
 MODES = ("simulated", "distributed")
 CAPACITIES = ("formula", "tight")
 
-BLOCK = 128  # FP8 weights carry 128x128 block scales: the prefill arms need D and F multiples of it
 MAX_CASES = 10_000
 MAX_TEXT = 1 << 20  # characters of YAML
 MAX_ROWS = 2**31 - 1  # `ends` and row indices are int32
@@ -123,7 +143,7 @@ class Scenario:
     shape: ShapeSpec
     precision: str = "fp8"
     activation: str = "silu"
-    arms: tuple[str, ...] = KNOWN_ARMS
+    arms: tuple[str, ...] = DEFAULT_ARMS
     measure: MeasureSpec = field(default_factory=MeasureSpec)
     sweep: tuple[tuple[str, tuple], ...] = ()
     expect_sources: tuple[tuple[str, str], ...] = ()
@@ -508,7 +528,7 @@ class _Ctx:
         return Path(self.path).parent if self.path is not None else Path.cwd()
 
 
-def _model(v: Any) -> ModelSpec:
+def _model(v: Any, family: str) -> ModelSpec:
     if isinstance(v, str):
         m, preset_path = {"preset": v}, "model"
     else:
@@ -529,13 +549,14 @@ def _model(v: Any) -> ModelSpec:
     merged.update({k: m[k] for k in MODEL_FIELDS if k in m})
     hidden = _int(merged["hidden"], "model.hidden", 1, MAX_WIDTH)
     intermediate = _int(merged["intermediate"], "model.intermediate", 1, MAX_WIDTH)
+    multiple, why = FAMILY_WIDTH[family]
     for name, width in (("hidden", hidden), ("intermediate", intermediate)):
-        if width % BLOCK:
+        if width % multiple:
             origin = f" (preset {preset!r}: override it)" if preset and name not in m else ""
             raise _Invalid(
                 f"model.{name}",
-                f"must be a multiple of {BLOCK} for the prefill arms "
-                f"(FP8 128x128 block scales), got {width}{origin}",
+                f"must be a multiple of {multiple} for the {family} arms ({why}), "
+                f"got {width}{origin}",
             )
     experts = _int(merged["experts"], "model.experts", 1, MAX_EXPERTS)
     top_k = _int(merged["top_k"], "model.top_k", 1, MAX_EXPERTS)
@@ -669,7 +690,7 @@ def _shape(v: Any) -> ShapeSpec:
     return ShapeSpec(tokens_per_rank=tokens, alignment=alignment, capacity=capacity)
 
 
-def _measure(v: Any) -> MeasureSpec:
+def _measure(v: Any, family: str) -> MeasureSpec:
     m = _section(v, "measure", tuple(f.name for f in fields(MeasureSpec)))
     ranks = m.get("ranks")
     if ranks is not None:
@@ -682,12 +703,14 @@ def _measure(v: Any) -> MeasureSpec:
         ranks = tuple(checked)
     return MeasureSpec(
         regimes=_choices(m.get("regimes", ("ffn", "kernel")), "measure.regimes", REGIMES),
-        stages=_choices(m.get("stages", STAGES), "measure.stages", STAGES),
+        stages=_choices(
+            m.get("stages", FAMILY_STAGES[family]), "measure.stages", FAMILY_STAGES[family]
+        ),
         warmup=_int(m.get("warmup", 2), "measure.warmup", 0, 10_000),
         blocks=_int(m.get("blocks", 5), "measure.blocks", 1, 10_000),
         iterations=_int(m.get("iterations", 5), "measure.iterations", 1, 100_000),
         ranks=ranks,
-        baseline=_str(m.get("baseline", "stock"), "measure.baseline"),
+        baseline=_str(m.get("baseline", FAMILY_BASELINE[family]), "measure.baseline"),
         graph=_bool(m.get("graph", True), "measure.graph"),
         aa=_bool(m.get("aa", False), "measure.aa"),
     )
@@ -707,6 +730,20 @@ def _expect_sources(v: Any, arms: tuple[str, ...]) -> tuple[tuple[str, str], ...
     return tuple(sorted(out))
 
 
+def _family(arms: tuple[str, ...]) -> str:
+    """The one family of the scenario's arms (arms of two families need two scenarios: their
+    inputs, precisions and stages differ)."""
+    family = ARM_FAMILIES[arms[0]]
+    for i, arm in enumerate(arms):
+        if ARM_FAMILIES[arm] != family:
+            raise _Invalid(
+                f"arms[{i}]",
+                f"{arm!r} is a {ARM_FAMILIES[arm]} arm but {arms[0]!r} is a {family} arm; "
+                "a scenario runs arms of one family",
+            )
+    return family
+
+
 def _optional(doc: dict, key: str) -> Any:
     """An optional section; written empty (``topology:``) it means all defaults."""
     v = doc.get(key)
@@ -719,12 +756,20 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
     for k in ("name", "model", "shape"):
         if k not in doc:
             raise _Invalid(k, "required")
-    model = _model(doc["model"])
+    arms = _choices(doc.get("arms", DEFAULT_ARMS), "arms", KNOWN_ARMS)
+    family = _family(arms)
+    model = _model(doc["model"], family)
     topology = _topology(_optional(doc, "topology"))
     routing = _routing(_optional(doc, "routing"), ctx)
     shape = _shape(doc["shape"])
-    measure = _measure(_optional(doc, "measure"))
-    arms = _choices(doc.get("arms", KNOWN_ARMS), "arms", KNOWN_ARMS)
+    measure = _measure(_optional(doc, "measure"), family)
+    precision = _choice(doc.get("precision", FAMILY_PRECISIONS[family][0]), "precision", PRECISIONS)
+    if precision not in FAMILY_PRECISIONS[family]:
+        raise _Invalid(
+            "precision",
+            f"{precision!r} is not a precision of the {family} arms ({', '.join(arms)}); "
+            f"they take {', '.join(FAMILY_PRECISIONS[family])}",
+        )
     ep, local = topology.ep, model.experts // topology.ep
     if model.experts % ep:
         raise _Invalid("topology.ep", f"must divide model.experts ({model.experts}), got {ep}")
@@ -779,7 +824,7 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
         topology=topology,
         routing=routing,
         shape=shape,
-        precision=_choice(doc.get("precision", "fp8"), "precision", PRECISIONS),
+        precision=precision,
         activation=_choice(doc.get("activation", "silu"), "activation", ACTIVATIONS),
         arms=arms,
         measure=measure,

@@ -30,6 +30,7 @@ def samples(
     stage: str = "ffn",
     regime: str = "ffn",
     device: str = "cpu",
+    weight_bytes: int = 1_000_000,
 ) -> list[dict]:
     """Rows for ``times[block, rank, iteration]`` (microseconds)."""
     times = np.asarray(times, dtype=float)
@@ -62,6 +63,7 @@ def samples(
                 routing="uniform",
                 gemm="triton",
                 params="{}",
+                weight_bytes=weight_bytes,
             )
         )
     return rows

@@ -51,6 +51,7 @@ def sample_row(case_id: str, run_id: str = RUN, **kw) -> dict:
         routing="uniform",
         gemm="triton",
         params='{"tokens_per_rank": 16}',
+        weight_bytes=1_000_000,
     )
     return row | kw
 

@@ -16,7 +16,7 @@ from moebench import layout
 from moebench.errors import ScenarioError
 from moebench.models import PRESETS
 from moebench.scenario import (
-    KNOWN_ARMS,
+    DEFAULT_ARMS,
     Case,
     Scenario,
     expand,
@@ -75,7 +75,7 @@ def test_base_document_is_valid():
     assert s.model.preset is None and s.model.revision == "unpinned"
     assert s.topology.dp == 2 and s.topology.tp == 1 and s.topology.mode == "simulated"
     assert s.routing.family == "uniform" and s.shape.capacity == "formula"
-    assert s.arms == KNOWN_ARMS and s.measure.baseline == "stock" and s.measure.ranks is None
+    assert s.arms == DEFAULT_ARMS and s.measure.baseline == "stock" and s.measure.ranks is None
     assert s.measure.regimes == ("ffn", "kernel") and s.measure.stages[2] == "act"
     assert s.precision == "fp8" and s.activation == "silu" and s.device == "auto"
     assert global_tokens(s) == 16 and local_experts(s) == 4

@@ -1,0 +1,21 @@
+"""sparse_decode: a GEMV per (token, slot) that reads only the experts routed to this rank.
+
+The GEMV's programs, launched over (output columns, top-k slots, tokens), read their expert id
+from topk_ids on the device and return before loading anything when it is not local; the same
+kernel does gate/up (GLU fused) and down, with the expert scale and bias in the epilogue. Nothing
+is read back to the host: one CUDA graph replays with any routing.
+"""
+
+from pathlib import Path
+
+from arms import decode
+
+NAME = "sparse_decode"
+FAMILY = "decode"
+LAYOUT = "TKD"
+KERNELS = ("sparse_gemv[fc1+glu]", "sparse_gemv[fc2]", "combine_topk")
+SOURCES: tuple[Path, ...] = (Path(__file__), *decode.sources())
+
+
+def build(ws: decode.Workspace) -> tuple[decode.Stage, ...]:
+    return decode.build_stages(ws)

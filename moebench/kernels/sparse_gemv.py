@@ -1,0 +1,309 @@
+"""The sparse decode GEMV: `fc1` and `fc2` of the `sparse_decode` arm, one kernel for both.
+
+Legend: T tokens, K top-k slots, E local experts, N output columns (2F for fc1, D for fc2),
+R reduction length (D for fc1, F for fc2), F intermediate, D hidden.
+
+Tensors:
+- ``x``:         bf16, row (t, k) at ``x + t * stride_xt + k * stride_xk``, R contiguous values:
+  the tokens ``x_TD`` for fc1 (``stride_xk = 0``: every slot reads its token) or the activation
+  ``a_TKF`` for fc2. R even and the row 4-byte aligned (read as bf16 pairs).
+- ``topk_ids_TK``: int32 [T, K] global expert ids; the local experts are
+  [expert_offset, expert_offset + E).
+- ``w``:         [E, N, R] FP8 e4m3 (W8A16) or [E, N, R/2] uint8 MXFP4 (two e2m1 a byte, low
+  nibble first), rows contiguous.
+- ``w_scale``:   float32 [E] (FP8: one scale an expert) or uint8 [E, N, R/32] (MXFP4: e8m0 bytes).
+- ``bias``:      bf16 [E, N].
+- ``out``:       bf16, row (t, k) at ``out + t * stride_ot + k * stride_ok``: h (N columns) or,
+  with a GLU, the activation of the interleaved pairs (N/2 columns: gate = h[0::2],
+  up = h[1::2], as gpt-oss's gate_up_proj).
+
+The grid is (N / BLOCK_N, K, T): one program a block of output columns of one (token, slot). A
+program reads its expert id from ``topk_ids_TK`` on the device and, when that expert is not local,
+returns before loading anything else: uniformly for the whole program, so a non-local slot costs
+one 4-byte load and writes nothing (its output rows keep whatever they held). The grid depends only
+on the shapes; nothing is read back to the host, so the step can be captured in a CUDA graph and
+replayed with any routing.
+
+Inner loop (M = 1: no tensor cores). Each program holds a [BLOCK_N, BLOCK_K] tile, laid out so
+that one warp covers a row's BLOCK_K span with a 16-byte load per lane (a warp-sized group per
+output column, fully coalesced), and several rows per thread share the token's values, which are
+converted once. FP8 values are widened in registers; MXFP4 words are decoded by `kernels.mxfp4`
+(its docstring gives the instruction counts). Products accumulate in fp32 per lane and are summed
+across lanes once at the end; the expert scale (FP8) or the group scale (MXFP4, per 32 values),
+the bias and the GLU are applied in the epilogue, and the bf16 store is rounded to nearest even
+(on the bits under the interpreter, DESIGN section 11).
+
+Budget, from sm_90 SASS compiled offline with triton 3.9 (the H200 runs 3.6; not measured): the
+FP8 loop issues about 4 instructions per weight byte (51 registers at BLOCK_N 16, BLOCK_K 512),
+where streaming at 4 TB/s leaves about 8; the MXFP4 loop about 6 per value, 12 per byte (124
+registers at BLOCK_K 1024), so MXFP4 is bound by the integer decode rather than by bytes and
+is estimated from issue rates to beat FP8 per value by about 1.5x (to be measured).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moebench.kernels.act_quant import _activation
+from moebench.kernels.fp8 import fp32_to_bf16
+from moebench.kernels.mxfp4 import e2m1_pair, e8m0_scale
+
+FORMATS = ("fp8", "mxfp4")
+GLUS = ("none", "silu", "swiglu_oai")
+MX_BLOCK = 32
+
+
+@triton.jit
+def _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E):
+    """(token, slot, local expert id) of this program; the id is outside [0, E) when the slot's
+    expert lives on another rank."""
+    slot = tl.program_id(1)
+    t = tl.program_id(2)
+    e = tl.load(ids_ptr + t * stride_it + slot * stride_ik) - expert_offset
+    return t, slot, e
+
+
+@triton.jit
+def _epilogue(
+    h, rows, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr,
+):  # fmt: skip
+    """Bias, optional GLU over the interleaved (gate, up) pairs, bf16 store of one row block."""
+    h = h + tl.load(b_ptr + e64 * stride_be + rows).to(tl.float32)
+    out_row = out_ptr + t.to(tl.int64) * stride_ot + slot.to(tl.int64) * stride_ok
+    if GLU == "none":
+        tl.store(out_row + rows, fp32_to_bf16(h, EXACT_RNE))
+    else:
+        gate, up = tl.split(tl.reshape(h, [BLOCK_N // 2, 2]))
+        cols = tl.program_id(0) * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
+        tl.store(out_row + cols, fp32_to_bf16(_activation(gate, up, GLU), EXACT_RNE))
+
+
+@triton.jit
+def _sparse_gemv_fp8(
+    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
+    expert_offset, E, R,
+    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
+    stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    EXACT_RNE: tl.constexpr,
+):  # fmt: skip
+    t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    if (e < 0) | (e >= E):
+        return
+    e64 = e.to(tl.int64)
+    # Tile [BLOCK_N, LANES, 16]: 16 consecutive weight bytes a lane (one 16-byte load), a warp
+    # across a row. The token row is read as int16 through a pointer tile broadcast over the rows
+    # so that it takes the weights' layout (no shared-memory shuffle); the loads are the same for
+    # every row and the compiler issues them once.
+    LANES: tl.constexpr = BLOCK_K // 16
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs = tl.arange(0, LANES)[:, None] * 16 + tl.arange(0, 16)[None, :]
+    w_rows = w_ptr + e64 * stride_we + rows.to(tl.int64)[:, None, None] * stride_wn
+    x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
+    x_rows = x_row.to(tl.pointer_type(tl.int16)) + 0 * rows[:, None, None]
+    acc = tl.zeros([BLOCK_N, LANES], dtype=tl.float32)
+    for k0 in range(0, R, BLOCK_K):
+        k = k0 + offs[None, :, :]
+        if EVEN_K:
+            w = tl.load(w_rows + k)
+            xv = tl.load(x_rows + k)
+        else:
+            w = tl.load(w_rows + k, mask=k < R, other=0.0)
+            xv = tl.load(x_rows + k, mask=k < R, other=0)
+        xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
+        acc += tl.sum(w.to(tl.float32) * xf, axis=2)
+    h = tl.sum(acc, axis=1) * tl.load(ws_ptr + e64)
+    _epilogue(h, rows, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
+              GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
+
+
+@triton.jit
+def _sparse_gemv_mxfp4(
+    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
+    expert_offset, E, R,
+    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_se, stride_sn,
+    stride_be, stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    EXACT_RNE: tl.constexpr,
+):  # fmt: skip
+    t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    if (e < 0) | (e >= E):
+        return
+    e64 = e.to(tl.int64)
+    # Tile [BLOCK_N, GROUPS, 4] uint32 words: a lane loads one MX group (16 bytes, 32 values) of
+    # a row, and its single e8m0 scale. Word q of group g holds values 32g + 8q + 2j (low nibble
+    # of byte j) and 32g + 8q + 2j + 1 (high nibble), which pair with bf16-pair word 16g + 4q + j
+    # of the token row: low half even, high half odd, each widened by a shift.
+    GROUPS: tl.constexpr = BLOCK_K // 32
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows64 = rows.to(tl.int64)
+    offs_g = tl.arange(0, GROUPS)
+    offs_q = tl.arange(0, 4)
+    w_rows = (w_ptr + e64 * stride_we + rows64[:, None, None] * stride_wn).to(
+        tl.pointer_type(tl.uint32)
+    )
+    s_rows = ws_ptr + e64 * stride_se + rows64[:, None] * stride_sn
+    x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
+    x_pairs = x_row.to(tl.pointer_type(tl.uint32))
+    acc = tl.zeros([BLOCK_N, GROUPS], dtype=tl.float32)
+    for k0 in range(0, R, BLOCK_K):
+        g = k0 // 32 + offs_g
+        word = g[:, None] * 4 + offs_q[None, :]
+        if EVEN_K:
+            w = tl.load(w_rows + word[None, :, :])
+            s = tl.load(s_rows + g[None, :])
+        else:
+            g_ok = g < R // 32
+            w = tl.load(w_rows + word[None, :, :], mask=g_ok[None, :, None], other=0)
+            s = tl.load(s_rows + g[None, :], mask=g_ok[None, :], other=0)
+        w_hi = w >> 16
+        part = tl.zeros([BLOCK_N, GROUPS, 4], dtype=tl.float32)
+        for j in tl.static_range(4):
+            if EVEN_K:
+                xp = tl.load(x_pairs + word * 4 + j)
+            else:
+                xp = tl.load(x_pairs + word * 4 + j, mask=g_ok[:, None], other=0)
+            if j < 2:
+                lo, hi = e2m1_pair(w, j)
+            else:
+                lo, hi = e2m1_pair(w_hi, j - 2)
+            # Two separate updates keep each product a fused multiply-add.
+            part += lo * (xp << 16).to(tl.float32, bitcast=True)[None, :, :]
+            part += hi * (xp & 0xFFFF0000).to(tl.float32, bitcast=True)[None, :, :]
+        acc += tl.sum(part, axis=2) * e8m0_scale(s)
+    # Undo the 2^-14 of the fp16 placement (kernels.mxfp4); kernels read no module globals.
+    h = tl.sum(acc, axis=1) * 16384.0
+    _epilogue(h, rows, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
+              GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise ValueError(f"sparse_gemv: {message}")
+
+
+def _describe(t: torch.Tensor | None) -> str:
+    return "None" if t is None else f"{t.dtype} {list(t.shape)}"
+
+
+def weight_format(w: torch.Tensor) -> str:
+    """``fp8`` for float8_e4m3fn weights, ``mxfp4`` for packed uint8 ones."""
+    if w.dtype == torch.float8_e4m3fn:
+        return "fp8"
+    if w.dtype == torch.uint8:
+        return "mxfp4"
+    raise ValueError(f"weights must be float8_e4m3fn (W8A16) or uint8 MXFP4, got {w.dtype}")
+
+
+def default_blocks(fmt: str, N: int) -> tuple[int, int]:
+    """(BLOCK_N, BLOCK_K): 16 rows a program; 512 weight bytes a row a step (a 16-byte load per
+    lane), or 1024 when N is small, so that the bytes in flight (active rows times the step: N x
+    local slots x bytes) stay at several MB, what the H200's bandwidth-latency product needs."""
+    row_bytes = 512 if N >= 4096 else 1024
+    return 16, row_bytes if fmt == "fp8" else 2 * row_bytes
+
+
+def sparse_gemv(
+    x: torch.Tensor,
+    topk_ids_TK: torch.Tensor,
+    w: torch.Tensor,
+    w_scale: torch.Tensor,
+    bias_EN: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    expert_offset: int,
+    glu: str = "none",
+    block_n: int | None = None,
+    block_k: int | None = None,
+    num_warps: int = 4,
+) -> None:
+    """One GEMV per (token, slot) routed to a local expert; see the module docstring.
+
+    ``x`` is [T, R] (fc1: each slot reads its token) or [T, K, R] (fc2: each slot its own row);
+    ``out`` is [T, K, N] or, with ``glu``, [T, K, N/2]. Both bf16, unit stride along the last
+    dimension. ``w``, ``w_scale`` and ``bias_EN`` as in the module docstring. Rows of ``out`` for
+    non-local slots are left untouched.
+    """
+    _check(glu in GLUS, f"glu must be one of {GLUS}, got {glu!r}")
+    fmt = weight_format(w)
+    _check(w.dim() == 3 and w.stride(2) == 1, f"w must be 3-D, rows contiguous: {_describe(w)}")
+    E, N, Rw = w.shape
+    R = Rw * (2 if fmt == "mxfp4" else 1)
+    _check(
+        topk_ids_TK.dim() == 2 and topk_ids_TK.dtype == torch.int32,
+        f"topk_ids_TK must be int32 [T, K], got {_describe(topk_ids_TK)}",
+    )
+    T, K = topk_ids_TK.shape
+    _check(x.dtype == torch.bfloat16 and x.stride(-1) == 1, f"x must be bf16: {_describe(x)}")
+    if x.dim() == 2:
+        _check(tuple(x.shape) == (T, R), f"x must be [T={T}, R={R}], got {list(x.shape)}")
+        stride_xt, stride_xk = x.stride(0), 0
+    else:
+        _check(tuple(x.shape) == (T, K, R), f"x must be [{T}, {K}, {R}], got {list(x.shape)}")
+        stride_xt, stride_xk = x.stride(0), x.stride(1)
+    _check(
+        R % MX_BLOCK == 0 and N % 32 == 0 and N > 0,
+        f"R ({R}) and N ({N}) must be positive multiples of {MX_BLOCK}",
+    )
+    _check(
+        (stride_xt % 2, stride_xk % 2, x.data_ptr() % 4) == (0, 0, 0),
+        "x rows must be 4-byte aligned (read as bf16 pairs)",
+    )
+    n_out = N // 2 if glu != "none" else N
+    _check(
+        out.dtype == torch.bfloat16 and tuple(out.shape) == (T, K, n_out) and out.stride(2) == 1,
+        f"out must be bf16 [{T}, {K}, {n_out}] with unit column stride, got {_describe(out)}",
+    )
+    _check(
+        bias_EN.dtype == torch.bfloat16
+        and tuple(bias_EN.shape) == (E, N)
+        and bias_EN.stride(1) == 1,
+        f"bias_EN must be bf16 [{E}, {N}], got {_describe(bias_EN)}",
+    )
+    if fmt == "fp8":
+        _check(
+            w_scale.dtype == torch.float32 and tuple(w_scale.shape) == (E,),
+            f"FP8 weights need w_scale float32 [{E}], got {_describe(w_scale)}",
+        )
+    else:
+        _check(
+            w_scale.dtype == torch.uint8
+            and tuple(w_scale.shape) == (E, N, R // MX_BLOCK)
+            and w_scale.stride(2) == 1,
+            f"MXFP4 weights need w_scale uint8 [{E}, {N}, {R // MX_BLOCK}], "
+            f"got {_describe(w_scale)}",
+        )
+        _check(w.stride(1) % 4 == 0 and w.data_ptr() % 4 == 0, "MXFP4 rows must be 4-byte aligned")
+    devices = {t.device for t in (x, topk_ids_TK, w, w_scale, bias_EN, out)}
+    _check(len(devices) == 1, f"all tensors must be on one device, got {sorted(map(str, devices))}")
+
+    bn, bk = default_blocks(fmt, N)
+    bn, bk = block_n or bn, block_k or bk
+    _check(
+        bn >= 2 and bn & (bn - 1) == 0 and N % bn == 0,
+        f"block_n must be a power of two dividing N ({N}), got {bn}",
+    )
+    _check(bk >= 32 and bk & (bk - 1) == 0, f"block_k must be a power of two >= 32, got {bk}")
+    if T == 0 or K == 0 or E == 0:
+        return
+    grid = (N // bn, K, T)
+    common = dict(
+        GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=R % bk == 0, EXACT_RNE=not out.is_cuda,
+        num_warps=num_warps,
+    )  # fmt: skip
+    if fmt == "fp8":
+        _sparse_gemv_fp8[grid](
+            x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
+            stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
+            bias_EN.stride(0), out.stride(0), out.stride(1), **common,
+        )  # fmt: skip
+    else:
+        _sparse_gemv_mxfp4[grid](
+            x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
+            stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
+            w_scale.stride(0), w_scale.stride(1), bias_EN.stride(0), out.stride(0),
+            out.stride(1), **common,
+        )  # fmt: skip

@@ -1,0 +1,249 @@
+"""The work model over stored runs: weight bandwidth against the copy ceiling, and crossovers.
+
+Two sections that `compare` adds below its table (reads only results, like compare):
+
+- Weight bandwidth. Each sample row carries ``weight_bytes``: the expert weight bytes (values,
+  scales, biases) its stage, or the whole FFN, reads in one step on that rank (dense decode: every
+  local expert; sparse decode and the prefill GEMMs: only experts that received tokens; stages
+  without weights: 0; runs older than the column: -1, unknown). For every timed row with bytes,
+  GB/s is the slowest rank's bytes over that rank's median time, and the fraction is of the
+  measured device-copy ceiling (4.27 TB/s on the H200, docs/PERF.md). CPU runs get no fraction.
+- Crossover. Cases of one run that differ only in ``tokens_per_rank`` form a series. For every arm
+  against the baseline, on the ``ffn`` regime, the crossover is the smallest token count from
+  which the baseline is faster (lower median critical path) at that count and every larger one:
+  with the decode arms and the default baseline, where dense overtakes sparse. Beside it, the
+  byte ledger's prediction: the smallest token count at which the busiest rank's routed slots
+  reach its number of local experts, since a sparse GEMV streams its expert's weights once per
+  slot and a dense pass streams every local expert once.
+
+Undefined figures are NaN or None (rendered empty), never 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+COPY_CEILING_GBPS = 4270.0  # H200 device copy, bytes read + written (docs/PERF.md)
+TOKENS_KEY = "shape.tokens_per_rank"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BandwidthRow:
+    run_id: str
+    case_id: str
+    regime: str
+    stage: str
+    arm: str
+    device: str
+    tokens_per_rank: int
+    rank: int  # the slowest rank, whose bytes and time give the figure
+    weight_bytes: int
+    gbps: float
+    copy_fraction: float  # of COPY_CEILING_GBPS; NaN for CPU timings
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossoverRow:
+    run_id: str
+    series: str  # the sweep values the series shares (tokens_per_rank excluded)
+    arm: str
+    baseline: str
+    tokens: tuple[int, ...]
+    ratios: tuple[float, ...]  # arm median / baseline median at each token count (NaN: no data)
+    crossover_tokens: int | None  # baseline faster from here on; None: never within the sweep
+    ledger_tokens: int | None  # busiest rank's slots reach its local experts; None: not reached
+    note: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkModel:
+    bandwidth: list[BandwidthRow]
+    crossover: list[CrossoverRow]
+
+    def __bool__(self) -> bool:
+        return bool(self.bandwidth or self.crossover)
+
+
+def _case_table(samples: pa.Table) -> dict[tuple[str, str], dict]:
+    """(run, case) -> tokens, sweep params, local experts and live rows per rank."""
+    cols = ("run_id", "case_id", "rank", "tokens_per_rank", "local_experts", "live_rows", "params")
+    out: dict[tuple[str, str], dict] = {}
+    for run_id, case_id, rank, tokens, experts, live, params in zip(
+        *(samples[c].to_pylist() for c in cols), strict=True
+    ):
+        c = out.setdefault((run_id, case_id), {"tokens": tokens, "experts": experts,
+                                               "params": params, "live": {}})  # fmt: skip
+        c["live"][rank] = live
+    return out
+
+
+def _weight_bytes(samples: pa.Table) -> dict[tuple, int]:
+    """(run, case, regime, stage, arm, rank) -> weight bytes (one value per group)."""
+    cols = ("run_id", "case_id", "regime", "stage", "arm", "rank", "weight_bytes")
+    keyed = zip(*(samples[c].to_pylist() for c in cols), strict=True)
+    return {tuple(k[:6]): k[6] for k in keyed}
+
+
+def _bandwidth(rows, samples: pa.Table, cases: dict) -> list[BandwidthRow]:
+    nbytes = _weight_bytes(samples)
+    out = []
+    for r in rows:
+        if r.status == "mismatch" or r.slowest_rank is None or math.isnan(r.rank_max_us):
+            continue
+        b = nbytes.get((r.run_id, r.case_id, r.regime, r.stage, r.arm, r.slowest_rank), -1)
+        if b <= 0:  # no weights in this stage (0) or unknown (-1)
+            continue
+        gbps = b / r.rank_max_us / 1e3
+        out.append(BandwidthRow(
+            run_id=r.run_id, case_id=r.case_id, regime=r.regime, stage=r.stage, arm=r.arm,
+            device=r.device, tokens_per_rank=cases[(r.run_id, r.case_id)]["tokens"],
+            rank=r.slowest_rank, weight_bytes=b, gbps=gbps,
+            copy_fraction=gbps / COPY_CEILING_GBPS if r.device == "cuda" else math.nan,
+        ))  # fmt: skip
+    return out
+
+
+def _series_key(params: str) -> str | None:
+    """The sweep values other than tokens_per_rank, or None when tokens are not swept."""
+    try:
+        p = json.loads(params) if params else {}
+    except ValueError:
+        return None
+    if TOKENS_KEY not in p:
+        return None
+    rest = {k: v for k, v in sorted(p.items()) if k != TOKENS_KEY}
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in rest.items()) or "all cases"
+
+
+def _crossover(rows, cases: dict, baseline: str) -> list[CrossoverRow]:
+    medians: dict[tuple, float] = {}
+    for r in rows:
+        if r.regime == "ffn" and r.stage == "ffn" and r.status != "mismatch":
+            medians[(r.run_id, r.case_id, r.arm)] = r.median_us
+    series: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
+    for (run_id, case_id), c in cases.items():
+        key = _series_key(c["params"])
+        if key is not None:
+            series[(run_id, key)][c["tokens"]] = case_id
+    out = []
+    for (run_id, key), by_tokens in sorted(series.items()):
+        tokens = tuple(sorted(by_tokens))
+        if len(tokens) < 2:
+            continue
+        ledger = next((t for t in tokens if max(cases[(run_id, by_tokens[t])]["live"].values())
+                       >= cases[(run_id, by_tokens[t])]["experts"]), None)  # fmt: skip
+        arms = sorted({a for (rid, cid, a) in medians if rid == run_id
+                       and cid in by_tokens.values() and a != baseline})  # fmt: skip
+        for arm in arms:
+            ratios = []
+            for t in tokens:
+                a = medians.get((run_id, by_tokens[t], arm), math.nan)
+                b = medians.get((run_id, by_tokens[t], baseline), math.nan)
+                ratios.append(a / b if b > 0 else math.nan)
+            known = [(t, q) for t, q in zip(tokens, ratios, strict=True) if not math.isnan(q)]
+            crossover, note = None, ""
+            if len(known) < 2:
+                note = "fewer than two token counts with both arms timed"
+            else:
+                # Baseline faster (ratio > 1) from this count on; scan from the largest down.
+                for t, q in reversed(known):
+                    if q <= 1:
+                        break
+                    crossover = t
+                flips = sum(
+                    (a > 1) != (b > 1) for (_, a), (_, b) in zip(known, known[1:], strict=False)
+                )
+                if flips > 1:
+                    note = "not monotone in tokens"
+                if len(known) < len(tokens):
+                    note = (note + "; " if note else "") + "some token counts lack timings"
+            out.append(CrossoverRow(
+                run_id=run_id, series=key, arm=arm, baseline=baseline, tokens=tokens,
+                ratios=tuple(ratios), crossover_tokens=crossover, ledger_tokens=ledger, note=note,
+            ))  # fmt: skip
+    return out
+
+
+def analyse(rows, samples: pa.Table, baseline: str) -> WorkModel:
+    """The work model of compared rows (`compare.CompareRow`) and the samples they came from."""
+    if samples.num_rows == 0:
+        return WorkModel(bandwidth=[], crossover=[])
+    cases = _case_table(samples)
+    return WorkModel(
+        bandwidth=_bandwidth(rows, samples, cases), crossover=_crossover(rows, cases, baseline)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering (plain cells; compare lays them out)
+
+BANDWIDTH_HEADER = ("case", "stage", "arm", "tokens", "weight MB", "GB/s", "of copy")
+CROSSOVER_HEADER = ("series", "arm vs baseline", "arm / baseline time by tokens",
+                    "baseline faster from", "ledger")  # fmt: skip
+BANDWIDTH_NOTE = (
+    "expert weight bytes the step (or stage) reads on the slowest rank over that "
+    f"rank's median time; 'of copy' against the {COPY_CEILING_GBPS / 1000:g} TB/s device-copy "
+    "ceiling (GPU runs only)."
+)
+CROSSOVER_NOTE = (
+    "on the ffn regime, the smallest token count from which the baseline is faster at it "
+    "and every larger count; ledger: where the busiest rank's routed slots first reach its local "
+    "experts (a per-slot GEMV then streams as many expert weights as a dense pass)."
+)
+
+
+def _tokens(t: int | None) -> str:
+    if t is None:
+        return ""
+    return f"{t} token" if t == 1 else f"{t} tokens"
+
+
+def bandwidth_cells(wm: WorkModel, multi_run: bool) -> list[list[str]]:
+    out = []
+    for b in wm.bandwidth:
+        stage = b.stage if b.regime == "ffn" else f"{b.regime}/{b.stage}"
+        frac = "" if math.isnan(b.copy_fraction) else f"{b.copy_fraction:.0%}"
+        cells = [b.case_id, stage, b.arm, str(b.tokens_per_rank), f"{b.weight_bytes / 1e6:,.2f}",
+                 f"{b.gbps:,.1f}", frac]  # fmt: skip
+        out.append(([b.run_id] if multi_run else []) + cells)
+    return out
+
+
+def crossover_cells(wm: WorkModel, multi_run: bool) -> list[list[str]]:
+    out = []
+    for c in wm.crossover:
+        ratios = ", ".join(
+            f"{t}: {'' if math.isnan(q) else f'{q:.2f}x'}"
+            for t, q in zip(c.tokens, c.ratios, strict=True)
+        )
+        if c.crossover_tokens is None:
+            cross = "never (arm faster at every count)" if not c.note.startswith("fewer") else ""
+        else:
+            cross = _tokens(c.crossover_tokens)
+        if c.note:
+            cross = f"{cross} ({c.note})" if cross else c.note
+        cells = [c.series, f"{c.arm} vs {c.baseline}", ratios, cross, _tokens(c.ledger_tokens)]
+        out.append(([c.run_id] if multi_run else []) + cells)
+    return out
+
+
+def to_json(wm: WorkModel) -> dict:
+    def plain(row) -> dict:
+        d = dict(vars(row))
+        for k, v in d.items():
+            if isinstance(v, float) and math.isnan(v):
+                d[k] = None
+            elif isinstance(v, tuple):
+                d[k] = [None if isinstance(x, float) and math.isnan(x) else x for x in v]
+        return d
+
+    return {
+        "copy_ceiling_gbps": COPY_CEILING_GBPS,
+        "bandwidth": [plain(b) for b in wm.bandwidth],
+        "crossover": [plain(c) for c in wm.crossover],
+    }

@@ -1,0 +1,215 @@
+"""The decode kernels under the interpreter: the sparse GEMV, the dense batched GEMM and the top-k
+combine, against `moebench.reference`; bf16 stores rounded exactly; non-local slots skipped."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from moebench import reference as ref
+from moebench.kernels.batched_gemm import batched_gemm
+from moebench.kernels.combine_topk import combine_topk
+from moebench.kernels.sparse_gemv import sparse_gemv
+
+FORMATS = ("fp8", "mxfp4")
+
+
+def quantised(fmt: str, w: torch.Tensor):
+    """(weights, scales, float32 dequantised) of float weights [E, N, R]."""
+    if fmt == "fp8":
+        q, s = ref.quant_weight_fp8_expert(w)
+        return q, s, ref.dequant_weight_fp8_expert(q, s)
+    q, s = ref.quant_weight_mxfp4(w)
+    return q, s, ref.dequant_weight_mxfp4(q, s)
+
+
+def rows_ref(x_rows: torch.Tensor, wd: torch.Tensor, b: torch.Tensor, glu: str) -> torch.Tensor:
+    """float32 reference of one expert's output for rows x [M, R]."""
+    h = x_rows.float() @ wd.t() + b.float()
+    return h if glu == "none" else ref.glu_interleaved(h, glu)
+
+
+def routing(T: int, K: int, E: int, offset: int, seed: int) -> torch.Tensor:
+    """int32 ids [T, K]: distinct per token, drawn from the local range and two remote ranks."""
+    g = torch.Generator().manual_seed(seed)
+    pool = torch.arange(offset - E, offset + 2 * E).clamp_min(0).unique()
+    return torch.stack([pool[torch.randperm(len(pool), generator=g)[:K]] for _ in range(T)]).int()
+
+
+# (T tokens, K slots, E local experts, expert offset, ids); each names its edge.
+SHAPES = [
+    pytest.param(1, 2, 3, 0, None, id="one-token"),
+    pytest.param(3, 2, 3, 40, None, id="all-slots-non-local"),  # ids wrapped below 37 below
+    pytest.param(2, 3, 3, 0, [[0, 1, 2], [2, 0, 1]], id="k-equals-local-experts"),
+    pytest.param(5, 2, 4, 4, None, id="prime-tokens-half-remote"),
+]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(("T", "K", "E", "offset", "ids"), SHAPES)
+def test_sparse_gemv_fc1_and_fc2(fmt, T, K, E, offset, ids):
+    torch.manual_seed(T * 10 + K)
+    D, F = 64, 32
+    ids = torch.tensor(ids, dtype=torch.int32) + offset if ids else routing(T, K, E, offset, T)
+    if T == 3:  # every id below the local range: nothing is local on this rank
+        ids = ids % max(offset - E, 1)
+    w13, s13, w13d = quantised(fmt, torch.randn(E, 2 * F, D) * D**-0.5)
+    w2, s2, w2d = quantised(fmt, torch.randn(E, D, F) * F**-0.5)
+    b13, b2 = (torch.randn(E, 2 * F) * 0.5).bfloat16(), (torch.randn(E, D) * 0.5).bfloat16()
+    x = torch.randn(T, D).bfloat16()
+    a = torch.full((T, K, F), float("nan"), dtype=torch.bfloat16)
+    o = torch.full((T, K, D), float("nan"), dtype=torch.bfloat16)
+    # fc1: every slot reads its token, GLU fused; fc2: every slot its own activation row.
+    sparse_gemv(x, ids, w13, s13, b13, a, expert_offset=offset, glu="swiglu_oai", block_k=32)
+    sparse_gemv(a, ids, w2, s2, b2, o, expert_offset=offset)
+    local = 0
+    for t in range(T):
+        for k in range(K):
+            e = int(ids[t, k]) - offset
+            if not 0 <= e < E:
+                # The program left before loading anything: its rows keep the NaN poison.
+                assert torch.isnan(a[t, k].float()).all() and torch.isnan(o[t, k].float()).all()
+                continue
+            local += 1
+            want_a = rows_ref(x[t : t + 1], w13d[e], b13[e], "swiglu_oai")[0]
+            torch.testing.assert_close(a[t, k].float(), want_a, rtol=2**-7, atol=2**-7)
+            want_o = rows_ref(a[t : t + 1, k], w2d[e], b2[e], "none")[0]
+            torch.testing.assert_close(o[t, k].float(), want_o, rtol=2**-7, atol=2**-7)
+    assert local == 0 if T == 3 else local > 0
+
+
+def exact_weights(fmt: str, E: int, N: int, R: int, g: torch.Generator):
+    """Weights whose products with small integer tokens sum exactly in fp32, in any order."""
+    if fmt == "fp8":
+        w = torch.randint(-16, 17, (E, N, R), generator=g).float().to(torch.float8_e4m3fn)
+        s = torch.full((E,), 0.125)
+        return w, s, ref.dequant_weight_fp8_expert(w, s)
+    packed = torch.randint(0, 256, (E, N, R // 2), generator=g, dtype=torch.uint8)
+    s = torch.randint(124, 131, (E, N, R // 32), generator=g, dtype=torch.uint8)
+    return packed, s, ref.dequant_weight_mxfp4(packed, s)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_bf16_stores_round_to_nearest_even_exactly(fmt):
+    """fp32 sums that are exact whatever the order, plus a bias that needs rounding: the bf16
+    outputs must equal torch's round-to-nearest-even bit for bit (the interpreter's own
+    conversion truncates, DESIGN section 11), in the GEMV and in the dense GEMM."""
+    g = torch.Generator().manual_seed(5)
+    T, K, E, N, R = 3, 2, 2, 64, 64
+    w, s, wd = exact_weights(fmt, E, N, R, g)
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1], [1, 0], [0, 1]], dtype=torch.int32)
+    out = torch.empty(T, K, N, dtype=torch.bfloat16)
+    sparse_gemv(x, ids, w, s, b, out, expert_offset=0, block_k=32)
+    dense = torch.empty(E, T, N, dtype=torch.bfloat16)
+    batched_gemm(x, w, s, b, dense)
+    want = (torch.einsum("tr,enr->etn", x.float(), wd) + b.float()[:, None, :]).bfloat16()
+    rounded = want.float() != torch.einsum("tr,enr->etn", x.float(), wd) + b.float()[:, None]
+    assert rounded.float().mean() > 0.5  # the test really exercises the rounding
+    assert torch.equal(dense.view(torch.int16), want.view(torch.int16))
+    for t in range(T):
+        for k in range(K):
+            assert torch.equal(out[t, k].view(torch.int16), want[ids[t, k], t].view(torch.int16))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_sparse_gemv_never_touches_other_ranks_experts(fmt):
+    """The local experts sit between NaN experts of other ranks (and ids point far outside):
+    a program that did not leave at once would read NaN. The output must be finite and
+    bitwise the output of a clean, contiguous copy."""
+    torch.manual_seed(7)
+    E, N, R, T, K = 2, 32, 64, 3, 3
+    w, s, _ = quantised(fmt, torch.randn(E, N, R) * 0.1)
+    w_all = torch.zeros(3 * E, *w.shape[1:], dtype=w.dtype)
+    w_all.view(torch.uint8).fill_(0x7F if fmt == "fp8" else 0xFF)  # NaN bytes
+    w_all[E : 2 * E] = w
+    s_all = torch.full((3 * E, *s.shape[1:]), float("nan") if fmt == "fp8" else 255)
+    s_all = s_all.to(s.dtype)
+    s_all[E : 2 * E] = s
+    b = (torch.randn(E, N) * 0.5).bfloat16()
+    b_all = torch.full((3 * E, N), float("nan"), dtype=torch.bfloat16)
+    b_all[E : 2 * E] = b
+    offset = 100
+    ids = torch.tensor([[100, 98, 103], [-5, 101, 1 << 20], [99, 102, 100]], dtype=torch.int32)
+    x = torch.randn(T, R).bfloat16()
+    poisoned = torch.zeros(T, K, N, dtype=torch.bfloat16)
+    clean = torch.zeros(T, K, N, dtype=torch.bfloat16)
+    sparse_gemv(x, ids, w_all[E : 2 * E], s_all[E : 2 * E], b_all[E : 2 * E], poisoned,
+                expert_offset=offset, block_k=32)  # fmt: skip
+    sparse_gemv(x, ids, w.clone(), s.clone(), b.clone(), clean, expert_offset=offset, block_k=32)
+    assert torch.isfinite(poisoned.float()).all()
+    assert torch.equal(poisoned.view(torch.int16), clean.view(torch.int16))
+
+
+# (T tokens, layout, float32 y); each names its edge.
+COMBINES = [
+    pytest.param(1, "TKD", torch.float32, id="one-token-sparse-rows"),
+    pytest.param(5, "ETD", torch.bfloat16, id="prime-tokens-dense-rows"),
+]
+
+
+@pytest.mark.parametrize(("T", "layout", "y_dtype"), COMBINES)
+def test_combine_topk_skips_non_local_slots(T, layout, y_dtype):
+    """Non-local slots hold NaN weights and (sparse) NaN rows: y stays finite and equals the
+    reference sum over local slots; a float32 y matches it bit for bit (no fused multiply-add)."""
+    torch.manual_seed(T)
+    K, E, D, offset = 3, 2, 48, 6
+    ids = torch.tensor([[6, 3, 7], [9, 7, 6], [0, 1, 2], [7, 6, 11], [6, 8, 7]][:T]).int()
+    local = (ids >= offset) & (ids < offset + E)
+    wts = torch.where(local, torch.rand(T, K), float("nan"))
+    if layout == "TKD":
+        o = torch.randn(T, K, D).bfloat16()
+        o[~local] = float("nan")
+        rows = o.float()
+    else:
+        o = torch.randn(E, T, D).bfloat16()
+        rows = torch.stack([o[(ids[:, k] - offset).clamp(0, E - 1), torch.arange(T)]
+                            for k in range(K)], dim=1).float()  # fmt: skip
+    y = torch.empty(T, D, dtype=y_dtype)
+    combine_topk(o, ids, wts, y, expert_offset=offset, local_experts=E, layout=layout)
+    want = torch.zeros(T, D)
+    for k in range(K):
+        want[local[:, k]] += wts[local[:, k], k, None] * rows[local[:, k], k]
+    assert torch.isfinite(y.float()).all()
+    assert torch.equal(y, want.to(y_dtype))
+
+
+def test_batched_gemm_every_expert_every_token():
+    """The dense kernel on an N that is an odd multiple of 32 (32-column programs) and a prime
+    token count, both formats, with and without the fused GLU."""
+    torch.manual_seed(11)
+    E, T, D, F = 3, 5, 64, 48  # fc1: 2F = 96 output columns, 48 after the GLU
+    x = torch.randn(T, D).bfloat16()
+    for fmt in FORMATS:
+        w13, s13, w13d = quantised(fmt, torch.randn(E, 2 * F, D) * D**-0.5)
+        b13 = (torch.randn(E, 2 * F) * 0.5).bfloat16()
+        a = torch.empty(E, T, F, dtype=torch.bfloat16)
+        batched_gemm(x, w13, s13, b13, a, glu="silu")
+        for e in range(E):
+            want = rows_ref(x, w13d[e], b13[e], "silu")
+            torch.testing.assert_close(a[e].float(), want, rtol=2**-7, atol=2**-7)
+        w2, s2, w2d = quantised(fmt, torch.randn(E, 96, 64) * 0.1)  # N = 96: 32-column blocks
+        b2 = (torch.randn(E, 96) * 0.5).bfloat16()
+        xe = torch.randn(E, T, 64).bfloat16()
+        o = torch.empty(E, T, 96, dtype=torch.bfloat16)
+        batched_gemm(xe, w2, s2, b2, o)
+        for e in range(E):
+            torch.testing.assert_close(o[e].float(), rows_ref(xe[e], w2d[e], b2[e], "none"),
+                                       rtol=2**-7, atol=2**-7)  # fmt: skip
+
+
+def test_launchers_name_bad_arguments():
+    w, s, _ = quantised("fp8", torch.randn(2, 32, 64))
+    b = torch.zeros(2, 32, dtype=torch.bfloat16)
+    ids = torch.zeros(1, 1, dtype=torch.int32)
+    x = torch.zeros(1, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="out must be bf16"):
+        sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 16, dtype=torch.bfloat16), expert_offset=0)
+    with pytest.raises(ValueError, match="w_scale float32"):
+        sparse_gemv(x, ids, w, s[:1], b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
+                    expert_offset=0)  # fmt: skip
+    with pytest.raises(ValueError, match="float8_e4m3fn"):
+        batched_gemm(x, w.float(), s, b, torch.empty(2, 1, 32, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="layout"):
+        combine_topk(x[None], ids, ids.float(), x, expert_offset=0, local_experts=1, layout="X")
