@@ -12,8 +12,11 @@ Legend: T tokens, K top-k, E experts (global unless said).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,47 +69,107 @@ def _balanced(tokens: int, experts: int, top_k: int, g: torch.Generator) -> torc
     return perm[s % experts]
 
 
+MAX_TRACE_BYTES = 256 << 20
+MAX_TRACE_LAYERS = 1 << 16
+MAX_TRACE_EXPERTS = 1 << 14
+
+
 def load_trace_counts(path: str | Path, layer: int | None) -> tuple[np.ndarray, str]:
     """Per-expert counts of one layer from a load trace, and the file's sha256.
 
     Formats: SGLang's expert-distribution ``stat`` JSON (``{"logical_count": [[E] x layers]}``) and
-    a NumPy count matrix ``[layers, E]`` (.npy, loaded with allow_pickle=False). Richer trace
-    formats come with the trace importers.
+    a NumPy count matrix ``[layers, E]`` (.npy, integer or float, never pickled objects). Richer
+    trace formats come with the trace importers. Anything else, however malformed, is one
+    TraceError naming the file.
     """
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        with open(p, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise TraceError(f"{p}: not a regular file")
+            raw = f.read(MAX_TRACE_BYTES + 1)
     except OSError as exc:
         raise TraceError(f"{p}: cannot read trace ({exc.strerror or exc})") from None
+    if len(raw) > MAX_TRACE_BYTES:
+        raise TraceError(f"{p}: larger than {MAX_TRACE_BYTES >> 20} MiB; not a load trace")
     sha = hashlib.sha256(raw).hexdigest()
     try:
-        if p.suffix == ".npy":
-            import io
-
-            counts = np.load(io.BytesIO(raw), allow_pickle=False)
-        else:
-            doc = json.loads(raw)
-            if not isinstance(doc, dict) or "logical_count" not in doc:
-                raise TraceError(f"{p}: expected a JSON object with 'logical_count'")
-            counts = np.asarray(doc["logical_count"], dtype=np.float64)
+        counts = _npy_counts(raw, p) if p.suffix == ".npy" else _json_counts(raw, p)
     except TraceError:
         raise
-    except (ValueError, TypeError) as exc:
-        raise TraceError(f"{p}: malformed trace ({str(exc).splitlines()[0][:120]})") from None
-    if counts.ndim != 2 or counts.shape[1] < 1 or not np.isfinite(counts).all():
+    except (
+        ValueError,
+        TypeError,
+        OverflowError,
+        RecursionError,
+        MemoryError,
+        EOFError,
+        SyntaxError,
+    ) as exc:
+        detail = " ".join(str(exc).split())[:120] or type(exc).__name__
+        raise TraceError(f"{p}: malformed trace ({detail})") from None
+    if counts.ndim != 2 or not 1 <= counts.shape[0] <= MAX_TRACE_LAYERS:
+        raise TraceError(
+            f"{p}: expected a [layers, experts] count matrix, got shape {list(counts.shape)}"
+        )
+    if not 1 <= counts.shape[1] <= MAX_TRACE_EXPERTS:
+        raise TraceError(
+            f"{p}: {counts.shape[1]} experts per layer; expected 1 to {MAX_TRACE_EXPERTS}"
+        )
+    counts = counts.astype(np.float64)
+    if not np.isfinite(counts).all():
         raise TraceError(f"{p}: expected a finite [layers, experts] count matrix")
     if (counts < 0).any():
         raise TraceError(f"{p}: negative expert counts")
+    with np.errstate(over="ignore"):
+        totals = counts.sum(axis=1)
     if layer is None:
-        nonzero = np.nonzero(counts.sum(axis=1) > 0)[0]
+        nonzero = np.nonzero(totals > 0)[0]
         if nonzero.size == 0:
             raise TraceError(f"{p}: every layer is empty")
         layer = int(nonzero[0])
     if not 0 <= layer < counts.shape[0]:
         raise TraceError(f"{p}: layer {layer} out of range [0, {counts.shape[0]})")
-    if counts[layer].sum() <= 0:
+    if totals[layer] <= 0:
         raise TraceError(f"{p}: layer {layer} has no routed tokens (a dense layer?)")
-    return counts[layer].astype(np.float64), sha
+    return counts[layer].copy(), sha
+
+
+def _npy_counts(raw: bytes, p: Path) -> np.ndarray:
+    """A numeric 2-D array from .npy bytes; the header is checked before any data is read, so a
+    header that declares a huge shape allocates nothing."""
+    f = io.BytesIO(raw)
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise TraceError(f"{p}: .npy format version {version} is not supported")
+    if dtype.hasobject or dtype.kind not in "biuf" or dtype.fields is not None:
+        raise TraceError(f"{p}: expected integer or float counts, got dtype {dtype.str}")
+    if len(shape) != 2:
+        raise TraceError(f"{p}: expected a [layers, experts] count matrix, got shape {list(shape)}")
+    if math.prod(shape) * dtype.itemsize != len(raw) - f.tell():
+        raise TraceError(f"{p}: truncated or padded .npy (header declares shape {list(shape)})")
+    return np.load(io.BytesIO(raw), allow_pickle=False)
+
+
+def _json_counts(raw: bytes, p: Path) -> np.ndarray:
+    """``logical_count`` of an SGLang stat JSON as a float64 matrix, every entry checked."""
+    doc = json.loads(raw)
+    if not isinstance(doc, dict) or "logical_count" not in doc:
+        raise TraceError(f"{p}: expected a JSON object with 'logical_count'")
+    rows = doc["logical_count"]
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, list) for r in rows):
+        raise TraceError(f"{p}: logical_count must be a non-empty list of per-layer lists")
+    width = len(rows[0])
+    for i, row in enumerate(rows):
+        if len(row) != width:
+            raise TraceError(f"{p}: logical_count[{i}] has {len(row)} experts, layer 0 has {width}")
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in row):
+            raise TraceError(f"{p}: logical_count[{i}] holds a value that is not a number")
+    return np.array(rows, dtype=np.float64).reshape(len(rows), width)
 
 
 def synthesize(

@@ -21,6 +21,7 @@ import itertools
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,9 @@ MAX_WIDTH = 1 << 17
 MAX_EXPERTS = 1 << 14
 MAX_RANKS = 1 << 12
 MAX_SEED = 2**63 - 1
+MAX_DRAWS = 1 << 28  # routing draws tokens_per_rank * dp * experts random numbers on the host
+MAX_SAMPLES = 4_000_000  # sample rows one case holds in memory before its part is written
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
 CASE_ID_MAX = 100
 
 
@@ -109,6 +113,7 @@ class MeasureSpec:
     ranks: tuple[int, ...] | None = None  # None: every rank
     baseline: str = "stock"
     graph: bool = True
+    case_timeout_s: float | None = None  # None: no limit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,7 +165,10 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
     """Read and validate a scenario file."""
     label = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ScenarioError(f"{label}: not a regular file")
+            raw = f.read(4 * MAX_TEXT + 1)  # a bounded read: /dev/zero is not a scenario
     except OSError as exc:
         raise ScenarioError(_oneline(f"{label}: cannot read ({exc.strerror or exc})")) from None
     if len(raw) > 4 * MAX_TEXT:
@@ -655,6 +663,14 @@ def _measure(v: Any) -> MeasureSpec:
                 raise _Invalid(f"measure.ranks[{i}]", f"rank {r} is listed twice")
             checked.append(r)
         ranks = tuple(checked)
+    timeout = m.get("case_timeout_s")
+    if timeout is not None:
+        timeout = _num(timeout, "measure.case_timeout_s")
+        if not 0 < timeout <= MAX_TIMEOUT_S:
+            raise _Invalid(
+                "measure.case_timeout_s",
+                f"must be > 0 and at most {MAX_TIMEOUT_S:g} seconds (or null), got {timeout:g}",
+            )
     return MeasureSpec(
         regimes=_choices(m.get("regimes", ("ffn", "kernel")), "measure.regimes", REGIMES),
         stages=_choices(m.get("stages", STAGES), "measure.stages", STAGES),
@@ -664,6 +680,7 @@ def _measure(v: Any) -> MeasureSpec:
         ranks=ranks,
         baseline=_str(m.get("baseline", "stock"), "measure.baseline"),
         graph=_bool(m.get("graph", True), "measure.graph"),
+        case_timeout_s=timeout,
     )
 
 
@@ -722,6 +739,15 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
                 f"fewer than model.top_k ({model.top_k})",
             )
     tokens = shape.tokens_per_rank * topology.dp
+    n_ranks = len(measure.ranks) if measure.ranks is not None else ep
+    n_timed = ("ffn" in measure.regimes) + len(measure.stages) * ("kernel" in measure.regimes)
+    n_samples = n_ranks * len(arms) * measure.blocks * measure.iterations * n_timed
+    if n_samples > MAX_SAMPLES:
+        raise _Invalid(
+            "measure.iterations",
+            f"a case would record {n_samples:,} samples (ranks x arms x blocks x iterations x "
+            f"timed stages); at most {MAX_SAMPLES:,}",
+        )
     if routing.family == "full_capacity":
         slots = tokens * model.top_k
         if slots % model.experts or (slots // model.experts) % shape.alignment:
@@ -744,6 +770,12 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
                 f"the capacity buffer would need {rows} rows (tokens_per_rank * ep * "
                 f"top_k + local_experts * alignment); row indices are int32",
             )
+    if tokens * model.experts > MAX_DRAWS:
+        raise _Invalid(
+            "shape.tokens_per_rank",
+            f"the routing would draw tokens_per_rank * dp * experts = {tokens * model.experts:,} "
+            f"random numbers on the host; at most {MAX_DRAWS:,}",
+        )
     return Scenario(
         name=_text(doc["name"], "name"),
         description=_str(doc.get("description", ""), "description"),
