@@ -104,7 +104,7 @@ def run_case_in_child(p, writer: RunWriter, options, stop: faults.Stopper, limit
             )
         else:
             check = "run"
-            how = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
+            how = f"killed by {_signame(-rc)}" if rc < 0 else f"exit code {rc}"
             last = _last_line(job_dir / "child.log")
             detail = f"crash: the isolated case died ({how})" + (
                 f"; last output: {last}" if last else ""
@@ -115,6 +115,13 @@ def run_case_in_child(p, writer: RunWriter, options, stop: faults.Stopper, limit
                 rows.add(rank_cols, arm, Check(name=check, status="error", detail=detail[:300]))
     shutil.rmtree(job_dir, ignore_errors=True)
     return rows
+
+
+def _signame(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _last_line(log: Path) -> str:
