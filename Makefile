@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SCENARIO ?= scenarios/smoke.yaml
 RESULTS ?= results
 
-.PHONY: install run test lint fmt bench ci-bench clean
+.PHONY: install run test lint fmt fuzz bench ci-bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check moebench arms tests
 	$(BIN)/ruff format --check moebench arms tests
+
+# Hostile input outside pytest: 10,000 scenario documents and 10,000 trace files (docs/ROBUSTNESS.md).
+fuzz: $(STAMP)
+	$(BIN)/python tools/fuzz_scenarios.py
 
 fmt: $(STAMP)
 	$(BIN)/ruff format moebench arms tests

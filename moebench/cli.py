@@ -1,7 +1,9 @@
 """The Typer face of moebench: thin commands over plain functions.
 
 Every user mistake is a MoebenchError: one line on stderr, exit code 2, no traceback.
-Exit codes: 0 done, 1 a gate failed (mismatch) or a gated regression, 2 bad input, 130 interrupted.
+Exit codes: 0 done, 1 a gate failed (mismatch), an arm or case could not run (error rows) or a
+gated regression, 2 bad input, 3 a device fault stopped the run, 130 interrupted (SIGINT),
+143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from moebench.cli_trace import trace_app
-from moebench.errors import MoebenchError
+from moebench.errors import DeviceFault, MoebenchError
 
 app = typer.Typer(
     help="Prove that a Mixture-of-Experts FFN change is faster, where, and why.",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
 )
 out = Console()
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -58,8 +62,8 @@ class _RichProgress:
     def start(self, total: int) -> None:
         self.task = self.p.add_task("cases x ranks x arms", total=total)
 
-    def step(self, label: str) -> None:
-        self.p.update(self.task, advance=1, description=label)
+    def step(self, label: str, advance: int = 1) -> None:
+        self.p.update(self.task, advance=advance, description=label)
 
 
 @app.command()
@@ -83,6 +87,15 @@ def run(
         typer.Option(help="A/A control: also time a second copy of the baseline arm, "
                      "'<baseline>~aa', to measure the false-positive rate (measure.aa)."),
     ] = False,
+    isolate: Annotated[
+        bool, typer.Option(help="Run each case in a child process: a crash costs only that case.")
+    ] = False,
+    case_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a case may take (overrides measure.case_timeout_s).", show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Check, then time, every arm of every case of SCENARIO; write Parquet; print a summary."""
     _use_interpreter_without_gpu()
@@ -92,36 +105,80 @@ def run(
     try:
         s = _load(scenario)
         options = RunOptions(
-            results_dir=results, resume=resume, allow_mismatch=allow_mismatch,
-            allow_source_drift=allow_source_drift, command=" ".join(sys.argv), aa=aa,
+            results_dir=results,
+            resume=resume,
+            allow_mismatch=allow_mismatch,
+            allow_source_drift=allow_source_drift,
+            isolate=isolate,
+            case_timeout_s=case_timeout,
+            command=" ".join(sys.argv),
+            aa=aa,
         )
         with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=err, transient=True,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
         ) as bar:
             summary = run_scenario(s, options, _RichProgress(bar))
     except MoebenchError as exc:
         raise _fail(exc) from None
-    except KeyboardInterrupt:
-        err.print("moebench: interrupted; finished cases are kept (see the manifest to resume)")
-        raise typer.Exit(130) from None
-    out.print(f"run {summary.run_id}: {summary.cases_run} cases run, "
-              f"{summary.cases_skipped} already done -> {summary.run_dir}")
+    except DeviceFault as exc:
+        err.print(f"moebench: error: {exc}", markup=False)
+        raise typer.Exit(3) from None
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", 2)
+        msg = str(exc) if getattr(exc, "signum", None) else "interrupted; finished cases are kept"
+        err.print(f"moebench: {msg}", markup=False)
+        raise typer.Exit(128 + signum) from None
+    out.print(
+        f"run {summary.run_id}: {summary.cases_run} cases run, "
+        f"{summary.cases_skipped} already done -> {summary.run_dir}",
+        soft_wrap=True,  # one line, however long the path
+    )
     _print_comparison([summary.run_dir], baseline or s.measure.baseline, "table", 2.0)
+    if summary.errors:
+        err.print(
+            f"moebench: {len(summary.errors)} arm(s) could not run (recorded as error "
+            "rows): " + "; ".join(summary.errors[:3]),
+            markup=False,
+        )
     if summary.mismatches:
-        err.print(f"moebench: {len(summary.mismatches)} arm(s) failed a correctness gate: "
-                  + ", ".join(summary.mismatches[:5]), markup=False)
+        err.print(
+            f"moebench: {len(summary.mismatches)} arm(s) failed a correctness gate: "
+            + ", ".join(summary.mismatches[:5]),
+            markup=False,
+        )
+    if summary.errors or summary.mismatches:
         raise typer.Exit(1)
 
 
+@app.command("run-case", hidden=True)
+def run_case(job: Annotated[Path, typer.Argument(help="Job file written by run --isolate.")]):
+    """Internal: run one case of an isolated run in this process."""
+    _use_interpreter_without_gpu()
+    from moebench.isolate import child_main
+
+    try:
+        code = child_main(job)
+    except MoebenchError as exc:
+        raise _fail(exc) from None
+    except KeyboardInterrupt as exc:
+        raise typer.Exit(128 + getattr(exc, "signum", 2)) from None
+    raise typer.Exit(code)
+
+
 def _print_comparison(runs: list[Path], baseline: str, fmt: str, threshold: float,
-                      correction: str = "bonferroni", plot: Path | None = None):
+                      correction: str = "bonferroni", plot: Path | None = None,
+                      force: bool = False):
     from moebench.compare import compare_runs
     from moebench.report import render
     from moebench.results import load_run
 
     comparison = compare_runs([load_run(r) for r in runs], baseline=baseline,
-                              threshold_pct=threshold, correction=correction)
+                              threshold_pct=threshold, correction=correction, force=force)
     for w in comparison.warnings:
         err.print(f"moebench: warning: {w}", markup=False)
     plots = []
@@ -159,21 +216,28 @@ def compare(
         typer.Option("--no-correction",
                      help="95% CI per cell instead of Bonferroni over all cells."),
     ] = False,
+    force: Annotated[
+        bool, typer.Option(help="Put runs side by side even when they share no case.")
+    ] = False,
 ) -> None:
     """Medians, noise, per-rank spread, change against the baseline with a block-bootstrap CI
     corrected for the number of cells, a decision, the A/A false-positive rate; plots."""
     if format not in ("table", "markdown", "csv", "json"):
-        raise _fail(MoebenchError(f"--format: expected table, markdown, csv or json, got {format!r}"))
+        raise _fail(
+            MoebenchError(f"--format: expected table, markdown, csv or json, got {format!r}")
+        )
     try:
         comparison = _print_comparison(runs, baseline, format, threshold,
-                                       "none" if no_correction else "bonferroni", plot)
+                                       "none" if no_correction else "bonferroni", plot, force)
     except MoebenchError as exc:
         raise _fail(exc) from None
     if fail_on_regression is not None:
         bad = comparison.regressions(fail_on_regression)
         if bad:
-            err.print(f"moebench: {len(bad)} significant regression(s) above "
-                      f"{fail_on_regression:g}%", markup=False)
+            err.print(
+                f"moebench: {len(bad)} significant regression(s) above {fail_on_regression:g}%",
+                markup=False,
+            )
             raise typer.Exit(1)
 
 
@@ -188,18 +252,21 @@ def validate(scenario: ScenarioArg) -> None:
         planned = plan(s)
     except MoebenchError as exc:
         raise _fail(exc) from None
-    from moebench import routing
-
     t = Table(title=f"{s.name}: {len(planned)} case(s), arms {', '.join(s.arms)}")
     for col in ("case", "routing", "capacity rows", "ranks", "live rows min/max", "empty experts"):
         t.add_column(col)
     for p in planned:
-        E = s.model.experts // s.topology.ep
-        live = [int(routing.local_counts(p.routing.topk_ids_TK, r * E, E).sum()) for r in p.ranks]
-        empty = [int((routing.local_counts(p.routing.topk_ids_TK, r * E, E) == 0).sum())
-                 for r in p.ranks]
-        t.add_row(p.case.case_id, p.routing.label, str(p.capacity_rows), str(len(p.ranks)),
-                  f"{min(live)} / {max(live)}", f"{min(empty)} / {max(empty)}")
+        counts = p.counts_RE[list(p.ranks)]
+        live = counts.sum(dim=1).tolist()
+        empty = (counts == 0).sum(dim=1).tolist()
+        t.add_row(
+            p.case.case_id,
+            p.routing.label,
+            str(p.capacity_rows),
+            str(len(p.ranks)),
+            f"{min(live)} / {max(live)}",
+            f"{min(empty)} / {max(empty)}",
+        )
     out.print(t)
 
 
@@ -216,8 +283,12 @@ def arms() -> None:
         t.add_column(col, overflow="fold")
     for name, mod in ARMS.items():
         doc = (mod.__doc__ or "").strip().splitlines()[0]
-        t.add_row(f"{name}\n{doc}", "\n".join(mod.KERNELS), prov[name]["hash"],
-                  "\n".join(prov[name]["files"]))
+        t.add_row(
+            f"{name}\n{doc}",
+            "\n".join(mod.KERNELS),
+            prov[name]["hash"],
+            "\n".join(prov[name]["files"]),
+        )
     out.print(t)
 
 

@@ -19,3 +19,8 @@ class SourceDriftError(MoebenchError):
 
 class ResultsError(MoebenchError):
     """The results folder cannot be written, or a run to resume is not what it claims."""
+
+
+class DeviceFault(Exception):
+    """A device error that left the CUDA context unusable stopped the run (not a user mistake:
+    the CLI exits 3). Finished cases are kept; the message says how to resume."""

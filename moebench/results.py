@@ -15,9 +15,12 @@ listing, so a part left by a crash between the parts and the manifest is ignored
 and deleted by ``RunWriter.resume``.
 
 Manifest keys owned here: ``results_format``, ``run_id``, ``status`` (running, complete,
-mismatch, failed, interrupted), ``started_at``, ``ended_at``, ``resumed_at`` (list) and
+mismatch, errors, failed, interrupted), ``started_at``, ``ended_at``, ``resumed_at`` (list) and
 ``finished_cases`` (list, in the order written). Everything else (``scenario``, ``sources``,
 ``environment``, ...) is the caller's and is stored as given.
+
+``run_dir/.scratch/`` is the caller's working space (an isolated case's child writes there); it is
+never read by ``load_run`` and is emptied by ``resume``.
 """
 
 from __future__ import annotations
@@ -51,8 +54,12 @@ TABLES = ("samples", "checks", "routing")
 RESERVED_KEYS = frozenset(
     {"results_format", "run_id", "status", "started_at", "ended_at", "resumed_at", "finished_cases"}
 )
-# "mismatch": every case ran but some arm failed a correctness gate (the runner exits non-zero).
-FINAL_STATUSES = frozenset({"complete", "mismatch", "failed", "interrupted"})
+SCRATCH = ".scratch"
+# "mismatch": every case ran but some arm failed a correctness gate; "errors": every case ran but
+# some arm or case could not (out of memory, compile error, time limit), recorded as `error` rows;
+# "failed": the run stopped (a device fault); "interrupted": a signal stopped it. The runner exits
+# non-zero for all four.
+FINAL_STATUSES = frozenset({"complete", "mismatch", "errors", "failed", "interrupted"})
 DEFAULT_MIN_FREE_MB = 100
 
 STAGES = frozenset({"scatter", "fc1", "act", "fc2", "combine", "ffn"})
@@ -213,6 +220,29 @@ def _write_manifest(run_dir: Path, manifest: dict) -> None:
     _atomic_write(run_dir / MANIFEST, lambda f: f.write(text.encode() + b"\n"))
 
 
+def read_manifest(run_dir: Path | str) -> dict:
+    """The manifest of a run folder, checked; ResultsError (one line) when it is not a run."""
+    return _read_manifest(Path(run_dir))
+
+
+def check_room(root: Path, min_free_mb: float = DEFAULT_MIN_FREE_MB) -> None:
+    """ResultsError unless ``root`` (or, when it does not exist yet, its nearest existing parent)
+    is a writable folder with at least ``min_free_mb`` free. Creates nothing."""
+    root = Path(root)
+    probe = root
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ResultsError(f"cannot create results folder {root}: {probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ResultsError(f"results folder {probe} is not writable")
+    free_mb = shutil.disk_usage(probe).free / 2**20
+    if free_mb < min_free_mb:
+        raise ResultsError(
+            f"only {free_mb:.0f} MB free under {probe}; need at least {min_free_mb:.0f} MB"
+        )
+
+
 def _read_manifest(run_dir: Path) -> dict:
     path = run_dir / MANIFEST
     if not run_dir.is_dir():
@@ -318,17 +348,13 @@ class RunWriter:
         if manifest.get("run_id", run_id) != run_id:
             raise ValueError(f"manifest run_id {manifest['run_id']!r} is not {run_id!r}")
         root = Path(root)
+        check_room(root, min_free_mb)  # before anything is created
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ResultsError(f"cannot create results folder {root}: {_one_line(exc)}") from None
         if not os.access(root, os.W_OK | os.X_OK):
             raise ResultsError(f"results folder {root} is not writable")
-        free_mb = shutil.disk_usage(root).free / 2**20
-        if free_mb < min_free_mb:
-            raise ResultsError(
-                f"only {free_mb:.0f} MB free under {root}; need at least {min_free_mb} MB"
-            )
         run_dir = root / run_id
         try:
             run_dir.mkdir()
@@ -350,16 +376,19 @@ class RunWriter:
         return cls(run_dir, full, lock_file)
 
     @classmethod
-    def resume(cls, run_dir: Path) -> RunWriter:
-        """Reopen an interrupted run: delete temp files and parts of unfinished cases, check that
-        every finished case has its three parts, set status back to ``running``."""
+    def resume(cls, run_dir: Path, *, min_free_mb: int = DEFAULT_MIN_FREE_MB) -> RunWriter:
+        """Reopen an interrupted run: delete temp files, the scratch folder and parts of
+        unfinished cases, check that every finished case has its three parts, set status back to
+        ``running``. Nothing changes when the folder is not a run, is locked, or has no room."""
         run_dir = Path(run_dir)
         manifest = _read_manifest(run_dir)
+        check_room(run_dir, min_free_mb)
         lock_file = _lock(run_dir)
         finished = set(manifest["finished_cases"])
         try:
             for stray in run_dir.glob(".*.tmp"):
                 stray.unlink()
+            shutil.rmtree(run_dir / SCRATCH, ignore_errors=True)
             for table in TABLES:
                 folder = run_dir / table
                 folder.mkdir(exist_ok=True)
@@ -418,6 +447,18 @@ class RunWriter:
                 f"cannot write case {case_id!r} in {self.run_dir}: {_one_line(exc)}"
             ) from None
 
+    def scratch(self, name: str) -> Path:
+        """A fresh, empty folder ``run_dir/.scratch/<name>`` (``name`` a case id)."""
+        self._check_open()
+        check_case_id(name)
+        folder = self.run_dir / SCRATCH / name
+        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            folder.mkdir(parents=True)
+        except OSError as exc:
+            raise ResultsError(f"cannot create {folder}: {_one_line(exc)}") from None
+        return folder
+
     def update_manifest(self, **fields: Any) -> None:
         """Add or replace caller-owned manifest keys and rewrite the manifest atomically."""
         self._check_open()
@@ -440,6 +481,7 @@ class RunWriter:
         self._manifest["status"] = status
         self._manifest["ended_at"] = _now()
         self._save()
+        shutil.rmtree(self.run_dir / SCRATCH, ignore_errors=True)
         self.close()
 
     def close(self) -> None:

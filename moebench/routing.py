@@ -18,9 +18,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from moebench import trace_replay, traces
+from moebench.errors import TraceError
 from moebench.layout import align_up
 
 FAMILIES = ("uniform", "balanced", "zipf", "hot_rank", "empty_experts", "full_capacity", "trace")
@@ -64,6 +66,30 @@ def _balanced(tokens: int, experts: int, top_k: int, g: torch.Generator) -> torc
     perm = torch.randperm(experts, generator=g)
     s = torch.arange(tokens * top_k).view(tokens, top_k)
     return perm[s % experts]
+
+
+def load_trace_counts(path: str | Path, layer: int | None) -> tuple[np.ndarray, str]:
+    """Per-expert counts (float64 [E], steps summed) of one layer of a load trace, and the
+    trace's content sha256: what a trace scenario replays. ``layer`` None takes the first layer
+    with load. Any malformed file is one TraceError naming it (moebench.traces)."""
+    t = traces.load_any(path)
+    if t.kind != "load":
+        raise TraceError(f"{path}: a per-token trace has no load counts; replay it as recorded")
+    counts_LE = t.counts_SLE.sum(axis=0)
+    totals = counts_LE.sum(axis=1)
+    if layer is None:
+        loaded = np.nonzero(totals > 0)[0]
+        if loaded.size == 0:
+            raise TraceError(f"{path}: every layer is empty")
+        index = int(loaded[0])
+    elif layer in t.layers:
+        index = t.layers.index(layer)
+    else:
+        raise TraceError(f"{path}: layer {layer} not in the trace (layers {t.layers[0]}.."
+                         f"{t.layers[-1]})")
+    if totals[index] <= 0:
+        raise TraceError(f"{path}: layer {t.layers[index]} has no routed tokens (a dense layer?)")
+    return counts_LE[index].copy(), t.sha256
 
 
 def synthesize(

@@ -23,6 +23,7 @@ import itertools
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,9 @@ MAX_WIDTH = 1 << 17
 MAX_EXPERTS = 1 << 14
 MAX_RANKS = 1 << 12
 MAX_SEED = 2**63 - 1
+MAX_DRAWS = 1 << 28  # routing draws tokens_per_rank * dp * experts random numbers on the host
+MAX_SAMPLES = 4_000_000  # sample rows one case holds in memory before its part is written
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
 CASE_ID_MAX = 100
 
 
@@ -131,6 +135,7 @@ class MeasureSpec:
     baseline: str = "stock"
     graph: bool = True
     aa: bool = False  # also time a second copy of the baseline, "<baseline>~aa" (A/A control)
+    case_timeout_s: float | None = None  # None: no limit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,7 +187,10 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
     """Read and validate a scenario file."""
     label = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ScenarioError(f"{label}: not a regular file")
+            raw = f.read(4 * MAX_TEXT + 1)  # a bounded read: /dev/zero is not a scenario
     except OSError as exc:
         raise ScenarioError(_oneline(f"{label}: cannot read ({exc.strerror or exc})")) from None
     if len(raw) > 4 * MAX_TEXT:
@@ -701,6 +709,14 @@ def _measure(v: Any, family: str) -> MeasureSpec:
                 raise _Invalid(f"measure.ranks[{i}]", f"rank {r} is listed twice")
             checked.append(r)
         ranks = tuple(checked)
+    timeout = m.get("case_timeout_s")
+    if timeout is not None:
+        timeout = _num(timeout, "measure.case_timeout_s")
+        if not 0 < timeout <= MAX_TIMEOUT_S:
+            raise _Invalid(
+                "measure.case_timeout_s",
+                f"must be > 0 and at most {MAX_TIMEOUT_S:g} seconds (or null), got {timeout:g}",
+            )
     return MeasureSpec(
         regimes=_choices(m.get("regimes", ("ffn", "kernel")), "measure.regimes", REGIMES),
         stages=_choices(
@@ -713,6 +729,7 @@ def _measure(v: Any, family: str) -> MeasureSpec:
         baseline=_str(m.get("baseline", FAMILY_BASELINE[family]), "measure.baseline"),
         graph=_bool(m.get("graph", True), "measure.graph"),
         aa=_bool(m.get("aa", False), "measure.aa"),
+        case_timeout_s=timeout,
     )
 
 
@@ -795,6 +812,15 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
                 f"fewer than model.top_k ({model.top_k})",
             )
     tokens = shape.tokens_per_rank * topology.dp
+    n_ranks = len(measure.ranks) if measure.ranks is not None else ep
+    n_timed = ("ffn" in measure.regimes) + len(measure.stages) * ("kernel" in measure.regimes)
+    n_samples = n_ranks * len(arms) * measure.blocks * measure.iterations * n_timed
+    if n_samples > MAX_SAMPLES:
+        raise _Invalid(
+            "measure.iterations",
+            f"a case would record {n_samples:,} samples (ranks x arms x blocks x iterations x "
+            f"timed stages); at most {MAX_SAMPLES:,}",
+        )
     if routing.family == "full_capacity":
         slots = tokens * model.top_k
         if slots % model.experts or (slots // model.experts) % shape.alignment:
@@ -817,6 +843,12 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
                 f"the capacity buffer would need {rows} rows (tokens_per_rank * ep * "
                 f"top_k + local_experts * alignment); row indices are int32",
             )
+    if tokens * model.experts > MAX_DRAWS:
+        raise _Invalid(
+            "shape.tokens_per_rank",
+            f"the routing would draw tokens_per_rank * dp * experts = {tokens * model.experts:,} "
+            f"random numbers on the host; at most {MAX_DRAWS:,}",
+        )
     return Scenario(
         name=_text(doc["name"], "name"),
         description=_str(doc.get("description", ""), "description"),

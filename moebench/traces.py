@@ -33,6 +33,7 @@ import io
 import json
 import math
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -322,18 +323,49 @@ def _fixed_lists(column, n: int) -> np.ndarray:
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
+    """The file's bytes: a regular file only (never /dev/zero or a FIFO), read with a bound."""
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > MAX_BYTES:
-            raise TraceError(f"{p}: {size} bytes, more than moebench reads ({MAX_BYTES})")
-        return p.read_bytes()
+        with open(p, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise TraceError(f"{p}: not a regular file")
+            raw = f.read(MAX_BYTES + 1)
     except OSError as exc:
         raise TraceError(f"{p}: cannot read trace ({exc.strerror or exc})") from None
+    if len(raw) > MAX_BYTES:
+        raise TraceError(f"{p}: more than {MAX_BYTES} bytes, more than moebench reads")
+    return raw
+
+
+def _check_npy_header(raw: bytes, where: str) -> None:
+    """Refuse an .npy whose header declares objects or a shape its bytes do not hold, before
+    numpy reads (or allocates) anything."""
+    f = io.BytesIO(raw)
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version in ((2, 0), (3, 0)):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise TraceError(f"{where}: .npy format version {version} is not supported")
+    except (ValueError, EOFError, SyntaxError) as exc:
+        raise TraceError(f"{where}: not a NumPy file moebench can read ({first_line(exc)})") from None
+    if dtype.hasobject:
+        raise TraceError(f"{where}: not a NumPy file moebench can read: expected integer or float "
+                         f"counts, got dtype {dtype.str} (pickled objects are never loaded)")
+    if dtype.kind not in "biuf" or dtype.fields is not None:
+        raise TraceError(f"{where}: counts must be numbers: expected integer or float counts, "
+                         f"got dtype {dtype.str}")
+    if math.prod(shape) * dtype.itemsize != len(raw) - f.tell():
+        raise TraceError(f"{where}: not a NumPy file moebench can read: truncated or padded .npy "
+                         f"(header declares shape {list(shape)})")
 
 
 def npy_load(raw: bytes, where: str):
     """np.load that never unpickles: an ndarray (.npy) or a dict of ndarrays (.npz)."""
+    if raw.startswith(b"\x93NUMPY"):
+        _check_npy_header(raw, where)
     try:
         out = np.load(io.BytesIO(raw), allow_pickle=False)
         if isinstance(out, np.lib.npyio.NpzFile):
@@ -350,7 +382,7 @@ def count_array(a, where: str, name: str = "counts") -> np.ndarray:
     """A finite, non-negative [layers, E] or [steps, layers, E] array, as float64 [S, L, E]."""
     try:
         arr = np.asarray(a)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
         raise TraceError(f"{where}: {name} is not a numeric array ({first_line(exc)})") from None
     if arr.dtype.kind not in "iuf":
         raise TraceError(f"{where}: {name} must be numbers, got dtype {arr.dtype}")
@@ -361,7 +393,10 @@ def count_array(a, where: str, name: str = "counts") -> np.ndarray:
             f"{where}: {name} must be [layers, experts] or [steps, layers, experts], "
             f"got shape {list(np.shape(a))}"
         )
-    arr = arr.astype(np.float64)
+    try:
+        arr = arr.astype(np.float64)
+    except OverflowError as exc:
+        raise TraceError(f"{where}: {name} does not fit float64 ({first_line(exc)})") from None
     if not np.isfinite(arr).all():
         raise TraceError(f"{where}: {name} holds NaN or infinite values")
     if (arr < 0).any():
