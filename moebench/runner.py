@@ -37,6 +37,8 @@ class RunOptions:
     allow_source_drift: bool = False
     command: str = ""
     aa: bool = False  # A/A control, as measure.aa
+    # topology.mode distributed (moebench.dist_runner): collective timeout, seconds.
+    dist_timeout_s: float = 300.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,6 +157,10 @@ def plan(s: Scenario) -> list[PlannedCase]:
 def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> RunSummary:
     """Run every case of the scenario; raises MoebenchError before any work for bad input."""
     progress = progress or Progress()
+    if s.topology.mode == "distributed":  # real ranks: their own loop (moebench/dist_runner.py)
+        from moebench import dist_runner
+
+        return dist_runner.run(s, options, progress)
     sources = arm_provenance(s.arms)
     drift = provenance.check_pins(
         s.sources, {a: v["hash"] for a, v in sources.items()},
