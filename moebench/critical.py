@@ -47,9 +47,9 @@ def pass_paths(samples: pa.Table, skip: set[tuple[str, str, str]] = frozenset())
     carry no figures (arms that failed a gate). ``samples`` has a ``mode`` column."""
     if samples.num_rows == 0 or "layer" not in set(pc.unique(samples["stage"]).to_pylist()):
         return []
-    rows = samples.filter(
-        pc.and_(pc.equal(samples["regime"], "ffn"), pc.is_in(samples["stage"], pa.array(PASS_STAGES)))
-    )
+    keep = pc.and_(pc.equal(samples["regime"], "ffn"),
+                   pc.is_in(samples["stage"], pa.array(PASS_STAGES)))  # fmt: skip
+    rows = samples.filter(keep)
     cols = ("run_id", "case_id", "mode", "arm", "block", "iteration", "rank", "stage", "time_us")
     # (run, case, mode, arm) -> (block, iteration) -> stage -> rank -> time
     passes: dict[tuple, dict[tuple, dict[str, dict[int, float]]]] = defaultdict(
@@ -64,12 +64,18 @@ def pass_paths(samples: pa.Table, skip: set[tuple[str, str, str]] = frozenset())
     for key in sorted(passes):
         by_pass = passes[key]
         ranks = sorted({r for p in by_pass.values() for r in p.get("layer", {})})
-        complete = [p for p in by_pass.values()
-                    if all(len(p.get(s, {})) == len(ranks) for s in ("layer", "sync_wait"))]
+        complete = [
+            p
+            for p in by_pass.values()
+            if all(len(p.get(s, {})) == len(ranks) for s in ("layer", "sync_wait"))
+        ]
         if not ranks or not complete:
             continue
         crit = np.array([max(p["layer"].values()) for p in complete])
-        stragglers = Counter(min(ranks, key=lambda r, p=p: (p["sync_wait"][r], r)) for p in complete)
+        # The straggler of a pass waited least; ties go to the lower rank.
+        stragglers = Counter(
+            min(ranks, key=lambda r, w=p["sync_wait"]: (w[r], r)) for p in complete
+        )
         slow, count = min(stragglers.items(), key=lambda kv: (-kv[1], kv[0]))
         medians = {
             stage: [float(np.median([p[stage][r] for p in by_pass.values() if r in p.get(stage, {})]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 import signal
 import time
 from collections.abc import Callable
@@ -43,13 +42,19 @@ from moebench.errors import MoebenchError, ScenarioError
 from moebench.inputs import build_problem, make_tokens, make_weights, reference_output
 from moebench.results import RunWriter, new_run_id
 from moebench.runner import (
-    PlannedCase, Progress, RunOptions, RunSummary, _case_columns, arm_names, arm_provenance,
-    gate_rank, plan, select_device,
+    PlannedCase,
+    Progress,
+    RunOptions,
+    RunSummary,
+    _case_columns,
+    arm_names,
+    arm_provenance,
+    gate_rank,
+    plan,
+    select_device,
 )  # fmt: skip
 from moebench.scenario import Scenario, global_tokens, local_experts, to_dict
 from moebench.timing import Clock
-
-LAYER_STAGES = ("dispatch", "ffn", "sync_wait", "combine_a2a")
 
 
 def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> RunSummary:
@@ -113,6 +118,8 @@ def _run(world: World, s: Scenario, options: RunOptions, progress: Progress) -> 
     try:
         for p in todo:
             rows = run_case(world, p, clock, run_id, options, summary, progress)
+            if world.device.type == "cuda":
+                torch.cuda.empty_cache()  # the case's buffers went with run_case
             phase(world, f"writing case {p.case.case_id}",
                   lambda p=p, rows=rows: writer.write_case(p.case.case_id, *rows)
                   if world.leader else None)  # fmt: skip
@@ -173,15 +180,21 @@ def _open_writer(world, s, options, planned, sources, drift, aa_arm) -> RunWrite
 
 
 def run_case(
-    world: World, p: PlannedCase, clock: Clock, run_id: str, options: RunOptions,
-    summary: RunSummary, progress: Progress,
+    world: World,
+    p: PlannedCase,
+    clock: Clock,
+    run_id: str,
+    options: RunOptions,
+    summary: RunSummary,
+    progress: Progress,
 ) -> tuple[list[dict], list[dict], list[dict]] | None:
     """The phases of one case (module docstring); the case's rows on rank 0, None elsewhere."""
     s = p.case.scenario
     cid = p.case.case_id
     names = arm_names(s, options)
     c = phase(world, f"building the inputs of case {cid}", lambda: _inputs(world, p, run_id))
-    phase(world, f"in the first dispatch of case {cid}", lambda: _settle(world, c.exchange.dispatch))
+    phase(world, f"in the first dispatch of case {cid}",
+          lambda: _settle(world, c.exchange.dispatch))  # fmt: skip
     arm_checks, timed, stage_sets, captures = phase(
         world, f"in the gates of case {cid}", lambda: gate_rank(c.problem, s, options)
     )
@@ -190,16 +203,23 @@ def run_case(
     outputs = phase(world, f"in the end-to-end run of case {cid}",
                     lambda: _layer_outputs(world, c, layer_arms, stage_sets))  # fmt: skip
     gathered = distributed.gather(world, {a: y.cpu() for a, y in outputs.items()})
-    layer_checks = phase(world, f"checking the gathered outputs of case {cid}",
-                         lambda: _check_layer(world, p, c, gathered) if world.leader else None)
+    layer_checks = phase(
+        world,
+        f"checking the gathered outputs of case {cid}",
+        lambda: _check_layer(world, p, c, gathered) if world.leader else None,
+    )
     failed = distributed.broadcast(world, sorted({
         r["arm"] for r in layer_checks if r["status"] not in ("pass", "skip")
     }) if world.leader else None)  # fmt: skip
     timed = [a for a in layer_arms if options.allow_mismatch or a not in failed]
-    samples = phase(world, f"timing case {cid}",
-                    lambda: _time(world, c, timed, stage_sets, s, clock, progress))
-    post = phase(world, f"in the check after timing case {cid}",
-                 lambda: _post_timing(world, c, timed, stage_sets, captures, outputs))
+    samples = phase(
+        world, f"timing case {cid}", lambda: _time(world, c, timed, stage_sets, s, clock, progress)
+    )
+    post = phase(
+        world,
+        f"in the check after timing case {cid}",
+        lambda: _post_timing(world, c, timed, stage_sets, captures, outputs),
+    )
 
     check_rows, mismatches = [], []
     where = f"{cid}/rank{world.rank}"
@@ -215,9 +235,6 @@ def run_case(
         if arm not in timed:
             progress.step(f"{cid} {arm} (not timed: mismatch)")
     parts = distributed.gather(world, (samples, check_rows, c.routing_row, mismatches))
-    del c, stage_sets, captures, outputs
-    if world.device.type == "cuda":
-        torch.cuda.empty_cache()
     if not world.leader:
         return None
     all_samples = [row for part in parts for row in part[0]]
@@ -238,8 +255,13 @@ def _inputs(world: World, p: PlannedCase, run_id: str) -> _Case:
                         device=dev)  # fmt: skip
     ids = p.routing.topk_ids_TK.to(dev)
     weights = p.routing.topk_weights_TK.to(dev)
-    w13, w2 = make_weights(experts=range(rank * E, (rank + 1) * E), hidden=s.model.hidden,
-                           intermediate=s.model.intermediate, seed=s.routing.seed, device=dev)
+    w13, w2 = make_weights(
+        experts=range(rank * E, (rank + 1) * E),
+        hidden=s.model.hidden,
+        intermediate=s.model.intermediate,
+        seed=s.routing.seed,
+        device=dev,
+    )
     # This rank's tokens quantised as a single-process run quantises them (per token), and its
     # experts' weights; the FFN's tokens are then the rows received by dispatch.
     own = build_problem(
@@ -329,21 +351,23 @@ def _check_layer(world: World, p: PlannedCase, c: _Case, gathered: list[dict]) -
         return []
     ref = _reference_all(world, p, c.x_all)
     rows = []
-    base = {"run_id": c.rank_cols["run_id"], "case_id": c.rank_cols["case_id"]}
     for rank in range(world.size):
         t0, t1 = distributed.token_range(s, rank)
+        cols = {**c.rank_cols, "rank": rank}
         for arm in arms:
             y = gathered[rank][arm].to(world.device)
             x = gates.check_reference(y, ref[t0:t1], s.precision)
-            rows.append({**base, "rank": rank, "arm": arm, "check": "distributed_reference",
-                         "status": x.status, "error": x.error,
-                         "detail": f"tokens [{t0}, {t1}) after dispatch and combine vs "
-                                   f"reference.moe_ffn over all experts: {x.detail}"})  # fmt: skip
+            rows.append(_check_row(cols, arm, dataclasses.replace(
+                x, name="distributed_reference",
+                detail=f"tokens [{t0}, {t1}) after dispatch and combine vs reference.moe_ffn "
+                       f"over all experts: {x.detail}",
+            )))  # fmt: skip
             if arm != arms[0]:
                 same = gates.bitwise_compare(y, gathered[rank][arms[0]].to(world.device))
-                rows.append({**base, "rank": rank, "arm": arm, "check": "distributed_cross_arm",
-                             "status": "pass" if same.equal else "fail", "error": math.nan,
-                             "detail": f"layer output vs {arms[0]}: {same.describe()}"})  # fmt: skip
+                rows.append(_check_row(cols, arm, gates.Check(
+                    name="distributed_cross_arm", status="pass" if same.equal else "fail",
+                    detail=f"layer output vs {arms[0]}: {same.describe()}",
+                )))  # fmt: skip
     return rows
 
 
@@ -441,12 +465,26 @@ def _post_timing(world, c: _Case, timed, stage_sets, captures, outputs) -> list[
     for arm in timed:
         ws, stages = stage_sets[arm]
         same = gates.bitwise_compare(ws.y_TD, captures[arm].y_TD)
-        out.append((arm, gates.Check(
-            name="post_timing", status="pass" if same.equal else "fail",
-            detail=f"local FFN output after timing vs gated run: {same.describe()}")))
+        out.append(
+            (
+                arm,
+                gates.Check(
+                    name="post_timing",
+                    status="pass" if same.equal else "fail",
+                    detail=f"local FFN output after timing vs gated run: {same.describe()}",
+                ),
+            )
+        )
         _settle(world, lambda ws=ws, stages=stages: _layer(c, ws, lambda: run_all(stages)))
         same = gates.bitwise_compare(c.exchange.y_TD, outputs[arm])
-        out.append((arm, gates.Check(
-            name="distributed_post_timing", status="pass" if same.equal else "fail",
-            detail=f"layer output after timing vs gated run: {same.describe()}")))
+        out.append(
+            (
+                arm,
+                gates.Check(
+                    name="distributed_post_timing",
+                    status="pass" if same.equal else "fail",
+                    detail=f"layer output after timing vs gated run: {same.describe()}",
+                ),
+            )
+        )
     return out

@@ -1,4 +1,4 @@
-"""Real ranks (DESIGN section 7): the process group, the all-to-all exchange, agreeing and gathering.
+"""Real ranks (DESIGN section 7): process group, all-to-all exchange, agreeing, gathering.
 
 `topology.mode: distributed` runs one process per rank under torchrun, or under
 ``moebench run --nproc N``, which launches torchrun itself (``launch``). The world is dp x tp
@@ -316,6 +316,7 @@ class Exchange:
         self._recv_ids_WS = self.recv_RB[:, xb + sb :].view(torch.int32).view(W, S)
         self._slot_WS = torch.arange(S, device=dev, dtype=torch.int32).expand(W, S)
         self._minus_one = torch.tensor(-1, dtype=torch.int32, device=dev)
+        self._ranks_W = torch.arange(W, device=dev)
         self.x_RD = self.recv_RB[:, :xb].view(x_TD.dtype)
         self.x_sf_RG4 = self.recv_RB[:, xb : xb + sb].view(torch.int32) if sb else None
         self.ids_R1 = torch.full((R, 1), -1, dtype=torch.int32, device=dev)
@@ -335,7 +336,8 @@ class Exchange:
         xb, sb = self._cols
         dest = (self.ids_TK.view(-1) // self.E).to(torch.int64)  # owner rank of each slot
         # Position of each slot in its destination block: slots keep their (token, slot) order.
-        seen = torch.nn.functional.one_hot(dest, W).cumsum(0)  # [T*K, W]
+        # A comparison rather than one_hot, which may check its input on the host.
+        seen = (dest[:, None] == self._ranks_W[None, :]).cumsum(0)  # [T*K, W]
         pos = seen.gather(1, dest[:, None]).squeeze(1) - 1
         row = dest * S + pos
         self.slot_row_TK.view(-1).copy_(row)
