@@ -219,3 +219,47 @@ def test_launch_errors_are_one_line(tmp_path, text, args, message):
     result = runner.invoke(app, ["run", str(scenario), "--results", str(tmp_path / "r"), *args])
     assert message in one_line_error(result)
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("precision", ["fp8", "bf16"])
+def test_a_world_of_one_agrees_with_simulated_bit_for_bit(tmp_path, precision):
+    """World size 1 (gloo here, NCCL on the GPU): dispatch to itself, the arm on the received rows,
+    combine; the output is the simulated run's, bit for bit (same rows in the same order)."""
+    import torch
+    import torch.distributed as dist
+
+    from arms import ARMS
+    from arms.pipeline import Workspace, run_all
+    from moebench import dist_runner
+    from moebench.inputs import build_problem, make_tokens, make_weights
+    from moebench.numerics import bitwise_compare
+    from moebench.runner import plan
+
+    text = TINY.replace("ep: 2, dp: 2", "ep: 1").replace(
+        "precision: fp8", f"precision: {precision}"
+    )
+    s = parse_scenario(text)
+    (p,) = plan(s)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        world = distributed.World(rank=0, size=1, local_rank=0, device=torch.device("cpu"),
+                                  backend="gloo", timeout_s=60.0, ctl=dist.group.WORLD)  # fmt: skip
+        c = dist_runner._inputs(world, p, "run")
+        x = make_tokens(tokens=4, hidden=128, seed=3, device=torch.device("cpu"))  # dp = 1
+        w13, w2 = make_weights(experts=range(4), hidden=128, intermediate=128, seed=3,
+                               device=torch.device("cpu"))  # fmt: skip
+        simulated = build_problem(
+            x_TD=x, topk_ids_TK=p.routing.topk_ids_TK, topk_weights_TK=p.routing.topk_weights_TK,
+            w13_EFD=w13, w2_EDF=w2, expert_offset=0, alignment=16, capacity_rows=p.capacity_rows,
+            precision=precision, activation="silu",
+        )  # fmt: skip
+        for name, arm in ARMS.items():
+            ws = Workspace(c.problem)
+            stages = arm.build(ws)
+            dist_runner._layer(c, ws, lambda stages=stages: run_all(stages))
+            ws_sim = Workspace(simulated)
+            run_all(arm.build(ws_sim))
+            same = bitwise_compare(c.exchange.y_TD, ws_sim.y_TD)
+            assert same.equal, (name, same.describe())
+    finally:
+        dist.destroy_process_group()
