@@ -96,14 +96,41 @@ def run(
             help="Seconds a case may take (overrides measure.case_timeout_s).", show_default=False
         ),
     ] = None,
+    nproc: Annotated[
+        int | None,
+        typer.Option(help="topology.mode distributed: start this many ranks under torchrun "
+                     "(dp x tp of the scenario)."),
+    ] = None,
+    dist_timeout: Annotated[
+        float,
+        typer.Option(help="topology.mode distributed: seconds a collective may wait for the "
+                     "other ranks before the run stops as failed."),
+    ] = 300.0,
+    exit_code_file: Annotated[Path | None, typer.Option(hidden=True)] = None,
+    launch_command: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Check, then time, every arm of every case of SCENARIO; write Parquet; print a summary."""
     _use_interpreter_without_gpu()
+    from moebench import distributed
     from moebench.runner import RunOptions
     from moebench.runner import run as run_scenario
 
+    if nproc is not None:  # distributed: this process only launches the ranks
+        raise typer.Exit(_launch(scenario, nproc, dict(
+            results=results, resume=resume, allow_mismatch=allow_mismatch,
+            allow_source_drift=allow_source_drift, baseline=baseline, aa=aa,
+            dist_timeout=dist_timeout,
+        )))  # fmt: skip
+    # Under torchrun only rank 0 talks; every rank exits with the run's code (_end_rank).
+    ranked = distributed.env_world()
+    leader = ranked is None or ranked[0] == 0
+    say = err.print if leader else (lambda *a, **k: None)
+    end = lambda code, hard=False: _end_rank(code, ranked, exit_code_file, leader, hard)
     try:
         s = _load(scenario)
+        if ranked is not None and s.topology.mode != "distributed":
+            raise MoebenchError(f"{scenario}: topology.mode is {s.topology.mode!r}; ranks "
+                                "started by torchrun need topology.mode: distributed")
         options = RunOptions(
             results_dir=results,
             resume=resume,
@@ -111,28 +138,32 @@ def run(
             allow_source_drift=allow_source_drift,
             isolate=isolate,
             case_timeout_s=case_timeout,
-            command=" ".join(sys.argv),
             aa=aa,
+            dist_timeout_s=dist_timeout,
+            command=launch_command or " ".join(sys.argv),
         )
         with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=err, transient=True, disable=not leader,
         ) as bar:
             summary = run_scenario(s, options, _RichProgress(bar))
     except MoebenchError as exc:
-        raise _fail(exc) from None
+        if leader:
+            _fail(exc)
+        raise end(2, hard=ranked is not None) from None
+    except distributed.RankFailure as exc:
+        say(f"moebench: error: {exc.message}", markup=False)
+        raise end(2 if exc.input_error else 3, hard=True) from None
     except DeviceFault as exc:
-        err.print(f"moebench: error: {exc}", markup=False)
-        raise typer.Exit(3) from None
+        say(f"moebench: error: {exc}", markup=False)
+        raise end(3, hard=ranked is not None) from None
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", 2)
         msg = str(exc) if getattr(exc, "signum", None) else "interrupted; finished cases are kept"
-        err.print(f"moebench: {msg}", markup=False)
-        raise typer.Exit(128 + signum) from None
+        say(f"moebench: {msg}", markup=False)
+        raise end(128 + signum, hard=ranked is not None) from None
+    if not leader:
+        raise end(1 if summary.mismatches or summary.errors else 0)
     out.print(
         f"run {summary.run_id}: {summary.cases_run} cases run, "
         f"{summary.cases_skipped} already done -> {summary.run_dir}",
@@ -146,13 +177,53 @@ def run(
             markup=False,
         )
     if summary.mismatches:
-        err.print(
-            f"moebench: {len(summary.mismatches)} arm(s) failed a correctness gate: "
-            + ", ".join(summary.mismatches[:5]),
-            markup=False,
-        )
+        err.print(f"moebench: {len(summary.mismatches)} arm(s) failed a correctness gate: "
+                  + ", ".join(summary.mismatches[:5]), markup=False)
     if summary.errors or summary.mismatches:
-        raise typer.Exit(1)
+        raise end(1)
+    raise end(0)
+
+
+def _launch(scenario: Path, nproc: int, opts: dict) -> int:
+    """``run --nproc N``: check that N ranks fit the scenario, then start them under torchrun."""
+    from moebench import distributed
+
+    try:
+        if nproc < 1:
+            raise MoebenchError(f"--nproc: must be at least 1, got {nproc}")
+        distributed.check_world(_load(scenario), nproc)
+    except MoebenchError as exc:
+        raise _fail(exc) from None
+    args = ["run", str(scenario), "--results", str(opts["results"]),
+            "--dist-timeout", repr(opts["dist_timeout"])]  # fmt: skip
+    if opts["resume"] is not None:
+        args += ["--resume", str(opts["resume"])]
+    if opts["baseline"] is not None:
+        args += ["--baseline", opts["baseline"]]
+    args += [flag for flag, on in (("--allow-mismatch", opts["allow_mismatch"]),
+                                   ("--allow-source-drift", opts["allow_source_drift"]),
+                                   ("--aa", opts["aa"])) if on]  # fmt: skip
+    try:
+        return distributed.launch(nproc, args, command=" ".join(sys.argv))
+    except KeyboardInterrupt:
+        err.print("moebench: interrupted; finished cases are kept (see the manifest to resume)")
+        return 130
+
+
+def _end_rank(code: int, ranked, exit_code_file: Path | None, leader: bool, hard: bool):
+    """The exit of ``run``. A rank launched by ``--nproc`` leaves its code to rank 0's file and
+    exits 0, so torchrun does not report an ordinary outcome as a crashed worker. ``hard``: a
+    distributed rank that stopped on an error leaves at once, skipping the teardown of
+    collectives its peers may never have matched (it could block)."""
+    if ranked is not None and exit_code_file is not None:
+        if leader:
+            exit_code_file.write_text(f"{code}\n")
+        code = 0
+    if hard:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return typer.Exit(code)
 
 
 @app.command("run-case", hidden=True)

@@ -60,7 +60,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from moebench import stats, workmodel
+from moebench import critical, stats, workmodel
 from moebench.errors import MoebenchError
 from moebench.results import Run, aa_twin
 
@@ -68,7 +68,10 @@ DECISIONS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", "baseline", "")
 CORRECTIONS = ("bonferroni", "none")
 NOISE_GOAL_PCT = {"ffn": 1.0}  # coefficient of variation of block medians to stay under
 _NAN = math.nan
-_STAGE_ORDER = {s: i for i, s in enumerate(("scatter", "fc1", "act", "fc2", "combine", "ffn"))}
+_STAGE_ORDER = {s: i for i, s in enumerate(
+    ("dispatch", "scatter", "fc1", "act", "fc2", "combine", "ffn", "sync_wait", "combine_a2a",
+     "layer")  # the distributed stages (moebench/critical.py) around the local ones
+)}  # fmt: skip
 _REGIME_ORDER = {"ffn": 0, "profile": 1, "kernel": 2}
 _KEY = ("run_id", "case_id", "regime", "stage", "mode", "arm")
 
@@ -198,6 +201,8 @@ class Comparison:
     runs: tuple[RunInfo, ...] = ()
     # Weight bandwidth and token-count crossovers (moebench.workmodel); rendered below the table.
     workmodel: workmodel.WorkModel | None = None
+    # Distributed runs: critical path per pass, straggler, per-rank stages (moebench/critical.py).
+    passes: tuple[critical.PassPath, ...] = ()
 
     def regressions(self, pct: float) -> list[CompareRow]:
         """Significantly SLOWER rows whose change exceeds ``pct`` percent. A/A copies are not
@@ -811,6 +816,9 @@ def compare_runs(
                  for k, g in groups.items()},
         cases=_case_infos(runs, samples), runs=tuple(_run_info(r) for r in runs),
         workmodel=workmodel.analyse(rows, samples, baseline),
+        passes=tuple(critical.pass_paths(
+            samples, {k for k, (st, _) in status.items() if st == "mismatch"}
+        )),
     )  # fmt: skip
     aa = comparison.aa
     if aa is not None and aa.not_same:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, fields
 from typing import Any
 
-from moebench import workmodel
+from moebench import critical, workmodel
 from moebench.compare import CompareRow, Comparison
 from moebench.errors import MoebenchError
 
@@ -165,6 +165,26 @@ def noise_lines(comp: Comparison) -> list[str]:
     return lines
 
 
+def _per_rank(values: list[float]) -> str:
+    return " / ".join(fmt_us(v) or "-" for v in values)
+
+
+def pass_lines(comp: Comparison) -> list[str]:
+    """Distributed runs: per (case, arm) the critical path per pass, the straggler and each
+    rank's stages (moebench/critical.py)."""
+    multi = len(comp.run_ids) > 1
+    return [
+        f"distributed {f'{p.run_id} ' if multi else ''}{p.case_id}"
+        f"{f' [{p.mode}]' if p.mode else ''} {p.arm}: critical path per pass (max over "
+        f"{p.ranks} ranks of layer) median {fmt_us(p.critical_median_us)} us, min "
+        f"{fmt_us(p.critical_min_us)}, max {fmt_us(p.critical_max_us)} over {p.passes} passes; "
+        f"straggler rank {p.straggler_rank} ({p.straggler_passes} of {p.passes} passes); "
+        f"per rank ({' / '.join(str(r) for r in range(p.ranks))}) median us: "
+        + ", ".join(f"{stage} {_per_rank(v)}" for stage, v in p.rank_medians.items())
+        for p in comp.passes
+    ]
+
+
 def reconciliation_lines(comp: Comparison) -> list[str]:
     return [
         f"profile {r.case_id}{f' [{r.mode}]' if r.mode else ''} {r.arm}: stage sum "
@@ -238,7 +258,7 @@ def _render_table(comp: Comparison, width: int) -> str:
     for note, n in notes.items():
         say(f"[{n}] {note}")
     say("")
-    for line in aa_lines(comp) + noise_lines(comp) + reconciliation_lines(comp):
+    for line in aa_lines(comp) + noise_lines(comp) + reconciliation_lines(comp) + pass_lines(comp):
         say(line)
     for title, note, header, cells in _workmodel_sections(comp):
         say("")
@@ -399,6 +419,28 @@ def _render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
 
     for title, note, header, cells in _workmodel_sections(comp):
         lines += [f"## {title}", "", _md_cell(note), "", *_md_table(header, cells), ""]
+    if comp.passes:
+        lines += ["## Distributed: critical path per pass", ""]
+        lines.append(
+            "Per pass of the layer (the same block and iteration on every rank): the critical path "
+            "is the slowest rank's `layer` time; the straggler is the rank that waited least at "
+            "the meeting point before combine (`sync_wait`). Per-rank figures are medians over "
+            "passes, ranks in order."
+        )
+        lines.append("")
+        header = [*(["run"] if multi else []), "case", "arm", "passes x ranks",
+                  "critical path median [min, max] us", "straggler",
+                  *(f"{stage} per rank us" for stage in critical.PASS_STAGES)]  # fmt: skip
+        body = [
+            [*([p.run_id] if multi else []), p.case_id + (f" [{p.mode}]" if p.mode else ""), p.arm,
+             f"{p.passes} x {p.ranks}",
+             f"{fmt_us(p.critical_median_us)} [{fmt_us(p.critical_min_us)}, "
+             f"{fmt_us(p.critical_max_us)}]",
+             f"rank {p.straggler_rank} ({p.straggler_passes} of {p.passes})",
+             *(_per_rank(p.rank_medians[stage]) for stage in critical.PASS_STAGES)]
+            for p in comp.passes
+        ]  # fmt: skip
+        lines += [*_md_table(header, body), ""]
 
     recon = comp.reconciliation()
     if recon:
@@ -465,6 +507,7 @@ def _render_json(comp: Comparison, plots: Sequence[str]) -> str:
         ]},
         "noise": _plain(comp.noise()),
         "reconciliation": [_plain(r) | {"ratio": r.ratio} for r in comp.reconciliation()],
+        "distributed": _plain(list(comp.passes)),
         "plots": list(plots),
         "workmodel": workmodel.to_json(comp.workmodel) if comp.workmodel is not None else None,
         "rows": [_plain(r) for r in comp.rows],

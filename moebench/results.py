@@ -63,6 +63,11 @@ FINAL_STATUSES = frozenset({"complete", "mismatch", "errors", "failed", "interru
 DEFAULT_MIN_FREE_MB = 100
 
 STAGES = frozenset({"scatter", "fc1", "act", "fc2", "combine", "ffn"})
+# topology.mode distributed (moebench/dist_runner.py): the all-to-all that sends rows to their
+# experts' ranks, the wait for the slowest rank, the all-to-all back with each token's weighted
+# sum, and the whole pass of the layer.
+DISTRIBUTED_STAGES = frozenset({"dispatch", "sync_wait", "combine_a2a", "layer"})
+STAGES = STAGES | DISTRIBUTED_STAGES
 REGIMES = frozenset({"kernel", "ffn"})
 DEVICES = frozenset({"cpu", "cuda"})
 CHECK_STATUSES = frozenset({"pass", "fail", "error", "skip"})

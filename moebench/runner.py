@@ -64,6 +64,8 @@ class RunOptions:
     isolate: bool = False  # each case in a child process
     case_timeout_s: float | None = None  # overrides the scenario's measure.case_timeout_s
     aa: bool = False  # A/A control, as measure.aa
+    # topology.mode distributed (moebench.dist_runner): collective timeout, seconds.
+    dist_timeout_s: float = 300.0
     command: str = ""
 
 
@@ -341,6 +343,10 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
     Raises ``faults.Interrupted`` (a KeyboardInterrupt) after SIGINT/SIGTERM, once the manifest
     says ``interrupted``, and ``DeviceFault`` once a lost CUDA context stopped the run."""
     progress = progress or Progress()
+    if s.topology.mode == "distributed":  # real ranks: their own loop (moebench/dist_runner.py)
+        from moebench import dist_runner
+
+        return dist_runner.run(s, options, progress)
     case_timeout(s, options)  # a bad --case-timeout is a user error before any work
     sources = arm_provenance(s.arms)
     drift = provenance.check_pins(

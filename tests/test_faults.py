@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 import arms
 from arms import pipeline
-from moebench import faults, inputs, runner
+from moebench import faults, inputs
 from moebench.cli import app
 from moebench.results import load_run
 from moebench.timing import Clock

@@ -1,0 +1,266 @@
+"""topology.mode distributed: real ranks on gloo, on the CPU, started by torchrun.
+
+The end-to-end test runs the real CLI with ``--nproc 2`` in a subprocess (it launches torchrun,
+which starts two ranks under the Triton interpreter) and judges the stored run and its
+comparison. tests/dist_worker.py holds the ranks of the lower-level tests.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from moebench import distributed
+from moebench.cli import app
+from moebench.results import load_run
+from moebench.scenario import parse_scenario
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
+
+# The brief's tiny case: 4 experts over ep = dp = 2 ranks, 4 tokens per rank, top-2.
+TINY = """\
+name: tiny-dist
+model: {id: test/tiny, revision: unpinned, hidden: 128, intermediate: 128, experts: 4, top_k: 2}
+topology: {ep: 2, dp: 2, mode: distributed}
+routing: {family: uniform, seed: 3}
+shape: {tokens_per_rank: 4, alignment: 16}
+precision: fp8
+measure: {regimes: [ffn, kernel], stages: [act], warmup: 0, blocks: 2, iterations: 1}
+"""
+
+
+def child_env() -> dict:
+    env = dict(os.environ)
+    env["TRITON_INTERPRET"] = "1"  # the ranks run the kernels in the interpreter
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("moebench: error: "), result.output
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def two_rank_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dist")
+    scenario = tmp / "tiny.yaml"
+    scenario.write_text(TINY)
+    cmd = [sys.executable, "-m", "moebench.cli", "run", str(scenario), "--nproc", "2",
+           "--results", str(tmp / "results")]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, env=child_env(), capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp / "results").iterdir()
+    return run_dir, proc
+
+
+def test_two_ranks_on_gloo_end_to_end(two_rank_run):
+    run_dir, proc = two_rank_run
+    run = load_run(run_dir)
+    m = run.manifest
+    assert m["status"] == "complete"
+    assert m["distributed"] == {"world_size": 2, "backend": "gloo", "timeout_s": 300.0, "dp": 2,
+                                "tp": 1, "ep": 2}  # fmt: skip
+    assert "--nproc 2" in m["command"]
+    samples = run.samples.to_pylist()
+    assert {s["rank"] for s in samples} == {0, 1}
+    ffn = {s["stage"] for s in samples if s["regime"] == "ffn"}
+    assert ffn == {"dispatch", "ffn", "sync_wait", "combine_a2a", "layer"}
+    assert {s["stage"] for s in samples if s["regime"] == "kernel"} == {"act"}
+    # Per rank, arm and stage: 2 blocks x 1 iteration, the same (block, iteration) on both ranks.
+    keys = {(s["arm"], s["stage"], s["block"], s["iteration"]) for s in samples
+            if s["regime"] == "ffn"}  # fmt: skip
+    for rank in (0, 1):
+        mine = {(s["arm"], s["stage"], s["block"], s["iteration"]) for s in samples
+                if s["regime"] == "ffn" and s["rank"] == rank}  # fmt: skip
+        assert mine == keys and len(mine) == 3 * 5 * 2
+    assert all(s["time_us"] > 0 and s["device"] == "cpu" for s in samples)
+    checks = run.checks.to_pylist()
+    assert all(c["status"] in ("pass", "skip") for c in checks), [
+        c for c in checks if c["status"] not in ("pass", "skip")
+    ]
+    names = {(c["check"], c["rank"]) for c in checks}
+    for rank in (0, 1):
+        for name in (
+            "distributed_reference",
+            "distributed_cross_arm",
+            "distributed_post_timing",
+            "reference",
+            "sentinel_live",
+            "cross_arm_output",
+            "post_timing",
+        ):
+            assert (name, rank) in names
+    ref = [c for c in checks if c["check"] == "distributed_reference"]
+    assert len(ref) == 2 * 3 and all(c["error"] < 2e-3 for c in ref)
+    routing = run.routing.to_pylist()
+    assert sorted(r["rank"] for r in routing) == [0, 1]
+    assert sum(r["live_rows"] for r in routing) == 2 * 4 * 2  # every slot lands on one rank
+    # The launcher printed rank 0's summary and comparison once.
+    assert proc.stdout.count("critical path per pass") == 3
+
+
+def test_compare_shows_passes_stragglers_and_ranks(two_rank_run):
+    run_dir, _ = two_rank_run
+    result = runner.invoke(app, ["compare", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    print(out)
+    for arm in ("stock", "prefix_sum", "prefix_sum_masked"):
+        line = next(ln for ln in out.splitlines() if f"c000 {arm}: critical path" in ln)
+        assert "max over 2 ranks of layer" in line and "over 2 passes" in line
+    assert "straggler rank" in out and "sync_wait" in out and "dispatch" in out
+    doc = json.loads(runner.invoke(app, ["compare", str(run_dir), "--format", "json"]).output)
+    paths = doc["distributed"]
+    assert len(paths) == 3
+    for p in paths:
+        assert p["ranks"] == 2 and p["passes"] == 2 and p["straggler_rank"] in (0, 1)
+        assert p["critical_min_us"] <= p["critical_median_us"] <= p["critical_max_us"]
+        assert set(p["rank_medians"]) == {"dispatch", "ffn", "sync_wait", "combine_a2a", "layer"}
+        # the critical path of a pass is the slowest rank's layer time
+        assert p["critical_max_us"] >= max(p["rank_medians"]["layer"]) * 0.999
+    rows = {(r["stage"], r["arm"]): r for r in doc["rows"] if r["regime"] == "ffn"}
+    assert rows[("layer", "stock")]["n_ranks"] == 2
+    md = runner.invoke(app, ["compare", str(run_dir), "--format", "markdown"]).output
+    assert "## Distributed: critical path per pass" in md
+
+
+def _torchrun(mode: str, out: Path) -> list[dict]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           str(REPO / "tests" / "dist_worker.py"), mode, str(out)]  # fmt: skip
+    env = child_env()
+    env["OMP_NUM_THREADS"] = "1"
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    seen = []
+    for rank in (0, 1):
+        path = out / f"rank{rank}.json"
+        assert path.is_file(), proc.stdout + proc.stderr
+        seen.append(json.loads(path.read_text()))
+        assert "crash" not in seen[-1], seen[-1].get("crash")
+    return seen
+
+
+def test_exchange_and_agreement_across_two_ranks(tmp_path):
+    seen = _torchrun("units", tmp_path)
+    for rank, s in enumerate(seen):
+        for layout in ("dp2", "tp2"):  # dp x tp = 2 x 1 and 1 x 2: tokens split either way
+            x = s[layout]
+            assert x["owned"], x  # every live received row is of an expert this rank owns
+            assert x["received_live"] == x["expected_live"]
+            assert x["max_error"] < 1e-2, x  # bf16 rows back to their tokens, weighted
+        assert s["dp2"]["tokens"] == [rank * 5, rank * 5 + 5]
+        assert s["tp2"]["tokens"] == [[0, 3], [3, 7]][rank]  # 7 tokens over tp = 2
+        # A rank's error reaches every rank, which stop at the same point.
+        assert s["failure"]["message"].startswith("rank 1 failed in a test: ValueError: rank one")
+        assert not s["failure"]["input"]
+        # The same user mistake everywhere is re-raised as itself (the CLI's exit 2).
+        assert s["input"] == {"type": "MoebenchError", "message": "same mistake everywhere"}
+        # Rank 0 waited in an all-to-all for rank 1, which had failed: the timeout frees it, and
+        # the root cause (rank 1's error) leads the message.
+        assert s["blocked"]["message"].startswith(
+            "rank 1 failed in a blocked collective: RuntimeError: gone before the all-to-all"
+        )
+    assert seen[0]["blocked"]["kinds"] == ["timeout", "error"]
+
+
+def test_a_failing_rank_is_recorded_by_rank_zero(tmp_path):
+    seen = _torchrun("runner_failure", tmp_path)
+    want = "rank 1 failed timing case c000: RuntimeError: injected while timing"
+    assert all(s["message"].startswith(want) for s in seen), seen
+    (run_dir,) = (tmp_path / "results").iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert manifest["error"].startswith(want)
+    # Rank 0 was waiting for rank 1 at the first pass's meeting point: freed by the timeout.
+    assert [(f["rank"], f["kind"]) for f in manifest["failed_ranks"]] == [
+        (0, "timeout"),
+        (1, "error"),
+    ]
+    assert manifest["failed_ranks"][1]["error"] == "RuntimeError: injected while timing"
+    assert manifest["finished_cases"] == []
+
+
+# --------------------------------------------------------------------------- in-process
+
+
+def test_token_ranges_cover_the_step_once():
+    s = parse_scenario(TINY.replace("dp: 2,", "dp: 1, tp: 2,").replace(
+        "tokens_per_rank: 4", "tokens_per_rank: 5"))  # fmt: skip
+    assert [distributed.token_range(s, r) for r in (0, 1)] == [(0, 2), (2, 5)]
+    assert distributed.max_tokens(s) == 3
+    s = parse_scenario(TINY)
+    assert [distributed.token_range(s, r) for r in (0, 1)] == [(0, 4), (4, 8)]
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "message"),
+    [
+        # a world size that does not fit dp x tp
+        (TINY, ["--nproc", "3"], "the world has 3 rank(s) but the scenario needs dp x tp = 2 x 1"),
+        # --nproc on a simulated scenario
+        (TINY.replace("mode: distributed", "mode: simulated"), ["--nproc", "2"],
+         "topology.mode: is 'simulated'; launching ranks needs 'distributed'"),
+        # distributed, but neither --nproc nor torchrun
+        (TINY, [], "needs one process per rank: pass --nproc 2"),
+        (TINY, ["--nproc", "0"], "--nproc: must be at least 1"),
+    ],
+)  # fmt: skip
+def test_launch_errors_are_one_line(tmp_path, text, args, message):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(text)
+    result = runner.invoke(app, ["run", str(scenario), "--results", str(tmp_path / "r"), *args])
+    assert message in one_line_error(result)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("precision", ["fp8", "bf16"])
+def test_a_world_of_one_agrees_with_simulated_bit_for_bit(tmp_path, precision):
+    """World size 1 (gloo here, NCCL on the GPU): dispatch to itself, the arm on the received rows,
+    combine; the output is the simulated run's, bit for bit (same rows in the same order)."""
+    import torch
+    import torch.distributed as dist
+
+    from arms import ARMS
+    from arms.pipeline import Workspace, run_all
+    from moebench import dist_runner
+    from moebench.inputs import build_problem, make_tokens, make_weights
+    from moebench.numerics import bitwise_compare
+    from moebench.runner import plan
+
+    text = TINY.replace("ep: 2, dp: 2", "ep: 1").replace(
+        "precision: fp8", f"precision: {precision}"
+    )
+    s = parse_scenario(text)
+    (p,) = plan(s)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        world = distributed.World(rank=0, size=1, local_rank=0, device=torch.device("cpu"),
+                                  backend="gloo", timeout_s=60.0, ctl=dist.group.WORLD)  # fmt: skip
+        c = dist_runner._inputs(world, p, "run")
+        x = make_tokens(tokens=4, hidden=128, seed=3, device=torch.device("cpu"))  # dp = 1
+        w13, w2 = make_weights(experts=range(4), hidden=128, intermediate=128, seed=3,
+                               device=torch.device("cpu"))  # fmt: skip
+        simulated = build_problem(
+            x_TD=x, topk_ids_TK=p.routing.topk_ids_TK, topk_weights_TK=p.routing.topk_weights_TK,
+            w13_EFD=w13, w2_EDF=w2, expert_offset=0, alignment=16, capacity_rows=p.capacity_rows,
+            precision=precision, activation="silu",
+        )  # fmt: skip
+        for name in ("stock", "prefix_sum", "prefix_sum_masked"):  # the prefill family
+            arm = ARMS[name]
+            ws = Workspace(c.problem)
+            stages = arm.build(ws)
+            dist_runner._layer(c, ws, lambda stages=stages: run_all(stages))
+            ws_sim = Workspace(simulated)
+            run_all(arm.build(ws_sim))
+            same = bitwise_compare(c.exchange.y_TD, ws_sim.y_TD)
+            assert same.equal, (name, same.describe())
+    finally:
+        dist.destroy_process_group()
