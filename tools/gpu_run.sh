@@ -20,7 +20,8 @@ for spec in "$@"; do
   before=$(ls "$out/results" | wc -l)
   start=$(date +%s)
   # shellcheck disable=SC2086
-  python3 -m moebench.cli run "$s" --results "$out/results" $extra > "$out/logs/$name.run.txt" 2>&1
+  timeout "${PER_RUN_TIMEOUT:-300}" python3 -m moebench.cli run "$s" --results "$out/results" $extra \
+    > "$out/logs/$name.run.txt" 2>&1
   rc=$?
   echo "$name: exit $rc after $(( $(date +%s) - start )) s" | tee -a "$summary"
   run=$(ls -td "$out"/results/*/ 2>/dev/null | head -1)  # the newest run folder is this one
