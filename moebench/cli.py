@@ -241,14 +241,19 @@ def run_case(job: Annotated[Path, typer.Argument(help="Job file written by run -
     raise typer.Exit(code)
 
 
-def _print_comparison(runs: list[Path], baseline: str, fmt: str, threshold: float,
+def _print_comparison(runs: list[Path], baseline: str | None, fmt: str, threshold: float,
                       correction: str = "bonferroni", plot: Path | None = None,
                       force: bool = False):
     from moebench.compare import compare_runs
     from moebench.report import render
     from moebench.results import load_run
 
-    comparison = compare_runs([load_run(r) for r in runs], baseline=baseline,
+    loaded = [load_run(r) for r in runs]
+    if baseline is None:
+        scenario = loaded[0].manifest.get("scenario") or {}
+        measure = (scenario.get("normalised") or {}).get("measure") or {}
+        baseline = measure.get("baseline") or "stock"
+    comparison = compare_runs(loaded, baseline=baseline,
                               threshold_pct=threshold, correction=correction, force=force)
     for w in comparison.warnings:
         err.print(f"moebench: warning: {w}", markup=False)
@@ -268,7 +273,11 @@ def _print_comparison(runs: list[Path], baseline: str, fmt: str, threshold: floa
 @app.command()
 def compare(
     runs: Annotated[list[Path], typer.Argument(help="Run folders (results/<run_id>).")],
-    baseline: Annotated[str, typer.Option(help="Arm the others are compared against.")] = "stock",
+    baseline: Annotated[
+        str | None,
+        typer.Option(help="Arm the others are compared against (default: the scenario's "
+                     "measure.baseline, recorded in the run's manifest)."),
+    ] = None,
     format: Annotated[str, typer.Option(help="table | markdown | csv | json")] = "table",
     threshold: Annotated[
         float, typer.Option(help="Changes smaller than this many percent count as SAME.")
