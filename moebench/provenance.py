@@ -42,7 +42,9 @@ def check_pins(pins: dict[str, str], actual: dict[str, str], *, allow_drift: boo
         if have is None:
             continue  # the scenario validator rejects pins for arms that are not run
         if have != want:
-            drift.append(f"arm {arm!r}: sources hash {have[:16]}... but the scenario pins {want[:16]}...")
+            drift.append(
+                f"arm {arm!r}: sources hash {have[:16]}... but the scenario pins {want[:16]}..."
+            )
     if drift and not allow_drift:
         raise SourceDriftError(
             drift[0] + " (run `moebench lock` to re-pin, or pass --allow-source-drift)"

@@ -350,7 +350,9 @@ def _check_npy_header(raw: bytes, where: str) -> None:
         else:
             raise TraceError(f"{where}: .npy format version {version} is not supported")
     except (ValueError, EOFError, SyntaxError) as exc:
-        raise TraceError(f"{where}: not a NumPy file moebench can read ({first_line(exc)})") from None
+        raise TraceError(
+            f"{where}: not a NumPy file moebench can read ({first_line(exc)})"
+        ) from None
     if dtype.hasobject:
         raise TraceError(f"{where}: not a NumPy file moebench can read: expected integer or float "
                          f"counts, got dtype {dtype.str} (pickled objects are never loaded)")

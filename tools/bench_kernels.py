@@ -96,7 +96,8 @@ def bench_act() -> None:
             h, q, sf, block_rows=br, groups=gr, num_warps=nw))
         record(kernel="act_dense", block_rows=br, groups=gr, warps=nw, exact=ok, us=us,
                floor_us=full_bytes / COPY_TBS / 1e6, tbs=full_bytes / us / 1e6)
-    for label, ends in (("balanced3072", balanced_ends(3072)), ("one_expert3072", one_expert_ends(3072)),
+    for label, ends in (("balanced3072", balanced_ends(3072)),
+                        ("one_expert3072", one_expert_ends(3072)),
                         ("balanced24576", balanced_ends(24576)), ("full", None)):
         if ends is None:  # every row live: 32 experts of 896 rows, no padding
             ends = expert_ends(torch.full((E,), M // E, dtype=torch.int32), A).to(dev)
