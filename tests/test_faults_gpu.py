@@ -95,7 +95,9 @@ def python(*args: str) -> subprocess.CompletedProcess:
 
 def test_illegal_memory_access_is_fatal():
     out = python("-c", CLASSIFY)
-    first, *rest = out.stdout.splitlines()
+    lines = out.stdout.splitlines()
+    assert lines, f"the child printed nothing (exit {out.returncode}): {out.stderr[-2000:]}"
+    first, *rest = lines
     assert first == "fatal False", out.stdout + out.stderr
     print(rest[0])
 
