@@ -52,6 +52,7 @@ class Problem:
     capacity_rows: int
     precision: str
     activation: str
+    gemm: str = "triton"  # "torch": both GEMMs through torch._grouped_mm (bf16 only)
 
     @property
     def local_experts(self) -> int:
@@ -87,6 +88,8 @@ class Workspace:
             if p.precision == "fp8" else None
         )
         self.o_MD = torch.empty(M, D, dtype=torch.bfloat16, device=dev)
+        # gemm: torch: the group offsets torch._grouped_mm takes (each expert's aligned end).
+        self.offs_E = torch.empty(E, dtype=torch.int32, device=dev)
         self.y_TD = torch.empty(T, D, dtype=torch.bfloat16, device=dev)
 
     def buffers(self) -> dict[str, torch.Tensor]:
@@ -139,6 +142,10 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
             scratch_EC=ws.scatter_scratch,
         )
 
+    if p.gemm == "torch":
+        return _torch_gemm_stages(ws, run_scatter, gemm_mode=gemm_mode, masked_act=masked_act,
+                                  act_opts=act_opts)  # fmt: skip
+
     def run_fc1() -> None:
         grouped_gemm(
             ws.xs_MD, ws.xs_sf_MG4, p.w13_EFD, p.w13_scale, ws.ends_E, ws.h_M2F,
@@ -159,6 +166,49 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
             ws.a_MF, ws.a_sf_MG4, p.w2_EDF, p.w2_scale, ws.ends_E, ws.o_MD,
             alignment=A, mode=gemm_mode, **gemm_opts,
         )
+
+    def run_combine() -> None:
+        combine(ws.o_MD, ws.slot_row_TK, p.topk_weights_TK, ws.y_TD)
+
+    fns = (run_scatter, run_fc1, run_act, run_fc2, run_combine)
+    return tuple(Stage(name=n, run=f) for n, f in zip(STAGES, fns, strict=True))
+
+
+def _torch_gemm_stages(ws: Workspace, run_scatter, *, gemm_mode: str, masked_act: bool,
+                       act_opts: dict) -> tuple[Stage, ...]:
+    """The five stages with both GEMMs through torch._grouped_mm, PyTorch's grouped GEMM (the peer
+    our Triton GEMM is measured against). Its groups are contiguous row ranges given by
+    cumulative offsets and cannot leave gaps, so padding is handled by the offsets: each expert's
+    group is its whole aligned span [start, align_up(end)) (padding rows inside a span are
+    computed, the results ignored). ``psum`` ends the last group at the last aligned end, so the
+    capacity tail is skipped; ``all`` (stock) gives the tail to the last expert, so every row of
+    the buffer is computed. torch allocates the outputs: the stage rebinds ws.h_M2F / ws.o_MD to
+    them (under a CUDA graph this happens once, at capture, and replays reuse that memory).
+    """
+    p = ws.problem
+    A, M = p.alignment, p.capacity_rows
+    w13_EDN = p.w13_EFD.transpose(1, 2)  # [E, D, 2F] views: torch wants B as [E, K, N]
+    w2_EFN = p.w2_EDF.transpose(1, 2)
+
+    def offsets() -> None:
+        torch.add(ws.ends_E, A - 1, out=ws.offs_E)
+        ws.offs_E.div_(A, rounding_mode="floor").mul_(A)
+        if gemm_mode == "all":
+            ws.offs_E[-1:].fill_(M)
+
+    def run_fc1() -> None:
+        offsets()
+        ws.h_M2F = torch._grouped_mm(ws.xs_MD, w13_EDN, offs=ws.offs_E)
+
+    def run_act() -> None:
+        if masked_act:
+            act_quant_masked(ws.h_M2F, ws.a_MF, ws.a_sf_MG4, ws.ends_E, alignment=A,
+                             activation=p.activation, schedule="grid", **act_opts)  # fmt: skip
+        else:
+            act_quant_dense(ws.h_M2F, ws.a_MF, ws.a_sf_MG4, activation=p.activation, **act_opts)
+
+    def run_fc2() -> None:
+        ws.o_MD = torch._grouped_mm(ws.a_MF, w2_EFN, offs=ws.offs_E)
 
     def run_combine() -> None:
         combine(ws.o_MD, ws.slot_row_TK, p.topk_weights_TK, ws.y_TD)

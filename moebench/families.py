@@ -58,7 +58,7 @@ def _prefill_problem(s, rt, capacity_rows, x, rank, device) -> pipeline.Problem:
         x_TD=x, topk_ids_TK=rt.topk_ids_TK.to(device),
         topk_weights_TK=rt.topk_weights_TK.to(device), w13_EFD=w13, w2_EDF=w2,
         expert_offset=experts.start, alignment=s.shape.alignment, capacity_rows=capacity_rows,
-        precision=s.precision, activation=s.activation,
+        precision=s.precision, activation=s.activation, gemm=s.gemm,
     )  # fmt: skip
 
 

@@ -54,6 +54,7 @@ def build_problem(
     capacity_rows: int,
     precision: str,
     activation: str,
+    gemm: str = "triton",
 ) -> Problem:
     """Quantise what the precision asks for and bundle one rank's inputs.
 
@@ -85,6 +86,7 @@ def build_problem(
         capacity_rows=capacity_rows,
         precision=precision,
         activation=activation,
+        gemm=gemm,
     )
 
 

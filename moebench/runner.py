@@ -491,7 +491,7 @@ def _case_columns(p: PlannedCase, run_id: str) -> dict:
         "precision": s.precision,
         "activation": s.activation,
         "routing": p.routing.label,
-        "gemm": "triton",
+        "gemm": s.gemm,
         "params": json.dumps(dict(p.case.params), sort_keys=True, default=str),
     }
 

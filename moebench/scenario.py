@@ -148,6 +148,7 @@ class Scenario:
     shape: ShapeSpec
     precision: str = "fp8"
     activation: str = "silu"
+    gemm: str = "triton"  # grouped GEMMs of the prefill arms: moebench's Triton, or torch._grouped_mm
     arms: tuple[str, ...] = DEFAULT_ARMS
     measure: MeasureSpec = field(default_factory=MeasureSpec)
     sweep: tuple[tuple[str, tuple], ...] = ()
@@ -284,6 +285,7 @@ def to_dict(scenario: Scenario) -> dict:
         "routing": plain(scenario.routing),
         "shape": plain(scenario.shape),
         "precision": scenario.precision,
+        "gemm": scenario.gemm,
         "activation": scenario.activation,
         "arms": list(scenario.arms),
         "measure": plain(scenario.measure),
@@ -495,6 +497,7 @@ TOP_KEYS = (
     "shape",
     "precision",
     "activation",
+    "gemm",
     "arms",
     "measure",
     "sweep",
@@ -521,9 +524,11 @@ SWEEPABLE = (
     *(f"measure.{f.name}" for f in fields(MeasureSpec)),
     "precision",
     "activation",
+    "gemm",
     "arms",
     "device",
 )
+GEMMS = ("triton", "torch")
 
 
 @dataclass(frozen=True)
@@ -787,6 +792,14 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
             f"{precision!r} is not a precision of the {family} arms ({', '.join(arms)}); "
             f"they take {', '.join(FAMILY_PRECISIONS[family])}",
         )
+    gemm = _choice(doc.get("gemm", "triton"), "gemm", GEMMS)
+    if gemm == "torch" and (family != "prefill" or precision != "bf16"):
+        raise _Invalid(
+            "gemm",
+            "torch runs the prefill arms' GEMMs through torch._grouped_mm, with precision bf16 "
+            "only: torch._scaled_grouped_mm on SM90 takes tensorwise or rowwise fp8 scales, not "
+            "the 128-column UE8M0 groups this pipeline quantises to",
+        )
     ep, local = topology.ep, model.experts // topology.ep
     if model.experts % ep:
         raise _Invalid("topology.ep", f"must divide model.experts ({model.experts}), got {ep}")
@@ -858,6 +871,7 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
         shape=shape,
         precision=precision,
         activation=_choice(doc.get("activation", "silu"), "activation", ACTIVATIONS),
+        gemm=gemm,
         arms=arms,
         measure=measure,
         sweep=_sweep(_optional(doc, "sweep")),
