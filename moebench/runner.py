@@ -28,7 +28,7 @@ import torch
 from arms import ARMS
 from arms.pipeline import run_all
 from moebench import checks as gates
-from moebench import faults, isolate, provenance, routing
+from moebench import dispatch_gate, faults, graph_gate, isolate, provenance, routing
 from moebench.errors import DeviceFault, MoebenchError, ScenarioError, SourceDriftError
 from moebench.families import Family, family_of
 from moebench.inputs import make_tokens
@@ -658,14 +658,18 @@ def gate_rank(
         stop.check(f"rank {rank_cols['rank']}, gates of {name}")
         arm = arm_module(name)
         try:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats(device)
             ws = family.workspace(arm, problem)
             stages = arm.build(ws)
             ws.poison()
             run_all(stages)
             if problem.x_TD.is_cuda:
                 torch.cuda.synchronize()
+            memory = _memory_row(ws, device)
             cap = family.capture(ws)
-            rows = family.checks(arm, ws, cap, ref, problem)
+            rows = family.checks(arm, ws, cap, ref, problem) + [memory]
         except Exception as exc:  # a kernel that cannot run this case: a row, not a crash
             _record_failure(out, rank_cols, [name], "run", exc, device)
             bad.add(name)
@@ -675,6 +679,10 @@ def gate_rank(
             continue
         captures[name] = cap
         stage_sets[name] = (ws, stages)
+        more, raised = _device_gates(arm, name, problem, stages, family, device, out, rank_cols)
+        rows += more
+        if raised:
+            bad.add(name)
         for c in rows:
             out.add(rank_cols, name, c)
         if any(c.failed for c in rows):
@@ -694,6 +702,42 @@ def gate_rank(
                 bad.add(name)
     timed = [n for n in names if n in stage_sets and (options.allow_mismatch or n not in bad)]
     return stage_sets, captures, timed
+
+
+def _memory_row(ws, device: torch.device) -> gates.Check:
+    """Peak device memory of the arm's gate run (workspace built and one eager run, the rank's
+    inputs included) and the bytes of its workspace: a ``memory`` row, figures in ``detail``."""
+    ws_mib = graph_gate.workspace_bytes(ws) / 2**20
+    if device.type != "cuda":
+        return gates.Check(name="memory", status="skip",
+                           detail=f"workspace {ws_mib:.3f} MiB; peak device memory: CPU run, "
+                           "not measured")  # fmt: skip
+    peak = torch.cuda.max_memory_allocated(device) / 2**20
+    return gates.Check(name="memory", status="pass",
+                       detail=f"workspace {ws_mib:.3f} MiB; peak device memory {peak:.3f} MiB "
+                       "(inputs, workspace and one eager run)")  # fmt: skip
+
+
+def _device_gates(
+    arm, name, problem, stages, family, device, out, rank_cols
+) -> tuple[list[gates.Check], bool]:
+    """Gates 5 and 6 (graph replay, dispatch) for one arm that ran: their rows, and whether one
+    raised (then it is an ``error`` row of that gate, already in ``out``; ``_DeviceLost`` when it
+    took the CUDA context)."""
+    rows, raised = [], False
+    for gate, fn in (
+        ("graph_replay", lambda: graph_gate.graph_replay(
+            arm, problem, lambda: family.workspace(arm, problem))),
+        ("dispatch", lambda: [dispatch_gate.dispatch(arm, stages, problem.precision, device)]),
+    ):  # fmt: skip
+        try:
+            rows += fn()
+        except Exception as exc:
+            _record_failure(out, rank_cols, [name], gate, exc, device)
+            raised = True
+    if device.type == "cuda":
+        faults.release(device)  # the replay gate's two workspaces and graph
+    return rows, raised
 
 
 def time_rank(
