@@ -760,6 +760,7 @@ def time_rank(
     if not active:
         return active
     use_graph = m.graph and clock.cuda
+    mode = "graph" if use_graph else "eager"  # every sample of this rank replays a graph, or none
     where = f"rank {rank_cols['rank']}, timing"
 
     def fail(arm: str, exc: Exception) -> None:
@@ -802,7 +803,7 @@ def time_rank(
             break
         k = block % len(active)
         order = active[k:] + active[:k]  # ABC, BCA, CAB, ...
-        sm, mem = clock.clocks()
+        telemetry = clock.telemetry()  # clocks, temperature, power: once a block
         for position, arm in enumerate(order):
             base = {
                 **rank_cols,
@@ -810,8 +811,8 @@ def time_rank(
                 "block": block,
                 "position": position,
                 "device": device_label,
-                "sm_clock_mhz": sm,
-                "mem_clock_mhz": mem,
+                "mode": mode,
+                **telemetry,
             }
             try:
                 if "ffn" in m.regimes:
