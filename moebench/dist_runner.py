@@ -147,7 +147,7 @@ def _run(world: World, s: Scenario, options: RunOptions, progress: Progress) -> 
         raise
     summary.status = "mismatch" if summary.mismatches else "complete"
     if world.leader:
-        writer.finish(summary.status, mismatches=summary.mismatches)
+        writer.finish(summary.status, mismatches=summary.mismatches, warnings=clock.warnings())
     return summary
 
 

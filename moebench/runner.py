@@ -86,6 +86,7 @@ class RunSummary:
     cases_skipped: int = 0
     mismatches: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # per case: clocks that looked throttled
     status: str = "complete"
 
 
@@ -98,6 +99,7 @@ class CaseRows:
     checks: list[dict] = field(default_factory=list)
     routing: list[dict] = field(default_factory=list)
     fault: str = ""
+    warnings: list[str] = field(default_factory=list)  # clocks that looked throttled
 
     def add(self, rank_cols: dict, arm: str, c: gates.Check) -> None:
         self.checks.append(
@@ -422,6 +424,7 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
                 mismatches, errors = problems(rows.checks)
                 summary.mismatches += mismatches
                 summary.errors += errors
+                summary.warnings += [f"{p.case.case_id}: {w}" for w in rows.warnings]
                 if rows.fault:
                     fault = (p.case.case_id, rows.fault)
                     break
@@ -473,7 +476,12 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
     summary.status = (
         "errors" if summary.errors else "mismatch" if summary.mismatches else "complete"
     )
-    writer.finish(summary.status, mismatches=summary.mismatches, errors=summary.errors)
+    writer.finish(
+        summary.status,
+        mismatches=summary.mismatches,
+        errors=summary.errors,
+        warnings=summary.warnings,
+    )
     return summary
 
 
@@ -634,6 +642,7 @@ def run_case(
                 )
     finally:
         stop.end_case()
+        out.warnings = clock.warnings() if clock is not None else []
     return out
 
 

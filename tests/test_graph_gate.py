@@ -166,3 +166,12 @@ def test_dispatch_skips_on_cpu():
     stages = ARMS["stock"].build(pipeline.Workspace(p))
     row = dispatch_gate.dispatch(ARMS["stock"], stages, "bf16", torch.device("cpu"))
     assert row.status == "skip" and "interpreter" in row.detail
+
+
+def test_cpu_clock_reports_unknown_telemetry_and_no_warning():
+    from moebench.timing import TELEMETRY, Clock
+
+    clock = Clock(torch.device("cpu"))
+    t = clock.telemetry()
+    assert set(t) == set(TELEMETRY) and all(v != v for v in t.values())  # NaN
+    assert clock.warnings() == []
