@@ -667,16 +667,18 @@ def gate_rank(
         stop.check(f"rank {rank_cols['rank']}, gates of {name}")
         arm = arm_module(name)
         try:
+            before = 0
             if device.type == "cuda":
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats(device)
+                before = torch.cuda.memory_allocated(device)
             ws = family.workspace(arm, problem)
             stages = arm.build(ws)
             ws.poison()
             run_all(stages)
             if problem.x_TD.is_cuda:
                 torch.cuda.synchronize()
-            memory = _memory_row(ws, device)
+            memory = _memory_row(ws, device, before)
             cap = family.capture(ws)
             rows = family.checks(arm, ws, cap, ref, problem) + [memory]
         except Exception as exc:  # a kernel that cannot run this case: a row, not a crash
@@ -713,18 +715,20 @@ def gate_rank(
     return stage_sets, captures, timed
 
 
-def _memory_row(ws, device: torch.device) -> gates.Check:
-    """Peak device memory of the arm's gate run (workspace built and one eager run, the rank's
-    inputs included) and the bytes of its workspace: a ``memory`` row, figures in ``detail``."""
+def _memory_row(ws, device: torch.device, before: int) -> gates.Check:
+    """Peak device memory of the arm's gate run (its workspace built and one eager run) above
+    what was allocated before it (``before``: the rank's inputs and earlier arms' workspaces), the
+    process's peak, and the bytes of its workspace: a ``memory`` row, figures in ``detail``."""
     ws_mib = graph_gate.workspace_bytes(ws) / 2**20
     if device.type != "cuda":
         return gates.Check(name="memory", status="skip",
                            detail=f"workspace {ws_mib:.3f} MiB; peak device memory: CPU run, "
                            "not measured")  # fmt: skip
-    peak = torch.cuda.max_memory_allocated(device) / 2**20
+    peak = torch.cuda.max_memory_allocated(device)
     return gates.Check(name="memory", status="pass",
-                       detail=f"workspace {ws_mib:.3f} MiB; peak device memory {peak:.3f} MiB "
-                       "(inputs, workspace and one eager run)")  # fmt: skip
+                       detail=f"workspace {ws_mib:.3f} MiB; peak device memory of the arm's gate "
+                       f"run {(peak - before) / 2**20:.3f} MiB above the {before / 2**20:.3f} MiB "
+                       f"allocated before it (process peak {peak / 2**20:.3f} MiB)")  # fmt: skip
 
 
 def _device_gates(
