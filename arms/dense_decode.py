@@ -14,6 +14,13 @@ NAME = "dense_decode"
 FAMILY = "decode"
 LAYOUT = "ETD"
 KERNELS = ("batched_gemm[fc1+glu]", "batched_gemm[fc2]", "combine_topk")
+# Triton kernel functions the stages launch, per precision, and those they must not (checked under
+# the profiler by moebench/dispatch_gate.py).
+LAUNCHES = {
+    "w8a16": ("_batched_gemm", "_combine_topk"),
+    "w4a16": ("_batched_gemm", "_combine_topk"),
+}
+FORBIDDEN = ("_sparse_gemv_fp8", "_sparse_gemv_mxfp4")
 SOURCES: tuple[Path, ...] = (Path(__file__), *decode.sources())
 
 

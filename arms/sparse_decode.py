@@ -14,6 +14,13 @@ NAME = "sparse_decode"
 FAMILY = "decode"
 LAYOUT = "TKD"
 KERNELS = ("sparse_gemv[fc1+glu]", "sparse_gemv[fc2]", "combine_topk")
+# Triton kernel functions the stages launch, per precision, and those they must not (checked under
+# the profiler by moebench/dispatch_gate.py).
+LAUNCHES = {
+    "w8a16": ("_sparse_gemv_fp8", "_combine_topk"),
+    "w4a16": ("_sparse_gemv_mxfp4", "_combine_topk"),
+}
+FORBIDDEN = ("_batched_gemm",)
 SOURCES: tuple[Path, ...] = (Path(__file__), *decode.sources())
 
 

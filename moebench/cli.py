@@ -176,6 +176,8 @@ def run(
         soft_wrap=True,  # one line, however long the path
     )
     _print_comparison([summary.run_dir], baseline or s.measure.baseline, "table", 2.0)
+    if summary.warnings:
+        err.print(f"moebench: warning: {'; '.join(summary.warnings[:3])}", markup=False)
     if summary.errors:
         err.print(
             f"moebench: {len(summary.errors)} arm(s) could not run (recorded as error "

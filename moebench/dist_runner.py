@@ -147,7 +147,7 @@ def _run(world: World, s: Scenario, options: RunOptions, progress: Progress) -> 
         raise
     summary.status = "mismatch" if summary.mismatches else "complete"
     if world.leader:
-        writer.finish(summary.status, mismatches=summary.mismatches)
+        writer.finish(summary.status, mismatches=summary.mismatches, warnings=clock.warnings())
     return summary
 
 
@@ -471,10 +471,11 @@ def _time(world, c: _Case, timed, stage_sets, s: Scenario, clock: Clock, progres
     for block in range(m.blocks):
         k = block % len(timed)
         order = timed[k:] + timed[:k]  # ABC, BCA, CAB, ...
-        sm, mem = clock.clocks()
+        telemetry = clock.telemetry()  # clocks, temperature, power: once a block
         for position, arm in enumerate(order):
             base = {**c.rank_cols, "arm": arm, "block": block, "position": position,
-                    "device": device, "sm_clock_mhz": sm, "mem_clock_mhz": mem}  # fmt: skip
+                    "device": device, "mode": "graph" if use_graph else "eager",
+                    **telemetry}  # fmt: skip
             for it in range(m.iterations if arm in passes else 0):
                 for stage, t in _timed_pass(world, passes[arm]).items():
                     samples.append({**base, "stage": stage, "regime": "ffn", "iteration": it,

@@ -95,6 +95,7 @@ def run_case_in_child(p, writer: RunWriter, options, stop: faults.Stopper, limit
     result = job_dir / "result.json"
     if result.is_file() and not overtime:
         rows = CaseRows(**{t: pq.read_table(job_dir / f"{t}.parquet").to_pylist() for t in TABLES})
+        rows.warnings = list(json.loads(result.read_text(encoding="utf-8")).get("warnings", []))
     else:
         rows = CaseRows(routing=routing_rows(p, writer.run_id))
         if overtime:
@@ -158,6 +159,6 @@ def child_main(job_path: Path) -> int:
     for table in TABLES:
         pq.write_table(rows_to_table(table, getattr(rows, table)), out / f"{table}.parquet")
     tmp = out / ".result.json.tmp"
-    tmp.write_text(json.dumps({"fault": rows.fault}), encoding="utf-8")
+    tmp.write_text(json.dumps({"fault": rows.fault, "warnings": rows.warnings}), encoding="utf-8")
     os.replace(tmp, out / "result.json")  # last: its presence says the tables are complete
     return 3 if rows.fault else 0

@@ -95,8 +95,13 @@ SAMPLES_SCHEMA = _schema(
     ("tokens_per_rank", _i64), ("live_rows", _i64), ("capacity_rows", _i64),
     ("local_experts", _i32), ("hidden", _i32), ("intermediate", _i32), ("top_k", _i32),
     ("precision", _str), ("activation", _str), ("routing", _str), ("gemm", _str),
-    ("params", _str), ("weight_bytes", _i64),
+    ("params", _str), ("weight_bytes", _i64), ("temperature_c", _f64), ("power_w", _f64),
+    ("mode", _str),
 )  # fmt: skip
+# Samples columns added after the first runs, and what a part written before them reads as:
+# weight bytes unknown (-1, never 0), temperature and power NaN, mode "" (compare: not said).
+_LATER_SAMPLES = {"weight_bytes": -1, "temperature_c": math.nan, "power_w": math.nan, "mode": ""}
+MODES = frozenset({"eager", "graph"})
 CHECKS_SCHEMA = _schema(
     ("run_id", _str), ("case_id", _str), ("arm", _str), ("rank", _i32), ("check", _str),
     ("status", _str), ("error", _f64), ("detail", _str),
@@ -115,7 +120,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 # Columns whose values come from a closed set; a typo here would silently vanish from compare.
 _ENUMS: dict[str, dict[str, frozenset[str]]] = {
-    "samples": {"stage": STAGES, "regime": REGIMES, "device": DEVICES},
+    "samples": {"stage": STAGES, "regime": REGIMES, "device": DEVICES, "mode": MODES},
     "checks": {"status": CHECK_STATUSES},
     "routing": {},
 }
@@ -555,11 +560,13 @@ def _read_part(path: Path, table: str, run_id: str, case_id: str) -> pa.Table:
         raise ResultsError(f"missing part {path} of finished case {case_id!r}") from None
     except (OSError, pa.ArrowException) as exc:
         raise ResultsError(f"corrupt part {path}: {_one_line(exc)}") from None
-    if table == "samples" and "weight_bytes" not in part.schema.names:
-        # Parts written before the work-model column: the byte count is unknown (-1), never 0.
-        part = part.append_column(
-            SAMPLES_SCHEMA.field("weight_bytes"), pa.array([-1] * part.num_rows, type=_i64)
-        )
+    if table == "samples" and set(part.schema.names) < set(schema.names):
+        for name, fill in _LATER_SAMPLES.items():  # parts written before these columns
+            if name not in part.schema.names:
+                field = SAMPLES_SCHEMA.field(name)
+                part = part.append_column(field, pa.array([fill] * part.num_rows, field.type))
+        if set(part.schema.names) == set(schema.names):
+            part = part.select(schema.names)
     if not part.schema.equals(schema, check_metadata=False):
         raise ResultsError(f"corrupt part {path}: columns do not match the {table} schema")
     for column, want in (("run_id", run_id), ("case_id", case_id)):

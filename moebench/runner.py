@@ -28,7 +28,7 @@ import torch
 from arms import ARMS
 from arms.pipeline import run_all
 from moebench import checks as gates
-from moebench import faults, isolate, provenance, routing
+from moebench import dispatch_gate, faults, graph_gate, isolate, provenance, routing
 from moebench.errors import DeviceFault, MoebenchError, ScenarioError, SourceDriftError
 from moebench.families import Family, family_of
 from moebench.inputs import make_tokens
@@ -86,6 +86,7 @@ class RunSummary:
     cases_skipped: int = 0
     mismatches: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # per case: clocks that looked throttled
     status: str = "complete"
 
 
@@ -98,6 +99,7 @@ class CaseRows:
     checks: list[dict] = field(default_factory=list)
     routing: list[dict] = field(default_factory=list)
     fault: str = ""
+    warnings: list[str] = field(default_factory=list)  # clocks that looked throttled
 
     def add(self, rank_cols: dict, arm: str, c: gates.Check) -> None:
         self.checks.append(
@@ -422,6 +424,7 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
                 mismatches, errors = problems(rows.checks)
                 summary.mismatches += mismatches
                 summary.errors += errors
+                summary.warnings += [f"{p.case.case_id}: {w}" for w in rows.warnings]
                 if rows.fault:
                     fault = (p.case.case_id, rows.fault)
                     break
@@ -473,7 +476,12 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
     summary.status = (
         "errors" if summary.errors else "mismatch" if summary.mismatches else "complete"
     )
-    writer.finish(summary.status, mismatches=summary.mismatches, errors=summary.errors)
+    writer.finish(
+        summary.status,
+        mismatches=summary.mismatches,
+        errors=summary.errors,
+        warnings=summary.warnings,
+    )
     return summary
 
 
@@ -634,6 +642,7 @@ def run_case(
                 )
     finally:
         stop.end_case()
+        out.warnings = clock.warnings() if clock is not None else []
     return out
 
 
@@ -658,14 +667,20 @@ def gate_rank(
         stop.check(f"rank {rank_cols['rank']}, gates of {name}")
         arm = arm_module(name)
         try:
+            before = 0
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats(device)
+                before = torch.cuda.memory_allocated(device)
             ws = family.workspace(arm, problem)
             stages = arm.build(ws)
             ws.poison()
             run_all(stages)
             if problem.x_TD.is_cuda:
                 torch.cuda.synchronize()
+            memory = _memory_row(ws, device, before)
             cap = family.capture(ws)
-            rows = family.checks(arm, ws, cap, ref, problem)
+            rows = family.checks(arm, ws, cap, ref, problem) + [memory]
         except Exception as exc:  # a kernel that cannot run this case: a row, not a crash
             _record_failure(out, rank_cols, [name], "run", exc, device)
             bad.add(name)
@@ -675,6 +690,10 @@ def gate_rank(
             continue
         captures[name] = cap
         stage_sets[name] = (ws, stages)
+        more, raised = _device_gates(arm, name, problem, stages, family, device, out, rank_cols)
+        rows += more
+        if raised:
+            bad.add(name)
         for c in rows:
             out.add(rank_cols, name, c)
         if any(c.failed for c in rows):
@@ -694,6 +713,44 @@ def gate_rank(
                 bad.add(name)
     timed = [n for n in names if n in stage_sets and (options.allow_mismatch or n not in bad)]
     return stage_sets, captures, timed
+
+
+def _memory_row(ws, device: torch.device, before: int) -> gates.Check:
+    """Peak device memory of the arm's gate run (its workspace built and one eager run) above
+    what was allocated before it (``before``: the rank's inputs and earlier arms' workspaces), the
+    process's peak, and the bytes of its workspace: a ``memory`` row, figures in ``detail``."""
+    ws_mib = graph_gate.workspace_bytes(ws) / 2**20
+    if device.type != "cuda":
+        return gates.Check(name="memory", status="skip",
+                           detail=f"workspace {ws_mib:.3f} MiB; peak device memory: CPU run, "
+                           "not measured")  # fmt: skip
+    peak = torch.cuda.max_memory_allocated(device)
+    return gates.Check(name="memory", status="pass",
+                       detail=f"workspace {ws_mib:.3f} MiB; peak device memory of the arm's gate "
+                       f"run {(peak - before) / 2**20:.3f} MiB above the {before / 2**20:.3f} MiB "
+                       f"allocated before it (process peak {peak / 2**20:.3f} MiB)")  # fmt: skip
+
+
+def _device_gates(
+    arm, name, problem, stages, family, device, out, rank_cols
+) -> tuple[list[gates.Check], bool]:
+    """Gates 5 and 6 (graph replay, dispatch) for one arm that ran: their rows, and whether one
+    raised (then it is an ``error`` row of that gate, already in ``out``; ``_DeviceLost`` when it
+    took the CUDA context)."""
+    rows, raised = [], False
+    for gate, fn in (
+        ("graph_replay", lambda: graph_gate.graph_replay(
+            arm, problem, lambda: family.workspace(arm, problem))),
+        ("dispatch", lambda: [dispatch_gate.dispatch(arm, stages, problem.precision, device)]),
+    ):  # fmt: skip
+        try:
+            rows += fn()
+        except Exception as exc:
+            _record_failure(out, rank_cols, [name], gate, exc, device)
+            raised = True
+    if device.type == "cuda":
+        faults.release(device)  # the replay gate's two workspaces and graph
+    return rows, raised
 
 
 def time_rank(
@@ -716,6 +773,7 @@ def time_rank(
     if not active:
         return active
     use_graph = m.graph and clock.cuda
+    mode = "graph" if use_graph else "eager"  # every sample of this rank replays a graph, or none
     where = f"rank {rank_cols['rank']}, timing"
 
     def fail(arm: str, exc: Exception) -> None:
@@ -758,7 +816,7 @@ def time_rank(
             break
         k = block % len(active)
         order = active[k:] + active[:k]  # ABC, BCA, CAB, ...
-        sm, mem = clock.clocks()
+        telemetry = clock.telemetry()  # clocks, temperature, power: once a block
         for position, arm in enumerate(order):
             base = {
                 **rank_cols,
@@ -766,8 +824,8 @@ def time_rank(
                 "block": block,
                 "position": position,
                 "device": device_label,
-                "sm_clock_mhz": sm,
-                "mem_clock_mhz": mem,
+                "mode": mode,
+                **telemetry,
             }
             try:
                 if "ffn" in m.regimes:

@@ -24,6 +24,18 @@ L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
 # 72 us one).
 SPIN_CYCLES = 100_000  # ~50 us at 2 GHz: longer than the host needs to queue a graph replay
 
+# The samples columns of ``Clock.telemetry``.
+TELEMETRY = ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w")
+THROTTLE_FRACTION = 0.9  # an SM clock below this share of the max NVML reports looks throttled
+# NVML clock event (throttle) reasons; idle (0x1) and the application clock setting (0x2) do not
+# count as throttling, and neither does the display clock setting (0x100).
+BENIGN_REASONS = 0x1 | 0x2 | 0x100
+THROTTLE_REASONS = {
+    0x4: "software power cap", 0x8: "hardware slowdown", 0x10: "sync boost",
+    0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}  # fmt: skip
+
 
 class Clock:
     def __init__(self, device: torch.device):
@@ -36,6 +48,9 @@ class Clock:
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
         self._nvml = _nvml_handle() if self.cuda else None
+        self._max_sm: float | None = None
+        self.throttled: dict[str, int] = {}  # reason -> blocks that showed it
+        self.blocks = 0
 
     def sample_us(self, fn: Callable[[], None], *, flush_l2: bool = False) -> float:
         """Microseconds of one call of ``fn``."""
@@ -70,17 +85,63 @@ class Clock:
 
     def clocks(self) -> tuple[float, float]:
         """(SM MHz, memory MHz) now, NaN where NVML is not available."""
+        t = self.telemetry()
+        return t["sm_clock_mhz"], t["mem_clock_mhz"]
+
+    def telemetry(self) -> dict[str, float]:
+        """The samples columns a block records: SM and memory clocks (MHz), temperature (C) and
+        power (W) now, each NaN where NVML cannot say. Also notes, for ``warnings``, whether the
+        clocks look throttled."""
+        out = dict.fromkeys(TELEMETRY, math.nan)
         if self._nvml is None:
-            return math.nan, math.nan
+            return out
         import pynvml
 
+        h = self._nvml
+        reads = {
+            "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+        }
+        for key, read in reads.items():
+            try:
+                out[key] = float(read())
+            except Exception:  # NVMLError, or a call this driver lacks: unknown, NaN
+                pass
+        self._note_throttle(out["sm_clock_mhz"])
+        return out
+
+    def _note_throttle(self, sm: float) -> None:
+        import pynvml
+
+        self.blocks += 1
+        reasons = []
+        if self._max_sm is None:
+            try:
+                self._max_sm = float(pynvml.nvmlDeviceGetMaxClockInfo(self._nvml, pynvml.NVML_CLOCK_SM))
+            except Exception:
+                self._max_sm = math.nan
+        if sm < THROTTLE_FRACTION * self._max_sm:  # False when either is NaN
+            reasons.append(f"SM clock below {THROTTLE_FRACTION:.0%} of max {self._max_sm:.0f} MHz")
+        get = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
         try:
-            return (
-                float(pynvml.nvmlDeviceGetClockInfo(self._nvml, pynvml.NVML_CLOCK_SM)),
-                float(pynvml.nvmlDeviceGetClockInfo(self._nvml, pynvml.NVML_CLOCK_MEM)),
-            )
-        except pynvml.NVMLError:
-            return math.nan, math.nan
+            mask = int(get(self._nvml)) & ~BENIGN_REASONS if get else 0
+        except Exception:
+            mask = 0
+        reasons += [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+        for r in reasons:
+            self.throttled[r] = self.throttled.get(r, 0) + 1
+
+    def warnings(self) -> list[str]:
+        """What ``telemetry`` saw since the last call, one line (or none), then forgets it."""
+        if not self.throttled:
+            return []
+        seen = ", ".join(f"{r} ({n} of {self.blocks} blocks)" for r, n in self.throttled.items())
+        self.throttled, self.blocks = {}, 0
+        return [f"clocks looked throttled: {seen}"]
 
     def synchronize(self) -> None:
         if self.cuda:

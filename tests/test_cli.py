@@ -1,5 +1,6 @@
 """The real Typer app, end to end on the CPU: exit codes, one-line errors, Parquet on disk."""
 
+import math
 import json
 import re
 from pathlib import Path
@@ -74,6 +75,24 @@ def test_run_writes_checked_results(tiny_run):
     assert sorted(r["rank"] for r in routing) == [0, 1]
     assert sum(r["live_rows"] for r in routing) == 2 * 4 * 2  # every slot lands on one rank
     assert "CPU timings" in result.output
+
+
+def test_cpu_run_records_device_gates_as_skips_and_eager_samples(tiny_run):
+    """Graph replay, dispatch and peak memory need the GPU: on the CPU each arm gets skip rows
+    that say why (the memory row still gives the workspace bytes); samples are eager, NaN
+    temperature and power; no throttle warning."""
+    _, run_dir, _ = tiny_run
+    checks = pq.read_table(run_dir / "checks" / "c000.parquet").to_pylist()
+    for name, words in (("graph_replay", "CUDA graphs"), ("dispatch", "interpreter"),
+                        ("memory", "workspace")):  # fmt: skip
+        rows = [c for c in checks if c["check"] == name]
+        assert len(rows) == 2 * 3, name  # every rank and arm
+        assert all(c["status"] == "skip" and words in c["detail"] for c in rows), name
+    samples = pq.read_table(run_dir / "samples" / "c000.parquet").to_pylist()
+    assert {s["mode"] for s in samples} == {"eager"}
+    assert all(math.isnan(s["temperature_c"]) and math.isnan(s["power_w"]) for s in samples)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["warnings"] == []
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])

@@ -115,7 +115,7 @@ def test_compare_shows_passes_stragglers_and_ranks(two_rank_run):
     out = result.output
     print(out)
     for arm in ("stock", "prefix_sum", "prefix_sum_masked"):
-        line = next(ln for ln in out.splitlines() if f"c000 {arm}: critical path" in ln)
+        line = next(ln for ln in out.splitlines() if f"c000 [eager] {arm}: critical path" in ln)
         assert "max over 2 ranks of layer" in line and "over 2 passes" in line
     assert "straggler rank" in out and "sync_wait" in out and "dispatch" in out
     doc = json.loads(runner.invoke(app, ["compare", str(run_dir), "--format", "json"]).output)

@@ -39,6 +39,9 @@ def sample_row(case_id: str, run_id: str = RUN, **kw) -> dict:
         device="cpu",
         sm_clock_mhz=math.nan,
         mem_clock_mhz=math.nan,
+        temperature_c=math.nan,
+        power_w=math.nan,
+        mode="eager",
         tokens_per_rank=16,
         live_rows=40,
         capacity_rows=256,
@@ -438,3 +441,26 @@ def test_load_part_copied_from_another_case(writer: RunWriter):
         writer.run_dir / "samples" / "c1.parquet", writer.run_dir / "samples" / "c2.parquet"
     )
     _one_line_error(writer.run_dir, "holds case_id")
+
+
+def test_parts_written_before_the_later_columns_still_load(writer: RunWriter):
+    """A samples part without weight_bytes, temperature_c, power_w and mode (an older run) reads
+    with -1, NaN, NaN and "" in their place, in the schema's column order."""
+    write(writer, "c1")
+    path = writer.run_dir / "samples" / "c1.parquet"
+    old = pq.read_table(path).drop_columns(["weight_bytes", "temperature_c", "power_w", "mode"])
+    pq.write_table(old, path)
+    run = load_run(writer.run_dir)
+    assert run.samples.schema.equals(SCHEMAS["samples"])
+    assert set(run.samples["mode"].to_pylist()) == {""}
+    assert run.samples["weight_bytes"].to_pylist()[0] == -1
+    assert math.isnan(run.samples["temperature_c"][0].as_py())
+    assert math.isnan(run.samples["power_w"][0].as_py())
+
+
+def test_samples_mode_is_eager_or_graph():
+    with pytest.raises(ValueError, match="mode"):
+        rows_to_table("samples", [sample_row("c", mode="replay")])
+    table = rows_to_table("samples", [sample_row("c", mode="graph", temperature_c=41.0,
+                                                 power_w=312.5)])  # fmt: skip
+    assert table["power_w"].to_pylist() == [312.5]
