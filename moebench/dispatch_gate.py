@@ -26,10 +26,21 @@ import torch
 from moebench.checks import Check
 
 
-def declared(arm: ModuleType, precision: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(expected, forbidden) kernel function names of ``arm`` at ``precision``."""
-    launches = getattr(arm, "LAUNCHES", {})
-    return tuple(launches.get(precision, ())), tuple(getattr(arm, "FORBIDDEN", ()))
+GEMM_KERNELS = ("_grouped_gemm_fp8", "_grouped_gemm_fp8_live", "_grouped_gemm_bf16")
+
+
+def declared(
+    arm: ModuleType, precision: str, gemm: str = "triton"
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(expected, forbidden) kernel function names of ``arm`` at ``precision``. With ``gemm:
+    torch`` the GEMMs are torch._grouped_mm (cuBLAS/CUTLASS names, not ours): none of moebench's
+    grouped-GEMM kernels may run, and the rest of the declaration stands."""
+    launches = tuple(getattr(arm, "LAUNCHES", {}).get(precision, ()))
+    forbidden = tuple(getattr(arm, "FORBIDDEN", ()))
+    if gemm == "torch":
+        launches = tuple(k for k in launches if k not in GEMM_KERNELS)
+        forbidden = tuple(dict.fromkeys((*forbidden, *GEMM_KERNELS)))
+    return launches, forbidden
 
 
 def base_name(kernel: str) -> str:
@@ -57,11 +68,13 @@ def judge(expected: Iterable[str], forbidden: Iterable[str], ran: Iterable[str])
     )  # fmt: skip
 
 
-def dispatch(arm: ModuleType, stages, precision: str, device: torch.device) -> Check:
+def dispatch(
+    arm: ModuleType, stages, precision: str, device: torch.device, gemm: str = "triton"
+) -> Check:
     """Run ``stages`` once under the profiler and judge the kernel names."""
     from arms.pipeline import run_all
 
-    expected, forbidden = declared(arm, precision)
+    expected, forbidden = declared(arm, precision, gemm)
     if not expected:
         return Check(name="dispatch", status="skip",
                      detail=f"arm declares no LAUNCHES for precision {precision}")  # fmt: skip

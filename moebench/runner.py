@@ -741,7 +741,8 @@ def _device_gates(
     for gate, fn in (
         ("graph_replay", lambda: graph_gate.graph_replay(
             arm, problem, lambda: family.workspace(arm, problem))),
-        ("dispatch", lambda: [dispatch_gate.dispatch(arm, stages, problem.precision, device)]),
+        ("dispatch", lambda: [dispatch_gate.dispatch(arm, stages, problem.precision, device,
+                                                     getattr(problem, "gemm", "triton"))]),
     ):  # fmt: skip
         try:
             rows += fn()

@@ -88,6 +88,12 @@ sweep: {routing.seed: [1, 2]}
 def python(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(REPO)
+    if args[0] == "-c":  # Triton compiles @jit functions from a source file, not from `python -c`
+        import tempfile
+
+        script = Path(tempfile.mkdtemp()) / "child.py"
+        script.write_text(args[1])
+        args = (str(script), *args[2:])
     return subprocess.run(
         [sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
     )

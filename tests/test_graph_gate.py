@@ -175,3 +175,13 @@ def test_cpu_clock_reports_unknown_telemetry_and_no_warning():
     t = clock.telemetry()
     assert set(t) == set(TELEMETRY) and all(v != v for v in t.values())  # NaN
     assert clock.warnings() == []
+
+
+def test_torch_gemm_backend_expects_none_of_our_gemm_kernels():
+    import arms.prefix_sum as arm
+    from moebench.dispatch_gate import GEMM_KERNELS, declared
+
+    launches, forbidden = declared(arm, "bf16", "torch")
+    assert not set(launches) & set(GEMM_KERNELS)
+    assert set(GEMM_KERNELS) <= set(forbidden)
+    assert "_act_quant_dense_kernel" in launches  # the rest of the declaration stands
