@@ -267,8 +267,10 @@ def _speedup_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode:
     top = max(comp.cases[(run_id, r.case_id)].live_fraction for r in cells)
     right = min(1.02, top * 1.15 + 0.02)
     for k, arm in enumerate(arms):
+        # Cases of a sweep can share a live fraction (a gemm sweep, say): order by case id then.
         points = sorted(
-            (comp.cases[(run_id, r.case_id)].live_fraction, r) for r in cells if r.arm == arm
+            ((comp.cases[(run_id, r.case_id)].live_fraction, r) for r in cells if r.arm == arm),
+            key=lambda point: (point[0], point[1].case_id),
         )
         # Arms of one case share an x; shift each arm a little so their intervals stay apart.
         dodge = (k - (len(arms) - 1) / 2) * right * 0.008

@@ -168,3 +168,26 @@ def test_resume_needs_the_same_aa_setting(aa_run):
     result = runner.invoke(app, ["run", str(scenario), "--resume", str(run_dir)])
     assert result.exit_code == 2, result.output
     assert "same A/A setting" in result.output
+
+
+
+def test_speedup_plot_of_cases_that_share_a_live_fraction(tmp_path):
+    """A gemm sweep gives two cases with the same routing, hence the same live/capacity: the
+    speedup plot must order them (it once compared result rows and raised)."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "name: peer\n"
+        "model: {id: test/tiny, revision: unpinned, hidden: 128, intermediate: 128, experts: 4,"
+        " top_k: 2}\n"
+        "topology: {ep: 2}\nrouting: {family: uniform, seed: 3}\n"
+        "shape: {tokens_per_rank: 4, alignment: 16}\nprecision: bf16\n"
+        "measure: {regimes: [ffn], warmup: 0, blocks: 2, iterations: 1}\n"
+        "sweep: {gemm: [triton, torch]}\n"
+    )
+    result = runner.invoke(app, ["run", str(scenario), "--results", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "r").iterdir()
+    result = runner.invoke(app, ["compare", str(run_dir), "--plot", str(tmp_path / "p")])
+    assert result.exit_code == 0, result.output
+    speedup = [p for p in (tmp_path / "p").iterdir() if p.name.startswith("speedup-")]
+    assert speedup and speedup[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
