@@ -25,7 +25,6 @@ import torch
 
 from moebench.checks import Check
 
-
 GEMM_KERNELS = ("_grouped_gemm_fp8", "_grouped_gemm_fp8_live", "_grouped_gemm_bf16")
 
 

@@ -68,7 +68,7 @@ STAGES = frozenset({"scatter", "fc1", "act", "fc2", "combine", "ffn"})
 # sum, and the whole pass of the layer.
 DISTRIBUTED_STAGES = frozenset({"dispatch", "sync_wait", "combine_a2a", "layer"})
 STAGES = STAGES | DISTRIBUTED_STAGES
-REGIMES = frozenset({"kernel", "ffn"})
+REGIMES = frozenset({"kernel", "ffn", "profile"})
 DEVICES = frozenset({"cpu", "cuda"})
 CHECK_STATUSES = frozenset({"pass", "fail", "error", "skip"})
 # The A/A control: a second copy of an arm (same code, its own workspace) is stored under the

@@ -854,4 +854,37 @@ def time_rank(
                             stop.check(where)
             except Exception as exc:
                 fail(arm, exc)
+    if "profile" in m.regimes and use_graph and active:
+        # Per-stage device time inside the same graph replays, one profiler session per rank.
+        try:
+            _profile(active, stage_sets, ffn, m, rank_cols, device_label, mode, weight_bytes, out)
+        except Exception as exc:
+            for arm in list(active):
+                fail(arm, exc)
     return active
+
+
+def _profile(active, stage_sets, ffn, m, rank_cols, device_label, mode, weight_bytes, out):
+    """Samples of the ``profile`` regime (moebench/profile_regime.py): blocks in the rotating arm
+    order, ``iterations`` replays each, every stage's kernels summed per replay."""
+    from moebench import profile_regime
+
+    counts = {a: profile_regime.stage_kernel_counts(stage_sets[a][1]) for a in active}
+    plan, keys = [], []
+    for block in range(m.blocks):
+        k = block % len(active)
+        for position, arm in enumerate(active[k:] + active[:k]):
+            for it in range(m.iterations):
+                plan.append((arm, ffn[arm], counts[arm]))
+                keys.append((block, position, it))
+    for (block, position, it), (arm, times) in zip(
+        keys, profile_regime.profile_replays(plan), strict=True
+    ):
+        for stage, t in times.items():
+            out.samples.append({
+                **rank_cols, "arm": arm, "block": block, "position": position,
+                "device": device_label, "mode": mode, "sm_clock_mhz": float("nan"),
+                "mem_clock_mhz": float("nan"), "temperature_c": float("nan"),
+                "power_w": float("nan"), "stage": stage, "regime": "profile", "iteration": it,
+                "time_us": t, "weight_bytes": weight_bytes[arm].get(stage, 0),
+            })  # fmt: skip

@@ -48,7 +48,7 @@ ARM_FAMILIES = {
 KNOWN_ARMS = tuple(ARM_FAMILIES)
 DEFAULT_ARMS = ("stock", "prefix_sum", "prefix_sum_masked")
 FAMILIES = ("uniform", "balanced", "zipf", "hot_rank", "empty_experts", "full_capacity", "trace")
-REGIMES = ("ffn", "kernel")
+REGIMES = ("ffn", "kernel", "profile")
 STAGES = ("scatter", "fc1", "act", "fc2", "combine")
 PRECISIONS = ("fp8", "bf16", "w8a16", "w4a16")
 # Per family: its stages, precisions (the first is the default), the multiple D and F must be
@@ -148,7 +148,7 @@ class Scenario:
     shape: ShapeSpec
     precision: str = "fp8"
     activation: str = "silu"
-    gemm: str = "triton"  # grouped GEMMs of the prefill arms: moebench's Triton, or torch._grouped_mm
+    gemm: str = "triton"  # grouped GEMMs of the prefill arms: ours, or torch._grouped_mm
     arms: tuple[str, ...] = DEFAULT_ARMS
     measure: MeasureSpec = field(default_factory=MeasureSpec)
     sweep: tuple[tuple[str, tuple], ...] = ()

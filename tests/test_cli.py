@@ -1,7 +1,7 @@
 """The real Typer app, end to end on the CPU: exit codes, one-line errors, Parquet on disk."""
 
-import math
 import json
+import math
 import re
 from pathlib import Path
 

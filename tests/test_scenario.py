@@ -272,7 +272,8 @@ RULES = [
     ),
     # measure
     pytest.param(
-        doc(measure={"regimes": ["profile"]}), "measure.regimes[0]", "ffn, kernel", id="regime"
+        doc(measure={"regimes": ["trace"]}), "measure.regimes[0]", "ffn, kernel, profile",
+        id="regime",
     ),
     pytest.param(doc(measure={"regimes": []}), "measure.regimes", "empty", id="regimes-empty"),
     pytest.param(
