@@ -62,11 +62,14 @@ def routing_variants(
     out["all_empty"] = torch.where(local, torch.full_like(ids, NOT_LOCAL), ids)
     # Full buffer: chunks of A rows dealt to the experts in turn, as many as capacity and slots
     # allow; slots are filled slot-major (k, then t) so a token's experts differ while counts <= T.
-    chunks = min(capacity_rows // A, (T * K) // A)
+    # Only slots that hold a real row are dealt: a slot already marked NOT_LOCAL (a distributed
+    # rank's unused receive slot, whose row is poison) stays so.
+    usable = torch.nonzero((ids != NOT_LOCAL).t().reshape(-1)).flatten()
+    chunks = min(capacity_rows // A, usable.numel() // A)
     per_expert = torch.tensor([chunks // E + (i < chunks % E) for i in range(E)]) * A
     seq = torch.repeat_interleave(torch.arange(E) + expert_offset, per_expert)
     full = torch.full((K * T,), NOT_LOCAL, dtype=torch.int64)
-    full[: seq.numel()] = seq
+    full[usable[: seq.numel()]] = seq
     out["full"] = full.view(K, T).t().contiguous()
     return {k: v.to(topk_ids_TK.dtype).to(topk_ids_TK.device) for k, v in out.items()}
 

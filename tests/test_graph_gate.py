@@ -185,3 +185,17 @@ def test_torch_gemm_backend_expects_none_of_our_gemm_kernels():
     assert not set(launches) & set(GEMM_KERNELS)
     assert set(GEMM_KERNELS) <= set(forbidden)
     assert "_act_quant_dense_kernel" in launches  # the rest of the declaration stands
+
+
+def test_full_variant_never_uses_a_slot_that_holds_no_row():
+    """Distributed ranks receive fixed-size slots; unused ones carry id -1 and poison rows. The
+    full-buffer variant must leave them out (on the H200's two-GPU run it routed them and the
+    gate reported poison in live rows)."""
+    from moebench.graph_gate import NOT_LOCAL, local_counts, routing_variants
+
+    ids = torch.full((200, 1), NOT_LOCAL, dtype=torch.int32)
+    ids[:70, 0] = torch.arange(70, dtype=torch.int32) % 4  # 70 real rows, 130 unused slots
+    full = routing_variants(ids, expert_offset=0, experts=4, alignment=16, capacity_rows=256)["full"]
+    assert (full[70:] == NOT_LOCAL).all()
+    counts = local_counts(full, 0, 4)
+    assert int(counts.sum()) == 64 and all(int(c) % 16 == 0 for c in counts)
