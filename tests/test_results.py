@@ -204,7 +204,7 @@ def test_unsafe_case_ids_are_refused(writer: RunWriter, case_id: str):
         (sample_row("c", time_us=None), "None is not allowed"),
         (sample_row("c", rank="zero"), "samples.rank"),
         (sample_row("c", stage="gemm"), "samples.stage"),  # not one of the six stage names
-        (sample_row("c", regime="profile"), "samples.regime"),
+        (sample_row("c", regime="warm"), "samples.regime"),
         (sample_row("c", device="gpu"), "samples.device"),  # the column says cuda
         (sample_row("c", rank=2**40), "samples.rank"),  # int32 overflow
     ],
