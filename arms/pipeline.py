@@ -72,7 +72,8 @@ class Workspace:
         self.problem = p
         self.xs_MD = torch.empty(M, D, dtype=p.x_TD.dtype, device=dev)
         self.xs_sf_MG4 = (
-            reference.empty_packed_scales(M, D // reference.GROUP, dev) if p.x_sf_TG4 is not None
+            reference.empty_packed_scales(M, D // reference.GROUP, dev)
+            if p.x_sf_TG4 is not None
             else None
         )
         self.counts_E = torch.empty(E, dtype=torch.int32, device=dev)
@@ -85,7 +86,8 @@ class Workspace:
         self.a_MF = torch.empty(M, F, dtype=act_dtype, device=dev)
         self.a_sf_MG4 = (
             reference.empty_packed_scales(M, F // reference.GROUP, dev)
-            if p.precision == "fp8" else None
+            if p.precision == "fp8"
+            else None
         )
         self.o_MD = torch.empty(M, D, dtype=torch.bfloat16, device=dev)
         # gemm: torch: the group offsets torch._grouped_mm takes (each expert's aligned end).
@@ -136,9 +138,18 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
 
     def run_scatter() -> None:
         scatter(
-            p.x_TD, p.x_sf_TG4, p.topk_ids_TK, expert_offset=p.expert_offset, alignment=A,
-            xs_MD=ws.xs_MD, xs_sf_MG4=ws.xs_sf_MG4, counts_E=ws.counts_E, ends_E=ws.ends_E,
-            row_expert_M=ws.row_expert_M, row_src_M=ws.row_src_M, slot_row_TK=ws.slot_row_TK,
+            p.x_TD,
+            p.x_sf_TG4,
+            p.topk_ids_TK,
+            expert_offset=p.expert_offset,
+            alignment=A,
+            xs_MD=ws.xs_MD,
+            xs_sf_MG4=ws.xs_sf_MG4,
+            counts_E=ws.counts_E,
+            ends_E=ws.ends_E,
+            row_expert_M=ws.row_expert_M,
+            row_src_M=ws.row_src_M,
+            slot_row_TK=ws.slot_row_TK,
             scratch_EC=ws.scatter_scratch,
         )
 
@@ -148,23 +159,43 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
 
     def run_fc1() -> None:
         grouped_gemm(
-            ws.xs_MD, ws.xs_sf_MG4, p.w13_EFD, p.w13_scale, ws.ends_E, ws.h_M2F,
-            alignment=A, mode=gemm_mode, **gemm_opts,
+            ws.xs_MD,
+            ws.xs_sf_MG4,
+            p.w13_EFD,
+            p.w13_scale,
+            ws.ends_E,
+            ws.h_M2F,
+            alignment=A,
+            mode=gemm_mode,
+            **gemm_opts,
         )
 
     def run_act() -> None:
         if masked_act:
             act_quant_masked(
-                ws.h_M2F, ws.a_MF, ws.a_sf_MG4, ws.ends_E, alignment=A, activation=p.activation,
-                schedule="grid", **act_opts,
+                ws.h_M2F,
+                ws.a_MF,
+                ws.a_sf_MG4,
+                ws.ends_E,
+                alignment=A,
+                activation=p.activation,
+                schedule="grid",
+                **act_opts,
             )
         else:
             act_quant_dense(ws.h_M2F, ws.a_MF, ws.a_sf_MG4, activation=p.activation, **act_opts)
 
     def run_fc2() -> None:
         grouped_gemm(
-            ws.a_MF, ws.a_sf_MG4, p.w2_EDF, p.w2_scale, ws.ends_E, ws.o_MD,
-            alignment=A, mode=gemm_mode, **gemm_opts,
+            ws.a_MF,
+            ws.a_sf_MG4,
+            p.w2_EDF,
+            p.w2_scale,
+            ws.ends_E,
+            ws.o_MD,
+            alignment=A,
+            mode=gemm_mode,
+            **gemm_opts,
         )
 
     def run_combine() -> None:
@@ -174,8 +205,9 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
     return tuple(Stage(name=n, run=f) for n, f in zip(STAGES, fns, strict=True))
 
 
-def _torch_gemm_stages(ws: Workspace, run_scatter, *, gemm_mode: str, masked_act: bool,
-                       act_opts: dict) -> tuple[Stage, ...]:
+def _torch_gemm_stages(
+    ws: Workspace, run_scatter, *, gemm_mode: str, masked_act: bool, act_opts: dict
+) -> tuple[Stage, ...]:
     """The five stages with both GEMMs through torch._grouped_mm, PyTorch's grouped GEMM (the peer
     our Triton GEMM is measured against). Its groups are contiguous row ranges given by
     cumulative offsets and cannot leave gaps, so padding is handled by the offsets: each expert's

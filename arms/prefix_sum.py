@@ -17,8 +17,24 @@ KERNELS = ("scatter", "grouped_gemm[psum]", "act_quant_dense", "combine")
 # the profiler by moebench/dispatch_gate.py). fp8: the persistent live-tile GEMM, never the
 # capacity-grid one. bf16: _grouped_gemm_bf16 whatever the mode (PSUM is a constexpr, invisible).
 LAUNCHES = {
-    "fp8": ("_scatter_count", "_scatter_assign", "_scatter_maps", "_scatter_copy", "_grouped_gemm_fp8_live", "_act_quant_dense_kernel", "_combine"),
-    "bf16": ("_scatter_count", "_scatter_assign", "_scatter_maps", "_scatter_copy", "_grouped_gemm_bf16", "_act_quant_dense_kernel", "_combine"),
+    "fp8": (
+        "_scatter_count",
+        "_scatter_assign",
+        "_scatter_maps",
+        "_scatter_copy",
+        "_grouped_gemm_fp8_live",
+        "_act_quant_dense_kernel",
+        "_combine",
+    ),
+    "bf16": (
+        "_scatter_count",
+        "_scatter_assign",
+        "_scatter_maps",
+        "_scatter_copy",
+        "_grouped_gemm_bf16",
+        "_act_quant_dense_kernel",
+        "_combine",
+    ),
 }
 FORBIDDEN = ("_act_quant_masked_grid_kernel", "_act_quant_masked_kernel", "_grouped_gemm_fp8")
 SOURCES: tuple[Path, ...] = (Path(__file__), *pipeline.sources(masked_act=MASKED_ACT))

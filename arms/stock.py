@@ -18,8 +18,24 @@ KERNELS = ("scatter", "grouped_gemm[all]", "act_quant_dense", "combine")
 # the profiler by moebench/dispatch_gate.py). Kernel names carry no constexpr values: the GEMM's
 # PSUM=False is invisible, and _grouped_gemm_fp8 is also what a non-persistent psum GEMM launches.
 LAUNCHES = {
-    "fp8": ("_scatter_count", "_scatter_assign", "_scatter_maps", "_scatter_copy", "_grouped_gemm_fp8", "_act_quant_dense_kernel", "_combine"),
-    "bf16": ("_scatter_count", "_scatter_assign", "_scatter_maps", "_scatter_copy", "_grouped_gemm_bf16", "_act_quant_dense_kernel", "_combine"),
+    "fp8": (
+        "_scatter_count",
+        "_scatter_assign",
+        "_scatter_maps",
+        "_scatter_copy",
+        "_grouped_gemm_fp8",
+        "_act_quant_dense_kernel",
+        "_combine",
+    ),
+    "bf16": (
+        "_scatter_count",
+        "_scatter_assign",
+        "_scatter_maps",
+        "_scatter_copy",
+        "_grouped_gemm_bf16",
+        "_act_quant_dense_kernel",
+        "_combine",
+    ),
 }
 FORBIDDEN = ("_act_quant_masked_grid_kernel", "_act_quant_masked_kernel", "_grouped_gemm_fp8_live")
 SOURCES: tuple[Path, ...] = (Path(__file__), *pipeline.sources(masked_act=MASKED_ACT))

@@ -46,9 +46,15 @@ def run_arm(
     if w13_EFD.shape[1] != 2 * w2_EDF.shape[2] or w13_EFD.shape[2] != x_TD.shape[1]:
         raise ValueError("w13_EFD must be [E, 2F, D] and w2_EDF [E, D, F]")
     problem = build_problem(
-        x_TD=x_TD, topk_ids_TK=topk_ids_TK, topk_weights_TK=topk_weights_TK, w13_EFD=w13_EFD,
-        w2_EDF=w2_EDF, expert_offset=0, alignment=alignment,
-        capacity_rows=default_capacity(T, K, E, alignment), precision=precision,
+        x_TD=x_TD,
+        topk_ids_TK=topk_ids_TK,
+        topk_weights_TK=topk_weights_TK,
+        w13_EFD=w13_EFD,
+        w2_EDF=w2_EDF,
+        expert_offset=0,
+        alignment=alignment,
+        capacity_rows=default_capacity(T, K, E, alignment),
+        precision=precision,
         activation=activation,
     )
     ws = Workspace(problem)

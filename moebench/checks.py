@@ -63,7 +63,9 @@ def check_reference(y_TD: torch.Tensor, ref_TD: torch.Tensor, precision: str) ->
     tol = TOLERANCE[precision]
     ok = err <= tol
     return Check(
-        name="reference", status="pass" if ok else "fail", error=err,
+        name="reference",
+        status="pass" if ok else "fail",
+        error=err,
         detail=f"calc_diff {err:.3e} {'<=' if ok else '>'} tolerance {tol:g} ({precision})",
     )
 
@@ -73,8 +75,10 @@ def check_nan_poison(y_TD: torch.Tensor, poisoned: str = "padding rows") -> Chec
     none may reach an output."""
     bad = nonfinite(y_TD)
     return Check(
-        name="nan_poison", status="pass" if bad == 0 else "fail",
-        detail=f"{poisoned} held NaN poison; outputs finite" if bad == 0
+        name="nan_poison",
+        status="pass" if bad == 0 else "fail",
+        detail=f"{poisoned} held NaN poison; outputs finite"
+        if bad == 0
         else f"{bad} output elements are non-finite",
     )
 
@@ -98,26 +102,37 @@ def check_sentinels(ws: Workspace, cap: Capture, *, masked_act: bool) -> list[Ch
     """Live rows of the activation output overwritten; padding untouched by the masked kernel."""
     checks = []
     unwritten = int(_any_poison(ws.a_MF[cap.live_M]).sum())
-    checks.append(Check(
-        name="sentinel_live", status="pass" if unwritten == 0 else "fail",
-        detail=f"{int(cap.live_M.sum())} live rows written" if unwritten == 0
-        else f"{unwritten} live rows still hold poison",
-    ))
+    checks.append(
+        Check(
+            name="sentinel_live",
+            status="pass" if unwritten == 0 else "fail",
+            detail=f"{int(cap.live_M.sum())} live rows written"
+            if unwritten == 0
+            else f"{unwritten} live rows still hold poison",
+        )
+    )
     if not masked_act:
-        checks.append(Check(
-            name="sentinel_padding", status="skip",
-            detail="dense activation writes every row by design",
-        ))
+        checks.append(
+            Check(
+                name="sentinel_padding",
+                status="skip",
+                detail="dense activation writes every row by design",
+            )
+        )
         return checks
     pad = ~cap.live_M
     touched = int((~_is_poison(ws.a_MF[pad])).sum())
     if ws.a_sf_MG4 is not None:
         touched += int((~_is_poison(ws.a_sf_MG4[pad])).sum())
-    checks.append(Check(
-        name="sentinel_padding", status="pass" if touched == 0 else "fail",
-        detail=f"{int(pad.sum())} padding rows keep their poison" if touched == 0
-        else f"{touched} padding rows (data or scales) were written",
-    ))
+    checks.append(
+        Check(
+            name="sentinel_padding",
+            status="pass" if touched == 0 else "fail",
+            detail=f"{int(pad.sum())} padding rows keep their poison"
+            if touched == 0
+            else f"{touched} padding rows (data or scales) were written",
+        )
+    )
     return checks
 
 
@@ -129,19 +144,31 @@ def check_cross_arm(base: str, caps: dict[str, Capture]) -> dict[str, list[Check
         if arm == base:
             continue
         rows = []
-        pairs = [("cross_arm_ends", cap.ends_E, ref.ends_E),
-                 ("cross_arm_act", cap.a_live, ref.a_live)]
+        pairs = [
+            ("cross_arm_ends", cap.ends_E, ref.ends_E),
+            ("cross_arm_act", cap.a_live, ref.a_live),
+        ]
         if cap.a_sf_live is not None:
             pairs.append(("cross_arm_scales", cap.a_sf_live, ref.a_sf_live))
         pairs.append(("cross_arm_output", cap.y_TD, ref.y_TD))
         for name, a, b in pairs:
             if a.shape != b.shape:
-                rows.append(Check(name=name, status="fail",
-                                  detail=f"shape {tuple(a.shape)} vs {tuple(b.shape)} of {base}"))
+                rows.append(
+                    Check(
+                        name=name,
+                        status="fail",
+                        detail=f"shape {tuple(a.shape)} vs {tuple(b.shape)} of {base}",
+                    )
+                )
                 continue
             r = bitwise_compare(a, b)
-            rows.append(Check(name=name, status="pass" if r.equal else "fail",
-                              detail=f"vs {base}: {r.describe()}"))
+            rows.append(
+                Check(
+                    name=name,
+                    status="pass" if r.equal else "fail",
+                    detail=f"vs {base}: {r.describe()}",
+                )
+            )
         out[arm] = rows
     return out
 

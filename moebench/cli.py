@@ -44,8 +44,9 @@ def _use_interpreter_without_gpu() -> None:
     if os.environ.get("TRITON_INTERPRET") == "1":
         # The interpreter computes through numpy, which warns about the NaN poison the gates plant
         # in padding rows on purpose; those warnings are not the user's business.
-        warnings.filterwarnings("ignore", category=RuntimeWarning,
-                                module="triton.runtime.interpreter")
+        warnings.filterwarnings(
+            "ignore", category=RuntimeWarning, module="triton.runtime.interpreter"
+        )
 
 
 def _fail(exc: MoebenchError) -> typer.Exit:
@@ -90,8 +91,10 @@ def run(
     baseline: Annotated[str | None, typer.Option(help="Baseline arm of the summary.")] = None,
     aa: Annotated[
         bool,
-        typer.Option(help="A/A control: also time a second copy of the baseline arm, "
-                     "'<baseline>~aa', to measure the false-positive rate (measure.aa)."),
+        typer.Option(
+            help="A/A control: also time a second copy of the baseline arm, "
+            "'<baseline>~aa', to measure the false-positive rate (measure.aa)."
+        ),
     ] = False,
     isolate: Annotated[
         bool, typer.Option(help="Run each case in a child process: a crash costs only that case.")
@@ -104,13 +107,17 @@ def run(
     ] = None,
     nproc: Annotated[
         int | None,
-        typer.Option(help="topology.mode distributed: start this many ranks under torchrun "
-                     "(dp x tp of the scenario)."),
+        typer.Option(
+            help="topology.mode distributed: start this many ranks under torchrun "
+            "(dp x tp of the scenario)."
+        ),
     ] = None,
     dist_timeout: Annotated[
         float,
-        typer.Option(help="topology.mode distributed: seconds a collective may wait for the "
-                     "other ranks before the run stops as failed."),
+        typer.Option(
+            help="topology.mode distributed: seconds a collective may wait for the "
+            "other ranks before the run stops as failed."
+        ),
     ] = 300.0,
     exit_code_file: Annotated[Path | None, typer.Option(hidden=True)] = None,
     launch_command: Annotated[str | None, typer.Option(hidden=True)] = None,
@@ -135,8 +142,10 @@ def run(
     try:
         s = _load(scenario)
         if ranked is not None and s.topology.mode != "distributed":
-            raise MoebenchError(f"{scenario}: topology.mode is {s.topology.mode!r}; ranks "
-                                "started by torchrun need topology.mode: distributed")
+            raise MoebenchError(
+                f"{scenario}: topology.mode is {s.topology.mode!r}; ranks "
+                "started by torchrun need topology.mode: distributed"
+            )
         options = RunOptions(
             results_dir=results,
             resume=resume,
@@ -149,8 +158,13 @@ def run(
             command=launch_command or " ".join(sys.argv),
         )
         with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=err, transient=True, disable=not leader,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not leader,
         ) as bar:
             summary = run_scenario(s, options, _RichProgress(bar))
     except MoebenchError as exc:
@@ -185,8 +199,11 @@ def run(
             markup=False,
         )
     if summary.mismatches:
-        err.print(f"moebench: {len(summary.mismatches)} arm(s) failed a correctness gate: "
-                  + ", ".join(summary.mismatches[:5]), markup=False)
+        err.print(
+            f"moebench: {len(summary.mismatches)} arm(s) failed a correctness gate: "
+            + ", ".join(summary.mismatches[:5]),
+            markup=False,
+        )
     if summary.errors or summary.mismatches:
         raise end(1)
     raise end(0)
@@ -249,9 +266,15 @@ def run_case(job: Annotated[Path, typer.Argument(help="Job file written by run -
     raise typer.Exit(code)
 
 
-def _print_comparison(runs: list[Path], baseline: str | None, fmt: str, threshold: float,
-                      correction: str = "bonferroni", plot: Path | None = None,
-                      force: bool = False):
+def _print_comparison(
+    runs: list[Path],
+    baseline: str | None,
+    fmt: str,
+    threshold: float,
+    correction: str = "bonferroni",
+    plot: Path | None = None,
+    force: bool = False,
+):
     from moebench.compare import compare_runs
     from moebench.report import render
     from moebench.results import load_run
@@ -261,8 +284,9 @@ def _print_comparison(runs: list[Path], baseline: str | None, fmt: str, threshol
         scenario = loaded[0].manifest.get("scenario") or {}
         measure = (scenario.get("normalised") or {}).get("measure") or {}
         baseline = measure.get("baseline") or "stock"
-    comparison = compare_runs(loaded, baseline=baseline,
-                              threshold_pct=threshold, correction=correction, force=force)
+    comparison = compare_runs(
+        loaded, baseline=baseline, threshold_pct=threshold, correction=correction, force=force
+    )
     for w in comparison.warnings:
         err.print(f"moebench: warning: {w}", markup=False)
     plots = []
@@ -283,8 +307,10 @@ def compare(
     runs: Annotated[list[Path], typer.Argument(help="Run folders (results/<run_id>).")],
     baseline: Annotated[
         str | None,
-        typer.Option(help="Arm the others are compared against (default: the scenario's "
-                     "measure.baseline, recorded in the run's manifest)."),
+        typer.Option(
+            help="Arm the others are compared against (default: the scenario's "
+            "measure.baseline, recorded in the run's manifest)."
+        ),
     ] = None,
     format: Annotated[str, typer.Option(help="table | markdown | csv | json")] = "table",
     threshold: Annotated[
@@ -296,13 +322,16 @@ def compare(
     ] = None,
     plot: Annotated[
         Path | None,
-        typer.Option(help="Write PNGs (stage breakdown, per-rank spread, speedup against "
-                     "live/capacity) into this folder."),
+        typer.Option(
+            help="Write PNGs (stage breakdown, per-rank spread, speedup against "
+            "live/capacity) into this folder."
+        ),
     ] = None,
     no_correction: Annotated[
         bool,
-        typer.Option("--no-correction",
-                     help="95% CI per cell instead of Bonferroni over all cells."),
+        typer.Option(
+            "--no-correction", help="95% CI per cell instead of Bonferroni over all cells."
+        ),
     ] = False,
     force: Annotated[
         bool, typer.Option(help="Put runs side by side even when they share no case.")
@@ -315,8 +344,15 @@ def compare(
             MoebenchError(f"--format: expected table, markdown, csv or json, got {format!r}")
         )
     try:
-        comparison = _print_comparison(runs, baseline, format, threshold,
-                                       "none" if no_correction else "bonferroni", plot, force)
+        comparison = _print_comparison(
+            runs,
+            baseline,
+            format,
+            threshold,
+            "none" if no_correction else "bonferroni",
+            plot,
+            force,
+        )
     except MoebenchError as exc:
         raise _fail(exc) from None
     if fail_on_regression is not None:

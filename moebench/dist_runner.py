@@ -262,8 +262,9 @@ def _gates(world: World, c: _Case, s: Scenario, options: RunOptions):
     arm_checks: dict[str, list[Check]] = {}
     for row in out.checks:
         arm_checks.setdefault(row["arm"], []).append(
-            Check(name=row["check"], status=row["status"], error=row["error"],
-                  detail=row["detail"])  # fmt: skip
+            Check(
+                name=row["check"], status=row["status"], error=row["error"], detail=row["detail"]
+            )  # fmt: skip
         )
     return arm_checks, timed, stage_sets, captures
 

@@ -130,8 +130,13 @@ def graph_replay(
     ``capture_fn`` turns the FFN into its replay (default: a CUDA graph, GPU only); tests on the
     CPU pass the eager function itself to exercise the variants, the comparison and the restore."""
     if getattr(arm, "FAMILY", "") != "prefill" or not isinstance(problem, Problem):
-        return [Check(name="graph_replay", status="skip",
-                      detail="the graph replay gate covers the prefill (capacity-buffer) arms")]
+        return [
+            Check(
+                name="graph_replay",
+                status="skip",
+                detail="the graph replay gate covers the prefill (capacity-buffer) arms",
+            )
+        ]
     if capture_fn is None and not problem.x_TD.is_cuda:
         return [Check(name="graph_replay", status="skip",
                       detail="CPU run: no CUDA graphs (the gate runs on the GPU)")]  # fmt: skip
@@ -151,8 +156,13 @@ def graph_replay(
             check = f"graph_replay_{name}"
             need = rows_needed(local_counts(ids, p.expert_offset, p.local_experts), p.alignment)
             if need > p.capacity_rows:  # cannot happen by construction; say so if it does
-                rows.append(Check(name=check, status="error",
-                                  detail=f"variant needs {need} rows > capacity {p.capacity_rows}"))
+                rows.append(
+                    Check(
+                        name=check,
+                        status="error",
+                        detail=f"variant needs {need} rows > capacity {p.capacity_rows}",
+                    )
+                )
                 continue
             p.topk_ids_TK.copy_(ids)
             ws_g.poison()

@@ -101,8 +101,13 @@ def reference_output(p: Problem) -> torch.Tensor:
     else:
         x, w13, w2 = p.x_TD, p.w13_EFD, p.w2_EDF
     return reference.moe_ffn(
-        x, p.topk_ids_TK, p.topk_weights_TK, w13, w2,
-        activation_kind=p.activation, expert_offset=p.expert_offset,
+        x,
+        p.topk_ids_TK,
+        p.topk_weights_TK,
+        w13,
+        w2,
+        activation_kind=p.activation,
+        expert_offset=p.expert_offset,
         quantize_act=p.precision == "fp8",
     )
 

@@ -39,8 +39,11 @@ def write_pins(path: Path) -> dict[str, str]:
     lines = _strip_block(s.text.splitlines())
     while lines and not lines[-1].strip():
         lines.pop()
-    block = ["", "# Written by `moebench lock`: the sha256 of each arm's sources.",
-             "expect_sources:"]
+    block = [
+        "",
+        "# Written by `moebench lock`: the sha256 of each arm's sources.",
+        "expect_sources:",
+    ]
     block += [f"  {arm}: {h}" for arm, h in pins.items()]
     text = "\n".join(lines + block) + "\n"
     parse_scenario(text, path=str(path))

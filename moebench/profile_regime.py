@@ -41,7 +41,7 @@ def stage_kernel_counts(stages: Sequence) -> dict[str, int]:
 
 
 def profile_replays(
-    plan: Sequence[tuple[str, Callable[[], None], dict[str, int]]]
+    plan: Sequence[tuple[str, Callable[[], None], dict[str, int]]],
 ) -> list[tuple[str, dict[str, float]]]:
     """Run ``plan`` — (arm, graph replay, kernels per stage) in order — under one profiler session
     and return, per replay, (arm, {stage: device microseconds}). Raises when the kernels seen do

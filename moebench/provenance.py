@@ -61,6 +61,7 @@ def _rel(p: Path) -> str:
 
 def git_state() -> dict:
     """Commit and dirty flag of the checkout moebench runs from (empty when not a git tree)."""
+
     def git(*args: str) -> str:
         return subprocess.run(
             ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10
@@ -99,7 +100,9 @@ def _driver_version() -> str:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10,
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
     except (OSError, subprocess.SubprocessError):
         return ""

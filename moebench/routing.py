@@ -85,8 +85,9 @@ def load_trace_counts(path: str | Path, layer: int | None) -> tuple[np.ndarray, 
     elif layer in t.layers:
         index = t.layers.index(layer)
     else:
-        raise TraceError(f"{path}: layer {layer} not in the trace (layers {t.layers[0]}.."
-                         f"{t.layers[-1]})")
+        raise TraceError(
+            f"{path}: layer {layer} not in the trace (layers {t.layers[0]}..{t.layers[-1]})"
+        )
     if totals[index] <= 0:
         raise TraceError(f"{path}: layer {t.layers[index]} has no routed tokens (a dense layer?)")
     return counts_LE[index].copy(), t.sha256

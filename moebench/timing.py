@@ -101,7 +101,9 @@ class Clock:
         reads = {
             "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
             "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
-            "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(
+                h, pynvml.NVML_TEMPERATURE_GPU
+            ),
             "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
         }
         for key, read in reads.items():
@@ -119,7 +121,9 @@ class Clock:
         reasons = []
         if self._max_sm is None:
             try:
-                self._max_sm = float(pynvml.nvmlDeviceGetMaxClockInfo(self._nvml, pynvml.NVML_CLOCK_SM))
+                self._max_sm = float(
+                    pynvml.nvmlDeviceGetMaxClockInfo(self._nvml, pynvml.NVML_CLOCK_SM)
+                )
             except Exception:
                 self._max_sm = math.nan
         if sm < THROTTLE_FRACTION * self._max_sm:  # False when either is NaN

@@ -354,14 +354,20 @@ def _check_npy_header(raw: bytes, where: str) -> None:
             f"{where}: not a NumPy file moebench can read ({first_line(exc)})"
         ) from None
     if dtype.hasobject:
-        raise TraceError(f"{where}: not a NumPy file moebench can read: expected integer or float "
-                         f"counts, got dtype {dtype.str} (pickled objects are never loaded)")
+        raise TraceError(
+            f"{where}: not a NumPy file moebench can read: expected integer or float "
+            f"counts, got dtype {dtype.str} (pickled objects are never loaded)"
+        )
     if dtype.kind not in "biuf" or dtype.fields is not None:
-        raise TraceError(f"{where}: counts must be numbers: expected integer or float counts, "
-                         f"got dtype {dtype.str}")
+        raise TraceError(
+            f"{where}: counts must be numbers: expected integer or float counts, "
+            f"got dtype {dtype.str}"
+        )
     if math.prod(shape) * dtype.itemsize != len(raw) - f.tell():
-        raise TraceError(f"{where}: not a NumPy file moebench can read: truncated or padded .npy "
-                         f"(header declares shape {list(shape)})")
+        raise TraceError(
+            f"{where}: not a NumPy file moebench can read: truncated or padded .npy "
+            f"(header declares shape {list(shape)})"
+        )
 
 
 def npy_load(raw: bytes, where: str):

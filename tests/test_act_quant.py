@@ -156,8 +156,16 @@ def test_act_quant(counts, alignment, tail, F, activation, precision, row_progra
 
     # The grid schedule (row blocks that look up their expert) writes exactly the same bytes.
     out_g, sf_g, _ = _outputs(M, F, precision)
-    act_quant_masked(h, out_g, sf_g, ends_E, alignment=alignment, activation=activation,
-                     schedule="grid", block_rows=16)
+    act_quant_masked(
+        h,
+        out_g,
+        sf_g,
+        ends_E,
+        alignment=alignment,
+        activation=activation,
+        schedule="grid",
+        block_rows=16,
+    )
     assert torch.equal(out_g.view(raw).cpu(), out_m.view(raw).cpu())
     if precision == "fp8":
         assert torch.equal(sf_g.cpu(), sf_m.cpu())
@@ -265,8 +273,9 @@ def test_groups_per_item_do_not_change_a_byte(groups, F):
     assert torch.equal(out_g.view(torch.uint8), out_1.view(torch.uint8))
     assert torch.equal(sf_g, sf_1)
     out_m, sf_m, _ = _outputs(M, F, "fp8")
-    act_quant_masked(h, out_m, sf_m, ends_E, alignment=16, groups=groups,
-                     schedule="persistent", programs=3)
+    act_quant_masked(
+        h, out_m, sf_m, ends_E, alignment=16, groups=groups, schedule="persistent", programs=3
+    )
     assert torch.equal(out_m.view(torch.uint8)[live], out_1.view(torch.uint8)[live])
     assert torch.equal(sf_m[live], sf_1[live])
     assert (out_m.view(torch.uint8)[~live] == POISON_BYTE).all()

@@ -30,7 +30,9 @@ def test_run_arm_matches_the_reference_and_the_other_arms(precision):
     else:  # the reference on the same quantised operands
         q, exp = reference.quant_fp8_ue8m0(x)
         ref = reference.moe_ffn(
-            reference.dequant_fp8_ue8m0(q, exp), ids, w,
+            reference.dequant_fp8_ue8m0(q, exp),
+            ids,
+            w,
             reference.dequant_weight_fp8_block(*reference.quant_weight_fp8_block(w13)),
             reference.dequant_weight_fp8_block(*reference.quant_weight_fp8_block(w2)),
             quantize_act=True,

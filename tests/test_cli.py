@@ -61,8 +61,15 @@ def test_run_writes_checked_results(tiny_run):
     checks = pq.read_table(run_dir / "checks" / "c000.parquet").to_pylist()
     assert checks and all(c["status"] in ("pass", "skip") for c in checks)
     names = {c["check"] for c in checks}
-    assert {"reference", "nan_poison", "sentinel_live", "sentinel_padding",
-            "cross_arm_act", "cross_arm_scales", "cross_arm_output"} <= names
+    assert {
+        "reference",
+        "nan_poison",
+        "sentinel_live",
+        "sentinel_padding",
+        "cross_arm_act",
+        "cross_arm_scales",
+        "cross_arm_output",
+    } <= names
     samples = pq.read_table(run_dir / "samples" / "c000.parquet").to_pylist()
     # 2 ranks x 3 arms x 2 blocks x (1 ffn + 1 kernel stage) x 1 iteration
     assert len(samples) == 2 * 3 * 2 * 2
@@ -101,7 +108,7 @@ def test_compare_formats(tiny_run, fmt):
     result = runner.invoke(app, ["compare", str(run_dir), "--format", fmt])
     assert result.exit_code == 0, result.output
     if fmt == "json":
-        json.loads(result.output[result.output.index("{"):] if "{" in result.output else "")
+        json.loads(result.output[result.output.index("{") :] if "{" in result.output else "")
     assert "prefix_sum_masked" in result.output
 
 
@@ -158,8 +165,10 @@ MALFORMED = [
 @pytest.mark.parametrize("change, field", MALFORMED)
 def test_malformed_scenarios_one_line_exit_2(tmp_path, change, field):
     scenario = write(tmp_path, TINY.replace(*change))
-    for cmd in (["validate", str(scenario)],
-                ["run", str(scenario), "--results", str(tmp_path / "r")]):
+    for cmd in (
+        ["validate", str(scenario)],
+        ["run", str(scenario), "--results", str(tmp_path / "r")],
+    ):
         line = one_line_error(runner.invoke(app, cmd))
         assert field in line, line
     assert not (tmp_path / "r").exists(), "a bad scenario must write nothing"

@@ -247,7 +247,9 @@ def test_mismatch_arm_shows_no_numbers_anywhere():
     cells = [c.strip() for c in md.strip("|").split("|")]
     i = cells.index("prefix_sum_masked") + 1  # after a mode column when the samples record one
     assert cells[i] == "mismatch"
-    assert cells[i + 1 : i + 7] == [""] * 6, cells  # median, cv, spread, slowest rank, counts, change
+    assert cells[i + 1 : i + 7] == [""] * 6, (
+        cells
+    )  # median, cv, spread, slowest rank, counts, change
     assert cells[i + 7].startswith("reference fail")
 
 

@@ -195,7 +195,9 @@ def test_full_variant_never_uses_a_slot_that_holds_no_row():
 
     ids = torch.full((200, 1), NOT_LOCAL, dtype=torch.int32)
     ids[:70, 0] = torch.arange(70, dtype=torch.int32) % 4  # 70 real rows, 130 unused slots
-    full = routing_variants(ids, expert_offset=0, experts=4, alignment=16, capacity_rows=256)["full"]
+    full = routing_variants(ids, expert_offset=0, experts=4, alignment=16, capacity_rows=256)[
+        "full"
+    ]
     assert (full[70:] == NOT_LOCAL).all()
     counts = local_counts(full, 0, 4)
     assert int(counts.sum()) == 64 and all(int(c) % 16 == 0 for c in counts)

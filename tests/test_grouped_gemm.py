@@ -269,17 +269,32 @@ def test_persistent_psum_matches_psum_bitwise(counts, alignment, block_m, block_
     outs = []
     for persistent in (False, True):
         out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
-        grouped_gemm(q, sf, wq, ws, ends, out, alignment=alignment, mode="psum",
-                     BLOCK_M=block_m, BLOCK_N=block_n, persistent=persistent)
+        grouped_gemm(
+            q,
+            sf,
+            wq,
+            ws,
+            ends,
+            out,
+            alignment=alignment,
+            mode="psum",
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+            persistent=persistent,
+        )
         outs.append(out)
     assert torch.equal(outs[0][live].view(torch.int16), outs[1][live].view(torch.int16))
     plan = reference.scatter_plan(
-        torch.repeat_interleave(torch.arange(E), torch.tensor(counts))[:, None], 0, E,
-        alignment, M,
+        torch.repeat_interleave(torch.arange(E), torch.tensor(counts))[:, None],
+        0,
+        E,
+        alignment,
+        M,
     )
     assert torch.equal(plan["ends_E"], ends)
     ref = reference.grouped_gemm(
-        reference.dequant_fp8_ue8m0(q, exp), reference.dequant_weight_fp8_block(wq, ws),
+        reference.dequant_fp8_ue8m0(q, exp),
+        reference.dequant_weight_fp8_block(wq, ws),
         plan["row_expert_M"],
     )
     if live.any():

@@ -272,7 +272,9 @@ RULES = [
     ),
     # measure
     pytest.param(
-        doc(measure={"regimes": ["trace"]}), "measure.regimes[0]", "ffn, kernel, profile",
+        doc(measure={"regimes": ["trace"]}),
+        "measure.regimes[0]",
+        "ffn, kernel, profile",
         id="regime",
     ),
     pytest.param(doc(measure={"regimes": []}), "measure.regimes", "empty", id="regimes-empty"),

@@ -85,21 +85,54 @@ def main(out_dir: str) -> None:
                     except Exception as exc:  # a variant the launcher refuses or cannot compile
                         rows.append(dict(precision=cs.precision, **kw, error=str(exc)[:80]))
                         continue
-                    exact = bool(torch.equal(a.view(torch.int16), ref_a.view(torch.int16))
-                                 and torch.equal(o.view(torch.int16), ref_o.view(torch.int16)))
-                    t1 = time_graph(lambda kw=kw: sparse_gemv(
-                        prob.x_TD, prob.topk_ids_TK, prob.w13, prob.w13_scale, prob.b13_E2F,
-                        ws.a, expert_offset=off, glu=prob.activation, **kw))
-                    t2 = time_graph(lambda kw=kw: sparse_gemv(
-                        ws.a, prob.topk_ids_TK, prob.w2, prob.w2_scale, prob.b2_ED, ws.o,
-                        expert_offset=off, **kw))
-                    row = dict(precision=cs.precision, block_n=bn, block_k=bk, warps=nw,
-                               exact=exact, fc1_us=t1, fc2_us=t2,
-                               fc1_of_copy=bytes_hit["fc1"] / t1 / 1e6 / COPY_TBS,
-                               fc2_of_copy=bytes_hit["fc2"] / t2 / 1e6 / COPY_TBS)
+                    exact = bool(
+                        torch.equal(a.view(torch.int16), ref_a.view(torch.int16))
+                        and torch.equal(o.view(torch.int16), ref_o.view(torch.int16))
+                    )
+                    t1 = time_graph(
+                        lambda kw=kw: sparse_gemv(
+                            prob.x_TD,
+                            prob.topk_ids_TK,
+                            prob.w13,
+                            prob.w13_scale,
+                            prob.b13_E2F,
+                            ws.a,
+                            expert_offset=off,
+                            glu=prob.activation,
+                            **kw,
+                        )
+                    )
+                    t2 = time_graph(
+                        lambda kw=kw: sparse_gemv(
+                            ws.a,
+                            prob.topk_ids_TK,
+                            prob.w2,
+                            prob.w2_scale,
+                            prob.b2_ED,
+                            ws.o,
+                            expert_offset=off,
+                            **kw,
+                        )
+                    )
+                    row = dict(
+                        precision=cs.precision,
+                        block_n=bn,
+                        block_k=bk,
+                        warps=nw,
+                        exact=exact,
+                        fc1_us=t1,
+                        fc2_us=t2,
+                        fc1_of_copy=bytes_hit["fc1"] / t1 / 1e6 / COPY_TBS,
+                        fc2_of_copy=bytes_hit["fc2"] / t2 / 1e6 / COPY_TBS,
+                    )
                     rows.append(row)
-                    print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                                   for k, v in row.items()), flush=True)
+                    print(
+                        " ".join(
+                            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                            for k, v in row.items()
+                        ),
+                        flush=True,
+                    )
         del per
     with open(f"{out_dir}/bench_decode.json", "w") as fh:
         json.dump(rows, fh, indent=1)

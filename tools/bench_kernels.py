@@ -56,8 +56,10 @@ def time_graph(fn, reps: int = 30) -> float:
 
 def record(**row) -> None:
     results.append(row)
-    print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
-          flush=True)
+    print(
+        "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+        flush=True,
+    )
 
 
 def balanced_ends(live: int) -> torch.Tensor:
@@ -78,27 +80,46 @@ def bench_act() -> None:
     h = (torch.randn(M, 2 * F, device=dev) * 2).to(torch.bfloat16)
 
     def bufs():
-        return (torch.empty(M, F, dtype=torch.float8_e4m3fn, device=dev),
-                reference.empty_packed_scales(M, F // 128, dev))
+        return (
+            torch.empty(M, F, dtype=torch.float8_e4m3fn, device=dev),
+            reference.empty_packed_scales(M, F // 128, dev),
+        )
 
     ref_q, ref_sf = bufs()
     act_quant_dense(h, ref_q, ref_sf)
     want_q, want_sf = reference.act_quant(h, "silu", "fp8")
     mism = (ref_q.view(torch.uint8) != want_q.view(torch.uint8)).float().mean().item()
-    record(kernel="act_dense_vs_torch", byte_mismatch_fraction=mism,
-           scales_equal=bool(torch.equal(ref_sf, want_sf)))
+    record(
+        kernel="act_dense_vs_torch",
+        byte_mismatch_fraction=mism,
+        scales_equal=bool(torch.equal(ref_sf, want_sf)),
+    )
     full_bytes = M * 2 * F * 2 + M * F + M * 4 * 4
     for br, gr, nw in ((16, 1, 4), (32, 1, 4), (16, 2, 4), (32, 2, 4), (16, 4, 4), (32, 4, 8)):
         q, sf = bufs()
         act_quant_dense(h, q, sf, block_rows=br, groups=gr, num_warps=nw)
         ok = torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8)) and torch.equal(sf, ref_sf)
-        us = time_graph(lambda q=q, sf=sf, br=br, gr=gr, nw=nw: act_quant_dense(
-            h, q, sf, block_rows=br, groups=gr, num_warps=nw))
-        record(kernel="act_dense", block_rows=br, groups=gr, warps=nw, exact=ok, us=us,
-               floor_us=full_bytes / COPY_TBS / 1e6, tbs=full_bytes / us / 1e6)
-    for label, ends in (("balanced3072", balanced_ends(3072)),
-                        ("one_expert3072", one_expert_ends(3072)),
-                        ("balanced24576", balanced_ends(24576)), ("full", None)):
+        us = time_graph(
+            lambda q=q, sf=sf, br=br, gr=gr, nw=nw: act_quant_dense(
+                h, q, sf, block_rows=br, groups=gr, num_warps=nw
+            )
+        )
+        record(
+            kernel="act_dense",
+            block_rows=br,
+            groups=gr,
+            warps=nw,
+            exact=ok,
+            us=us,
+            floor_us=full_bytes / COPY_TBS / 1e6,
+            tbs=full_bytes / us / 1e6,
+        )
+    for label, ends in (
+        ("balanced3072", balanced_ends(3072)),
+        ("one_expert3072", one_expert_ends(3072)),
+        ("balanced24576", balanced_ends(24576)),
+        ("full", None),
+    ):
         if ends is None:  # every row live: 32 experts of 896 rows, no padding
             ends = expert_ends(torch.full((E,), M // E, dtype=torch.int32), A).to(dev)
         live = live_row_mask(ends, A, M)
@@ -107,17 +128,50 @@ def bench_act() -> None:
         for br, gr, pps, nw in ((16, 1, 16, 4), (16, 2, 0, 4), (16, 1, 0, 4), (32, 1, 0, 4)):
             sched = "grid" if pps == 0 else "persistent"
             q, sf = bufs()
-            act_quant_masked(h, q, sf, ends, alignment=A, block_rows=br, groups=gr,
-                             programs_per_sm=max(pps, 1), num_warps=nw, schedule=sched)
-            ok = torch.equal(q.view(torch.uint8)[live], ref_q.view(torch.uint8)[live]) and \
-                torch.equal(sf[live], ref_sf[live])
-            us = time_graph(lambda q=q, sf=sf, ends=ends, br=br, gr=gr, pps=pps, nw=nw, sch=sched:
-                            act_quant_masked(h, q, sf, ends, alignment=A, block_rows=br,
-                                             groups=gr, programs_per_sm=max(pps, 1),
-                                             num_warps=nw, schedule=sch))
-            record(kernel="act_masked", routing=label, live=n, block_rows=br, groups=gr,
-                   per_sm=pps, warps=nw, exact=ok, us=us, floor_us=live_bytes / COPY_TBS / 1e6,
-                   tbs=live_bytes / us / 1e6)
+            act_quant_masked(
+                h,
+                q,
+                sf,
+                ends,
+                alignment=A,
+                block_rows=br,
+                groups=gr,
+                programs_per_sm=max(pps, 1),
+                num_warps=nw,
+                schedule=sched,
+            )
+            ok = torch.equal(
+                q.view(torch.uint8)[live], ref_q.view(torch.uint8)[live]
+            ) and torch.equal(sf[live], ref_sf[live])
+            us = time_graph(
+                lambda q=q, sf=sf, ends=ends, br=br, gr=gr, pps=pps, nw=nw, sch=sched: (
+                    act_quant_masked(
+                        h,
+                        q,
+                        sf,
+                        ends,
+                        alignment=A,
+                        block_rows=br,
+                        groups=gr,
+                        programs_per_sm=max(pps, 1),
+                        num_warps=nw,
+                        schedule=sch,
+                    )
+                )
+            )
+            record(
+                kernel="act_masked",
+                routing=label,
+                live=n,
+                block_rows=br,
+                groups=gr,
+                per_sm=pps,
+                warps=nw,
+                exact=ok,
+                us=us,
+                floor_us=live_bytes / COPY_TBS / 1e6,
+                tbs=live_bytes / us / 1e6,
+            )
 
 
 # --------------------------------------------------------------------------- grouped GEMMs
@@ -142,38 +196,80 @@ def bench_gemm() -> None:
             aligned_end = int(((ends.cpu().long() + A - 1) // A * A)[-1])
             ref_out = None
             configs = [("all", 64, 128, 4, 4, False, 0)] + [
-                ("psum", bm, bn, nw, ns, pers, pps) for bm, bn, nw, ns, pers, pps in (
-                    (64, 128, 4, 4, False, 0), (64, 128, 4, 4, True, 2), (64, 128, 4, 4, True, 3),
-                    (128, 128, 8, 4, True, 1))]
+                ("psum", bm, bn, nw, ns, pers, pps)
+                for bm, bn, nw, ns, pers, pps in (
+                    (64, 128, 4, 4, False, 0),
+                    (64, 128, 4, 4, True, 2),
+                    (64, 128, 4, 4, True, 3),
+                    (128, 128, 8, 4, True, 1),
+                )
+            ]
             for mode, bm, bn, nw, ns, pers, pps in configs:
                 out.fill_(float("nan"))
-                kw = dict(alignment=A, mode=mode, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
-                          num_stages=ns, persistent=pers, programs_per_sm=max(pps, 1))
+                kw = dict(
+                    alignment=A,
+                    mode=mode,
+                    BLOCK_M=bm,
+                    BLOCK_N=bn,
+                    num_warps=nw,
+                    num_stages=ns,
+                    persistent=pers,
+                    programs_per_sm=max(pps, 1),
+                )
                 try:
                     grouped_gemm(aq, asf, wq, ws, ends, out, **kw)
                 except Exception as exc:  # a config that cannot compile is a row
-                    record(kernel=f"{name}_{mode}", live=live, block_m=bm, block_n=bn,
-                           error=str(exc)[:80])
+                    record(
+                        kernel=f"{name}_{mode}",
+                        live=live,
+                        block_m=bm,
+                        block_n=bn,
+                        error=str(exc)[:80],
+                    )
                     continue
                 got = out[live_mask].clone()
                 if ref_out is None:
                     ref_out = got
                 ok = torch.equal(got, ref_out)
-                us = time_graph(lambda kw=kw: grouped_gemm(aq, asf, wq, ws, ends, out, **kw),
-                                reps=15)
-                record(kernel=f"{name}_{mode}", live=live, block_m=bm, block_n=bn, warps=nw,
-                       stages=ns, persistent_per_sm=pps, exact=ok, us=us,
-                       tflops=flops / us / 1e6, weight_gbs=w_bytes / us / 1e3,
-                       floor_us=max(w_bytes / COPY_TBS / 1e6, flops / FP8_TFLOPS / 1e6))
+                us = time_graph(
+                    lambda kw=kw: grouped_gemm(aq, asf, wq, ws, ends, out, **kw), reps=15
+                )
+                record(
+                    kernel=f"{name}_{mode}",
+                    live=live,
+                    block_m=bm,
+                    block_n=bn,
+                    warps=nw,
+                    stages=ns,
+                    persistent_per_sm=pps,
+                    exact=ok,
+                    us=us,
+                    tflops=flops / us / 1e6,
+                    weight_gbs=w_bytes / us / 1e3,
+                    floor_us=max(w_bytes / COPY_TBS / 1e6, flops / FP8_TFLOPS / 1e6),
+                )
             offs = ((ends.long() + A - 1) // A * A).to(torch.int32)
             try:
+
                 def peer():
-                    torch._scaled_grouped_mm(aq[:aligned_end], wt, sa[:aligned_end], sb,
-                                             offs=offs, out_dtype=torch.bfloat16)
+                    torch._scaled_grouped_mm(
+                        aq[:aligned_end],
+                        wt,
+                        sa[:aligned_end],
+                        sb,
+                        offs=offs,
+                        out_dtype=torch.bfloat16,
+                    )
+
                 us = time_graph(peer, reps=15)
-                record(kernel=f"{name}_torch_scaled_grouped_mm", live=live,
-                       rows_computed=aligned_end, us=us, tflops=flops / us / 1e6,
-                       weight_gbs=w_bytes / us / 1e3)
+                record(
+                    kernel=f"{name}_torch_scaled_grouped_mm",
+                    live=live,
+                    rows_computed=aligned_end,
+                    us=us,
+                    tflops=flops / us / 1e6,
+                    weight_gbs=w_bytes / us / 1e3,
+                )
             except Exception as exc:
                 record(kernel=f"{name}_torch_scaled_grouped_mm", live=live, error=str(exc)[:160])
 
@@ -186,26 +282,43 @@ def bench_scatter_combine() -> None:
 
     r = synthesize(family="uniform", tokens=4096, experts=256, top_k=6, ep=8)
     w13, w2 = make_weights(experts=range(32), hidden=D, intermediate=F, seed=0, device=dev)
-    p = build_problem(x_TD=make_tokens(tokens=4096, hidden=D, seed=0, device=dev),
-                      topk_ids_TK=r.topk_ids_TK.to(dev), topk_weights_TK=r.topk_weights_TK.to(dev),
-                      w13_EFD=w13, w2_EDF=w2, expert_offset=0, alignment=A, capacity_rows=M,
-                      precision="fp8", activation="silu")
+    p = build_problem(
+        x_TD=make_tokens(tokens=4096, hidden=D, seed=0, device=dev),
+        topk_ids_TK=r.topk_ids_TK.to(dev),
+        topk_weights_TK=r.topk_weights_TK.to(dev),
+        w13_EFD=w13,
+        w2_EDF=w2,
+        expert_offset=0,
+        alignment=A,
+        capacity_rows=M,
+        precision="fp8",
+        activation="silu",
+    )
     ws = Workspace(p)
     stages = {st.name: st.run for st in build_stages(ws, gemm_mode="psum", masked_act=True)}
     for st in stages.values():
         st()
     plan = reference.scatter_plan(p.topk_ids_TK, 0, 32, A, M)
-    exact = all(torch.equal(getattr(ws, k), plan[k]) for k in ("ends_E", "row_expert_M",
-                                                                "row_src_M", "slot_row_TK"))
+    exact = all(
+        torch.equal(getattr(ws, k), plan[k])
+        for k in ("ends_E", "row_expert_M", "row_src_M", "slot_row_TK")
+    )
     live = int((plan["row_src_M"] >= 0).sum())
     tokens_read = int((plan["slot_row_TK"] >= 0).any(dim=1).sum())
     scatter_bytes = tokens_read * (D + 16) + live * (D + 16) + 4096 * 6 * 4 * 2 + M * 8
     combine_bytes = live * D * 2 + 4096 * D * 2 + 4096 * 6 * 8
     for name, nbytes in (("scatter", scatter_bytes), ("combine", combine_bytes)):
         us = time_graph(stages[name], reps=50)
-        record(kernel=name, exact=exact, us=us, floor_us=nbytes / COPY_TBS / 1e6,
-               target_us=2 * nbytes / COPY_TBS / 1e6 + 5, tbs=nbytes / us / 1e6)
+        record(
+            kernel=name,
+            exact=exact,
+            us=us,
+            floor_us=nbytes / COPY_TBS / 1e6,
+            target_us=2 * nbytes / COPY_TBS / 1e6 + 5,
+            tbs=nbytes / us / 1e6,
+        )
     from torch.profiler import ProfilerActivity, profile
+
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(20):
             flush.zero_()

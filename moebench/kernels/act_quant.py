@@ -94,16 +94,22 @@ def _act_quant_item(
         g = g0 + tl.arange(0, GROUPS)
         word = rows64[:, None] * stride_sm + (g // 4)[None, :] * stride_sw
         sf_bytes = sf_ptr.to(tl.pointer_type(tl.uint8))
-        tl.store(sf_bytes + word * 4 + (g % 4)[None, :], exp.to(tl.uint8),
-                 mask=row_ok[:, None] & (g < groups)[None, :])
+        tl.store(
+            sf_bytes + word * 4 + (g % 4)[None, :],
+            exp.to(tl.uint8),
+            mask=row_ok[:, None] & (g < groups)[None, :],
+        )
         # The item holding the last group also writes the zero bytes past it in its word.
         last = groups - 1
         if (g0 <= last) & (last < g0 + GROUPS):
             last_word = rows64 * stride_sm + (last // 4) * stride_sw
             for j in tl.static_range(1, 4):
                 pad_ok = tl.full([BLOCK_ROWS], 0, tl.int32) + (last % 4) + j < 4
-                tl.store(sf_bytes + last_word * 4 + (last % 4) + j,
-                         tl.zeros([BLOCK_ROWS], tl.uint8), mask=row_ok & pad_ok)
+                tl.store(
+                    sf_bytes + last_word * 4 + (last % 4) + j,
+                    tl.zeros([BLOCK_ROWS], tl.uint8),
+                    mask=row_ok & pad_ok,
+                )
     else:
         tl.store(out_ptrs, fp32_to_bf16(a, EXACT_RNE), mask=mask)
 
@@ -380,6 +386,8 @@ def act_quant_masked(
         return
     if programs is None:
         # More programs than work items in a full buffer would only exit at once.
-        programs = min(_programs_per_device(h_M2F.device, programs_per_sm),
-                       triton.cdiv(M, block_rows) * triton.cdiv(F // GROUP, groups))
+        programs = min(
+            _programs_per_device(h_M2F.device, programs_per_sm),
+            triton.cdiv(M, block_rows) * triton.cdiv(F // GROUP, groups),
+        )
     _act_quant_masked_kernel[(programs,)](*args, **meta)

@@ -127,8 +127,6 @@ def _fp8_tile(
     tl.store(out_ptrs, fp32_to_bf16(acc, INTERPRET), mask=row_ok[:, None])
 
 
-
-
 @triton.jit
 def _grouped_gemm_fp8(
     a_ptr,

@@ -90,8 +90,9 @@ def _scatter_assign(
     ex = tl.arange(0, BLOCK_E)
     ch = tl.arange(0, BLOCK_C)
     grid_ok = (ex < n_experts)[:, None] & (ch < n_chunks)[None, :]
-    per_chunk = tl.load(chunk_counts_ptr + ex[:, None] * n_chunks + ch[None, :], mask=grid_ok,
-                        other=0)
+    per_chunk = tl.load(
+        chunk_counts_ptr + ex[:, None] * n_chunks + ch[None, :], mask=grid_ok, other=0
+    )
     counts = tl.sum(per_chunk, axis=1)
     aligned = (counts + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
     start = tl.sum(tl.where(ex < e, aligned, 0), axis=0)
@@ -99,8 +100,9 @@ def _scatter_assign(
     if c == 0:
         tl.store(counts_ptr + e, count)
         tl.store(ends_ptr + e, start + count)
-    earlier = tl.sum(tl.sum(tl.where((ex == e)[:, None] & (ch < c)[None, :], per_chunk, 0),
-                            axis=1), axis=0)
+    earlier = tl.sum(
+        tl.sum(tl.where((ex == e)[:, None] & (ch < c)[None, :], per_chunk, 0), axis=1), axis=0
+    )
     next_row = start + earlier
     lane = tl.arange(0, BLOCK_S)
     # Rows past the buffer are never written (see the module docstring on overflow).
@@ -301,8 +303,9 @@ def scatter(
     n_slots = T * K
     chunk, n_chunks = chunking(n_slots)
     if scratch_EC is None or scratch_EC.numel() < E * n_chunks or scratch_EC.dtype != torch.int32:
-        raise ValueError(f"scratch_EC must be int32 with >= {E * n_chunks} elements "
-                         "(see scatter_scratch)")
+        raise ValueError(
+            f"scratch_EC must be int32 with >= {E * n_chunks} elements (see scatter_scratch)"
+        )
     block_s = min(chunk, 2048)
     block_e = triton.next_power_of_2(E)
     _scatter_count[(E, n_chunks)](
