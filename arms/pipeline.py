@@ -153,10 +153,6 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
             scratch_EC=ws.scatter_scratch,
         )
 
-    if p.gemm == "torch":
-        return _torch_gemm_stages(ws, run_scatter, gemm_mode=gemm_mode, masked_act=masked_act,
-                                  act_opts=act_opts)  # fmt: skip
-
     def run_fc1() -> None:
         grouped_gemm(
             ws.xs_MD,
@@ -201,14 +197,14 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
     def run_combine() -> None:
         combine(ws.o_MD, ws.slot_row_TK, p.topk_weights_TK, ws.y_TD)
 
+    if p.gemm == "torch":
+        run_fc1, run_fc2 = _torch_gemms(ws, gemm_mode=gemm_mode)
     fns = (run_scatter, run_fc1, run_act, run_fc2, run_combine)
     return tuple(Stage(name=n, run=f) for n, f in zip(STAGES, fns, strict=True))
 
 
-def _torch_gemm_stages(
-    ws: Workspace, run_scatter, *, gemm_mode: str, masked_act: bool, act_opts: dict
-) -> tuple[Stage, ...]:
-    """The five stages with both GEMMs through torch._grouped_mm, PyTorch's grouped GEMM (the peer
+def _torch_gemms(ws: Workspace, *, gemm_mode: str):
+    """FC1 and FC2 through torch._grouped_mm, PyTorch's grouped GEMM (the peer
     our Triton GEMM is measured against). Its groups are contiguous row ranges given by
     cumulative offsets and cannot leave gaps, so padding is handled by the offsets: each expert's
     group is its whole aligned span [start, align_up(end)) (padding rows inside a span are
@@ -232,21 +228,10 @@ def _torch_gemm_stages(
         offsets()
         ws.h_M2F = torch._grouped_mm(ws.xs_MD, w13_EDN, offs=ws.offs_E)
 
-    def run_act() -> None:
-        if masked_act:
-            act_quant_masked(ws.h_M2F, ws.a_MF, ws.a_sf_MG4, ws.ends_E, alignment=A,
-                             activation=p.activation, schedule="grid", **act_opts)  # fmt: skip
-        else:
-            act_quant_dense(ws.h_M2F, ws.a_MF, ws.a_sf_MG4, activation=p.activation, **act_opts)
-
     def run_fc2() -> None:
         ws.o_MD = torch._grouped_mm(ws.a_MF, w2_EFN, offs=ws.offs_E)
 
-    def run_combine() -> None:
-        combine(ws.o_MD, ws.slot_row_TK, p.topk_weights_TK, ws.y_TD)
-
-    fns = (run_scatter, run_fc1, run_act, run_fc2, run_combine)
-    return tuple(Stage(name=n, run=f) for n, f in zip(STAGES, fns, strict=True))
+    return run_fc1, run_fc2
 
 
 def run_all(stages: tuple[Stage, ...]) -> None:

@@ -34,16 +34,10 @@ import torch
 from arms.pipeline import Problem, run_all
 from moebench.checks import Check, capture, check_sentinels
 from moebench.numerics import bitwise_compare
-from moebench.routing import rows_needed
+from moebench.routing import local_counts, rows_needed
 
 VARIANTS = ("reversed", "empty", "all_empty", "full")
 NOT_LOCAL = -1  # an expert id no rank owns
-
-
-def local_counts(topk_ids_TK: torch.Tensor, expert_offset: int, experts: int) -> torch.Tensor:
-    """int64 [E]: slots routed to each local expert (host)."""
-    e = topk_ids_TK.to(torch.int64).flatten().cpu() - expert_offset
-    return torch.bincount(e[(e >= 0) & (e < experts)], minlength=experts)
 
 
 def routing_variants(
