@@ -30,7 +30,8 @@ compared with X (not with the baseline), and the share of those cells not decide
 false-positive rate of the whole procedure on this machine (``Comparison.aa``).
 
 Samples that carry an optional ``mode`` column (``eager`` / ``graph``) are keyed by it: the two
-modes are never pooled and each arm is compared with the baseline in the same mode. Several
+modes are never pooled and each arm is compared with the baseline in the same mode (samples on
+rotated weight copies, ``weights`` cold, are a mode of their own: ``graph-cold``). Several
 samples for one (rank, block, iteration) of a stage, as the per-kernel rows of the ``profile``
 regime are, are summed first: a stage's time in one replay is the sum of its kernels.
 
@@ -83,7 +84,7 @@ class CompareRow:
     regime: str
     stage: str
     arm: str
-    mode: str  # eager | graph | "" when the samples do not say
+    mode: str  # eager | graph | "" when the samples do not say; "-cold" on rotated weights
     status: str  # ok | unchecked (no check rows) | mismatch (a check failed or errored)
     decision: str  # FASTER | SLOWER | SAME | AMBIGUOUS | baseline | "" (no comparison)
     reason: str
@@ -345,12 +346,18 @@ def _combine(codes: list[np.ndarray], sizes: list[int]) -> np.ndarray:
 
 
 def _with_mode(table: pa.Table) -> pa.Table:
-    """The samples with a ``mode`` column: as stored, or "" for a run that does not record it."""
+    """The samples with a ``mode`` column: as stored, or "" for a run that does not record it.
+    Samples timed on rotated weight copies (``weights`` cold) get ``-cold`` on their mode, so
+    that cold and warm figures are never pooled into one cell."""
     if "mode" in table.column_names:
-        return table.set_column(
-            table.column_names.index("mode"), "mode", pc.fill_null(table["mode"], "")
-        )
-    return table.append_column("mode", pa.array([""] * table.num_rows, pa.string()))
+        mode = pc.fill_null(table["mode"], "")
+        table = table.drop_columns(["mode"])
+    else:
+        mode = pa.array([""] * table.num_rows, pa.string())
+    if "weights" in table.column_names:
+        is_cold = pc.equal(pc.fill_null(table["weights"], ""), "cold")
+        mode = pc.if_else(is_cold, pc.binary_join_element_wise(mode, "cold", "-"), mode)
+    return table.append_column("mode", mode)
 
 
 def _concat_samples(runs: list[Run]) -> pa.Table:

@@ -476,7 +476,7 @@ def _time(world, c: _Case, timed, stage_sets, s: Scenario, clock: Clock, progres
         for position, arm in enumerate(order):
             base = {**c.rank_cols, "arm": arm, "block": block, "position": position,
                     "device": device, "mode": "graph" if use_graph else "eager",
-                    **telemetry}  # fmt: skip
+                    "weights": "warm", "weight_copies": 1, **telemetry}  # fmt: skip
             for it in range(m.iterations if arm in passes else 0):
                 for stage, t in _timed_pass(world, passes[arm]).items():
                     samples.append({**base, "stage": stage, "regime": "ffn", "iteration": it,
@@ -484,7 +484,7 @@ def _time(world, c: _Case, timed, stage_sets, s: Scenario, clock: Clock, progres
                                     "weight_bytes": wbytes[arm].get(stage, 0)})  # fmt: skip
             for name, call in kernel.get(arm, ()):
                 for it in range(m.iterations):
-                    t = clock.sample_us(call, flush_l2=True)
+                    t = clock.sample_us(call, flush_l2=m.flush_l2)
                     samples.append({**base, "stage": name, "regime": "kernel", "iteration": it,
                                     "time_us": t,
                                     "weight_bytes": wbytes[arm].get(name, 0)})  # fmt: skip

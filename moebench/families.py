@@ -41,6 +41,8 @@ class Family:
     cross_arm: Callable[[str, dict[str, Any], Any], dict[str, list[gates.Check]]]
     # (arm module, problem) -> {stage: expert weight bytes read in one step}, "ffn" included
     weight_bytes: Callable[[ModuleType, Any], dict[str, int]]
+    # the problem's expert weight tensors (moebench/cold.py copies them)
+    weight_fields: tuple[str, ...]
 
 
 def _rank_experts(s: Scenario, rank: int) -> range:
@@ -102,6 +104,7 @@ FAMILIES: dict[str, Family] = {
         checks=_prefill_checks,
         cross_arm=lambda base, caps, p: gates.check_cross_arm(base, caps),
         weight_bytes=lambda arm, p: pipeline.weight_bytes(p, gemm_mode=arm.GEMM_MODE),
+        weight_fields=("w13_EFD", "w13_scale", "w2_EDF", "w2_scale"),
     ),
     "decode": Family(
         name="decode",
@@ -113,6 +116,7 @@ FAMILIES: dict[str, Family] = {
         checks=_decode_checks,
         cross_arm=lambda base, caps, p: gates.check_cross_arm_close(base, caps, p.precision),
         weight_bytes=lambda arm, p: decode.weight_bytes(p, layout=arm.LAYOUT),
+        weight_fields=("w13", "w13_scale", "b13_E2F", "w2", "w2_scale", "b2_ED"),
     ),
 }
 

@@ -96,12 +96,18 @@ SAMPLES_SCHEMA = _schema(
     ("local_experts", _i32), ("hidden", _i32), ("intermediate", _i32), ("top_k", _i32),
     ("precision", _str), ("activation", _str), ("routing", _str), ("gemm", _str),
     ("params", _str), ("weight_bytes", _i64), ("temperature_c", _f64), ("power_w", _f64),
-    ("mode", _str),
+    ("mode", _str), ("weights", _str), ("weight_copies", _i32),
 )  # fmt: skip
 # Samples columns added after the first runs, and what a part written before them reads as:
-# weight bytes unknown (-1, never 0), temperature and power NaN, mode "" (compare: not said).
-_LATER_SAMPLES = {"weight_bytes": -1, "temperature_c": math.nan, "power_w": math.nan, "mode": ""}
+# weight bytes unknown (-1, never 0), temperature and power NaN, mode and weights "" (compare:
+# not said), weight copies 0 (not said).
+_LATER_SAMPLES = {
+    "weight_bytes": -1, "temperature_c": math.nan, "power_w": math.nan, "mode": "",
+    "weights": "", "weight_copies": 0,
+}  # fmt: skip
 MODES = frozenset({"eager", "graph"})
+# warm: the weights as the previous sample left them in L2; cold: rotated copies (moebench/cold.py)
+WEIGHTS = frozenset({"warm", "cold"})
 CHECKS_SCHEMA = _schema(
     ("run_id", _str), ("case_id", _str), ("arm", _str), ("rank", _i32), ("check", _str),
     ("status", _str), ("error", _f64), ("detail", _str),
@@ -120,7 +126,8 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 # Columns whose values come from a closed set; a typo here would silently vanish from compare.
 _ENUMS: dict[str, dict[str, frozenset[str]]] = {
-    "samples": {"stage": STAGES, "regime": REGIMES, "device": DEVICES, "mode": MODES},
+    "samples": {"stage": STAGES, "regime": REGIMES, "device": DEVICES, "mode": MODES,
+                "weights": WEIGHTS},
     "checks": {"status": CHECK_STATUSES},
     "routing": {},
 }

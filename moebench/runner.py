@@ -28,7 +28,7 @@ import torch
 from arms import ARMS
 from arms.pipeline import run_all
 from moebench import checks as gates
-from moebench import dispatch_gate, faults, graph_gate, isolate, provenance, routing
+from moebench import cold, dispatch_gate, faults, graph_gate, isolate, provenance, routing
 from moebench.errors import DeviceFault, MoebenchError, ScenarioError, SourceDriftError
 from moebench.families import Family, family_of
 from moebench.inputs import make_tokens
@@ -99,7 +99,8 @@ class CaseRows:
     checks: list[dict] = field(default_factory=list)
     routing: list[dict] = field(default_factory=list)
     fault: str = ""
-    warnings: list[str] = field(default_factory=list)  # clocks that looked throttled
+    # clocks that looked throttled; cold weights that memory could not fully rotate
+    warnings: list[str] = field(default_factory=list)
 
     def add(self, rank_cols: dict, arm: str, c: gates.Check) -> None:
         self.checks.append(
@@ -597,8 +598,9 @@ def run_case(
             )
             weight_bytes = {a: family.weight_bytes(arm_module(a), problem) for a in timed}
             done = time_rank(
-                timed, stage_sets, s, clock, rank_cols, stop, device, out, weight_bytes
-            )
+                timed, stage_sets, s, clock, rank_cols, stop, device, out, weight_bytes,
+                family.weight_fields,
+            )  # fmt: skip
             for arm in done:
                 try:
                     same = gates.bitwise_compare(stage_sets[arm][0].y_TD, captures[arm].y_TD)
@@ -642,7 +644,7 @@ def run_case(
                 )
     finally:
         stop.end_case()
-        out.warnings = clock.warnings() if clock is not None else []
+        out.warnings += clock.warnings() if clock is not None else []
     return out
 
 
@@ -764,6 +766,7 @@ def time_rank(
     device: torch.device,
     out: CaseRows,
     weight_bytes: dict[str, dict[str, int]],
+    weight_fields: tuple[str, ...] = (),
 ) -> list[str]:
     """Samples of the ``timed`` arms into ``out.samples``, checking ``stop`` after each one. An arm
     that fails while being timed gets a ``timing`` error row and leaves the rotation; returns the
@@ -795,22 +798,30 @@ def time_rank(
             fail(arm, exc)
     ffn: dict[str, Callable[[], None]] = {}
     kernel: dict[str, list[tuple[str, Callable[[], None]]]] = {}
+    problems = _weight_rotation(active, stage_sets, m, weight_bytes, weight_fields, device, out)
     for arm in list(active):
-        stages = stage_sets[arm][1]
+        ws = stage_sets[arm][0]
+        # One stage set per weight copy (one, unless cold weights rotate several).
+        sets = [cold.stages_on(arm_module(arm).build, ws, p) for p in problems]
         try:
             if "ffn" in m.regimes:
-                call = lambda st=stages: run_all(st)
-                ffn[arm] = clock.capture(call) if use_graph else call
+                calls = [lambda st=st: run_all(st) for st in sets]
+                calls = [clock.capture(c) if use_graph else c for c in calls]
+                ffn[arm] = calls[0] if len(calls) == 1 else cold.Rotation(calls)
             if "kernel" in m.regimes:
                 # One graph per stage: a stage of several launches is timed on the device, not at
-                # the speed the host issues them.
-                kernel[arm] = [
-                    (st.name, clock.capture(st.run) if use_graph else st.run)
-                    for st in stages
-                    if st.name in m.stages
-                ]
+                # the speed the host issues them. A stage that reads no weights needs one copy.
+                kernel[arm] = []
+                for i, st in enumerate(sets[0]):
+                    if st.name not in m.stages:
+                        continue
+                    rotate = weight_bytes[arm][st.name] > 0
+                    runs = [s[i].run for s in (sets if rotate else sets[:1])]
+                    runs = [clock.capture(r) if use_graph else r for r in runs]
+                    kernel[arm].append((st.name, runs[0] if len(runs) == 1 else cold.Rotation(runs)))
         except Exception as exc:
             fail(arm, exc)
+    weight_cols = {"weights": "cold" if m.cold_weights else "warm", "weight_copies": len(problems)}
     device_label = "cuda" if clock.cuda else "cpu"
     for block in range(m.blocks):
         if not active:
@@ -826,6 +837,7 @@ def time_rank(
                 "position": position,
                 "device": device_label,
                 "mode": mode,
+                **weight_cols,
                 **telemetry,
             }
             try:
@@ -840,7 +852,7 @@ def time_rank(
                 if "kernel" in m.regimes:
                     for name, call in kernel[arm]:
                         for it in range(m.iterations):
-                            t = clock.sample_us(call, flush_l2=True)
+                            t = clock.sample_us(call, flush_l2=m.flush_l2)
                             out.samples.append(
                                 {
                                     **base,
@@ -857,11 +869,39 @@ def time_rank(
     if "profile" in m.regimes and use_graph and active:
         # Per-stage device time inside the same graph replays, one profiler session per rank.
         try:
-            _profile(active, stage_sets, ffn, m, rank_cols, device_label, mode, weight_bytes, out)
+            _profile(
+                active, stage_sets, ffn, m, {**rank_cols, **weight_cols}, device_label, mode,
+                weight_bytes, out,
+            )  # fmt: skip
         except Exception as exc:
             for arm in list(active):
                 fail(arm, exc)
     return active
+
+
+def _weight_rotation(active, stage_sets, m, weight_bytes, weight_fields, device, out) -> list:
+    """The problems whose weights the timed samples rotate through: the gated problem alone, or
+    with ``measure.cold_weights`` as many bit-identical copies as moebench/cold.py plans (the
+    plan's reason goes to the run's warnings when memory allows fewer)."""
+    if not active:
+        return []
+    problem = stage_sets[active[0]][0].problem
+    if not m.cold_weights:
+        return [problem]
+    timed = ["ffn"] * ("ffn" in m.regimes) + list(m.stages) * ("kernel" in m.regimes)
+    touched = [weight_bytes[a].get(st, 0) for a in active for st in timed]
+    touched = [b for b in touched if b > 0]
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    plan = cold.plan_copies(
+        touched_bytes=min(touched, default=0),
+        weight_bytes=cold.bytes_of(problem, weight_fields),
+        l2_bytes=cold.l2_bytes(device),
+        free_bytes=free,
+        asked=m.weight_copies,
+    )
+    if plan.note:
+        out.warnings.append(plan.note)
+    return cold.weight_copies(problem, weight_fields, plan.copies)
 
 
 def _profile(active, stage_sets, ffn, m, rank_cols, device_label, mode, weight_bytes, out):

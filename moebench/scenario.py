@@ -76,6 +76,7 @@ MAX_SEED = 2**63 - 1
 MAX_DRAWS = 1 << 28  # routing draws tokens_per_rank * dp * experts random numbers on the host
 MAX_SAMPLES = 4_000_000  # sample rows one case holds in memory before its part is written
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MAX_WEIGHT_COPIES = 64
 CASE_ID_MAX = 100
 
 
@@ -136,6 +137,12 @@ class MeasureSpec:
     graph: bool = True
     aa: bool = False  # also time a second copy of the baseline, "<baseline>~aa" (A/A control)
     case_timeout_s: float | None = None  # None: no limit
+    # Kernel regime: evict L2 (by reading a 256 MB buffer) before each sample.
+    flush_l2: bool = True
+    # Rotate copies of the rank's expert weights between samples so that no weight read is an L2
+    # hit (moebench/cold.py); weight_copies None: as many as it takes.
+    cold_weights: bool = False
+    weight_copies: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -722,6 +729,12 @@ def _measure(v: Any, family: str) -> MeasureSpec:
                 "measure.case_timeout_s",
                 f"must be > 0 and at most {MAX_TIMEOUT_S:g} seconds (or null), got {timeout:g}",
             )
+    cold = _bool(m.get("cold_weights", False), "measure.cold_weights")
+    copies = m.get("weight_copies")
+    if copies is not None:
+        copies = _int(copies, "measure.weight_copies", 2, MAX_WEIGHT_COPIES)
+        if not cold:
+            raise _Invalid("measure.weight_copies", "needs measure.cold_weights: true")
     return MeasureSpec(
         regimes=_choices(m.get("regimes", ("ffn", "kernel")), "measure.regimes", REGIMES),
         stages=_choices(
@@ -735,6 +748,9 @@ def _measure(v: Any, family: str) -> MeasureSpec:
         graph=_bool(m.get("graph", True), "measure.graph"),
         aa=_bool(m.get("aa", False), "measure.aa"),
         case_timeout_s=timeout,
+        flush_l2=_bool(m.get("flush_l2", True), "measure.flush_l2"),
+        cold_weights=cold,
+        weight_copies=copies,
     )
 
 
@@ -805,6 +821,10 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
         raise _Invalid("topology.ep", f"must divide model.experts ({model.experts}), got {ep}")
     if routing.family == "trace":
         _check_trace_model(routing.path, model)
+    if measure.cold_weights and topology.mode == "distributed":
+        raise _Invalid(
+            "measure.cold_weights", "rotates weights in simulated mode only, not distributed"
+        )
     if routing.hot_rank >= ep:
         raise _Invalid("routing.hot_rank", f"must be < topology.ep ({ep}), got {routing.hot_rank}")
     for i, r in enumerate(measure.ranks or ()):

@@ -54,6 +54,8 @@ def samples(
                 temperature_c=math.nan,
                 power_w=math.nan,
                 mode="eager",
+                weights="warm",
+                weight_copies=1,
                 tokens_per_rank=16,
                 live_rows=40,
                 capacity_rows=256,

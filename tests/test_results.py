@@ -42,6 +42,8 @@ def sample_row(case_id: str, run_id: str = RUN, **kw) -> dict:
         temperature_c=math.nan,
         power_w=math.nan,
         mode="eager",
+        weights="warm",
+        weight_copies=1,
         tokens_per_rank=16,
         live_rows=40,
         capacity_rows=256,
@@ -444,11 +446,13 @@ def test_load_part_copied_from_another_case(writer: RunWriter):
 
 
 def test_parts_written_before_the_later_columns_still_load(writer: RunWriter):
-    """A samples part without weight_bytes, temperature_c, power_w and mode (an older run) reads
-    with -1, NaN, NaN and "" in their place, in the schema's column order."""
+    """A samples part without weight_bytes, temperature_c, power_w, mode, weights and
+    weight_copies (an older run) reads with -1, NaN, NaN, "", "" and 0 in their place, in the
+    schema's column order."""
     write(writer, "c1")
     path = writer.run_dir / "samples" / "c1.parquet"
-    old = pq.read_table(path).drop_columns(["weight_bytes", "temperature_c", "power_w", "mode"])
+    later = ["weight_bytes", "temperature_c", "power_w", "mode", "weights", "weight_copies"]
+    old = pq.read_table(path).drop_columns(later)
     pq.write_table(old, path)
     run = load_run(writer.run_dir)
     assert run.samples.schema.equals(SCHEMAS["samples"])
@@ -456,6 +460,8 @@ def test_parts_written_before_the_later_columns_still_load(writer: RunWriter):
     assert run.samples["weight_bytes"].to_pylist()[0] == -1
     assert math.isnan(run.samples["temperature_c"][0].as_py())
     assert math.isnan(run.samples["power_w"][0].as_py())
+    assert run.samples["weights"].to_pylist()[0] == ""
+    assert run.samples["weight_copies"].to_pylist()[0] == 0
 
 
 def test_samples_mode_is_eager_or_graph():
