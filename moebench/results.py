@@ -126,8 +126,13 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 # Columns whose values come from a closed set; a typo here would silently vanish from compare.
 _ENUMS: dict[str, dict[str, frozenset[str]]] = {
-    "samples": {"stage": STAGES, "regime": REGIMES, "device": DEVICES, "mode": MODES,
-                "weights": WEIGHTS},
+    "samples": {
+        "stage": STAGES,
+        "regime": REGIMES,
+        "device": DEVICES,
+        "mode": MODES,
+        "weights": WEIGHTS,
+    },
     "checks": {"status": CHECK_STATUSES},
     "routing": {},
 }

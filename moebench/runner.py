@@ -818,7 +818,9 @@ def time_rank(
                     rotate = weight_bytes[arm][st.name] > 0
                     runs = [s[i].run for s in (sets if rotate else sets[:1])]
                     runs = [clock.capture(r) if use_graph else r for r in runs]
-                    kernel[arm].append((st.name, runs[0] if len(runs) == 1 else cold.Rotation(runs)))
+                    kernel[arm].append(
+                        (st.name, runs[0] if len(runs) == 1 else cold.Rotation(runs))
+                    )
         except Exception as exc:
             fail(arm, exc)
     weight_cols = {"weights": "cold" if m.cold_weights else "warm", "weight_copies": len(problems)}

@@ -203,13 +203,21 @@ def _tokens(t: int | None) -> str:
     return f"{t} token" if t == 1 else f"{t} tokens"
 
 
+def _gbps(x: float) -> str:
+    """GB/s with one decimal, or three significant digits below 10 (interpreter runs on the CPU
+    reach a few MB/s, which one decimal would print as 0.0)."""
+    if math.isnan(x):
+        return ""
+    return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
+
+
 def bandwidth_cells(wm: WorkModel, multi_run: bool) -> list[list[str]]:
     out = []
     for b in wm.bandwidth:
         stage = b.stage if b.regime == "ffn" else f"{b.regime}/{b.stage}"
         frac = "" if math.isnan(b.copy_fraction) else f"{b.copy_fraction:.0%}"
         cells = [b.case_id, stage, b.arm, str(b.tokens_per_rank), f"{b.weight_bytes / 1e6:,.2f}",
-                 f"{b.gbps:,.1f}", frac]  # fmt: skip
+                 _gbps(b.gbps), frac]  # fmt: skip
         out.append(([b.run_id] if multi_run else []) + cells)
     return out
 

@@ -99,7 +99,9 @@ def test_stages_on_a_copy_read_the_copy_and_write_the_shared_buffers(arm_name):
     same, changed = cold.weight_copies(problem, family.weight_fields, 3)[1:]
     for f in family.weight_fields:
         assert getattr(same, f).data_ptr() != getattr(problem, f).data_ptr()
-        assert torch.equal(getattr(same, f).view(torch.uint8), getattr(problem, f).view(torch.uint8))
+        assert torch.equal(
+            getattr(same, f).view(torch.uint8), getattr(problem, f).view(torch.uint8)
+        )
     ws.y_TD.fill_(float("nan"))
     pipeline.run_all(cold.stages_on(arm.build, ws, same))
     assert torch.equal(ws.y_TD.view(torch.int16), gated.view(torch.int16))

@@ -125,3 +125,11 @@ def test_sections_are_rendered_in_every_document_format():
     assert doc["workmodel"]["crossover"][0]["crossover_tokens"] == 4
     assert doc["workmodel"]["copy_ceiling_gbps"] == 4270.0
     assert "Crossover" not in render(comp, "csv")  # csv stays the rows only
+
+
+def test_slow_bandwidth_keeps_its_digits():
+    """Interpreter runs reach MB/s: the table must not print them as 0.0 GB/s."""
+    assert workmodel._gbps(0.00345) == "0.00345"
+    assert workmodel._gbps(3.456) == "3.46"
+    assert workmodel._gbps(1909.4) == "1,909.4"
+    assert workmodel._gbps(float("nan")) == ""
