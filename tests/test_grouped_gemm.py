@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from moebench import reference
-from moebench.kernels.grouped_gemm import grouped_gemm
+from moebench.kernels.grouped_gemm import K_LOOPS, grouped_gemm
 from moebench.layout import expert_ends, live_row_mask, used_rows
 from moebench.numerics import bitwise_compare, calc_diff, nonfinite
 
@@ -299,3 +299,64 @@ def test_persistent_psum_matches_psum_bitwise(counts, alignment, block_m, block_
     )
     if live.any():
         assert calc_diff(outs[1][live].float(), ref[live]) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "counts, alignment, block_m, block_n, k",
+    [
+        ([40, 0, 75, 1], 64, 32, 128, 256),  # two K steps: one pair, nothing left over
+        ([0, 200, 0], 64, 32, 256, 640),  # five steps: pairs then a leftover step; vector weight
+        # scales over two bands; the second packed scale word
+        ([64, 128, 64], 64, 64, 64, 128),  # one K step: no pair at all; full buffer
+        ([30, 0, 5], 32, 32, 128, 768),  # six steps: several iterations; an empty expert
+    ],
+)
+def test_k_loops_bitwise_equal_to_plain(counts, alignment, block_m, block_n, k):
+    # Every tile loop joins the K steps in the same order through the same promotion, so each
+    # schedule writes the same elements with the same bits as the plain loop.
+    g = torch.Generator().manual_seed(zlib.crc32(repr((counts, k, block_n)).encode()))
+    E, N = len(counts), 256
+    ends = expert_ends(torch.tensor(counts, dtype=torch.int32), alignment)
+    M = max(int(used_rows(torch.tensor(counts), alignment)), alignment) + alignment
+    # K steps that nearly cancel in pairs: group 2j+1 of a repeats group 2j, its weight blocks are
+    # the negated fp8 values, and its weight scales are larger by a random factor of 1 + O(2^-8).
+    # The fp32 partial sums then dwarf the result, so a step joined out of order, or with another
+    # step's scale, shows in the bf16 output.
+    x = torch.randn(M, k // 128, 128, generator=g) * 2.0 ** torch.randint(
+        -3, 4, (M, k // 128, 1), generator=g
+    )
+    x[:, 1::2] = x[:, 0::2][:, : k // 256]
+    q, exp = reference.quant_fp8_ue8m0(x.view(M, k))
+    sf = reference.pack_ue8m0(exp)
+    wq, ws = reference.quant_weight_fp8_block(torch.randn(E, N, k, generator=g) / 16)
+    wq = wq.view(torch.uint8).view(E, N, k // 128, 128)
+    wq[:, :, 1::2] = wq[:, :, 0::2][:, :, : k // 256] ^ 0x80  # the sign bit
+    wq = wq.view(E, N, k).view(torch.float8_e4m3fn)
+    ws[:, :, 1::2] = ws[:, :, 0::2][:, :, : k // 256] * (
+        1 + torch.rand(E, N // 128, k // 256, generator=g) / 256
+    )
+    # "all" runs the grid kernel over every block (psum's grid is the same kernel, returning
+    # early); persistent psum runs the live-tile kernel.
+    for mode, persistent in (("all", False), ("psum", True)):
+        outs = {}
+        for loop in K_LOOPS:
+            out = _poisoned_out(M, N)
+            grouped_gemm(
+                q, sf, wq, ws, ends, out, alignment=alignment, mode=mode, BLOCK_M=block_m,
+                BLOCK_N=block_n, persistent=persistent, k_loop=loop,
+            )  # fmt: skip
+            outs[loop] = out.cpu()
+        for loop in K_LOOPS[1:]:
+            result = bitwise_compare(outs["plain"], outs[loop])
+            assert result.equal, f"{loop}, {mode} persistent={persistent}: {result.describe()}"
+
+
+def test_k_loop_rejected_when_unknown_or_bf16():
+    args = _valid_fp8()
+    with pytest.raises(ValueError, match="k_loop"):
+        grouped_gemm(*args, alignment=64, mode="psum", k_loop="unroll3")
+    args[0] = torch.zeros(64, 256, dtype=torch.bfloat16)
+    args[2] = torch.zeros(2, 128, 256, dtype=torch.bfloat16)
+    args[1] = args[3] = None
+    with pytest.raises(ValueError, match="k_loop 'overlap1' is for fp8"):
+        grouped_gemm(*args, alignment=64, mode="psum", k_loop="overlap1")

@@ -35,6 +35,10 @@ from moebench.layout import check_alignment
 
 GROUP = 128  # quantisation group: 128 columns of a, 128x128 blocks of w
 MODES = ("all", "psum")
+# fp8 tile loops (`k_loop`), all bitwise equal: "plain" waits for each K step's product before
+# promoting it; "unroll2" issues two steps' products, then promotes both; "overlap1"/"overlap2"
+# keep one product a step in flight while the previous ones are promoted (see _fp8_tile).
+K_LOOPS = ("plain", "unroll2", "overlap1", "overlap2")
 # Programs along M that share a band of N blocks, so that consecutive programs reuse the same
 # weight tiles from L2 (the grouped ordering of Triton's matmul tutorial).
 GROUP_M = 8
@@ -78,11 +82,33 @@ def _block_owner(
 
 
 @triton.jit
+def _step_scales(sf_ptrs, ws_ptr, kb, row_ok, stride_sfp, stride_sk):
+    """(activation scale per row [BLOCK_M], weight scale) of K step ``kb``: the weight scale is a
+    scalar for a tile of at most 128 columns, else a vector over the tile's columns."""
+    word = tl.load(sf_ptrs + (kb // 4) * stride_sfp, mask=row_ok, other=0)
+    exp = (word >> ((kb % 4) * 8)) & 0xFF
+    a_scale = (exp << 23).to(tl.float32, bitcast=True)
+    w_scale = tl.load(ws_ptr + kb * stride_sk)
+    return a_scale, w_scale
+
+
+@triton.jit
+def _promote(acc, part, a_scale, w_scale, BLOCK_N: tl.constexpr):
+    """``acc`` plus one K step's fp32 product ``part`` scaled by its group scales. Every tile loop
+    joins its steps through this one expression, in K order, so the loops agree bit for bit."""
+    if BLOCK_N <= 128:
+        acc += part * (a_scale * w_scale)[:, None]
+    else:
+        acc += part * a_scale[:, None] * w_scale[None, :]
+    return acc
+
+
+@triton.jit
 def _fp8_tile(
     a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, K,
     stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
     stride_se, stride_sn, stride_sk, stride_om, stride_on,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, K_LOOP: tl.constexpr, INTERPRET: tl.constexpr,
 ):  # fmt: skip
     # One [BLOCK_M, BLOCK_N] output tile of expert e. Every schedule (all, psum, live) computes a
     # tile with this function, so a live row's output does not depend on the schedule.
@@ -106,22 +132,78 @@ def _fp8_tile(
 
     # One K step is one 128-column quantisation group: a single exponent per row and a single
     # weight scale, so the fp8 product of the step is exact up to fp32 accumulation and is scaled
-    # once before joining the running sum.
+    # once before joining the running sum (_promote). The loops below differ only in when each
+    # step's product is issued on the tensor cores; every one joins the steps in K order through
+    # the same _promote, so their outputs are bitwise identical.
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kb in range(0, K // BLOCK_K):
-        a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
-        w = tl.load(w_ptrs)
-        word = tl.load(sf_ptrs + (kb // 4) * stride_sfp, mask=row_ok, other=0)
-        exp = (word >> ((kb % 4) * 8)) & 0xFF
-        a_scale = (exp << 23).to(tl.float32, bitcast=True)
-        w_scale = tl.load(ws_ptr + kb * stride_sk)
-        part = tl.dot(a, tl.trans(w), out_dtype=tl.float32)
+    steps = K // BLOCK_K
+    if K_LOOP == "plain":
+        # Step by step: the product is waited for, then promoted.
+        for kb in range(0, steps):
+            a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+            w = tl.load(w_ptrs)
+            a_scale, w_scale = _step_scales(sf_ptrs, ws_ptr, kb, row_ok, stride_sfp, stride_sk)
+            part = tl.dot(a, tl.trans(w), out_dtype=tl.float32)
+            acc = _promote(acc, part, a_scale, w_scale, BLOCK_N)
+            a_ptrs += BLOCK_K * stride_ak
+            w_ptrs += BLOCK_K * stride_wk
+    else:
+        # Two steps an iteration. "unroll2": both products, then both promotions.
+        # "overlap1" / "overlap2": the odd step's product is carried to the next iteration
+        # (`held`), so Triton may leave that wgmma in flight (its result is only yielded) while
+        # the promotions run; it is promoted after the next even step's product, which waits
+        # for it. overlap1 promotes `held` before issuing the new one (three fp32 tiles live),
+        # overlap2 issues the new one before both promotions (four tiles live, more overlap).
+        # Before the first iteration `held` is a zero product with zero scales: acc is +0 and
+        # +0 + 0 * 0 is +0, so the extra promotion changes no bit.
+        held = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        held_a = tl.zeros((BLOCK_M,), dtype=tl.float32)
         if BLOCK_N <= 128:
-            acc += part * (a_scale * w_scale)[:, None]
+            held_w = 0.0
         else:
-            acc += part * a_scale[:, None] * w_scale[None, :]
-        a_ptrs += BLOCK_K * stride_ak
-        w_ptrs += BLOCK_K * stride_wk
+            held_w = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        for pair in range(0, steps // 2):
+            kb = 2 * pair
+            a0 = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+            w0 = tl.load(w_ptrs)
+            a1 = tl.load(a_ptrs + BLOCK_K * stride_ak, mask=row_ok[:, None], other=0.0)
+            w1 = tl.load(w_ptrs + BLOCK_K * stride_wk)
+            a_s0, w_s0 = _step_scales(sf_ptrs, ws_ptr, kb, row_ok, stride_sfp, stride_sk)
+            a_s1, w_s1 = _step_scales(sf_ptrs, ws_ptr, kb + 1, row_ok, stride_sfp, stride_sk)
+            if K_LOOP == "unroll2":
+                p0 = tl.dot(a0, tl.trans(w0), out_dtype=tl.float32)
+                p1 = tl.dot(a1, tl.trans(w1), out_dtype=tl.float32)
+                acc = _promote(acc, p0, a_s0, w_s0, BLOCK_N)
+                acc = _promote(acc, p1, a_s1, w_s1, BLOCK_N)
+            elif K_LOOP == "overlap1":
+                p0 = tl.dot(a0, tl.trans(w0), out_dtype=tl.float32)
+                acc = _promote(acc, held, held_a, held_w, BLOCK_N)
+                held = tl.dot(a1, tl.trans(w1), out_dtype=tl.float32)
+                acc = _promote(acc, p0, a_s0, w_s0, BLOCK_N)
+                held_a = a_s1
+                held_w = w_s1
+            else:
+                tl.static_assert(K_LOOP == "overlap2")
+                p0 = tl.dot(a0, tl.trans(w0), out_dtype=tl.float32)
+                p1 = tl.dot(a1, tl.trans(w1), out_dtype=tl.float32)
+                acc = _promote(acc, held, held_a, held_w, BLOCK_N)
+                acc = _promote(acc, p0, a_s0, w_s0, BLOCK_N)
+                held = p1
+                held_a = a_s1
+                held_w = w_s1
+            a_ptrs += 2 * BLOCK_K * stride_ak
+            w_ptrs += 2 * BLOCK_K * stride_wk
+        if K_LOOP != "unroll2":
+            acc = _promote(acc, held, held_a, held_w, BLOCK_N)
+        # An odd step count leaves the last step, done plainly.
+        if steps % 2 == 1:
+            a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+            w = tl.load(w_ptrs)
+            a_scale, w_scale = _step_scales(
+                sf_ptrs, ws_ptr, steps - 1, row_ok, stride_sfp, stride_sk
+            )
+            part = tl.dot(a, tl.trans(w), out_dtype=tl.float32)
+            acc = _promote(acc, part, a_scale, w_scale, BLOCK_N)
 
     out_ptrs = out_ptr + rows[:, None] * stride_om + offs_n[None, :] * stride_on
     tl.store(out_ptrs, fp32_to_bf16(acc, INTERPRET), mask=row_ok[:, None])
@@ -157,6 +239,7 @@ def _grouped_gemm_fp8(
     ALIGNMENT: tl.constexpr,
     GROUP_M: tl.constexpr,
     PSUM: tl.constexpr,
+    K_LOOP: tl.constexpr,
     INTERPRET: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -173,7 +256,7 @@ def _grouped_gemm_fp8(
         a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, K,
         stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
         stride_se, stride_sn, stride_sk, stride_om, stride_on,
-        BLOCK_M, BLOCK_N, INTERPRET,
+        BLOCK_M, BLOCK_N, K_LOOP, INTERPRET,
     )  # fmt: skip
 
 
@@ -183,7 +266,8 @@ def _grouped_gemm_fp8_live(
     stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
     stride_se, stride_sn, stride_sk, stride_om, stride_on,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_E: tl.constexpr,
-    ALIGNMENT: tl.constexpr, GROUP_M: tl.constexpr, INTERPRET: tl.constexpr,
+    ALIGNMENT: tl.constexpr, GROUP_M: tl.constexpr, K_LOOP: tl.constexpr,
+    INTERPRET: tl.constexpr,
 ):  # fmt: skip
     # psum with a persistent grid: a fixed number of programs strides over the live tiles only, so
     # no program is spent on the capacity buffer's dead blocks. Live row blocks of all experts are
@@ -215,7 +299,7 @@ def _grouped_gemm_fp8_live(
             a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, K,
             stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
             stride_se, stride_sn, stride_sk, stride_om, stride_on,
-            BLOCK_M, BLOCK_N, INTERPRET,
+            BLOCK_M, BLOCK_N, K_LOOP, INTERPRET,
         )  # fmt: skip
 
 
@@ -305,6 +389,7 @@ def grouped_gemm(
     num_stages: int = 4,
     persistent: bool = False,
     programs_per_sm: int = 2,
+    k_loop: str = "plain",
 ) -> None:
     """Write ``out_MN[m] = a_MK[m] @ w_ENK[e].T`` (dequantised for fp8) for the blocks that ``mode``
     visits; see the module docstring for shapes, dtypes and block ownership.
@@ -313,8 +398,12 @@ def grouped_gemm(
     bfloat16 needs both to be None. Rows of a visited block that no expert owns get garbage.
     ``persistent`` (fp8 psum only) replaces the capacity-sized grid by ``programs_per_sm`` programs
     per SM that stride over the live tiles; the tiles, and so the outputs, are the same.
+    ``k_loop`` (fp8 only) picks the tile's K loop from ``K_LOOPS``; every choice gives the same
+    bits. The loops of two steps an iteration hold twice the operand tiles per pipeline stage, so
+    they want about half the ``num_stages`` of "plain" for the same shared memory.
     """
     _check(mode in MODES, f"mode must be one of {MODES}, got {mode!r}")
+    _check(k_loop in K_LOOPS, f"k_loop must be one of {K_LOOPS}, got {k_loop!r}")
     check_alignment(alignment)
     _check(
         _is_pow2(BLOCK_M) and BLOCK_M >= 16 and alignment % BLOCK_M == 0,
@@ -391,7 +480,7 @@ def grouped_gemm(
                 *a_MK.stride(), *a_sf_MG4.stride(), *w_ENK.stride(), *w_scale.stride(),
                 *out_MN.stride(),
                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_E=common["BLOCK_E"],
-                ALIGNMENT=alignment, GROUP_M=GROUP_M, INTERPRET=interpreting,
+                ALIGNMENT=alignment, GROUP_M=GROUP_M, K_LOOP=k_loop, INTERPRET=interpreting,
                 num_warps=num_warps, num_stages=num_stages,
             )  # fmt: skip
             return
@@ -411,12 +500,14 @@ def grouped_gemm(
             *w_ENK.stride(),
             *w_scale.stride(),
             *out_MN.stride(),
+            K_LOOP=k_loop,
             INTERPRET=interpreting,
             **common,
         )
     elif a_MK.dtype == torch.bfloat16:
         _check(w_ENK.dtype == torch.bfloat16, f"bf16 a_MK needs bf16 w_ENK, got {w_ENK.dtype}")
         _check(a_sf_MG4 is None and w_scale is None, "bf16 takes no a_sf_MG4 or w_scale")
+        _check(k_loop == "plain", f"k_loop {k_loop!r} is for fp8; bf16 has one K loop")
         _grouped_gemm_bf16[grid](
             a_MK,
             w_ENK,
