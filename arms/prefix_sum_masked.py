@@ -20,8 +20,7 @@ KERNELS = ("scatter", "grouped_gemm[psum]", "act_quant_masked", "combine")
 LAUNCHES = {
     "fp8": (
         "_scatter_count",
-        "_scatter_assign",
-        "_scatter_maps",
+        "_scatter_assign_maps",
         "_scatter_copy",
         "_grouped_gemm_fp8_live",
         "_act_quant_masked_grid_kernel",
@@ -29,8 +28,7 @@ LAUNCHES = {
     ),
     "bf16": (
         "_scatter_count",
-        "_scatter_assign",
-        "_scatter_maps",
+        "_scatter_assign_maps",
         "_scatter_copy",
         "_grouped_gemm_bf16",
         "_act_quant_masked_grid_kernel",

@@ -20,8 +20,7 @@ KERNELS = ("scatter", "grouped_gemm[all]", "act_quant_dense", "combine")
 LAUNCHES = {
     "fp8": (
         "_scatter_count",
-        "_scatter_assign",
-        "_scatter_maps",
+        "_scatter_assign_maps",
         "_scatter_copy",
         "_grouped_gemm_fp8",
         "_act_quant_dense_kernel",
@@ -29,8 +28,7 @@ LAUNCHES = {
     ),
     "bf16": (
         "_scatter_count",
-        "_scatter_assign",
-        "_scatter_maps",
+        "_scatter_assign_maps",
         "_scatter_copy",
         "_grouped_gemm_bf16",
         "_act_quant_dense_kernel",

@@ -6,9 +6,26 @@ import pytest
 import torch
 
 from moebench import layout, reference
-from moebench.kernels.scatter import scatter, scatter_scratch
+from moebench.kernels.scatter import FUSIONS, scatter, scatter_scratch
 
 POISON_INT = 0x5A5A5A5A  # index maps and scale words start as garbage that no valid value equals
+
+# Launch variants of the stage; each must write the same outputs as the reference, bit for bit.
+# The copy tiles are small so that D (96, 640) spans several column blocks and rows per step.
+VARIANTS = [
+    pytest.param(dict(fusion="none"), id="four-launches"),
+    pytest.param(dict(fusion="maps"), id="maps-in-assign"),
+    pytest.param(
+        dict(fusion="maps", copy_block_t=2, copy_block_d=64, copy_warps=2), id="copy-2x64"
+    ),
+    pytest.param(dict(fusion="maps_copy", copy_block_t=2, copy_block_d=64), id="copy-in-assign"),
+    # chunks of 32 slots: several (expert, chunk) programs share an expert's padding and the tail
+    pytest.param(
+        dict(fusion="maps_copy", chunk=32, copy_block_t=4, copy_block_d=64), id="chunk-32"
+    ),
+]
+SMALL_TILES = ("copy-2x64", "chunk-32")  # too many interpreted programs for the 1,100-token case
+assert {v.values[0]["fusion"] for v in VARIANTS} == set(FUSIONS)
 
 
 def route(T: int, K: int, n_global: int, E: int, offset: int, mode: str, seed: int):
@@ -44,7 +61,7 @@ CASES = [
 ]
 
 
-def make_buffers(T: int, K: int, E: int, M: int, D: int, dtype: torch.dtype):
+def make_buffers(T: int, K: int, E: int, M: int, D: int, dtype: torch.dtype, chunk=None):
     """Outputs of the stage, poisoned: NaN rows (0x7F bytes for fp8), garbage index maps."""
     if dtype == torch.float8_e4m3fn:
         xs = torch.full((M, D), 0x7F, dtype=torch.uint8).view(dtype)
@@ -58,7 +75,7 @@ def make_buffers(T: int, K: int, E: int, M: int, D: int, dtype: torch.dtype):
         row_expert_M=full(M),
         row_src_M=full(M),
         slot_row_TK=full(T, K),
-        scratch_EC=scatter_scratch(T, K, E, "cpu").fill_(-7),
+        scratch_EC=scatter_scratch(T, K, E, "cpu", chunk).fill_(-7),
     )
 
 
@@ -87,8 +104,16 @@ def check_rows(
     assert torch.equal(raw(xs)[~live], raw(before)[~live])
 
 
-@pytest.mark.parametrize("T, K, n_global, E, offset, A, mode, tight", CASES)
-def test_scatter_bf16(T, K, n_global, E, offset, A, mode, tight):
+@pytest.mark.parametrize(
+    "T, K, n_global, E, offset, A, mode, tight, variant",
+    [
+        pytest.param(*case.values, *variant.values, id=f"{case.id}-{variant.id}")
+        for case in CASES
+        for variant in VARIANTS
+        if not (case.id == "several-chunks" and variant.id in SMALL_TILES)
+    ],
+)
+def test_scatter_bf16(T, K, n_global, E, offset, A, mode, tight, variant):
     D = 96
     ids = route(T, K, n_global, E, offset, mode, seed=T * 131 + K)
     rel = ids.to(torch.int64).flatten() - offset
@@ -97,9 +122,9 @@ def test_scatter_bf16(T, K, n_global, E, offset, A, mode, tight):
     if tight:
         assert int(counts.sum()) == M  # the edge this case claims: no padding, no tail
     x = torch.randn(T, D, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
-    bufs = make_buffers(T, K, E, M, D, torch.bfloat16)
+    bufs = make_buffers(T, K, E, M, D, torch.bfloat16, variant.get("chunk"))
     before = bufs["xs_MD"].clone()
-    scatter(x, None, ids, expert_offset=offset, alignment=A, xs_sf_MG4=None, **bufs)
+    scatter(x, None, ids, expert_offset=offset, alignment=A, xs_sf_MG4=None, **bufs, **variant)
     plan = check_plan(bufs, ids, offset, E, A, M)
     check_rows(bufs["xs_MD"], before, x, plan["row_src_M"], K)
 
@@ -112,7 +137,8 @@ def test_scatter_bf16(T, K, n_global, E, offset, A, mode, tight):
         pytest.param(12, 3, 12, 4, 0, 16, "none_local", id="all-experts-empty"),
     ],
 )
-def test_scatter_fp8_with_scales(T, K, n_global, E, offset, A, mode):
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_scatter_fp8_with_scales(T, K, n_global, E, offset, A, mode, variant):
     D = 640  # 5 groups of 128 -> 2 packed words, the second half empty
     G = D // reference.GROUP
     ids = route(T, K, n_global, E, offset, mode, seed=T * 17 + E)
@@ -121,11 +147,11 @@ def test_scatter_fp8_with_scales(T, K, n_global, E, offset, A, mode):
     q, exp = reference.quant_fp8_ue8m0(x)
     x_sf = reference.pack_ue8m0(exp)  # M-major view, strides (1, T_pad)
     assert x_sf.stride(0) == 1
-    bufs = make_buffers(T, K, E, M, D, torch.float8_e4m3fn)
+    bufs = make_buffers(T, K, E, M, D, torch.float8_e4m3fn, variant.get("chunk"))
     xs_sf = reference.empty_packed_scales(M, G, "cpu")
     xs_sf.fill_(POISON_INT)
     before = bufs["xs_MD"].clone()
-    scatter(q, x_sf, ids, expert_offset=offset, alignment=A, xs_sf_MG4=xs_sf, **bufs)
+    scatter(q, x_sf, ids, expert_offset=offset, alignment=A, xs_sf_MG4=xs_sf, **bufs, **variant)
     plan = check_plan(bufs, ids, offset, E, A, M)
     check_rows(bufs["xs_MD"], before, q, plan["row_src_M"], K)
     live = plan["row_src_M"] >= 0
@@ -136,7 +162,8 @@ def test_scatter_fp8_with_scales(T, K, n_global, E, offset, A, mode):
         assert torch.equal(reference.unpack_ue8m0(xs_sf[live], G), exp[tok])
 
 
-def test_scatter_overflow_writes_nothing_past_the_buffer():
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_scatter_overflow_writes_nothing_past_the_buffer(variant):
     # Routing that needs more rows than the buffer has: rows >= M stay untouched, the slots that
     # did not fit get row -1, the endpoints stay true (so ends[-1] > M shows the overflow).
     T, K, E, A, D = 16, 2, 2, 16, 32
@@ -146,12 +173,12 @@ def test_scatter_overflow_writes_nothing_past_the_buffer():
     ids = ids.to(torch.int32)  # every token routes to both experts: counts [16, 16], 32 rows
     M, extra = 24, 8
     x = torch.randn(T, D, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
-    big = make_buffers(T, K, E, M + extra, D, torch.bfloat16)
+    big = make_buffers(T, K, E, M + extra, D, torch.bfloat16, variant.get("chunk"))
     bufs = dict(big)
     bufs["xs_MD"] = big["xs_MD"][:M]
     bufs["row_expert_M"] = big["row_expert_M"][:M]
     bufs["row_src_M"] = big["row_src_M"][:M]
-    scatter(x, None, ids, expert_offset=0, alignment=A, xs_sf_MG4=None, **bufs)
+    scatter(x, None, ids, expert_offset=0, alignment=A, xs_sf_MG4=None, **bufs, **variant)
     assert torch.equal(bufs["ends_E"], torch.tensor([16, 32], dtype=torch.int32))
     assert bool(big["xs_MD"][M:].isnan().all())
     assert bool((big["row_expert_M"][M:] == POISON_INT).all())
@@ -180,3 +207,34 @@ def test_scatter_rejects_bad_inputs():
     bad = dict(bufs, row_src_M=bufs["row_src_M"][:-1])
     with pytest.raises(ValueError, match="row_src_M"):
         scatter(x, None, ids, expert_offset=0, alignment=A, xs_sf_MG4=None, **bad)
+    for wrong, match in (
+        (dict(fusion="all"), "fusion"),
+        (dict(chunk=24), "chunk"),
+        (dict(copy_block_t=3), "copy_block_t"),
+        (dict(scratch_EC=bufs["scratch_EC"][:1]), "scratch_EC"),  # E * chunks = 2 counts
+    ):
+        args = dict(bufs, **wrong)
+        with pytest.raises(ValueError, match=match):
+            scatter(x, None, ids, expert_offset=0, alignment=A, xs_sf_MG4=None, **args)
+
+
+def test_scatter_variants_write_the_same_bytes():
+    # Every variant against the default on one routing, every output buffer compared whole
+    # (poison in the rows nobody writes included), as tools/bench_kernels.py does on the GPU.
+    T, K, n_global, E, offset, A, D = 100, 4, 32, 8, 8, 16, 256
+    ids = route(T, K, n_global, E, offset, "random", seed=11)
+    M = layout.capacity_rows(T, 1, K, E, A)
+    x = torch.randn(T, D, generator=torch.Generator().manual_seed(5)) * 10
+    q, exp = reference.quant_fp8_ue8m0(x)
+    x_sf = reference.pack_ue8m0(exp)
+    outs = []
+    for variant in [{}] + [v.values[0] for v in VARIANTS]:
+        bufs = make_buffers(T, K, E, M, D, torch.float8_e4m3fn, variant.get("chunk"))
+        xs_sf = reference.empty_packed_scales(M, D // reference.GROUP, "cpu").fill_(POISON_INT)
+        scatter(q, x_sf, ids, expert_offset=offset, alignment=A, xs_sf_MG4=xs_sf, **bufs, **variant)
+        bufs.pop("scratch_EC")
+        bufs["xs_MD"] = bufs["xs_MD"].view(torch.uint8)
+        outs.append(dict(bufs, xs_sf_MG4=xs_sf))
+    for got in outs[1:]:
+        for name, want in outs[0].items():
+            assert torch.equal(got[name], want), name

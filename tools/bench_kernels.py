@@ -336,6 +336,121 @@ def bench_scatter_combine() -> None:
     for ev in prof.key_averages():
         if ev.key.startswith("_scatter"):
             record(kernel=f"profile:{ev.key}", us=ev.device_time_total / ev.count)
+    bench_scatter_variants(p)
+
+
+# Launch plans of the scatter (moebench/kernels/scatter.py `scatter` keywords), each checked
+# bitwise against the original four-launch plan ("none") on whole buffers, then timed.
+SCATTER_VARIANTS = [
+    dict(fusion="none"),  # the four launches measured at 19.8 us
+    dict(fusion="maps"),  # the default: maps folded into assign, same copy
+    *(
+        dict(fusion="maps", copy_block_t=bt, copy_block_d=bd, copy_warps=nw)
+        for bt, bd, nw in ((8, 1024, 4), (2, 4096, 4), (4, 4096, 8), (8, 4096, 8), (16, 4096, 16))
+    ),
+    dict(fusion="maps", chunk=1024),
+    dict(fusion="maps", chunk=512),
+    *(
+        dict(fusion="maps_copy", chunk=ch, copy_block_t=br, copy_block_d=bd, copy_warps=nw)
+        for ch, br, bd, nw in (
+            (None, 4, 4096, 4),
+            (None, 8, 4096, 8),
+            (None, 2, 4096, 4),
+            (1024, 4, 4096, 4),
+            (512, 4, 4096, 4),
+            (512, 2, 4096, 4),
+        )
+    ),
+]
+
+
+def bench_scatter_variants(p) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    from moebench.kernels.scatter import scatter, scatter_scratch
+
+    T, K = p.topk_ids_TK.shape
+    # "hot": every token's first slot goes to local expert 5, the others to other ranks: one
+    # expert holds all 4,096 live rows (the worst case for the copy folded into assign).
+    hot = torch.stack([torch.randperm(224, generator=torch.Generator().manual_seed(t))[: K - 1]
+                       for t in range(T)]) + 32  # fmt: skip
+    hot = torch.cat([torch.full((T, 1), 5), hot], dim=1).to(torch.int32).to(dev)
+    scratch = scatter_scratch(T, K, 32, dev, chunk=512)
+    for routing, ids in (("uniform", p.topk_ids_TK), ("hot_expert", hot)):
+        plan = reference.scatter_plan(ids, 0, 32, A, M)
+        live = int((plan["row_src_M"] >= 0).sum())
+        tokens_read = int((plan["slot_row_TK"] >= 0).any(dim=1).sum())
+        nbytes = tokens_read * (D + 16) + live * (D + 16) + T * K * 4 * 2 + M * 8
+        print(f"-- scatter variants, {routing}: {live} live rows, {tokens_read} tokens", flush=True)
+
+        def fresh():
+            return dict(
+                xs_MD=torch.full((M, D), 0x7F, dtype=torch.uint8, device=dev).view(
+                    torch.float8_e4m3fn
+                ),
+                xs_sf_MG4=reference.empty_packed_scales(M, D // reference.GROUP, dev).fill_(
+                    0x7F7F7F7F
+                ),
+                counts_E=torch.full((32,), -7, dtype=torch.int32, device=dev),
+                ends_E=torch.full((32,), -7, dtype=torch.int32, device=dev),
+                row_expert_M=torch.full((M,), -7, dtype=torch.int32, device=dev),
+                row_src_M=torch.full((M,), -7, dtype=torch.int32, device=dev),
+                slot_row_TK=torch.full((T, K), -7, dtype=torch.int32, device=dev),
+            )
+
+        def run(bufs, v):
+            scatter(p.x_TD, p.x_sf_TG4, ids, expert_offset=0, alignment=A, scratch_EC=scratch,
+                    **bufs, **v)  # fmt: skip
+
+        want = None
+        for v in SCATTER_VARIANTS:
+            label = ",".join(f"{k}={x}" for k, x in v.items())
+            bufs = fresh()
+            try:
+                run(bufs, v)
+                torch.cuda.synchronize()
+            except Exception as exc:  # a variant that cannot compile or launch is a row
+                record(
+                    kernel="scatter_variant", routing=routing, variant=label, error=str(exc)[:160]
+                )
+                continue
+            got = {k: t.view(torch.uint8) if t.dtype.itemsize == 1 else t for k, t in bufs.items()}
+            if want is None:  # the reference plan: index maps, then the copied rows and scales
+                want = got
+                src = plan["row_src_M"]
+                tok = src[src >= 0].long() // K
+                ok = all(torch.equal(got[k], plan[k]) for k in plan)
+                ok &= torch.equal(got["xs_MD"][src >= 0], p.x_TD.view(torch.uint8)[tok])
+                ok &= torch.equal(got["xs_sf_MG4"][src >= 0], p.x_sf_TG4[tok])
+                ok &= bool((got["xs_MD"][src < 0] == 0x7F).all())
+            else:
+                ok = all(torch.equal(got[k], want[k]) for k in want)
+            us = time_graph(lambda bufs=bufs, v=v: run(bufs, v), reps=50)
+            record(
+                kernel="scatter_variant",
+                routing=routing,
+                variant=label,
+                exact=ok,
+                us=us,
+                floor_us=nbytes / COPY_TBS / 1e6,
+                target_us=2 * nbytes / COPY_TBS / 1e6 + 5,
+                tbs=nbytes / us / 1e6,
+            )
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(10):
+                    flush.max()
+                    run(bufs, v)
+                torch.cuda.synchronize()
+            record(
+                kernel="scatter_variant_launches",
+                routing=routing,
+                variant=label,
+                **{
+                    ev.key: ev.device_time_total / ev.count
+                    for ev in prof.key_averages()
+                    if ev.key.startswith("_scatter")
+                },
+            )
 
 
 if __name__ == "__main__":

@@ -15,19 +15,25 @@ later stages read, then copies the token rows:
     xs_MD         bf16 | e4m3 [M, D]  xs[row] = x[t] for live rows; other rows are left untouched
     xs_sf_MG4     int32 [M, G4]       the token's packed scale words for live rows (any strides)
 
-Within an expert, slots keep increasing t*K + k order (a stable counting sort). Four launches in
+Within an expert, slots keep increasing t*K + k order (a stable counting sort). Launches in
 sequence, no atomics, so every output is a pure function of the routing:
 
 1. `_scatter_count`: a grid over (expert, chunk of the T*K ids) counts each expert's slots per
    chunk into scratch_EC; expert 0's programs mark the slots of non-local experts -1.
-2. `_scatter_assign`: the same grid; each program takes its expert's start from the counts (prefix
-   sum of aligned counts) plus the expert's slots in earlier chunks and places its chunk's slots
-   with a cumulative sum, so every chunk is placed in parallel and t*K + k order is kept.
-3. `_scatter_maps`: a grid over the capacity rows derives each row's expert from the endpoints and
-   writes the -1s of padding and tail rows.
-4. `_scatter_copy`: a grid over (token blocks, column blocks) reads each token row once and writes
+2. `_scatter_assign_maps`: the same grid; each program takes its expert's start from the counts
+   (prefix sum of aligned counts) plus the expert's slots in earlier chunks and places its chunk's
+   slots with a cumulative sum, so every chunk is placed in parallel and t*K + k order is kept. It
+   also writes the row maps of a share of the rows: its expert's padding rows and a stride of the
+   capacity tail get -1, its expert's live rows the expert.
+3. `_scatter_copy`: a grid over (token blocks, column blocks) reads each token row once and writes
    it to the rows of its local slots (and its scale words); padding rows are never touched.
    Token-major rather than row-major, so no program is spent on the (mostly dead) capacity rows.
+
+Other launch plans, selectable for the benchmark (`scatter`'s ``fusion``), write the same bytes:
+"none" is the original four launches (`_scatter_assign`, then `_scatter_maps` over the capacity
+rows deriving each row's expert from the endpoints); "maps_copy" folds the copy into step 2, each
+program copying the rows it placed (two launches, but a token is read once per local slot and the
+copy work follows the routing: a hot expert's rows are copied by its C programs only).
 
 Nothing reads back to the host and every buffer comes from the caller, so the stage can be captured
 in a CUDA graph and replayed with any routing.
@@ -75,18 +81,13 @@ def _scatter_count(
 
 
 @triton.jit
-def _scatter_assign(
-    ids_ptr, chunk_counts_ptr, counts_ptr, ends_ptr, row_src_ptr, slot_row_ptr,
-    n_slots, expert_offset, n_experts, n_chunks, rows,
-    ALIGNMENT: tl.constexpr, CHUNK: tl.constexpr, BLOCK_S: tl.constexpr,
-    BLOCK_E: tl.constexpr, BLOCK_C: tl.constexpr,
+def _expert_start(
+    chunk_counts_ptr, e, c, n_experts, n_chunks,
+    ALIGNMENT: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
-    # Grid (E, C): program (e, c) places expert e's slots of chunk c. Its first row is the
-    # expert's start (the exclusive prefix sum of aligned counts: the endpoint contract) plus the
-    # expert's slots in earlier chunks; within the chunk a cumulative sum keeps t*K + k order, so
-    # the whole placement is a stable counting sort and every chunk is placed in parallel.
-    e = tl.program_id(0)
-    c = tl.program_id(1)
+    # From the per-(expert, chunk) counts: expert e's start (the exclusive prefix sum of aligned
+    # counts: the endpoint contract), its count, its slots in chunks before c, its aligned count
+    # and the aligned total of all experts (where the capacity tail begins).
     ex = tl.arange(0, BLOCK_E)
     ch = tl.arange(0, BLOCK_C)
     grid_ok = (ex < n_experts)[:, None] & (ch < n_chunks)[None, :]
@@ -97,15 +98,22 @@ def _scatter_assign(
     aligned = (counts + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
     start = tl.sum(tl.where(ex < e, aligned, 0), axis=0)
     count = tl.sum(tl.where(ex == e, counts, 0), axis=0)
-    if c == 0:
-        tl.store(counts_ptr + e, count)
-        tl.store(ends_ptr + e, start + count)
     earlier = tl.sum(
         tl.sum(tl.where((ex == e)[:, None] & (ch < c)[None, :], per_chunk, 0), axis=1), axis=0
     )
-    next_row = start + earlier
+    own_aligned = tl.sum(tl.where(ex == e, aligned, 0), axis=0)
+    return start, count, earlier, own_aligned, tl.sum(aligned, axis=0)
+
+
+@triton.jit
+def _place(
+    ids_ptr, row_src_ptr, slot_row_ptr, e, c, next_row, n_slots, expert_offset, rows,
+    CHUNK: tl.constexpr, BLOCK_S: tl.constexpr,
+):  # fmt: skip
+    # Place expert e's slots of chunk c from row next_row on: a cumulative sum keeps t*K + k
+    # order. Rows past the buffer are never written (see the module docstring on overflow).
+    # Returns the row after the chunk's last slot (it may pass the buffer).
     lane = tl.arange(0, BLOCK_S)
-    # Rows past the buffer are never written (see the module docstring on overflow).
     for s0 in range(c * CHUNK, tl.minimum((c + 1) * CHUNK, n_slots), BLOCK_S):
         s = s0 + lane
         ids = tl.load(ids_ptr + s, mask=s < n_slots, other=-1)
@@ -116,6 +124,119 @@ def _scatter_assign(
         tl.store(slot_row_ptr + s, tl.where(fits, row, -1), mask=hit)
         tl.store(row_src_ptr + row, s, mask=hit & fits)
         next_row += tl.sum(hit_i, axis=0)
+    return next_row
+
+
+@triton.jit
+def _scatter_assign(
+    ids_ptr, chunk_counts_ptr, counts_ptr, ends_ptr, row_src_ptr, slot_row_ptr,
+    n_slots, expert_offset, n_experts, n_chunks, rows,
+    ALIGNMENT: tl.constexpr, CHUNK: tl.constexpr, BLOCK_S: tl.constexpr,
+    BLOCK_E: tl.constexpr, BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    # Grid (E, C): program (e, c) places expert e's slots of chunk c. Its first row is the
+    # expert's start plus the expert's slots in earlier chunks; within the chunk a cumulative sum
+    # keeps t*K + k order, so the whole placement is a stable counting sort and every chunk is
+    # placed in parallel.
+    e = tl.program_id(0)
+    c = tl.program_id(1)
+    start, count, earlier, own_aligned, total = _expert_start(
+        chunk_counts_ptr, e, c, n_experts, n_chunks, ALIGNMENT, BLOCK_E, BLOCK_C
+    )
+    if c == 0:
+        tl.store(counts_ptr + e, count)
+        tl.store(ends_ptr + e, start + count)
+    _place(
+        ids_ptr, row_src_ptr, slot_row_ptr, e, c, start + earlier, n_slots, expert_offset, rows,
+        CHUNK, BLOCK_S,
+    )  # fmt: skip
+
+
+@triton.jit
+def _scatter_assign_maps(
+    ids_ptr, chunk_counts_ptr, counts_ptr, ends_ptr, row_expert_ptr, row_src_ptr, slot_row_ptr,
+    x_ptr, xs_ptr, x_sf_ptr, xs_sf_ptr,
+    n_slots, expert_offset, n_experts, n_chunks, rows, D, G4,
+    stride_xt, stride_xd, stride_xsm, stride_xsd,
+    stride_sft, stride_sfg, stride_xssfm, stride_xssfg,
+    K: tl.constexpr, ALIGNMENT: tl.constexpr, CHUNK: tl.constexpr, BLOCK_S: tl.constexpr,
+    BLOCK_E: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_M: tl.constexpr,
+    COPY: tl.constexpr, HAS_SF: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_G4: tl.constexpr,
+):  # fmt: skip
+    # `_scatter_assign` and `_scatter_maps` in one launch (and, with COPY, `_scatter_copy` too).
+    # Grid (E, C) as in `_scatter_assign`; the map rows are shared out so that every row of the
+    # buffer is written by exactly one program: expert e's aligned span
+    # [start, start + align(count)) by its C programs in BLOCK_M strides (expert e below end; -1
+    # and row_src -1 in the padding), and the capacity tail [sum of aligned counts, M) by all E*C
+    # programs (-1 in both maps).
+    e = tl.program_id(0)
+    c = tl.program_id(1)
+    start, count, earlier, own_aligned, total = _expert_start(
+        chunk_counts_ptr, e, c, n_experts, n_chunks, ALIGNMENT, BLOCK_E, BLOCK_C
+    )
+    if c == 0:
+        tl.store(counts_ptr + e, count)
+        tl.store(ends_ptr + e, start + count)
+    lane_m = tl.arange(0, BLOCK_M)
+    minus1 = tl.full((BLOCK_M,), -1, tl.int32)
+    end = start + count
+    span_end = tl.minimum(start + own_aligned, rows)
+    for m0 in range(start + c * BLOCK_M, span_end, n_chunks * BLOCK_M):
+        m = m0 + lane_m
+        ok = m < span_end
+        live = m < end
+        tl.store(row_expert_ptr + m, tl.where(live, e, -1), mask=ok)
+        tl.store(row_src_ptr + m, minus1, mask=ok & ~live)
+    n_programs = n_experts * n_chunks
+    for m0 in range(total + (e * n_chunks + c) * BLOCK_M, rows, n_programs * BLOCK_M):
+        m = m0 + lane_m
+        ok = m < rows
+        tl.store(row_expert_ptr + m, minus1, mask=ok)
+        tl.store(row_src_ptr + m, minus1, mask=ok)
+
+    first = start + earlier
+    last = _place(
+        ids_ptr, row_src_ptr, slot_row_ptr, e, c, first, n_slots, expert_offset, rows,
+        CHUNK, BLOCK_S,
+    )  # fmt: skip
+
+    # COPY: the rows this program just placed are [first, last) (clipped to the buffer); their
+    # slots are read back from row_src (written above by this program's threads: the barrier
+    # makes them visible) and each row is copied from its token, BLOCK_R rows at a time. A token
+    # with several local slots is read once per slot, and the work follows the routing (a hot
+    # expert's rows are copied by its C programs only).
+    if COPY:
+        tl.debug_barrier()
+        last = tl.minimum(last, rows)
+        lane_r = tl.arange(0, BLOCK_R)
+        d = tl.arange(0, BLOCK_D)
+        for r0 in range(first, last, BLOCK_R):
+            r = r0 + lane_r
+            r_ok = r < last
+            src = tl.load(row_src_ptr + r, mask=r_ok, other=0)
+            t64 = (src // K).to(tl.int64)
+            r64 = r.to(tl.int64)
+            for d0 in range(0, D, BLOCK_D):
+                dd = d0 + d
+                mask = r_ok[:, None] & (dd < D)[None, :]
+                vals = tl.load(
+                    x_ptr + t64[:, None] * stride_xt + dd[None, :] * stride_xd, mask=mask
+                )
+                tl.store(
+                    xs_ptr + r64[:, None] * stride_xsm + dd[None, :] * stride_xsd, vals, mask=mask
+                )
+            if HAS_SF:
+                g = tl.arange(0, BLOCK_G4)
+                mask = r_ok[:, None] & (g < G4)[None, :]
+                words = tl.load(
+                    x_sf_ptr + t64[:, None] * stride_sft + g[None, :] * stride_sfg, mask=mask
+                )
+                tl.store(
+                    xs_sf_ptr + r64[:, None] * stride_xssfm + g[None, :] * stride_xssfg,
+                    words,
+                    mask=mask,
+                )
 
 
 @triton.jit
@@ -211,17 +332,31 @@ def _scatter_copy(
 
 
 MAX_CHUNKS = 64
+FUSIONS = ("none", "maps", "maps_copy")
 
 
-def chunking(n_slots: int) -> tuple[int, int]:
-    """(slots per chunk, chunks): chunks of at least 2048 slots, at most MAX_CHUNKS of them."""
-    chunk = max(2048, triton.next_power_of_2(triton.cdiv(max(n_slots, 1), MAX_CHUNKS)))
+def chunking(n_slots: int, chunk: int | None = None) -> tuple[int, int]:
+    """(slots per chunk, chunks): by default chunks of at least 2048 slots, at most MAX_CHUNKS of
+    them; ``chunk`` (a power of two) fixes the chunk size instead."""
+    if chunk is None:
+        chunk = max(2048, triton.next_power_of_2(triton.cdiv(max(n_slots, 1), MAX_CHUNKS)))
+    elif chunk < 16 or chunk & (chunk - 1):
+        raise ValueError(f"chunk must be a power of two >= 16, got {chunk}")
     return chunk, max(1, triton.cdiv(n_slots, chunk))
 
 
-def scatter_scratch(tokens: int, top_k: int, experts: int, device) -> torch.Tensor:
+def scatter_scratch(
+    tokens: int, top_k: int, experts: int, device, chunk: int | None = None
+) -> torch.Tensor:
     """The scratch buffer `scatter` needs for T tokens of K slots and E local experts."""
-    return torch.empty(experts * chunking(tokens * top_k)[1], dtype=torch.int32, device=device)
+    return torch.empty(
+        experts * chunking(tokens * top_k, chunk)[1], dtype=torch.int32, device=device
+    )
+
+
+def _check_pow2(name: str, v: int) -> None:
+    if v < 1 or v & (v - 1):
+        raise ValueError(f"{name} must be a power of two, got {v}")
 
 
 def _check_int32(name: str, t: torch.Tensor, shape: tuple[int, ...], device: torch.device) -> None:
@@ -249,6 +384,11 @@ def scatter(
     row_src_M: torch.Tensor,
     slot_row_TK: torch.Tensor,
     scratch_EC: torch.Tensor | None = None,
+    fusion: str = "maps",
+    chunk: int | None = None,
+    copy_block_t: int = 4,
+    copy_block_d: int = 1024,
+    copy_warps: int = 4,
 ) -> None:
     """Scatter the tokens into the capacity buffer and write the index maps (module docstring).
 
@@ -257,6 +397,14 @@ def scatter(
     counts_E, ends_E int32 [E]; row_expert_M, row_src_M int32 [M]; slot_row_TK int32 [T, K].
     scratch_EC is the int32 per-(expert, chunk) count buffer from `scatter_scratch`.
     Every output is preallocated by the caller; nothing is read back to the host.
+
+    Launch variants (every one writes the same outputs, bit for bit):
+    fusion "none": count, assign, maps, copy (four launches); "maps" (default): count, assign
+    with the maps, copy (three); "maps_copy": count, then assign with the maps and the copy
+    (two; the copy follows the routing, see `_scatter_assign_maps`). chunk: slots per chunk of
+    the count/assign grid (default `chunking`; scratch_EC must be sized for it). copy_block_t,
+    copy_block_d, copy_warps: tokens and columns per copy program and its warps (with
+    "maps_copy": rows and columns per step of the fused copy, and the warps of that launch).
     """
     check_alignment(alignment)
     if x_TD.dim() != 2 or x_TD.dtype not in _ROW_DTYPES:
@@ -300,33 +448,56 @@ def scatter(
 
     # Launch shapes: the ids are cut into at most MAX_CHUNKS chunks placed in parallel (each a
     # short serial scan); map rows per program shrink as E grows to bound the [rows, E] tile.
+    if fusion not in FUSIONS:
+        raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
+    for name, v in (("copy_block_t", copy_block_t), ("copy_block_d", copy_block_d),
+                    ("copy_warps", copy_warps)):  # fmt: skip
+        _check_pow2(name, v)
     n_slots = T * K
-    chunk, n_chunks = chunking(n_slots)
+    chunk, n_chunks = chunking(n_slots, chunk)
     if scratch_EC is None or scratch_EC.numel() < E * n_chunks or scratch_EC.dtype != torch.int32:
         raise ValueError(
             f"scratch_EC must be int32 with >= {E * n_chunks} elements (see scatter_scratch)"
         )
     block_s = min(chunk, 2048)
     block_e = triton.next_power_of_2(E)
+    block_c = triton.next_power_of_2(n_chunks)
+    if block_e * block_c > 32768:
+        raise ValueError(f"{E} experts x {n_chunks} chunks is too large a count table; raise chunk")
     _scatter_count[(E, n_chunks)](
         topk_ids_TK, scratch_EC, slot_row_TK, n_slots, expert_offset, E, n_chunks,
         CHUNK=chunk, BLOCK_S=block_s, num_warps=4,
     )  # fmt: skip
-    _scatter_assign[(E, n_chunks)](
-        topk_ids_TK, scratch_EC, counts_E, ends_E, row_src_M, slot_row_TK,
-        n_slots, expert_offset, E, n_chunks, M,
-        ALIGNMENT=alignment, CHUNK=chunk, BLOCK_S=block_s, BLOCK_E=block_e,
-        BLOCK_C=triton.next_power_of_2(n_chunks), num_warps=4,
-    )  # fmt: skip
-    block_m = max(16, 8192 // block_e)
-    _scatter_maps[(triton.cdiv(M, block_m),)](
-        counts_E, ends_E, row_expert_M, row_src_M, M, E, BLOCK_M=block_m, BLOCK_E=block_e
-    )
     x_raw = x_TD.view(_RAW[x_TD.dtype])
     xs_raw = xs_MD.view(_RAW[xs_MD.dtype])
-    block_t = 4
-    block_d = min(1024, triton.next_power_of_2(D))
-    _scatter_copy[(triton.cdiv(T, block_t), triton.cdiv(D, block_d))](
+    block_g4 = triton.next_power_of_2(G4)
+    if fusion == "none":
+        _scatter_assign[(E, n_chunks)](
+            topk_ids_TK, scratch_EC, counts_E, ends_E, row_src_M, slot_row_TK,
+            n_slots, expert_offset, E, n_chunks, M,
+            ALIGNMENT=alignment, CHUNK=chunk, BLOCK_S=block_s, BLOCK_E=block_e,
+            BLOCK_C=block_c, num_warps=4,
+        )  # fmt: skip
+        block_m = max(16, 8192 // block_e)
+        _scatter_maps[(triton.cdiv(M, block_m),)](
+            counts_E, ends_E, row_expert_M, row_src_M, M, E, BLOCK_M=block_m, BLOCK_E=block_e
+        )
+    else:
+        fused_copy = fusion == "maps_copy"
+        _scatter_assign_maps[(E, n_chunks)](
+            topk_ids_TK, scratch_EC, counts_E, ends_E, row_expert_M, row_src_M, slot_row_TK,
+            x_raw, xs_raw, sf_in, sf_out,
+            n_slots, expert_offset, E, n_chunks, M, D, G4,
+            *x_raw.stride(), *xs_raw.stride(), *sf_in_strides, *sf_out_strides,
+            K=K, ALIGNMENT=alignment, CHUNK=chunk, BLOCK_S=block_s, BLOCK_E=block_e,
+            BLOCK_C=block_c, BLOCK_M=64, COPY=fused_copy, HAS_SF=has_sf,
+            BLOCK_R=copy_block_t, BLOCK_D=min(copy_block_d, triton.next_power_of_2(D)),
+            BLOCK_G4=block_g4, num_warps=copy_warps if fused_copy else 4,
+        )  # fmt: skip
+        if fused_copy:
+            return
+    block_d = min(copy_block_d, triton.next_power_of_2(D))
+    _scatter_copy[(triton.cdiv(T, copy_block_t), triton.cdiv(D, block_d))](
         x_raw,
         xs_raw,
         sf_in,
@@ -341,7 +512,8 @@ def scatter(
         *sf_out_strides,
         K=K,
         HAS_SF=has_sf,
-        BLOCK_T=block_t,
+        BLOCK_T=copy_block_t,
         BLOCK_D=block_d,
-        BLOCK_G4=triton.next_power_of_2(G4),
+        BLOCK_G4=block_g4,
+        num_warps=copy_warps,
     )
