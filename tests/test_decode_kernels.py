@@ -113,8 +113,69 @@ def test_bf16_stores_round_to_nearest_even_exactly(fmt):
             assert torch.equal(out[t, k].view(torch.int16), want[ids[t, k], t].view(torch.int16))
 
 
+# Launch variants of the sparse GEMV (keyword arguments); each names what it exercises.
+GEMV_VARIANTS = [
+    pytest.param({}, id="default"),
+    pytest.param({"num_stages": 2}, id="pipelined-2"),
+    pytest.param({"num_stages": 4, "block_n": 8}, id="pipelined-4-more-stages-than-steps"),
+    pytest.param({"split_k": 2}, id="split-2"),
+    pytest.param({"split_k": 3, "num_stages": 3}, id="split-3-last-slice-short-pipelined"),
+    pytest.param({"split_k": 8}, id="split-8-empty-slices"),
+]
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_sparse_gemv_never_touches_other_ranks_experts(fmt):
+@pytest.mark.parametrize("variant", GEMV_VARIANTS)
+def test_sparse_gemv_variants_match_the_default(fmt, variant):
+    """R = 160 is five 32-value steps (a short last step at block_k 64, short or empty split-K
+    slices). Pipelining keeps the default's arithmetic, so its outputs are bitwise the default's on
+    random inputs; split-K adds the slices' sums last, so on random inputs it is held to the
+    reference's tolerance, and on inputs whose sums are exact in any order it must be bitwise.
+    Non-local slots keep their NaN poison in every variant."""
+    g = torch.Generator().manual_seed(3)
+    T, K, E, N, R, offset = 2, 3, 3, 64, 160, 4
+    ids = torch.tensor([[4, 9, 6], [5, 4, 0]], dtype=torch.int32)
+    local = (ids >= offset) & (ids < offset + E)
+    for exact in (False, True):
+        if exact:
+            w, s, wd = exact_weights(fmt, E, N, R, g)
+            x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+        else:
+            w, s, wd = quantised(fmt, torch.randn(E, N, R, generator=g) * R**-0.5)
+            x = torch.randn(T, R, generator=g).bfloat16()
+        b = (torch.randn(E, N, generator=g) * 0.5).bfloat16()
+        for glu in ("none", "swiglu_oai"):
+            n_out = N // 2 if glu != "none" else N
+            want = torch.full((T, K, n_out), float("nan"), dtype=torch.bfloat16)
+            got = torch.full_like(want, float("nan"))
+            sparse_gemv(x, ids, w, s, b, want, expert_offset=offset, glu=glu, block_k=64)
+            sparse_gemv(x, ids, w, s, b, got, expert_offset=offset, glu=glu, block_k=64, **variant)
+            assert torch.isnan(got[~local].float()).all()
+            if exact or "split_k" not in variant:
+                assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+            else:
+                for t, k in local.nonzero().tolist():
+                    e = int(ids[t, k]) - offset
+                    ref_tk = rows_ref(x[t : t + 1], wd[e], b[e], glu)[0]
+                    torch.testing.assert_close(got[t, k].float(), ref_tk, rtol=2**-7, atol=2**-7)
+
+
+def test_sparse_gemv_split_k_partials_checked():
+    w, s, _ = quantised("fp8", torch.randn(2, 32, 64))
+    b = torch.zeros(2, 32, dtype=torch.bfloat16)
+    ids = torch.zeros(1, 1, dtype=torch.int32)
+    x = torch.zeros(1, 64, dtype=torch.bfloat16)
+    out = torch.empty(1, 1, 32, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="partials must be float32"):
+        sparse_gemv(x, ids, w, s, b, out, expert_offset=0, split_k=2,
+                    partials=torch.empty(1, 1, 3, 32))  # fmt: skip
+    with pytest.raises(ValueError, match="split_k must be >= 1"):
+        sparse_gemv(x, ids, w, s, b, out, expert_offset=0, split_k=0)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("variant", GEMV_VARIANTS)
+def test_sparse_gemv_never_touches_other_ranks_experts(fmt, variant):
     """The local experts sit between NaN experts of other ranks (and ids point far outside):
     a program that did not leave at once would read NaN. The output must be finite and
     bitwise the output of a clean, contiguous copy."""
@@ -136,8 +197,9 @@ def test_sparse_gemv_never_touches_other_ranks_experts(fmt):
     poisoned = torch.zeros(T, K, N, dtype=torch.bfloat16)
     clean = torch.zeros(T, K, N, dtype=torch.bfloat16)
     sparse_gemv(x, ids, w_all[E : 2 * E], s_all[E : 2 * E], b_all[E : 2 * E], poisoned,
-                expert_offset=offset, block_k=32)  # fmt: skip
-    sparse_gemv(x, ids, w.clone(), s.clone(), b.clone(), clean, expert_offset=offset, block_k=32)
+                expert_offset=offset, block_k=32, **variant)  # fmt: skip
+    sparse_gemv(x, ids, w.clone(), s.clone(), b.clone(), clean, expert_offset=offset, block_k=32,
+                **variant)  # fmt: skip
     assert torch.isfinite(poisoned.float()).all()
     assert torch.equal(poisoned.view(torch.int16), clean.view(torch.int16))
 

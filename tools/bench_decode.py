@@ -1,9 +1,17 @@
 """Sparse top-k GEMV launch variants at gpt-oss-20b decode shapes, one token, on the GPU.
 
-Rank 0 of `scenarios/gpt-oss-20b-decode.yaml` (16 local experts, top-4): each variant's fc1
-(gate_up with the GLU fused) and fc2 outputs are checked bitwise against the default launch before
-they are timed (CUDA-graph replays, L2 flushed by a read before each). Bandwidth counts the bytes
-of the distinct local experts the token hits (values, scales, biases), as the work model does.
+Rank 0 of `scenarios/gpt-oss-20b-decode.yaml` (16 local experts, top-4), both weight formats. Each
+variant's fc1 (gate_up with the GLU fused, on the tokens) and fc2 (on the default's fc1 output) are
+checked against the default launch before they are timed: bitwise, and otherwise by the scale-free
+difference against the precision's tolerance (split-K changes the fp32 summation order). A variant
+that fails its check is reported and not timed. Times are medians of CUDA-graph replays, L2
+flushed by a read before each. Bandwidth counts the bytes of the distinct local experts the token
+hits (values, scales, biases), as the work model does, against the 4.27 TB/s copy ceiling.
+
+Variants are (block_n, weight bytes a row a step, warps, num_stages, split_k); block_k is derived
+per format (FP8: one value a byte; MXFP4: two). The sweep stops starting new variants after half
+of TIME_BUDGET_S a precision, so that the run stays within one device call; the JSON is rewritten
+after every row.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_decode.py OUT
 """
@@ -13,18 +21,33 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+import time
 
 import torch
 
 from arms import decode
 from moebench.families import family_of
+from moebench.inputs import make_tokens
 from moebench.kernels.sparse_gemv import sparse_gemv
+from moebench.numerics import TOLERANCE, calc_diff
 from moebench.runner import plan
 from moebench.scenario import load_scenario
 
 COPY_TBS = 4.27
+TIME_BUDGET_S = 180.0
 dev = torch.device("cuda")
 flush = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
+
+# (block_n, row bytes a step, warps, num_stages, split_k); None = the launcher's default.
+VARIANTS = (
+    [(None, None, 4, None, 1), (8, None, 4, None, 1), (None, 256, 4, None, 1)]
+    # Software-pipelined K loop (cp.async into shared memory), two tile sizes, three depths.
+    + [(bn, rb, 4, st, 1) for bn in (16, 8) for rb in (256, 512) for st in (2, 3, 4)]
+    + [(32, 256, 8, 3, 1), (32, 512, 8, 3, 1), (16, 1024, 4, 2, 1)]
+    # Split-K: more programs when only 2-3 experts are live, with and without pipelining.
+    + [(16, rb, 4, st, sk) for sk in (2, 4) for rb in (256, 512) for st in (None, 3)]
+    + [(8, 256, 4, 3, 3)]
+)
 
 
 def time_graph(fn, reps: int = 50) -> float:
@@ -45,97 +68,133 @@ def time_graph(fn, reps: int = 50) -> float:
     return statistics.median(times)
 
 
+def agreement(got: torch.Tensor, want: torch.Tensor, rows: torch.Tensor) -> tuple[bool, float]:
+    """(bitwise equal, scale-free difference on the rows the step must write). Unwritten rows of
+    both start as the same NaN, so bitwise equality also says nothing else was written."""
+    bitwise = bool(torch.equal(got.view(torch.int16), want.view(torch.int16)))
+    return bitwise, calc_diff(got[rows].float(), want[rows].float())
+
+
 def main(out_dir: str) -> None:
+    t_start = time.monotonic()
     s = load_scenario("scenarios/gpt-oss-20b-decode.yaml")
     rows = []
+
+    def save() -> None:
+        with open(f"{out_dir}/bench_decode.json", "w") as fh:
+            json.dump(rows, fh, indent=1)
+
     for p in plan(s):
         cs = p.case.scenario
         if cs.shape.tokens_per_rank != 1:
             continue
-        fam = family_of(cs)
-        from moebench.inputs import make_tokens
-
         x = make_tokens(tokens=1, hidden=cs.model.hidden, seed=cs.routing.seed, device=dev)
-        prob = fam.problem(cs, p.routing, p.capacity_rows, x, 0, dev)
+        prob = family_of(cs).problem(cs, p.routing, p.capacity_rows, x, 0, dev)
         ws = decode.Workspace(prob, layout="TKD")
-        per = decode.expert_bytes(prob)
+        written = ws.written_rows()
         bytes_hit = decode.weight_bytes(prob, layout="TKD")
-        off = prob.expert_offset
-        # Every output starts as the same NaN, so rows of non-local slots (never written) compare
-        # equal too and only what the kernel wrote decides.
+        off, fmt = prob.expert_offset, ("fp8" if prob.precision == "w8a16" else "mxfp4")
+        T, K = prob.topk_ids_TK.shape
+
+        def fc1(out, **kw):
+            sparse_gemv(prob.x_TD, prob.topk_ids_TK, prob.w13, prob.w13_scale, prob.b13_E2F, out,
+                        expert_offset=off, glu=prob.activation, **kw)  # fmt: skip
+
+        def fc2(a, out, **kw):
+            sparse_gemv(a, prob.topk_ids_TK, prob.w2, prob.w2_scale, prob.b2_ED, out,
+                        expert_offset=off, **kw)  # fmt: skip
+
         ref_a = torch.full_like(ws.a, float("nan"))
-        sparse_gemv(prob.x_TD, prob.topk_ids_TK, prob.w13, prob.w13_scale, prob.b13_E2F, ref_a,
-                    expert_offset=off, glu=prob.activation)  # fmt: skip
+        fc1(ref_a)
         ref_o = torch.full_like(ws.o, float("nan"))
-        sparse_gemv(ref_a, prob.topk_ids_TK, prob.w2, prob.w2_scale, prob.b2_ED, ref_o,
-                    expert_offset=off)  # fmt: skip
-        for bn in (None, 8, 32):
-            for bk in (None, 512, 2048):
-                for nw in (4, 8):
-                    kw = dict(block_n=bn, block_k=bk, num_warps=nw)
-                    a, o = ws.a, ws.o
-                    a.fill_(float("nan"))
-                    o.fill_(float("nan"))
-                    try:
-                        sparse_gemv(prob.x_TD, prob.topk_ids_TK, prob.w13, prob.w13_scale,
-                                    prob.b13_E2F, a, expert_offset=off, glu=prob.activation,
-                                    **kw)  # fmt: skip
-                        sparse_gemv(a, prob.topk_ids_TK, prob.w2, prob.w2_scale, prob.b2_ED, o,
-                                    expert_offset=off, **kw)  # fmt: skip
-                    except Exception as exc:  # a variant the launcher refuses or cannot compile
-                        rows.append(dict(precision=cs.precision, **kw, error=str(exc)[:80]))
-                        continue
-                    exact = bool(
-                        torch.equal(a.view(torch.int16), ref_a.view(torch.int16))
-                        and torch.equal(o.view(torch.int16), ref_o.view(torch.int16))
-                    )
-                    t1 = time_graph(
-                        lambda kw=kw: sparse_gemv(
-                            prob.x_TD,
-                            prob.topk_ids_TK,
-                            prob.w13,
-                            prob.w13_scale,
-                            prob.b13_E2F,
-                            ws.a,
-                            expert_offset=off,
-                            glu=prob.activation,
-                            **kw,
-                        )
-                    )
-                    t2 = time_graph(
-                        lambda kw=kw: sparse_gemv(
-                            ws.a,
-                            prob.topk_ids_TK,
-                            prob.w2,
-                            prob.w2_scale,
-                            prob.b2_ED,
-                            ws.o,
-                            expert_offset=off,
-                            **kw,
-                        )
-                    )
-                    row = dict(
-                        precision=cs.precision,
-                        block_n=bn,
-                        block_k=bk,
-                        warps=nw,
-                        exact=exact,
-                        fc1_us=t1,
-                        fc2_us=t2,
-                        fc1_of_copy=bytes_hit["fc1"] / t1 / 1e6 / COPY_TBS,
-                        fc2_of_copy=bytes_hit["fc2"] / t2 / 1e6 / COPY_TBS,
-                    )
-                    rows.append(row)
-                    print(
-                        " ".join(
-                            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                            for k, v in row.items()
-                        ),
-                        flush=True,
-                    )
-        del per
-    with open(f"{out_dir}/bench_decode.json", "w") as fh:
-        json.dump(rows, fh, indent=1)
+        fc2(ref_a, ref_o)
+        mb = {k: f"{v / 1e6:.1f} MB" for k, v in bytes_hit.items()}
+        print(f"{cs.precision}: {int(written.sum())} local slots of {K}, fc1 {mb['fc1']}, "
+              f"fc2 {mb['fc2']}")  # fmt: skip
+        t_case = time.monotonic()
+        for i, (bn, row_bytes, nw, st, sk) in enumerate(VARIANTS):
+            # Half the budget a precision (compiling dominates); the default always runs.
+            if i > 0 and time.monotonic() - t_case > TIME_BUDGET_S / 2:
+                rows.append(dict(precision=cs.precision, block_n=bn, error="time budget spent"))
+                continue
+            bk = None if row_bytes is None else row_bytes * (2 if fmt == "mxfp4" else 1)
+            kw = dict(block_n=bn, block_k=bk, num_warps=nw, num_stages=st, split_k=sk)
+            row = dict(precision=cs.precision, **kw)
+            part1 = part2 = None
+            if sk > 1:
+                part1 = torch.empty(T, K, sk, prob.w13.shape[1], dtype=torch.float32, device=dev)
+                part2 = torch.empty(T, K, sk, prob.w2.shape[1], dtype=torch.float32, device=dev)
+            a = torch.full_like(ws.a, float("nan"))
+            o = torch.full_like(ws.o, float("nan"))
+            try:
+                fc1(a, partials=part1, **kw)
+                fc2(ref_a, o, partials=part2, **kw)
+            except Exception as exc:  # a variant the launcher refuses or cannot compile
+                rows.append(dict(row, error=f"{type(exc).__name__}: {str(exc)[:120]}"))
+                print(rows[-1], flush=True)
+                save()
+                continue
+            tol = TOLERANCE[cs.precision]
+            for stage, got, want in (("fc1", a, ref_a), ("fc2", o, ref_o)):
+                bitwise, diff = agreement(got, want, written)
+                row[f"{stage}_bitwise"], row[f"{stage}_diff"] = bitwise, diff
+                row[f"{stage}_ok"] = bitwise or diff <= tol
+            if row["fc1_ok"]:
+                t1 = time_graph(lambda kw=kw, p=part1: fc1(ws.a, partials=p, **kw))
+                row.update(fc1_us=t1, fc1_of_copy=bytes_hit["fc1"] / t1 / 1e6 / COPY_TBS)
+            if row["fc2_ok"]:
+                t2 = time_graph(lambda kw=kw, p=part2: fc2(ref_a, ws.o, partials=p, **kw))
+                row.update(fc2_us=t2, fc2_of_copy=bytes_hit["fc2"] / t2 / 1e6 / COPY_TBS)
+            rows.append(row)
+            print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                           for k, v in row.items()), flush=True)  # fmt: skip
+            save()
+    save()
+    print_table(rows)
+    print(f"total {time.monotonic() - t_start:.0f} s")
+
+
+def print_table(rows: list[dict]) -> None:
+    """One line a variant, then the best variant of each (precision, stage)."""
+    keys = ("block_n", "block_k", "num_warps", "num_stages", "split_k")
+    head = f"{'prec':6} {'bn':>4} {'bk':>5} {'w':>2} {'st':>4} {'sk':>2}"
+    print(f"\n{head} {'fc1 us':>7} {'%copy':>6} {'fc2 us':>7} {'%copy':>6}  exact(fc1,fc2)")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['precision']:6} {r.get('block_n')!s:>4}  {r['error']}")
+            continue
+        vals = " ".join(f"{r[k]!s:>{w}}" for k, w in zip(keys, (4, 5, 2, 4, 2), strict=True))
+        cells = []
+        for stage in ("fc1", "fc2"):
+            us = r.get(f"{stage}_us")
+            cells.append(
+                f"{us:7.1f} {100 * r[f'{stage}_of_copy']:5.0f}%" if us else f"{'-':>7} {'-':>6}"
+            )
+        exact = ",".join(
+            "bit" if r[f"{s}_bitwise"] else f"{r[f'{s}_diff']:.0e}" + ("" if r[f"{s}_ok"] else "!")
+            for s in ("fc1", "fc2")
+        )
+        print(f"{r['precision']:6} {vals} {cells[0]} {cells[1]}  {exact}")
+    print()
+    for prec in sorted({r["precision"] for r in rows}):
+        for stage in ("fc1", "fc2"):
+            timed = [r for r in rows if r["precision"] == prec and r.get(f"{stage}_us")]
+            if not timed:
+                continue
+            best = min(timed, key=lambda r: r[f"{stage}_us"])
+            default = [
+                r
+                for r in timed
+                if r["num_stages"] is None
+                and r["split_k"] == 1
+                and r["block_n"] is None
+                and r["block_k"] is None
+                and r["num_warps"] == 4
+            ]
+            base = f", default {default[0][f'{stage}_us']:.1f} us" if default else ""
+            print(f"best {prec} {stage}: {best[f'{stage}_us']:.1f} us "
+                  f"({100 * best[f'{stage}_of_copy']:.0f}% of copy{base}) with "
+                  + ", ".join(f"{k}={best[k]}" for k in keys))  # fmt: skip
 
 
 if __name__ == "__main__":

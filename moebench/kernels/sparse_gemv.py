@@ -33,6 +33,13 @@ across lanes once at the end; the expert scale (FP8) or the group scale (MXFP4, 
 the bias and the GLU are applied in the epilogue, and the bf16 store is rounded to nearest even
 (on the bits under the interpreter, DESIGN section 11).
 
+Launch variants (launcher arguments; the defaults keep the kernel above). ``num_stages``
+software-pipelines the K loop (cp.async copies of the next steps' tiles into shared memory, so the
+bytes in flight no longer cost registers; same arithmetic, bitwise the default's output).
+``split_k`` gives each column block that many programs over slices of R, writing fp32 partials
+that a second kernel sums in slice order before the epilogue: more programs when only 2-3
+experts are live, at the price of another launch and a different fp32 summation order.
+
 Budget, from sm_90 SASS compiled offline with triton 3.9 (the H200 runs 3.6; not measured): the
 FP8 loop issues about 4 instructions per weight byte (51 registers at BLOCK_N 16, BLOCK_K 512),
 where streaming at 4 TB/s leaves about 8; the MXFP4 loop about 6 per value, 12 per byte (124
@@ -67,18 +74,43 @@ def _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E):
 
 @triton.jit
 def _epilogue(
-    h, rows, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
+    h, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr,
 ):  # fmt: skip
-    """Bias, optional GLU over the interleaved (gate, up) pairs, bf16 store of one row block."""
+    """Bias, optional GLU over the interleaved (gate, up) pairs, bf16 store of row block
+    ``n_block``."""
+    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
     h = h + tl.load(b_ptr + e64 * stride_be + rows).to(tl.float32)
     out_row = out_ptr + t.to(tl.int64) * stride_ot + slot.to(tl.int64) * stride_ok
     if GLU == "none":
         tl.store(out_row + rows, fp32_to_bf16(h, EXACT_RNE))
     else:
         gate, up = tl.split(tl.reshape(h, [BLOCK_N // 2, 2]))
-        cols = tl.program_id(0) * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
+        cols = n_block * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
         tl.store(out_row + cols, fp32_to_bf16(_activation(gate, up, GLU), EXACT_RNE))
+
+
+@triton.jit
+def _k_range(R, K_SPLIT, SPLIT_K: tl.constexpr):
+    """(column block, K slice [k_lo, k_hi)) of this program. With SPLIT_K > 1 the programs of a
+    column block sit next to each other along grid axis 0, one K_SPLIT slice each (a multiple of
+    BLOCK_K; the last may be short or empty)."""
+    if SPLIT_K == 1:
+        return tl.program_id(0), 0, R
+    else:
+        split = tl.program_id(0) % SPLIT_K
+        k_lo = split * K_SPLIT
+        return tl.program_id(0) // SPLIT_K, k_lo, tl.minimum(k_lo + K_SPLIT, R)
+
+
+@triton.jit
+def _store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N: tl.constexpr,
+                   SPLIT_K: tl.constexpr):  # fmt: skip
+    """fp32 row sums of one K slice to ``part`` [T, K, SPLIT_K, N]."""
+    split = tl.program_id(0) % SPLIT_K
+    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    base = part_ptr + t.to(tl.int64) * stride_pt + slot.to(tl.int64) * stride_pk
+    tl.store(base + split * N + rows, h)
 
 
 @triton.jit
@@ -86,38 +118,53 @@ def _sparse_gemv_fp8(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
     expert_offset, E, R,
     stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
-    stride_ot, stride_ok,
+    stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-    EXACT_RNE: tl.constexpr,
+    EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
 ):  # fmt: skip
     t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
     e64 = e.to(tl.int64)
+    n_block, k_lo, k_hi = _k_range(R, K_SPLIT, SPLIT_K)
     # Tile [BLOCK_N, LANES, 16]: 16 consecutive weight bytes a lane (one 16-byte load), a warp
     # across a row. The token row is read as int16 through a pointer tile broadcast over the rows
     # so that it takes the weights' layout (no shared-memory shuffle); the loads are the same for
     # every row and the compiler issues them once.
+    # With NUM_STAGES the loop is software-pipelined: the compiler copies the next NUM_STAGES - 1
+    # steps' tiles into shared memory asynchronously (cp.async) while this one is computed, so the
+    # bytes in flight no longer cost registers. The token row is then loaded once as [LANES, 16]
+    # (a row-broadcast pointer tile would be copied BLOCK_N times into shared memory).
     LANES: tl.constexpr = BLOCK_K // 16
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
     offs = tl.arange(0, LANES)[:, None] * 16 + tl.arange(0, 16)[None, :]
     w_rows = w_ptr + e64 * stride_we + rows.to(tl.int64)[:, None, None] * stride_wn
-    x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
-    x_rows = x_row.to(tl.pointer_type(tl.int16)) + 0 * rows[:, None, None]
+    x_row = (x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk).to(
+        tl.pointer_type(tl.int16)
+    )
+    x_rows = x_row + 0 * rows[:, None, None]
     acc = tl.zeros([BLOCK_N, LANES], dtype=tl.float32)
-    for k0 in range(0, R, BLOCK_K):
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
         k = k0 + offs[None, :, :]
         if EVEN_K:
             w = tl.load(w_rows + k)
-            xv = tl.load(x_rows + k)
+            xv = tl.load(x_rows + k) if NUM_STAGES == 0 else tl.load(x_row + k0 + offs)
         else:
-            w = tl.load(w_rows + k, mask=k < R, other=0.0)
-            xv = tl.load(x_rows + k, mask=k < R, other=0)
+            w = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
+            if NUM_STAGES == 0:
+                xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
+            else:
+                xv = tl.load(x_row + k0 + offs, mask=k0 + offs < k_hi, other=0)
         xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
+        if NUM_STAGES != 0:
+            xf = xf[None, :, :]
         acc += tl.sum(w.to(tl.float32) * xf, axis=2)
-    h = tl.sum(acc, axis=1) * tl.load(ws_ptr + e64)
-    _epilogue(h, rows, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
-              GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
+    h = tl.sum(acc, axis=1)
+    if SPLIT_K == 1:
+        _epilogue(h * tl.load(ws_ptr + e64), n_block, e64, t, slot, b_ptr, out_ptr, stride_be,
+                  stride_ot, stride_ok, GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
+    else:
+        _store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
 
 
 @triton.jit
@@ -125,20 +172,22 @@ def _sparse_gemv_mxfp4(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
     expert_offset, E, R,
     stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_se, stride_sn,
-    stride_be, stride_ot, stride_ok,
+    stride_be, stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-    EXACT_RNE: tl.constexpr,
+    EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
 ):  # fmt: skip
     t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
     e64 = e.to(tl.int64)
+    n_block, k_lo, k_hi = _k_range(R, K_SPLIT, SPLIT_K)
     # Tile [BLOCK_N, GROUPS, 4] uint32 words: a lane loads one MX group (16 bytes, 32 values) of
     # a row, and its single e8m0 scale. Word q of group g holds values 32g + 8q + 2j (low nibble
     # of byte j) and 32g + 8q + 2j + 1 (high nibble), which pair with bf16-pair word 16g + 4q + j
-    # of the token row: low half even, high half odd, each widened by a shift.
+    # of the token row: low half even, high half odd, each widened by a shift. NUM_STAGES
+    # pipelines the loop as in the FP8 kernel.
     GROUPS: tl.constexpr = BLOCK_K // 32
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
     rows64 = rows.to(tl.int64)
     offs_g = tl.arange(0, GROUPS)
     offs_q = tl.arange(0, 4)
@@ -149,14 +198,14 @@ def _sparse_gemv_mxfp4(
     x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
     x_pairs = x_row.to(tl.pointer_type(tl.uint32))
     acc = tl.zeros([BLOCK_N, GROUPS], dtype=tl.float32)
-    for k0 in range(0, R, BLOCK_K):
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
         g = k0 // 32 + offs_g
         word = g[:, None] * 4 + offs_q[None, :]
         if EVEN_K:
             w = tl.load(w_rows + word[None, :, :])
             s = tl.load(s_rows + g[None, :])
         else:
-            g_ok = g < R // 32
+            g_ok = g < k_hi // 32
             w = tl.load(w_rows + word[None, :, :], mask=g_ok[None, :, None], other=0)
             s = tl.load(s_rows + g[None, :], mask=g_ok[None, :], other=0)
         w_hi = w >> 16
@@ -175,8 +224,39 @@ def _sparse_gemv_mxfp4(
             part += hi * (xp & 0xFFFF0000).to(tl.float32, bitcast=True)[None, :, :]
         acc += tl.sum(part, axis=2) * e8m0_scale(s)
     # Undo the 2^-14 of the fp16 placement (kernels.mxfp4); kernels read no module globals.
-    h = tl.sum(acc, axis=1) * 16384.0
-    _epilogue(h, rows, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
+    h = tl.sum(acc, axis=1)
+    if SPLIT_K == 1:
+        _epilogue(h * 16384.0, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot,
+                  stride_ok, GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
+    else:
+        _store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
+
+
+@triton.jit
+def _sparse_gemv_split_k_sum(
+    ids_ptr, ws_ptr, b_ptr, out_ptr, part_ptr,
+    expert_offset, E, N, stride_it, stride_ik, stride_be, stride_ot, stride_ok, stride_pt,
+    stride_pk,
+    GLU: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr, SPLIT_K: tl.constexpr,
+    FP8: tl.constexpr,
+):  # fmt: skip
+    """Second pass of a split-K launch, grid (N / BLOCK_N, K, T): the K slices' fp32 partials
+    summed in slice order, then the scale (FP8: the expert's; MXFP4: the 2^14 of the fp16
+    placement) and the epilogue. Non-local slots leave at once, as in the first pass."""
+    t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    if (e < 0) | (e >= E):
+        return
+    e64 = e.to(tl.int64)
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    base = part_ptr + t.to(tl.int64) * stride_pt + slot.to(tl.int64) * stride_pk + rows
+    h = tl.load(base)
+    for split in tl.static_range(1, SPLIT_K):
+        h += tl.load(base + split * N)
+    if FP8:
+        h = h * tl.load(ws_ptr + e64)
+    else:
+        h = h * 16384.0
+    _epilogue(h, tl.program_id(0), e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
               GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
 
 
@@ -219,6 +299,9 @@ def sparse_gemv(
     block_n: int | None = None,
     block_k: int | None = None,
     num_warps: int = 4,
+    num_stages: int | None = None,
+    split_k: int = 1,
+    partials: torch.Tensor | None = None,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -226,6 +309,15 @@ def sparse_gemv(
     ``out`` is [T, K, N] or, with ``glu``, [T, K, N/2]. Both bf16, unit stride along the last
     dimension. ``w``, ``w_scale`` and ``bias_EN`` as in the module docstring. Rows of ``out`` for
     non-local slots are left untouched.
+
+    Launch variants (the defaults are the kernel measured in docs/PERF.md):
+    - ``num_stages``: software-pipeline the K loop that deep (cp.async into shared memory);
+      None keeps the plain loop. Same arithmetic, same order: bitwise the default's output.
+    - ``split_k``: split R into that many slices (multiples of ``block_k``), one program each,
+      so that a few live experts still fill the GPU; fp32 partials go to ``partials``
+      (float32 [T, K, split_k, N], allocated when None) and a second kernel sums them in slice
+      order and applies the epilogue. This changes the fp32 summation order (slice sums are added
+      last), so outputs may differ from the default in the last bits.
     """
     _check(glu in GLUS, f"glu must be one of {GLUS}, got {glu!r}")
     fmt = weight_format(w)
@@ -287,23 +379,49 @@ def sparse_gemv(
         f"block_n must be a power of two dividing N ({N}), got {bn}",
     )
     _check(bk >= 32 and bk & (bk - 1) == 0, f"block_k must be a power of two >= 32, got {bk}")
+    _check(num_stages is None or num_stages >= 1, f"num_stages must be >= 1, got {num_stages}")
+    _check(split_k >= 1, f"split_k must be >= 1, got {split_k}")
+    # Each slice a whole number of block_k steps; the last slice may be short (or empty).
+    k_split = triton.cdiv(triton.cdiv(R, split_k), bk) * bk
+    if split_k > 1:
+        if partials is None:
+            partials = torch.empty(T, K, split_k, N, dtype=torch.float32, device=out.device)
+        _check(
+            partials.dtype == torch.float32
+            and tuple(partials.shape) == (T, K, split_k, N)
+            and partials.stride(3) == 1
+            and partials.stride(2) == N,
+            f"partials must be float32 [{T}, {K}, {split_k}, {N}], (split, N) contiguous, "
+            f"got {_describe(partials)}",
+        )
+        part_args = (partials, partials.stride(0), partials.stride(1), N, k_split)
+    else:
+        part_args = (out, 0, 0, N, k_split)  # never written: SPLIT_K == 1 stores through out
     if T == 0 or K == 0 or E == 0:
         return
-    grid = (N // bn, K, T)
+    grid = (N // bn * split_k, K, T)
     common = dict(
         GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=R % bk == 0, EXACT_RNE=not out.is_cuda,
-        num_warps=num_warps,
+        NUM_STAGES=num_stages or 0, SPLIT_K=split_k, num_warps=num_warps,
     )  # fmt: skip
     if fmt == "fp8":
         _sparse_gemv_fp8[grid](
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
-            bias_EN.stride(0), out.stride(0), out.stride(1), **common,
+            bias_EN.stride(0), out.stride(0), out.stride(1), *part_args, **common,
         )  # fmt: skip
     else:
         _sparse_gemv_mxfp4[grid](
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
             w_scale.stride(0), w_scale.stride(1), bias_EN.stride(0), out.stride(0),
-            out.stride(1), **common,
+            out.stride(1), *part_args, **common,
+        )  # fmt: skip
+    if split_k > 1:
+        _sparse_gemv_split_k_sum[(N // bn, K, T)](
+            topk_ids_TK, w_scale, bias_EN, out, partials, expert_offset, E, N,
+            *topk_ids_TK.stride(), bias_EN.stride(0), out.stride(0), out.stride(1),
+            partials.stride(0), partials.stride(1),
+            GLU=glu, BLOCK_N=bn, EXACT_RNE=not out.is_cuda, SPLIT_K=split_k, FP8=fmt == "fp8",
+            num_warps=4,
         )  # fmt: skip
