@@ -264,3 +264,40 @@ def test_a_world_of_one_agrees_with_simulated_bit_for_bit(tmp_path, precision):
             assert same.equal, (name, same.describe())
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("with_scales", [True, False])
+def test_pack_places_every_slot_and_touches_nothing_else(with_scales):
+    """Exchange.pack on one process (no collective): each slot's row in its destination block, in
+    (token, slot) order, holds its token's bytes, its scale words and its expert id; every other
+    row keeps its poison; the counts say how many rows each destination got."""
+    import torch
+
+    T, K, D, W, E = 6, 3, 128, 3, 4  # 12 experts over 3 ranks
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(T, D, generator=g).to(torch.float8_e4m3fn)
+    sf = torch.randint(0, 1 << 30, (T, 2), generator=g, dtype=torch.int32) if with_scales else None
+    ids = torch.randint(0, W * E, (T, K), generator=g, dtype=torch.int32)
+    world = distributed.World(rank=0, size=W, local_rank=0, device=torch.device("cpu"),
+                              backend="gloo", timeout_s=1.0, ctl=None)  # fmt: skip
+    ex = distributed.Exchange(world, x_TD=x, x_sf_TG4=sf, topk_ids_TK=ids,
+                              topk_weights_TK=torch.ones(T, K), experts_per_rank=E,
+                              slots_per_rank=T * K)  # fmt: skip
+    ex.pack()
+    S, written = T * K, set()
+    fill = [0] * W
+    for t in range(T):
+        for k in range(K):
+            d = int(ids[t, k]) // E
+            row = d * S + fill[d]
+            fill[d] += 1
+            written.add(row)
+            want = x[t].view(torch.uint8)
+            if sf is not None:
+                want = torch.cat([want, sf[t].view(torch.uint8)])
+            want = torch.cat([want, ids[t, k : k + 1].view(torch.uint8)])
+            assert torch.equal(ex.send_RB[row], want), (t, k)
+            assert int(ex.slot_row_TK[t, k]) == row
+    assert ex.send_counts_W.tolist() == fill
+    for row in set(range(W * S)) - written:
+        assert bool((ex.send_RB[row] == 0x7F).all()), row

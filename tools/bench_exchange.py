@@ -69,7 +69,7 @@ def main(out_dir: str) -> None:
         gbs = nbytes / us / 1e3 if nbytes else float("nan")
         rows.append({"piece": name, "us": us, "cross_bytes": nbytes or 0, "GB/s": gbs})
 
-    row("dispatch (whole)", timed(ex.dispatch), cross)
+    row("dispatch (whole, as shipped)", timed(ex.dispatch), cross)
     row(
         "all_to_all rows [R, B] uint8",
         timed(lambda: dist.all_to_all_single(ex.recv_RB, ex.send_RB)),
@@ -90,20 +90,29 @@ def main(out_dir: str) -> None:
     y = torch.randn(R, D, device=dev).to(torch.bfloat16)
     row("combine all_to_all [R, D] bf16", timed(lambda: dist.all_to_all_single(ex.back_RD, y)),
         (W - 1) * ex.S * D * 2)  # fmt: skip
-    # Packing alone: everything dispatch does before its collectives.
+    # Packing alone: everything dispatch does before its collectives, as shipped (4-byte words)
+    # and as first written (byte-wise index_copy_ of the row and scale columns).
+    row("pack (Exchange.pack, word-wise)", timed(ex.pack))
     dest = (ex.ids_TK.view(-1) // ex.E).to(torch.int64)
+    xb, sb = ex._cols
+    tmp_x = torch.empty(T * K, xb, dtype=torch.uint8, device=dev)
+    tmp_sf = torch.empty(T * K, sb, dtype=torch.uint8, device=dev)
 
-    def pack() -> None:
+    def pack_bytewise() -> None:
         seen = (dest[:, None] == ex._ranks_W[None, :]).cumsum(0)
         pos = seen.gather(1, dest[:, None]).squeeze(1) - 1
         r = dest * ex.S + pos
-        xb, sb = ex._cols
-        torch.index_select(ex.x_bytes, 0, ex._token_of_slot, out=ex._tmp_x)
-        ex.send_RB[:, :xb].index_copy_(0, r, ex._tmp_x)
-        torch.index_select(ex.sf_bytes, 0, ex._token_of_slot, out=ex._tmp_sf)
-        ex.send_RB[:, xb : xb + sb].index_copy_(0, r, ex._tmp_sf)
+        torch.index_select(ex.x_bytes, 0, ex._token_of_slot, out=tmp_x)
+        ex.send_RB[:, :xb].index_copy_(0, r, tmp_x)
+        torch.index_select(ex.sf_bytes, 0, ex._token_of_slot, out=tmp_sf)
+        ex.send_RB[:, xb : xb + sb].index_copy_(0, r, tmp_sf)
+        ex._send_ids_R.index_copy_(0, r, ex.ids_TK.view(-1))
 
-    row("pack (index work, no collective)", timed(pack))
+    ex.pack()
+    shipped = ex.send_RB.clone()
+    pack_bytewise()
+    same = torch.equal(shipped, ex.send_RB)
+    row(f"pack (byte-wise, before; same bytes: {same})", timed(pack_bytewise))
     for mb in (1, 4, 16, 64):
         n = mb << 20
         a, b = (
@@ -130,8 +139,9 @@ def main(out_dir: str) -> None:
         for r in rows:
             print(f"{r['piece']:<40} {r['us']:>10.1f} us  {r['GB/s']:>8.1f} GB/s")
         Path(out_dir).mkdir(parents=True, exist_ok=True)
+        nccl = ".".join(map(str, torch.cuda.nccl.version()))
         meta = {"world": W, "rows": R, "row_bytes": B, "peer_access": peer,
-                "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version()))}  # fmt: skip
+                "torch": torch.__version__, "nccl": nccl}  # fmt: skip
         (Path(out_dir) / "bench_exchange.json").write_text(
             json.dumps({"meta": meta, "rows": rows}, indent=1)
         )

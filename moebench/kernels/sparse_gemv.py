@@ -281,9 +281,15 @@ def weight_format(w: torch.Tensor) -> str:
 def default_blocks(fmt: str, N: int) -> tuple[int, int]:
     """(BLOCK_N, BLOCK_K): 16 rows a program; 512 weight bytes a row a step (a 16-byte load per
     lane), or 1024 when N is small, so that the bytes in flight (active rows times the step: N x
-    local slots x bytes) stay at several MB, what the H200's bandwidth-latency product needs."""
-    row_bytes = 512 if N >= 4096 else 1024
-    return 16, row_bytes if fmt == "fp8" else 2 * row_bytes
+    local slots x bytes) stay at several MB, what the H200's bandwidth-latency product needs.
+
+    MXFP4 takes 512 values (256 bytes) a row a step at every N: its in-register decode needs
+    registers, and 2,048 values a step at N 2,880 left too few programs resident (gpt-oss-20b
+    down projection on the H200, 2026-11-30: 22.8 us at 2,048, 17.5 us at 512, bitwise equal;
+    the gate_up projection 25.7 against 25.6 us, docs/PERF.md)."""
+    if fmt != "fp8":
+        return 16, 512
+    return 16, 512 if N >= 4096 else 1024
 
 
 def sparse_gemv(
