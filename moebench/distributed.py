@@ -313,10 +313,9 @@ class Exchange:
         self.send_counts_W = torch.zeros(W, dtype=torch.int32, device=dev)
         self.recv_counts_W = torch.zeros(W, dtype=torch.int32, device=dev)
         self._token_of_slot = torch.arange(T * K, device=dev) // K
-        # Packing moves 4-byte words, not bytes: a token's row and scale bytes are first laid
-        # side by side in one payload row (``_payload_TP``), then one gather and one indexed copy
-        # place every slot's row. Byte-wise index_copy_ of the row and scale columns took 526 us
-        # of a 453-700 us dispatch on the H200 (tools/bench_exchange.py, 2026-11-30).
+        # Packing moves 4-byte words: a token's row and scale bytes are first laid side by side
+        # in one payload row (``_payload_TP``), then one gather and one indexed copy place every
+        # slot's row.
         P = (xb + sb) // 4
         self._payload_TP = torch.empty(T, P, dtype=torch.int32, device=dev)
         self._slots_SP = torch.empty(T * K, P, dtype=torch.int32, device=dev)
@@ -343,14 +342,7 @@ class Exchange:
         """Place this rank's slots in the send buffer, per destination in (token, slot) order,
         and count them (the first half of ``dispatch``: no collective)."""
         xb, sb = self._cols
-        dest = (self.ids_TK.view(-1) // self.E).to(torch.int64)  # owner rank of each slot
-        # Position of each slot in its destination block: slots keep their (token, slot) order.
-        # A comparison rather than one_hot, which may check its input on the host.
-        seen = (dest[:, None] == self._ranks_W[None, :]).cumsum(0)  # [T*K, W]
-        pos = seen.gather(1, dest[:, None]).squeeze(1) - 1
-        row = dest * self.S + pos
-        self.slot_row_TK.view(-1).copy_(row)
-        self.send_counts_W.copy_(seen[-1] if seen.shape[0] else seen.sum(0))
+        row = self.slot_rows()
         payload = self._payload_TP.view(torch.uint8)
         payload[:, :xb].copy_(self.x_bytes)
         if sb:
@@ -358,6 +350,24 @@ class Exchange:
         torch.index_select(self._payload_TP, 0, self._token_of_slot, out=self._slots_SP)
         self._send_RP.index_copy_(0, row, self._slots_SP)
         self._send_ids_R.index_copy_(0, row, self.ids_TK.view(-1))
+
+    def slot_rows(self) -> torch.Tensor:
+        """Each slot's row in the send buffer (int64 [T*K]), also kept in ``slot_row_TK``, and
+        the rows per destination in ``send_counts_W``. A slot's position in its destination
+        block is how many earlier slots go there: slots keep their (token, slot) order."""
+        dest = (self.ids_TK.view(-1) // self.E).to(torch.int64)  # owner rank of each slot
+        # A comparison rather than one_hot, which may check its input on the host. The scan runs
+        # along the last dimension: along the first, [T*K, W] leaves W threads to walk T*K rows
+        # one after another (~500 us of a 700 us dispatch on the H200 at T*K 4,096, W 2).
+        seen = (self._ranks_W[:, None] == dest[None, :]).cumsum(1)  # [W, T*K]
+        pos = seen.gather(0, dest[None, :]).squeeze(0) - 1
+        row = dest * self.S + pos
+        self.slot_row_TK.view(-1).copy_(row)
+        if seen.shape[1]:
+            self.send_counts_W.copy_(seen[:, -1])
+        else:
+            self.send_counts_W.zero_()
+        return row
 
     def dispatch(self) -> None:
         """Pack this rank's slots per destination, exchange counts and rows (no host sync)."""

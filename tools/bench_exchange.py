@@ -112,7 +112,12 @@ def main(out_dir: str) -> None:
     shipped = ex.send_RB.clone()
     pack_bytewise()
     same = torch.equal(shipped, ex.send_RB)
-    row(f"pack (byte-wise, before; same bytes: {same})", timed(pack_bytewise))
+    row(f"pack (first version; same bytes: {same})", timed(pack_bytewise))
+    row("  slot rows alone (scan along T*K)", timed(ex.slot_rows))
+    row("  slot rows, first version (scan along dim 0)",
+        timed(lambda: (dest[:, None] == ex._ranks_W[None, :]).cumsum(0)))  # fmt: skip
+    r = ex.slot_rows()
+    row("  word copies alone", timed(lambda: ex._send_RP.index_copy_(0, r, ex._slots_SP)))
     for mb in (1, 4, 16, 64):
         n = mb << 20
         a, b = (
