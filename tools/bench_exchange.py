@@ -8,6 +8,8 @@ ranks in step; bandwidth counts the bytes that cross to other ranks. Writes OUT/
 from rank 0 and prints a table.
 
 Usage (GPU, one process a GPU): torchrun --nproc-per-node N tools/bench_exchange.py OUT
+Without torchrun (one GPU): python3 tools/bench_exchange.py OUT [W] times the packing alone for a
+world of W ranks (default 2); the collectives need real ranks.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def timed(fn, reps: int = REPS) -> float:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     out = []
     for _ in range(reps):
-        dist.barrier()
+        if dist.is_initialized():
+            dist.barrier()
         torch.cuda.synchronize()
         start.record()
         fn()
@@ -47,10 +50,14 @@ def timed(fn, reps: int = REPS) -> float:
 def main(out_dir: str) -> None:
     for key, value in NCCL_ENV.items():
         os.environ.setdefault(key, value)
-    local = int(os.environ["LOCAL_RANK"])
+    ranks = "LOCAL_RANK" in os.environ  # under torchrun: real ranks and collectives
+    local = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(local)
-    dist.init_process_group("nccl")
-    rank, W = dist.get_rank(), dist.get_world_size()
+    if ranks:
+        dist.init_process_group("nccl")
+        rank, W = dist.get_rank(), dist.get_world_size()
+    else:
+        rank, W = 0, int(sys.argv[2]) if len(sys.argv) > 2 else 2
     dev = torch.device("cuda", local)
     world = World(rank=rank, size=W, local_rank=local, device=dev, backend="nccl",
                   timeout_s=300.0, ctl=None)  # fmt: skip
@@ -69,27 +76,28 @@ def main(out_dir: str) -> None:
         gbs = nbytes / us / 1e3 if nbytes else float("nan")
         rows.append({"piece": name, "us": us, "cross_bytes": nbytes or 0, "GB/s": gbs})
 
-    row("dispatch (whole, as shipped)", timed(ex.dispatch), cross)
-    row(
-        "all_to_all rows [R, B] uint8",
-        timed(lambda: dist.all_to_all_single(ex.recv_RB, ex.send_RB)),
-        cross,
-    )
-    row(
-        "all_to_all counts [W] int32",
-        timed(lambda: dist.all_to_all_single(ex.recv_counts_W, ex.send_counts_W)),
-    )
-    # The same bytes with a 16-byte multiple row and a wider element type.
-    flat_send = torch.empty(R * B // 4, dtype=torch.int32, device=dev)
-    flat_recv = torch.empty_like(flat_send)
-    row(
-        "all_to_all same bytes int32",
-        timed(lambda: dist.all_to_all_single(flat_recv, flat_send)),
-        cross,
-    )
-    y = torch.randn(R, D, device=dev).to(torch.bfloat16)
-    row("combine all_to_all [R, D] bf16", timed(lambda: dist.all_to_all_single(ex.back_RD, y)),
-        (W - 1) * ex.S * D * 2)  # fmt: skip
+    if ranks:
+        row("dispatch (whole, as shipped)", timed(ex.dispatch), cross)
+        row(
+            "all_to_all rows [R, B] uint8",
+            timed(lambda: dist.all_to_all_single(ex.recv_RB, ex.send_RB)),
+            cross,
+        )
+        row(
+            "all_to_all counts [W] int32",
+            timed(lambda: dist.all_to_all_single(ex.recv_counts_W, ex.send_counts_W)),
+        )
+        # The same bytes with a 16-byte multiple row and a wider element type.
+        flat_send = torch.empty(R * B // 4, dtype=torch.int32, device=dev)
+        flat_recv = torch.empty_like(flat_send)
+        row(
+            "all_to_all same bytes int32",
+            timed(lambda: dist.all_to_all_single(flat_recv, flat_send)),
+            cross,
+        )
+        y = torch.randn(R, D, device=dev).to(torch.bfloat16)
+        row("combine all_to_all [R, D] bf16", timed(lambda: dist.all_to_all_single(ex.back_RD, y)),
+            (W - 1) * ex.S * D * 2)  # fmt: skip
     # Packing alone: everything dispatch does before its collectives, as shipped (4-byte words)
     # and as first written (byte-wise index_copy_ of the row and scale columns).
     row("pack (Exchange.pack, word-wise)", timed(ex.pack))
@@ -118,27 +126,28 @@ def main(out_dir: str) -> None:
         timed(lambda: (dest[:, None] == ex._ranks_W[None, :]).cumsum(0)))  # fmt: skip
     r = ex.slot_rows()
     row("  word copies alone", timed(lambda: ex._send_RP.index_copy_(0, r, ex._slots_SP)))
-    for mb in (1, 4, 16, 64):
-        n = mb << 20
-        a, b = (
-            torch.empty(n, dtype=torch.uint8, device=dev),
-            torch.empty(n, dtype=torch.uint8, device=dev),
-        )
-        row(
-            f"all_to_all {mb} MB total",
-            timed(lambda a=a, b=b: dist.all_to_all_single(b, a)),
-            n * (W - 1) // W,
-        )
-    # Peer copy without NCCL: one rank's block straight into the other GPU's memory.
-    if W == 2 and torch.cuda.can_device_access_peer(local, 1 - local):
-        other = torch.empty(ex.S * B, dtype=torch.uint8, device=torch.device("cuda", 1 - local))
-        src = torch.empty(ex.S * B, dtype=torch.uint8, device=dev)
-        row(
-            "peer copy_ of one block (no NCCL)",
-            timed(lambda: other.copy_(src, non_blocking=True)),
-            ex.S * B,
-        )
-    peer = torch.cuda.can_device_access_peer(local, (local + 1) % W) if W > 1 else False
+    if ranks:
+        for mb in (1, 4, 16, 64):
+            n = mb << 20
+            a, b = (
+                torch.empty(n, dtype=torch.uint8, device=dev),
+                torch.empty(n, dtype=torch.uint8, device=dev),
+            )
+            row(
+                f"all_to_all {mb} MB total",
+                timed(lambda a=a, b=b: dist.all_to_all_single(b, a)),
+                n * (W - 1) // W,
+            )
+        # Peer copy without NCCL: one rank's block straight into the other GPU's memory.
+        if W == 2 and torch.cuda.can_device_access_peer(local, 1 - local):
+            other = torch.empty(ex.S * B, dtype=torch.uint8, device=torch.device("cuda", 1 - local))
+            src = torch.empty(ex.S * B, dtype=torch.uint8, device=dev)
+            row(
+                "peer copy_ of one block (no NCCL)",
+                timed(lambda: other.copy_(src, non_blocking=True)),
+                ex.S * B,
+            )
+    peer = ranks and W > 1 and torch.cuda.can_device_access_peer(local, (local + 1) % W)
     if rank == 0:
         print(f"world {W}, R {R} rows x B {B} bytes, peer access {peer}")
         for r in rows:
@@ -150,7 +159,8 @@ def main(out_dir: str) -> None:
         (Path(out_dir) / "bench_exchange.json").write_text(
             json.dumps({"meta": meta, "rows": rows}, indent=1)
         )
-    dist.destroy_process_group()
+    if ranks:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
