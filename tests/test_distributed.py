@@ -301,3 +301,18 @@ def test_pack_places_every_slot_and_touches_nothing_else(with_scales):
     assert ex.send_counts_W.tolist() == fill
     for row in set(range(W * S)) - written:
         assert bool((ex.send_RB[row] == 0x7F).all()), row
+
+
+def test_pack_with_no_tokens_sends_nothing():
+    import torch
+
+    world = distributed.World(rank=0, size=2, local_rank=0, device=torch.device("cpu"),
+                              backend="gloo", timeout_s=1.0, ctl=None)  # fmt: skip
+    ex = distributed.Exchange(world, x_TD=torch.zeros(0, 128, dtype=torch.bfloat16),
+                              x_sf_TG4=None, topk_ids_TK=torch.zeros(0, 2, dtype=torch.int32),
+                              topk_weights_TK=torch.zeros(0, 2), experts_per_rank=2,
+                              slots_per_rank=4)  # fmt: skip
+    ex.send_counts_W.fill_(7)
+    ex.pack()
+    assert ex.send_counts_W.tolist() == [0, 0]
+    assert bool((ex.send_RB == 0x7F).all())
