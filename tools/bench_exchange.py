@@ -29,16 +29,20 @@ from moebench.distributed import NCCL_ENV, Exchange, World  # noqa: E402
 
 T, K, D, EXPERTS = 512, 8, 4096, 256
 REPS = 30
+SPIN_CYCLES = 2_000_000  # ~1 ms at 2 GHz: longer than the host needs to queue any piece below
 
 
 def timed(fn, reps: int = REPS) -> float:
-    """Median microseconds of ``fn`` on this rank, every rep started together with the others."""
+    """Median device microseconds of ``fn`` on this rank, every rep started together with the
+    other ranks. The GPU spins before the start event while the host queues ``fn``'s launches,
+    so a sequence of small PyTorch ops is timed on the device, not at the host's launch rate."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     out = []
     for _ in range(reps):
         if dist.is_initialized():
             dist.barrier()
         torch.cuda.synchronize()
+        torch.cuda._sleep(SPIN_CYCLES)
         start.record()
         fn()
         end.record()
@@ -121,9 +125,28 @@ def main(out_dir: str) -> None:
     pack_bytewise()
     same = torch.equal(shipped, ex.send_RB)
     row(f"pack (first version; same bytes: {same})", timed(pack_bytewise))
-    row("  slot rows alone (scan along T*K)", timed(ex.slot_rows))
-    row("  slot rows, first version (scan along dim 0)",
-        timed(lambda: (dest[:, None] == ex._ranks_W[None, :]).cumsum(0)))  # fmt: skip
+    row("  slot rows, shipped (one 1-D scan of [W * N])", timed(ex.slot_rows))
+
+    def rows_rowwise() -> None:  # the second version: a scan along each row of [W, N]
+        seen = (ex._ranks_W[:, None] == dest[None, :]).cumsum(1)
+        pos = seen.gather(0, dest[None, :]).squeeze(0) - 1
+        ex.slot_row_TK.view(-1).copy_(dest * ex.S + pos)
+        ex.send_counts_W.copy_(seen[:, -1])
+
+    def rows_dim0() -> None:  # the first version: a scan down the columns of [N, W]
+        seen = (dest[:, None] == ex._ranks_W[None, :]).cumsum(0)
+        pos = seen.gather(1, dest[:, None]).squeeze(1) - 1
+        ex.slot_row_TK.view(-1).copy_(dest * ex.S + pos)
+        ex.send_counts_W.copy_(seen[-1])
+
+    shipped_rows = ex.slot_rows().clone()
+    for name, fn in (
+        ("row-wise scan of [W, N]", rows_rowwise),
+        ("dim-0 scan of [N, W]", rows_dim0),
+    ):
+        fn()
+        same = torch.equal(ex.slot_row_TK.view(-1), shipped_rows)
+        row(f"  slot rows, {name} (same rows: {same})", timed(fn))
     r = ex.slot_rows()
     row("  word copies alone", timed(lambda: ex._send_RP.index_copy_(0, r, ex._slots_SP)))
     if ranks:
