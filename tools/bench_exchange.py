@@ -125,13 +125,18 @@ def main(out_dir: str) -> None:
     pack_bytewise()
     same = torch.equal(shipped, ex.send_RB)
     row(f"pack (first version; same bytes: {same})", timed(pack_bytewise))
-    row("  slot rows, shipped (one 1-D scan of [W * N])", timed(ex.slot_rows))
+    row("  slot rows, shipped (a scan along each row of [W, N])", timed(ex.slot_rows))
+    N = dest.shape[0]
+    slot_N = torch.arange(N, device=dev)
 
-    def rows_rowwise() -> None:  # the second version: a scan along each row of [W, N]
-        seen = (ex._ranks_W[:, None] == dest[None, :]).cumsum(1)
-        pos = seen.gather(0, dest[None, :]).squeeze(0) - 1
+    def rows_flat() -> None:  # one 1-D scan of the flattened [W * N] mask
+        hit = (ex._ranks_W[:, None] == dest[None, :]).view(-1)
+        seen = hit.cumsum(0, dtype=torch.int32)
+        upto = seen[ex._ranks_W * N + (N - 1)]
+        before = upto - torch.diff(upto, prepend=upto.new_zeros(1))
+        pos = seen[dest * N + slot_N] - 1 - before[dest]
         ex.slot_row_TK.view(-1).copy_(dest * ex.S + pos)
-        ex.send_counts_W.copy_(seen[:, -1])
+        ex.send_counts_W.copy_(upto - before)
 
     def rows_dim0() -> None:  # the first version: a scan down the columns of [N, W]
         seen = (dest[:, None] == ex._ranks_W[None, :]).cumsum(0)
@@ -141,7 +146,7 @@ def main(out_dir: str) -> None:
 
     shipped_rows = ex.slot_rows().clone()
     for name, fn in (
-        ("row-wise scan of [W, N]", rows_rowwise),
+        ("one 1-D scan of [W * N]", rows_flat),
         ("dim-0 scan of [N, W]", rows_dim0),
     ):
         fn()
