@@ -13,7 +13,10 @@ per format (FP8: one value a byte; MXFP4: two). The sweep stops starting new var
 of TIME_BUDGET_S a precision, so that the run stays within one device call; the JSON is rewritten
 after every row.
 
-Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_decode.py OUT
+Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_decode.py OUT [VARIANTS]
+VARIANTS replaces the sweep: comma-separated block_n:row_bytes:warps[:num_stages[:split_k]], "-"
+for the default of a field, e.g. "-:-:4,4:4096:4,8:2048:4:-:1". The default launch always runs
+first, as the reference.
 """
 
 from __future__ import annotations
@@ -75,7 +78,18 @@ def agreement(got: torch.Tensor, want: torch.Tensor, rows: torch.Tensor) -> tupl
     return bitwise, calc_diff(got[rows].float(), want[rows].float())
 
 
-def main(out_dir: str) -> None:
+def parse_variants(spec: str) -> list[tuple]:
+    """Variants from the command line (module docstring), the default launch first."""
+    out = [(None, None, 4, None, 1)]
+    for item in spec.split(","):
+        f = [None if v in ("-", "") else int(v) for v in item.split(":")]
+        f += [None] * (5 - len(f))
+        bn, rb, nw, st, sk = f
+        out.append((bn, rb, nw or 4, st, sk or 1))
+    return out
+
+
+def main(out_dir: str, variants=VARIANTS) -> None:
     t_start = time.monotonic()
     s = load_scenario("scenarios/gpt-oss-20b-decode.yaml")
     rows = []
@@ -112,7 +126,7 @@ def main(out_dir: str) -> None:
         print(f"{cs.precision}: {int(written.sum())} local slots of {K}, fc1 {mb['fc1']}, "
               f"fc2 {mb['fc2']}")  # fmt: skip
         t_case = time.monotonic()
-        for i, (bn, row_bytes, nw, st, sk) in enumerate(VARIANTS):
+        for i, (bn, row_bytes, nw, st, sk) in enumerate(variants):
             # Half the budget a precision (compiling dominates); the default always runs.
             if i > 0 and time.monotonic() - t_case > TIME_BUDGET_S / 2:
                 rows.append(dict(precision=cs.precision, block_n=bn, error="time budget spent"))
@@ -198,4 +212,4 @@ def print_table(rows: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], parse_variants(sys.argv[2]) if len(sys.argv) > 2 else VARIANTS)
