@@ -279,17 +279,21 @@ def weight_format(w: torch.Tensor) -> str:
 
 
 def default_blocks(fmt: str, N: int) -> tuple[int, int]:
-    """(BLOCK_N, BLOCK_K): 16 rows a program; 512 weight bytes a row a step (a 16-byte load per
-    lane), or 1024 when N is small, so that the bytes in flight (active rows times the step: N x
-    local slots x bytes) stay at several MB, what the H200's bandwidth-latency product needs.
+    """(BLOCK_N, BLOCK_K), measured on the H200 at gpt-oss-20b decode shapes (docs/PERF.md,
+    2026-11-30; every choice below bitwise equal to the others there).
 
-    MXFP4 takes 512 values (256 bytes) a row a step at every N: its in-register decode needs
-    registers, and 2,048 values a step at N 2,880 left too few programs resident (gpt-oss-20b
-    down projection on the H200, 2026-11-30: 22.8 us at 2,048, 17.5 us at 512, bitwise equal;
-    the gate_up projection 25.7 against 25.6 us, docs/PERF.md)."""
+    FP8: 8 rows a program, 1,024 weight bytes a row a step (two 16-byte loads a lane in flight):
+    gate_up 21.9 us and down 13.8 us at one token, against 23.4 / 14.9 for the earlier 16 rows and
+    512 (gate_up) / 1,024 (down) bytes; whole rows at once (4,096) or 16-32 rows a program were
+    slower.
+
+    MXFP4: 16 rows, 512 values (256 bytes) a row a step at every N: its in-register decode needs
+    registers, and 2,048 values a step at N 2,880 left too few programs resident (down
+    projection: 22.8 us at 2,048 values, 17.5 at 512)."""
+    del N  # kept for callers: the best blocks did not depend on it at the shapes measured
     if fmt != "fp8":
         return 16, 512
-    return 16, 512 if N >= 4096 else 1024
+    return 8, 1024
 
 
 def sparse_gemv(
