@@ -278,22 +278,25 @@ def weight_format(w: torch.Tensor) -> str:
     raise ValueError(f"weights must be float8_e4m3fn (W8A16) or uint8 MXFP4, got {w.dtype}")
 
 
-def default_blocks(fmt: str, N: int) -> tuple[int, int]:
-    """(BLOCK_N, BLOCK_K), measured on the H200 at gpt-oss-20b decode shapes (docs/PERF.md,
-    2026-11-30; every choice below bitwise equal to the others there).
+def default_blocks(fmt: str, N: int) -> tuple[int, int, int]:
+    """(BLOCK_N, BLOCK_K, warps), measured on the H200 at gpt-oss-20b decode shapes (docs/PERF.md,
+    2026-11-30, logs in docs/perf/2026-11-30-kernels/).
 
-    FP8: 8 rows a program, 1,024 weight bytes a row a step (two 16-byte loads a lane in flight):
-    gate_up 21.9 us and down 13.8 us at one token, against 23.4 / 14.9 for the earlier 16 rows and
-    512 (gate_up) / 1,024 (down) bytes; whole rows at once (4,096) or 16-32 rows a program were
-    slower.
+    FP8: one warp a program for 2 rows, 1,024 weight bytes a row a step (two 16-byte loads a lane
+    in flight per row): gate_up 19.5-19.9 us and down 12.9-13.0 us at one token, against 21.6-22.0
+    and 13.4-13.7 for 8 rows on 4 warps and 23.4 / 14.9 for the first default (16 rows, 512 /
+    1,024 bytes). The kernel is latency-bound (Nsight Compute: DRAM 48%, 1.09 waves); many small
+    programs keep more of the GPU busy to the end. The sums over a row's lanes are the same
+    for every choice here, so gate_up is bitwise equal to the first default; down differs in the
+    last fp32 bits (scale-free difference 7e-14).
 
-    MXFP4: 16 rows, 512 values (256 bytes) a row a step at every N: its in-register decode needs
-    registers, and 2,048 values a step at N 2,880 left too few programs resident (down
-    projection: 22.8 us at 2,048 values, 17.5 at 512)."""
+    MXFP4: 16 rows on 4 warps, 512 values (256 bytes) a row a step at every N: its in-register
+    decode needs registers, and 2,048 values a step at N 2,880 left too few programs resident
+    (down projection: 22.8 us at 2,048 values, 17.5 at 512); small programs were slower here."""
     del N  # kept for callers: the best blocks did not depend on it at the shapes measured
     if fmt != "fp8":
-        return 16, 512
-    return 8, 1024
+        return 16, 512, 4
+    return 2, 1024, 1
 
 
 def sparse_gemv(
@@ -308,7 +311,7 @@ def sparse_gemv(
     glu: str = "none",
     block_n: int | None = None,
     block_k: int | None = None,
-    num_warps: int = 4,
+    num_warps: int | None = None,
     num_stages: int | None = None,
     split_k: int = 1,
     partials: torch.Tensor | None = None,
@@ -382,8 +385,8 @@ def sparse_gemv(
     devices = {t.device for t in (x, topk_ids_TK, w, w_scale, bias_EN, out)}
     _check(len(devices) == 1, f"all tensors must be on one device, got {sorted(map(str, devices))}")
 
-    bn, bk = default_blocks(fmt, N)
-    bn, bk = block_n or bn, block_k or bk
+    bn, bk, nw = default_blocks(fmt, N)
+    bn, bk, num_warps = block_n or bn, block_k or bk, num_warps or nw
     _check(
         bn >= 2 and bn & (bn - 1) == 0 and N % bn == 0,
         f"block_n must be a power of two dividing N ({N}), got {bn}",
