@@ -10,6 +10,9 @@ Failures (see ``faults``): an arm that runs out of memory, fails to compile or r
 Every case gets its three parts whatever happened to it. A device fault that loses the CUDA
 context stops the run after writing the faulting case's rows; ``--isolate`` (``isolate.py``) runs
 each case in a child process so that such a fault costs only that case.
+
+The timing of the arms that passed their gates lives in ``timed``; what a case produced, and how
+a failure becomes its rows, in ``caserows``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import json
 import os
 import shlex
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +30,8 @@ import torch
 from arms import ARMS
 from arms.pipeline import run_all
 from moebench import checks as gates
-from moebench import cold, dispatch_gate, faults, graph_gate, isolate, provenance, routing
+from moebench import dispatch_gate, faults, graph_gate, isolate, provenance, routing
+from moebench.caserows import CaseRows, DeviceLost, record_failure
 from moebench.errors import DeviceFault, MoebenchError, ScenarioError, SourceDriftError
 from moebench.families import Family, family_of
 from moebench.inputs import make_tokens
@@ -37,7 +40,6 @@ from moebench.results import (
     AA_SUFFIX,
     DEFAULT_MIN_FREE_MB,
     RunWriter,
-    aa_twin,
     new_run_id,
     read_manifest,
 )
@@ -50,6 +52,7 @@ from moebench.scenario import (
     local_experts,
     to_dict,
 )
+from moebench.timed import arm_module, time_rank
 from moebench.timing import Clock
 
 BYTES_PER_SAMPLE = 200  # on disk, generously: the free-space check before a run
@@ -90,43 +93,12 @@ class RunSummary:
     status: str = "complete"
 
 
-@dataclass(kw_only=True)
-class CaseRows:
-    """What one case produced: rows of the three tables, and the device fault that stopped it
-    (empty when none)."""
-
-    samples: list[dict] = field(default_factory=list)
-    checks: list[dict] = field(default_factory=list)
-    routing: list[dict] = field(default_factory=list)
-    fault: str = ""
-    # clocks that looked throttled; cold weights that memory could not fully rotate
-    warnings: list[str] = field(default_factory=list)
-
-    def add(self, rank_cols: dict, arm: str, c: gates.Check) -> None:
-        self.checks.append(
-            {
-                "run_id": rank_cols["run_id"],
-                "case_id": rank_cols["case_id"],
-                "rank": rank_cols["rank"],
-                "arm": arm,
-                "check": c.name,
-                "status": c.status,
-                "error": c.error,
-                "detail": c.detail,
-            }
-        )
-
-
 class Progress:
     """What the runner tells its caller; the CLI renders it with rich. Silent by default."""
 
     def start(self, total: int) -> None: ...
 
     def step(self, label: str, advance: int = 1) -> None: ...
-
-
-class _DeviceLost(Exception):
-    """Internal: a failure lost the CUDA context; the case stops where it is."""
 
 
 # --------------------------------------------------------------------------- planning
@@ -150,10 +122,6 @@ def arm_names(s: Scenario, options: RunOptions) -> tuple[str, ...]:
     the baseline, ``<baseline>~aa`` (same code, its own workspace, same inputs)."""
     aa = options.aa or s.measure.aa
     return (*s.arms, s.measure.baseline + AA_SUFFIX) if aa else s.arms
-
-
-def arm_module(name: str):
-    return ARMS[aa_twin(name) or name]
 
 
 def select_device(s: Scenario) -> torch.device:
@@ -530,20 +498,6 @@ def routing_rows(p: PlannedCase, run_id: str) -> list[dict]:
     return rows
 
 
-def _record_failure(
-    out: CaseRows, rank_cols: dict, arms, check: str, exc: Exception, device: torch.device
-) -> None:
-    """An ``error`` row per arm for ``exc``; raises _DeviceLost when the CUDA context is gone."""
-    kind = faults.classify(exc)
-    if kind != "fatal" and not faults.device_healthy(device):
-        kind = "fatal"
-    text = faults.describe(exc, kind)
-    for arm in arms:
-        out.add(rank_cols, arm, gates.Check(name=check, status="error", detail=text))
-    if kind == "fatal":
-        raise _DeviceLost(text)
-
-
 def _rank_inputs(p: PlannedCase, x_TD: torch.Tensor, rank: int, device: torch.device):
     """One rank's Problem (built by the arms' family) and its float32 reference output."""
     family = family_of(p.case.scenario)
@@ -587,7 +541,7 @@ def run_case(
                     )
                 problem, ref = _rank_inputs(p, x, rank, device)
             except Exception as exc:  # out of memory while building inputs: every arm's row
-                _record_failure(out, rank_cols, names, "inputs", exc, device)
+                record_failure(out, rank_cols, names, "inputs", exc, device)
                 problem = ref = None
             if problem is None:
                 faults.release(device)
@@ -605,7 +559,7 @@ def run_case(
                 try:
                     same = gates.bitwise_compare(stage_sets[arm][0].y_TD, captures[arm].y_TD)
                 except Exception as exc:
-                    _record_failure(out, rank_cols, [arm], "post_timing", exc, device)
+                    record_failure(out, rank_cols, [arm], "post_timing", exc, device)
                     continue
                 out.add(
                     rank_cols,
@@ -628,7 +582,7 @@ def run_case(
                 arm,
                 gates.Check(name="timeout", status="error", detail=f"timeout: {timeout}"),
             )
-    except _DeviceLost as lost:
+    except DeviceLost as lost:
         out.fault = str(lost)
         hit = {
             c["arm"]
@@ -684,7 +638,7 @@ def gate_rank(
             cap = family.capture(ws)
             rows = family.checks(arm, ws, cap, ref, problem) + [memory]
         except Exception as exc:  # a kernel that cannot run this case: a row, not a crash
-            _record_failure(out, rank_cols, [name], "run", exc, device)
+            record_failure(out, rank_cols, [name], "run", exc, device)
             bad.add(name)
             ws = stages = cap = None
         if name in bad:
@@ -705,7 +659,7 @@ def gate_rank(
         try:
             cross = family.cross_arm(base, captures, problem)
         except Exception as exc:
-            _record_failure(out, rank_cols, list(captures), "cross_arm", exc, device)
+            record_failure(out, rank_cols, list(captures), "cross_arm", exc, device)
             bad |= set(captures)
             cross = {}
         for name, rows in cross.items():
@@ -737,7 +691,7 @@ def _device_gates(
     arm, name, problem, stages, family, device, out, rank_cols
 ) -> tuple[list[gates.Check], bool]:
     """Gates 5 and 6 (graph replay, dispatch) for one arm that ran: their rows, and whether one
-    raised (then it is an ``error`` row of that gate, already in ``out``; ``_DeviceLost`` when it
+    raised (then it is an ``error`` row of that gate, already in ``out``; ``DeviceLost`` when it
     took the CUDA context)."""
     rows, raised = [], False
     for gate, fn in (
@@ -749,184 +703,8 @@ def _device_gates(
         try:
             rows += fn()
         except Exception as exc:
-            _record_failure(out, rank_cols, [name], gate, exc, device)
+            record_failure(out, rank_cols, [name], gate, exc, device)
             raised = True
     if device.type == "cuda":
         faults.release(device)  # the replay gate's two workspaces and graph
     return rows, raised
-
-
-def time_rank(
-    timed,
-    stage_sets,
-    s: Scenario,
-    clock: Clock,
-    rank_cols: dict,
-    stop: faults.Stopper,
-    device: torch.device,
-    out: CaseRows,
-    weight_bytes: dict[str, dict[str, int]],
-    weight_fields: tuple[str, ...] = (),
-) -> list[str]:
-    """Samples of the ``timed`` arms into ``out.samples``, checking ``stop`` after each one. An arm
-    that fails while being timed gets a ``timing`` error row and leaves the rotation; returns the
-    arms that finished. Each row carries the expert weight bytes its stage (or the whole FFN)
-    reads in one step on this rank (the family's work model)."""
-    m = s.measure
-    active = list(timed)
-    if not active:
-        return active
-    use_graph = m.graph and clock.cuda
-    mode = "graph" if use_graph else "eager"  # every sample of this rank replays a graph, or none
-    where = f"rank {rank_cols['rank']}, timing"
-
-    def fail(arm: str, exc: Exception) -> None:
-        active.remove(arm)
-        _record_failure(out, rank_cols, [arm], "timing", exc, device)
-
-    for _ in range(m.warmup):
-        for arm in list(active):
-            try:
-                run_all(stage_sets[arm][1])
-            except Exception as exc:
-                fail(arm, exc)
-        stop.check(where)
-    try:
-        clock.synchronize()
-    except Exception as exc:  # an asynchronous error: it cannot be pinned on one arm
-        for arm in list(active):
-            fail(arm, exc)
-    ffn: dict[str, Callable[[], None]] = {}
-    kernel: dict[str, list[tuple[str, Callable[[], None]]]] = {}
-    problems = _weight_rotation(active, stage_sets, m, weight_bytes, weight_fields, device, out)
-    for arm in list(active):
-        ws = stage_sets[arm][0]
-        # One stage set per weight copy (one, unless cold weights rotate several).
-        sets = [cold.stages_on(arm_module(arm).build, ws, p) for p in problems]
-        try:
-            if "ffn" in m.regimes:
-                calls = [lambda st=st: run_all(st) for st in sets]
-                calls = [clock.capture(c) if use_graph else c for c in calls]
-                ffn[arm] = calls[0] if len(calls) == 1 else cold.Rotation(calls)
-            if "kernel" in m.regimes:
-                # One graph per stage: a stage of several launches is timed on the device, not at
-                # the speed the host issues them. A stage that reads no weights needs one copy.
-                kernel[arm] = []
-                for i, st in enumerate(sets[0]):
-                    if st.name not in m.stages:
-                        continue
-                    rotate = weight_bytes[arm][st.name] > 0
-                    runs = [s[i].run for s in (sets if rotate else sets[:1])]
-                    runs = [clock.capture(r) if use_graph else r for r in runs]
-                    kernel[arm].append(
-                        (st.name, runs[0] if len(runs) == 1 else cold.Rotation(runs))
-                    )
-        except Exception as exc:
-            fail(arm, exc)
-    weight_cols = {"weights": "cold" if m.cold_weights else "warm", "weight_copies": len(problems)}
-    device_label = "cuda" if clock.cuda else "cpu"
-    for block in range(m.blocks):
-        if not active:
-            break
-        k = block % len(active)
-        order = active[k:] + active[:k]  # ABC, BCA, CAB, ...
-        telemetry = clock.telemetry()  # clocks, temperature, power: once a block
-        for position, arm in enumerate(order):
-            base = {
-                **rank_cols,
-                "arm": arm,
-                "block": block,
-                "position": position,
-                "device": device_label,
-                "mode": mode,
-                **weight_cols,
-                **telemetry,
-            }
-            try:
-                if "ffn" in m.regimes:
-                    for it in range(m.iterations):
-                        t = clock.sample_us(ffn[arm])
-                        out.samples.append(
-                            {**base, "stage": "ffn", "regime": "ffn", "iteration": it,
-                             "time_us": t, "weight_bytes": weight_bytes[arm]["ffn"]}
-                        )  # fmt: skip
-                        stop.check(where)
-                if "kernel" in m.regimes:
-                    for name, call in kernel[arm]:
-                        for it in range(m.iterations):
-                            t = clock.sample_us(call, flush_l2=m.flush_l2)
-                            out.samples.append(
-                                {
-                                    **base,
-                                    "stage": name,
-                                    "regime": "kernel",
-                                    "iteration": it,
-                                    "time_us": t,
-                                    "weight_bytes": weight_bytes[arm][name],
-                                }
-                            )
-                            stop.check(where)
-            except Exception as exc:
-                fail(arm, exc)
-    if "profile" in m.regimes and use_graph and active:
-        # Per-stage device time inside the same graph replays, one profiler session per rank.
-        try:
-            _profile(
-                active, stage_sets, ffn, m, {**rank_cols, **weight_cols}, device_label, mode,
-                weight_bytes, out,
-            )  # fmt: skip
-        except Exception as exc:
-            for arm in list(active):
-                fail(arm, exc)
-    return active
-
-
-def _weight_rotation(active, stage_sets, m, weight_bytes, weight_fields, device, out) -> list:
-    """The problems whose weights the timed samples rotate through: the gated problem alone, or
-    with ``measure.cold_weights`` as many bit-identical copies as moebench/cold.py plans (the
-    plan's reason goes to the run's warnings when memory allows fewer)."""
-    if not active:
-        return []
-    problem = stage_sets[active[0]][0].problem
-    if not m.cold_weights:
-        return [problem]
-    timed = ["ffn"] * ("ffn" in m.regimes) + list(m.stages) * ("kernel" in m.regimes)
-    touched = [weight_bytes[a].get(st, 0) for a in active for st in timed]
-    touched = [b for b in touched if b > 0]
-    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
-    plan = cold.plan_copies(
-        touched_bytes=min(touched, default=0),
-        weight_bytes=cold.bytes_of(problem, weight_fields),
-        l2_bytes=cold.l2_bytes(device),
-        free_bytes=free,
-        asked=m.weight_copies,
-    )
-    if plan.note:
-        out.warnings.append(plan.note)
-    return cold.weight_copies(problem, weight_fields, plan.copies)
-
-
-def _profile(active, stage_sets, ffn, m, rank_cols, device_label, mode, weight_bytes, out):
-    """Samples of the ``profile`` regime (moebench/profile_regime.py): blocks in the rotating arm
-    order, ``iterations`` replays each, every stage's kernels summed per replay."""
-    from moebench import profile_regime
-
-    counts = {a: profile_regime.stage_kernel_counts(stage_sets[a][1]) for a in active}
-    plan, keys = [], []
-    for block in range(m.blocks):
-        k = block % len(active)
-        for position, arm in enumerate(active[k:] + active[:k]):
-            for it in range(m.iterations):
-                plan.append((arm, ffn[arm], counts[arm]))
-                keys.append((block, position, it))
-    for (block, position, it), (arm, times) in zip(
-        keys, profile_regime.profile_replays(plan), strict=True
-    ):
-        for stage, t in times.items():
-            out.samples.append({
-                **rank_cols, "arm": arm, "block": block, "position": position,
-                "device": device_label, "mode": mode, "sm_clock_mhz": float("nan"),
-                "mem_clock_mhz": float("nan"), "temperature_c": float("nan"),
-                "power_w": float("nan"), "stage": stage, "regime": "profile", "iteration": it,
-                "time_us": t, "weight_bytes": weight_bytes[arm].get(stage, 0),
-            })  # fmt: skip
