@@ -41,7 +41,7 @@ another) and mix machines; put two runs side by side to compare them. Runs that 
 one table are refused unless ``force``: runs that share no case, and a case id that names
 different shapes in two runs (different scenarios reuse ``c000``). Milder differences are warned
 about: manifests that differ in ``sources``, ``environment`` or scenario sha256, cases or arms
-only some runs have, and runs that did not finish.
+only some runs have, and runs that did not finish (both in ``moebench/belonging.py``).
 
 Correctness first: an arm with a ``fail`` or ``error`` check for a case is ``mismatch`` and its
 row carries no timing figure at all. Undefined figures are NaN (empty when rendered), never 0.
@@ -62,6 +62,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from moebench import critical, stats, workmodel
+from moebench.belonging import belonging, distinct, provenance_warnings
 from moebench.errors import MoebenchError
 from moebench.results import Run, aa_twin
 
@@ -323,10 +324,6 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list]:
     return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
 
 
-def _distinct(column: pa.ChunkedArray) -> set:
-    return set(pc.unique(column).to_pylist())
-
-
 def _segment_medians(key: np.ndarray, values: np.ndarray):
     """Median of ``values`` per distinct int64 ``key``: (sorted keys, medians, counts)."""
     order = np.lexsort((values, key))
@@ -552,135 +549,6 @@ def _run_info(run: Run) -> RunInfo:
     )
 
 
-def _short(value: Any) -> str:
-    """A provenance value in a few characters: hashes cut to 12, dicts by their hash if any."""
-    if isinstance(value, dict):
-        return _short(value["hash"]) if "hash" in value else "{...}"
-    text = "-" if value is None or value == "" else str(value)
-    return (
-        text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text[:40]
-    )
-
-
-def _provenance_warnings(runs: list[Run]) -> list[str]:
-    """Warn when a run records no sources/environment, or when two runs differ in them."""
-    warnings = []
-    first = runs[0]
-    for key in ("sources", "environment"):
-        for run in runs:
-            if not isinstance(run.manifest.get(key), dict):
-                warnings.append(f"run {run.run_id} records no {key}; provenance unknown")
-        for run in runs[1:]:
-            a, b = first.manifest.get(key), run.manifest.get(key)
-            if not isinstance(a, dict) or not isinstance(b, dict):
-                continue
-            differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-            if differ:
-                shown = ", ".join(
-                    f"{k} {_short(a.get(k))} -> {_short(b.get(k))}" for k in differ[:6]
-                )
-                more = f" and {len(differ) - 6} more" if differ[6:] else ""
-                warnings.append(
-                    f"runs {first.run_id} and {run.run_id} differ in {key}: {shown}{more}"
-                )
-    return warnings
-
-
-# Case columns that must agree for a case id to mean the same case in two runs.
-_CASE_SHAPE = (
-    "tokens_per_rank",
-    "capacity_rows",
-    "local_experts",
-    "hidden",
-    "intermediate",
-    "top_k",
-    "precision",
-    "activation",
-    "routing",
-)
-
-
-def _case_shapes(run: Run) -> dict[str, dict[str, Any]]:
-    """case_id -> the shape columns its rows record (from samples, else routing)."""
-    out: dict[str, dict[str, Any]] = {}
-    for table in (run.samples, run.routing):
-        if table.num_rows == 0:
-            continue
-        cols = ["case_id", *(c for c in _CASE_SHAPE if c in table.column_names)]
-        for row in table.select(cols).group_by(cols).aggregate([]).to_pylist():
-            shape = out.setdefault(row.pop("case_id"), {})
-            for k, v in row.items():
-                shape.setdefault(k, v)
-    return out
-
-
-def _scenario_sha(run: Run) -> str | None:
-    scenario = run.manifest.get("scenario")
-    return scenario.get("sha256") if isinstance(scenario, dict) else None
-
-
-def _belonging(runs: list[Run], force: bool) -> list[str]:
-    """Warnings for runs that differ; MoebenchError (unless ``force``) for runs whose table would
-    mislead: no case in common, or one case id naming different shapes."""
-    warnings = []
-    for run in runs:
-        status = run.manifest.get("status")
-        if status not in (None, "complete", "mismatch", "errors"):
-            listed = run.manifest.get("cases")
-            of = f" of {len(listed)}" if isinstance(listed, list) else ""
-            warnings.append(
-                f"run {run.run_id} did not finish (status {status}): "
-                f"{len(run.manifest['finished_cases'])}{of} case(s) finished"
-            )
-    if len(runs) < 2:
-        return warnings
-    refusals = []
-    first = runs[0]
-    cases = {r.run_id: set(r.manifest["finished_cases"]) for r in runs}
-    shared = set.intersection(*cases.values())
-    if not shared:
-        refusals.append(
-            f"runs {', '.join(cases)} share no case, so no row of one has a counterpart in another"
-        )
-    for run in runs[1:]:
-        only = sorted(cases[first.run_id] ^ cases[run.run_id])
-        if only and shared:
-            shown = ", ".join(only[:5]) + (" ..." if only[5:] else "")
-            warnings.append(
-                f"runs {first.run_id} and {run.run_id} do not have the same cases: "
-                f"{shown} only in one of them"
-            )
-        sha = _scenario_sha(first), _scenario_sha(run)
-        if sha[0] != sha[1]:
-            warnings.append(
-                f"runs {first.run_id} and {run.run_id} come from different scenarios "
-                f"(sha256 {_short(sha[0])} vs {_short(sha[1])})"
-            )
-        a_shapes, b_shapes = _case_shapes(first), _case_shapes(run)
-        for case in sorted(shared):
-            a, b = a_shapes.get(case, {}), b_shapes.get(case, {})
-            differ = [k for k in _CASE_SHAPE if k in a and k in b and a[k] != b[k]]
-            if differ:
-                k = differ[0]
-                refusals.append(
-                    f"case {case} is not the same case in runs {first.run_id} and "
-                    f"{run.run_id} ({k} {a[k]} vs {b[k]})"
-                )
-                break
-    arms = {r.run_id: _distinct(r.samples["arm"]) | _distinct(r.checks["arm"]) for r in runs}
-    every = set.intersection(*arms.values())
-    for run_id, have in arms.items():
-        extra = sorted(have - every)
-        if extra:
-            warnings.append(f"arm(s) {', '.join(extra)} only in some runs (e.g. {run_id})")
-    if refusals and not force:
-        raise MoebenchError(
-            f"these runs do not belong in one table: {refusals[0]} "
-            "(pass --force to put them side by side anyway)"
-        )
-    return [f"forced: {r}" for r in refusals] + warnings
-
-
 # ---------------------------------------------------------------------------------------------
 # Comparison
 
@@ -733,10 +601,10 @@ def compare_runs(
     if dupes:
         raise MoebenchError(f"run {dupes[0]} given more than once")
 
-    warnings = _belonging(runs, force) + _provenance_warnings(runs)
+    warnings = belonging(runs, force) + provenance_warnings(runs)
     samples = _concat_samples(runs)
     checks = pa.concat_tables([r.checks for r in runs])
-    arms_seen = _distinct(samples["arm"]) | _distinct(checks["arm"])
+    arms_seen = distinct(samples["arm"]) | distinct(checks["arm"])
     if baseline not in arms_seen:
         arms = ", ".join(sorted(arms_seen)) or "none"
         raise MoebenchError(f"baseline arm {baseline!r} is in none of the runs (arms: {arms})")
@@ -812,7 +680,7 @@ def compare_runs(
             f"baseline arm {baseline!r} (or an A/A copy's arm) has no samples in "
             f"{len(missing_ref)} (case, stage) group(s): {shown}"
         )
-    devices = tuple(sorted(_distinct(samples["device"])))
+    devices = tuple(sorted(distinct(samples["device"])))
     if len(devices) > 1:
         warnings.append("runs mix CPU and GPU timings; never compare figures across devices")
     comparison = Comparison(
