@@ -53,13 +53,10 @@ def plan_copies(
     (None on the CPU: no cap)."""
     if asked is not None:
         want = asked
-    elif touched_bytes <= 0:
-        want = 1
+    elif touched_bytes <= 0 or touched_bytes >= COLD_FACTOR * l2_bytes:
+        want = 1  # nothing to rotate, or one sample already streams COLD_FACTOR x L2
     else:
-        want = 1 + math.ceil(COLD_FACTOR * l2_bytes / touched_bytes)
-        if touched_bytes >= COLD_FACTOR * l2_bytes:
-            want = 1
-    want = min(want, MAX_WEIGHT_COPIES)
+        want = min(1 + math.ceil(COLD_FACTOR * l2_bytes / touched_bytes), MAX_WEIGHT_COPIES)
     if free_bytes is None or want == 1 or weight_bytes <= 0:
         return Plan(want, "")
     fit = 1 + int(MEMORY_SHARE * free_bytes // weight_bytes)
@@ -88,8 +85,6 @@ def weight_copies(problem: Any, fields: Sequence[str], n: int) -> list[Any]:
 def stages_on(build: Callable[[Any], tuple], ws: Any, problem: Any) -> tuple:
     """The arm's stages over ``ws``'s buffers but ``problem``'s weights: a shallow copy of the
     workspace (same tensors) that points at the other problem."""
-    if problem is ws.problem:
-        return build(ws)
     other = copy.copy(ws)
     other.problem = problem
     return build(other)

@@ -292,19 +292,15 @@ class Exchange:
         R = W * S
         self.W, self.S, self.E = W, S, experts_per_rank
         x_bytes = x_TD.contiguous().view(torch.uint8)  # [T, xb]
-        # [T, 4 * G4], row-major whatever the packed layout (an M-major [T, 1] counts as
-        # contiguous to torch, so copy explicitly).
-        sf_bytes = (
-            torch.empty(x_sf_TG4.shape, dtype=torch.int32, device=dev).copy_(x_sf_TG4)
-            .view(torch.uint8) if x_sf_TG4 is not None else None
-        )  # fmt: skip
         xb = x_bytes.shape[1]
-        sb = 0 if sf_bytes is None else sf_bytes.shape[1]
+        sb = 0 if x_sf_TG4 is None else 4 * x_sf_TG4.shape[1]
         if xb % 4:
             raise ValueError(f"a token row must be a whole number of 4-byte words, got {xb} bytes")
         B = xb + sb + _ID_BYTES
         self._cols = (xb, sb)
-        self.x_bytes, self.sf_bytes = x_bytes, sf_bytes
+        # The scale words in any packed layout (M-major included): ``pack`` copies them into
+        # row-major payload rows.
+        self.x_bytes, self.x_sf_TG4 = x_bytes, x_sf_TG4
         self.ids_TK = topk_ids_TK.to(torch.int32).contiguous()
         self.topk_weights_TK = topk_weights_TK.to(torch.float32).contiguous()
         # Poison (0x7F: NaN in FP8, huge in bf16) in every row no slot writes.
@@ -343,10 +339,9 @@ class Exchange:
         and count them (the first half of ``dispatch``: no collective)."""
         xb, sb = self._cols
         row = self.slot_rows()
-        payload = self._payload_TP.view(torch.uint8)
-        payload[:, :xb].copy_(self.x_bytes)
+        self._payload_TP.view(torch.uint8)[:, :xb].copy_(self.x_bytes)
         if sb:
-            payload[:, xb:].copy_(self.sf_bytes)
+            self._payload_TP[:, xb // 4 :].copy_(self.x_sf_TG4)
         torch.index_select(self._payload_TP, 0, self._token_of_slot, out=self._slots_SP)
         self._send_RP.index_copy_(0, row, self._slots_SP)
         self._send_ids_R.index_copy_(0, row, self.ids_TK.view(-1))

@@ -73,9 +73,10 @@ def time_rank(
     kernel: dict[str, list[tuple[str, Callable[[], None]]]] = {}
     problems = weight_rotation(active, stage_sets, m, weight_bytes, weight_fields, device, out)
     for arm in list(active):
-        ws = stage_sets[arm][0]
-        # One stage set per weight copy (one, unless cold weights rotate several).
-        sets = [cold.stages_on(arm_module(arm).build, ws, p) for p in problems]
+        ws, gated = stage_sets[arm]
+        # One stage set per weight copy: the gated stages on the gated weights, then (cold
+        # weights only) the same stages over the other copies.
+        sets = [gated] + [cold.stages_on(arm_module(arm).build, ws, p) for p in problems[1:]]
         try:
             if "ffn" in m.regimes:
                 calls = [lambda st=st: run_all(st) for st in sets]

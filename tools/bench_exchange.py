@@ -109,6 +109,7 @@ def main(out_dir: str) -> None:
     xb, sb = ex._cols
     tmp_x = torch.empty(T * K, xb, dtype=torch.uint8, device=dev)
     tmp_sf = torch.empty(T * K, sb, dtype=torch.uint8, device=dev)
+    sf_bytes = ex.x_sf_TG4.contiguous().view(torch.uint8)  # row-major scale bytes [T, sb]
 
     def pack_bytewise() -> None:
         seen = (dest[:, None] == ex._ranks_W[None, :]).cumsum(0)
@@ -116,7 +117,7 @@ def main(out_dir: str) -> None:
         r = dest * ex.S + pos
         torch.index_select(ex.x_bytes, 0, ex._token_of_slot, out=tmp_x)
         ex.send_RB[:, :xb].index_copy_(0, r, tmp_x)
-        torch.index_select(ex.sf_bytes, 0, ex._token_of_slot, out=tmp_sf)
+        torch.index_select(sf_bytes, 0, ex._token_of_slot, out=tmp_sf)
         ex.send_RB[:, xb : xb + sb].index_copy_(0, r, tmp_sf)
         ex._send_ids_R.index_copy_(0, r, ex.ids_TK.view(-1))
 

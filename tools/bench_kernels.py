@@ -283,6 +283,21 @@ def bench_gemm() -> None:
                 record(kernel=f"{name}_torch_scaled_grouped_mm", live=live, error=str(exc)[:160])
 
 
+def scatter_floor_bytes(plan: dict, T: int, K: int) -> tuple[int, int, int]:
+    """(live rows, tokens read, the scatter's fewest bytes): each routed token read once and each
+    live row written once (FP8 row plus 16 bytes of scale words), the ids read and the slot map
+    written, and the two row maps written over the whole buffer."""
+    live = int((plan["row_src_M"] >= 0).sum())
+    tokens_read = int((plan["slot_row_TK"] >= 0).any(dim=1).sum())
+    return live, tokens_read, (tokens_read + live) * (D + 16) + T * K * 4 * 2 + M * 8
+
+
+def against_floor(nbytes: int, us: float) -> dict:
+    """The byte floor at the copy ceiling, the issue's target (2 x floor + 5 us) and TB/s."""
+    floor = nbytes / COPY_TBS / 1e6
+    return dict(floor_us=floor, target_us=2 * floor + 5, tbs=nbytes / us / 1e6)
+
+
 def bench_scatter_combine() -> None:
     print("== scatter and combine, V4-Flash rank 0 of EP8, 512 tokens per rank", flush=True)
     from arms.pipeline import Workspace, build_stages
@@ -312,20 +327,11 @@ def bench_scatter_combine() -> None:
         torch.equal(getattr(ws, k), plan[k])
         for k in ("ends_E", "row_expert_M", "row_src_M", "slot_row_TK")
     )
-    live = int((plan["row_src_M"] >= 0).sum())
-    tokens_read = int((plan["slot_row_TK"] >= 0).any(dim=1).sum())
-    scatter_bytes = tokens_read * (D + 16) + live * (D + 16) + 4096 * 6 * 4 * 2 + M * 8
+    live, _, scatter_bytes = scatter_floor_bytes(plan, *p.topk_ids_TK.shape)
     combine_bytes = live * D * 2 + 4096 * D * 2 + 4096 * 6 * 8
     for name, nbytes in (("scatter", scatter_bytes), ("combine", combine_bytes)):
         us = time_graph(stages[name], reps=50)
-        record(
-            kernel=name,
-            exact=exact,
-            us=us,
-            floor_us=nbytes / COPY_TBS / 1e6,
-            target_us=2 * nbytes / COPY_TBS / 1e6 + 5,
-            tbs=nbytes / us / 1e6,
-        )
+        record(kernel=name, exact=exact, us=us, **against_floor(nbytes, us))
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -378,9 +384,7 @@ def bench_scatter_variants(p) -> None:
     scratch = scatter_scratch(T, K, 32, dev, chunk=512)
     for routing, ids in (("uniform", p.topk_ids_TK), ("hot_expert", hot)):
         plan = reference.scatter_plan(ids, 0, 32, A, M)
-        live = int((plan["row_src_M"] >= 0).sum())
-        tokens_read = int((plan["slot_row_TK"] >= 0).any(dim=1).sum())
-        nbytes = tokens_read * (D + 16) + live * (D + 16) + T * K * 4 * 2 + M * 8
+        live, tokens_read, nbytes = scatter_floor_bytes(plan, T, K)
         print(f"-- scatter variants, {routing}: {live} live rows, {tokens_read} tokens", flush=True)
 
         def fresh():
@@ -432,9 +436,7 @@ def bench_scatter_variants(p) -> None:
                 variant=label,
                 exact=ok,
                 us=us,
-                floor_us=nbytes / COPY_TBS / 1e6,
-                target_us=2 * nbytes / COPY_TBS / 1e6 + 5,
-                tbs=nbytes / us / 1e6,
+                **against_floor(nbytes, us),
             )
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 for _ in range(10):

@@ -82,12 +82,13 @@ def _scatter_count(
 
 @triton.jit
 def _expert_start(
-    chunk_counts_ptr, e, c, n_experts, n_chunks,
+    chunk_counts_ptr, counts_ptr, ends_ptr, e, c, n_experts, n_chunks,
     ALIGNMENT: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
     # From the per-(expert, chunk) counts: expert e's start (the exclusive prefix sum of aligned
     # counts: the endpoint contract), its count, its slots in chunks before c, its aligned count
-    # and the aligned total of all experts (where the capacity tail begins).
+    # and the aligned total of all experts (where the capacity tail begins). Program (e, 0) also
+    # records the expert's count and end.
     ex = tl.arange(0, BLOCK_E)
     ch = tl.arange(0, BLOCK_C)
     grid_ok = (ex < n_experts)[:, None] & (ch < n_chunks)[None, :]
@@ -102,6 +103,9 @@ def _expert_start(
         tl.sum(tl.where((ex == e)[:, None] & (ch < c)[None, :], per_chunk, 0), axis=1), axis=0
     )
     own_aligned = tl.sum(tl.where(ex == e, aligned, 0), axis=0)
+    if c == 0:
+        tl.store(counts_ptr + e, count)
+        tl.store(ends_ptr + e, start + count)
     return start, count, earlier, own_aligned, tl.sum(aligned, axis=0)
 
 
@@ -141,11 +145,9 @@ def _scatter_assign(
     e = tl.program_id(0)
     c = tl.program_id(1)
     start, count, earlier, own_aligned, total = _expert_start(
-        chunk_counts_ptr, e, c, n_experts, n_chunks, ALIGNMENT, BLOCK_E, BLOCK_C
-    )
-    if c == 0:
-        tl.store(counts_ptr + e, count)
-        tl.store(ends_ptr + e, start + count)
+        chunk_counts_ptr, counts_ptr, ends_ptr, e, c, n_experts, n_chunks, ALIGNMENT, BLOCK_E,
+        BLOCK_C,
+    )  # fmt: skip
     _place(
         ids_ptr, row_src_ptr, slot_row_ptr, e, c, start + earlier, n_slots, expert_offset, rows,
         CHUNK, BLOCK_S,
@@ -173,11 +175,9 @@ def _scatter_assign_maps(
     e = tl.program_id(0)
     c = tl.program_id(1)
     start, count, earlier, own_aligned, total = _expert_start(
-        chunk_counts_ptr, e, c, n_experts, n_chunks, ALIGNMENT, BLOCK_E, BLOCK_C
-    )
-    if c == 0:
-        tl.store(counts_ptr + e, count)
-        tl.store(ends_ptr + e, start + count)
+        chunk_counts_ptr, counts_ptr, ends_ptr, e, c, n_experts, n_chunks, ALIGNMENT, BLOCK_E,
+        BLOCK_C,
+    )  # fmt: skip
     lane_m = tl.arange(0, BLOCK_M)
     minus1 = tl.full((BLOCK_M,), -1, tl.int32)
     end = start + count

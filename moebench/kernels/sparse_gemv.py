@@ -278,7 +278,7 @@ def weight_format(w: torch.Tensor) -> str:
     raise ValueError(f"weights must be float8_e4m3fn (W8A16) or uint8 MXFP4, got {w.dtype}")
 
 
-def default_blocks(fmt: str, N: int) -> tuple[int, int, int]:
+def default_blocks(fmt: str) -> tuple[int, int, int]:
     """(BLOCK_N, BLOCK_K, warps), measured on the H200 at gpt-oss-20b decode shapes (docs/PERF.md,
     2026-11-30, logs in docs/perf/2026-11-30-kernels/).
 
@@ -293,7 +293,6 @@ def default_blocks(fmt: str, N: int) -> tuple[int, int, int]:
     MXFP4: 16 rows on 4 warps, 512 values (256 bytes) a row a step at every N: its in-register
     decode needs registers, and 2,048 values a step at N 2,880 left too few programs resident
     (down projection: 22.8 us at 2,048 values, 17.5 at 512); small programs were slower here."""
-    del N  # kept for callers: the best blocks did not depend on it at the shapes measured
     if fmt != "fp8":
         return 16, 512, 4
     return 2, 1024, 1
@@ -385,7 +384,7 @@ def sparse_gemv(
     devices = {t.device for t in (x, topk_ids_TK, w, w_scale, bias_EN, out)}
     _check(len(devices) == 1, f"all tensors must be on one device, got {sorted(map(str, devices))}")
 
-    bn, bk, nw = default_blocks(fmt, N)
+    bn, bk, nw = default_blocks(fmt)
     bn, bk, num_warps = block_n or bn, block_k or bk, num_warps or nw
     _check(
         bn >= 2 and bn & (bn - 1) == 0 and N % bn == 0,
