@@ -9,7 +9,12 @@ import pytest
 import torch
 
 from moebench import reference
-from moebench.kernels.act_quant import BLOCK_ROWS, act_quant_dense, act_quant_masked
+from moebench.kernels.act_quant import (
+    BLOCK_ROWS,
+    SCHEDULES,
+    act_quant_dense,
+    act_quant_masked,
+)
 from moebench.layout import expert_ends, live_row_mask, used_rows
 from moebench.numerics import TOLERANCE, bitwise_compare, calc_diff
 
@@ -170,6 +175,23 @@ def test_act_quant(counts, alignment, tail, F, activation, precision, row_progra
     if precision == "fp8":
         assert torch.equal(sf_g.cpu(), sf_m.cpu())
 
+    # So does the stream schedule (the stride loop that loads the next item before storing this
+    # one), whose last prefetch lies past the work and must read and write nothing.
+    out_s, sf_s, _ = _outputs(M, F, precision)
+    act_quant_masked(
+        h,
+        out_s,
+        sf_s,
+        ends_E,
+        alignment=alignment,
+        activation=activation,
+        schedule="stream",
+        programs=row_programs,
+    )
+    assert torch.equal(out_s.view(raw).cpu(), out_m.view(raw).cpu())
+    if precision == "fp8":
+        assert torch.equal(sf_s.cpu(), sf_m.cpu())
+
 
 def test_rows_fewer_than_a_block_dense_only():
     # M < BLOCK_ROWS and M not a multiple of 4 (scale store padded to M_pad).
@@ -223,21 +245,24 @@ def test_masked_rejects_bad_endpoints_and_options():
         act_quant_masked(h, out, sf, ends, alignment=24)
     with pytest.raises(ValueError, match="programs"):
         act_quant_masked(h, out, sf, ends, alignment=16, schedule="persistent", programs=0)
+    with pytest.raises(ValueError, match="schedule"):
+        act_quant_masked(h, out, sf, ends, alignment=16, schedule="fast")
     with pytest.raises(ValueError, match="activation"):
         act_quant_dense(h, out, sf, activation="gelu")
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="CUDA graphs need a GPU without the interpreter")
-def test_masked_replays_in_a_cuda_graph_with_any_routing():
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_masked_replays_in_a_cuda_graph_with_any_routing(schedule):
     # Captured once with one routing, replayed with others written into the same ends tensor.
     M, F, A = 512, 256, 32
     h = _inputs(M, F, seed=9)
     ends = torch.zeros(3, dtype=torch.int32, device=DEVICE)
     out, sf, _ = _outputs(M, F, "fp8")
-    act_quant_masked(h, out, sf, ends, alignment=A)  # compile outside the capture
+    act_quant_masked(h, out, sf, ends, alignment=A, schedule=schedule)  # compile outside
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        act_quant_masked(h, out, sf, ends, alignment=A)
+        act_quant_masked(h, out, sf, ends, alignment=A, schedule=schedule)
     out_d, sf_d, _ = _outputs(M, F, "fp8")
     act_quant_dense(h, out_d, sf_d)
     for counts in ([100, 0, 50], [0, 400, 3], [1, 1, 1]):

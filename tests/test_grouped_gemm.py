@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from moebench import reference
-from moebench.kernels.grouped_gemm import K_LOOPS, grouped_gemm
+from moebench.kernels.grouped_gemm import K_LOOPS, LOADS, grouped_gemm
 from moebench.layout import expert_ends, live_row_mask, used_rows
 from moebench.numerics import bitwise_compare, calc_diff, nonfinite
 
@@ -337,24 +337,29 @@ def test_k_loops_bitwise_equal_to_plain(counts, alignment, block_m, block_n, k):
     )
     # "all" runs the grid kernel over every block (psum's grid is the same kernel, returning
     # early); persistent psum runs the live-tile kernel.
+    # The TMA loads fetch the same tiles (rows past M as zeros), so every loop over them writes
+    # the same bits too.
+    variants = [(loop, loads) for loads in LOADS for loop in K_LOOPS]
     for mode, persistent in (("all", False), ("psum", True)):
         outs = {}
-        for loop in K_LOOPS:
+        for loop, loads in variants:
             out = _poisoned_out(M, N)
             grouped_gemm(
                 q, sf, wq, ws, ends, out, alignment=alignment, mode=mode, BLOCK_M=block_m,
-                BLOCK_N=block_n, persistent=persistent, k_loop=loop,
+                BLOCK_N=block_n, persistent=persistent, k_loop=loop, loads=loads,
             )  # fmt: skip
-            outs[loop] = out.cpu()
-        for loop in K_LOOPS[1:]:
-            result = bitwise_compare(outs["plain"], outs[loop])
-            assert result.equal, f"{loop}, {mode} persistent={persistent}: {result.describe()}"
+            outs[loop, loads] = out.cpu()
+        for variant in variants[1:]:
+            result = bitwise_compare(outs["plain", "pointer"], outs[variant])
+            assert result.equal, f"{variant}, {mode} persistent={persistent}: {result.describe()}"
 
 
 def test_k_loop_rejected_when_unknown_or_bf16():
     args = _valid_fp8()
     with pytest.raises(ValueError, match="k_loop"):
         grouped_gemm(*args, alignment=64, mode="psum", k_loop="unroll3")
+    with pytest.raises(ValueError, match="loads must be one of"):
+        grouped_gemm(*args, alignment=64, mode="psum", loads="cp.async")
     args[0] = torch.zeros(64, 256, dtype=torch.bfloat16)
     args[2] = torch.zeros(2, 128, 256, dtype=torch.bfloat16)
     args[1] = args[3] = None

@@ -75,6 +75,21 @@ def one_expert_ends(live: int) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------- act + quant
+# (schedule, rows a tile, column groups a tile, programs per SM, warps) of the masked launches;
+# the first is the arms' launch. Programs per SM apply to the persistent and stream schedules.
+ACT_MASKED_CONFIGS = (
+    ("grid", 32, 1, 0, 4),
+    ("persistent", 16, 1, 16, 4),
+    ("stream", 32, 1, 2, 4),
+    ("stream", 32, 1, 3, 4),
+    ("stream", 32, 1, 4, 4),
+    ("stream", 16, 1, 4, 4),
+    ("stream", 16, 1, 8, 4),
+    ("stream", 32, 2, 2, 8),
+    ("stream", 64, 1, 2, 8),
+)
+
+
 def bench_act() -> None:
     print("== act_quant (M 28672, 2F 4096 bf16 -> F 2048 fp8 + packed UE8M0)", flush=True)
     h = (torch.randn(M, 2 * F, device=dev) * 2).to(torch.bfloat16)
@@ -125,8 +140,7 @@ def bench_act() -> None:
         live = live_row_mask(ends, A, M)
         n = int(live.sum())
         live_bytes = n * (2 * F * 2 + F + 16)
-        for br, gr, pps, nw in ((16, 1, 16, 4), (16, 2, 0, 4), (16, 1, 0, 4), (32, 1, 0, 4)):
-            sched = "grid" if pps == 0 else "persistent"
+        for sched, br, gr, pps, nw in ACT_MASKED_CONFIGS:
             q, sf = bufs()
             act_quant_masked(
                 h,
@@ -176,24 +190,20 @@ def bench_act() -> None:
 
 # --------------------------------------------------------------------------- grouped GEMMs
 GEMM_LIVES = (3072, 24576)
-# (k_loop, BLOCK_M, BLOCK_N, warps, stages, programs per SM), all persistent psum. The first is
-# the arms' launch (arms/pipeline.py) and the bitwise reference of the rest. The two-step loops
-# hold two K steps' operands per stage, so 2 stages match the plain loop's 4 in shared memory
-# (96 KB at 64x128: two programs per SM); 3 stages at 64x128 fit one. Compiled offline for sm90
-# with triton 3.9, the overlap loops at 64x128 use 255 registers and spill ~100 bytes; at 64x64
-# they use 189 and do not spill.
+# (k_loop, loads, BLOCK_M, BLOCK_N, warps, stages, programs per SM), all persistent psum. The
+# first is the arms' launch (arms/pipeline.py) and the bitwise reference of the rest. The k_loop
+# variants (two K steps an iteration) were timed on 2026-11-30 and were all slower than "plain"
+# (docs/PERF.md) with pointer loads, which need 236-255 registers at 64x128; with TMA descriptor
+# loads (no address tiles in registers) the plain loop needs 166 (ptxas 13.4, sm_90a, offline).
 GEMM_CONFIGS = (
-    ("plain", 64, 128, 4, 4, 2),
-    ("plain", 128, 128, 8, 4, 1),
-    ("plain", 64, 64, 4, 4, 2),
-    ("unroll2", 64, 128, 4, 2, 2),
-    ("overlap1", 64, 128, 4, 2, 2),
-    ("overlap1", 64, 128, 4, 3, 1),
-    ("overlap2", 64, 128, 4, 2, 2),
-    ("overlap1", 64, 64, 4, 3, 2),
-    ("overlap2", 64, 64, 4, 3, 2),
-    ("overlap1", 128, 128, 8, 2, 1),
-    ("overlap2", 128, 128, 8, 2, 1),
+    ("plain", "pointer", 64, 128, 4, 4, 2),
+    ("plain", "tma", 64, 128, 4, 4, 2),
+    ("plain", "tma", 64, 128, 4, 3, 2),
+    ("plain", "tma", 128, 128, 8, 4, 1),
+    ("plain", "tma", 128, 128, 8, 3, 1),
+    ("plain", "pointer", 128, 128, 8, 4, 1),
+    ("overlap1", "tma", 64, 128, 4, 3, 1),
+    ("overlap2", "tma", 128, 128, 8, 2, 1),
 )
 
 
@@ -218,7 +228,7 @@ def bench_gemm() -> None:
             flops = 2 * live * N * K
             aligned_end = int(((ends.cpu().long() + A - 1) // A * A)[-1])
             ref_out = None
-            for k_loop, bm, bn, nw, ns, pps in GEMM_CONFIGS:
+            for k_loop, loads, bm, bn, nw, ns, pps in GEMM_CONFIGS:
                 out.fill_(float("nan"))
                 kw = dict(
                     alignment=A,
@@ -230,8 +240,9 @@ def bench_gemm() -> None:
                     persistent=True,
                     programs_per_sm=pps,
                     k_loop=k_loop,
+                    loads=loads,
                 )
-                tags = dict(k_loop=k_loop, block_m=bm, block_n=bn, warps=nw, stages=ns)
+                tags = dict(k_loop=k_loop, loads=loads, block_m=bm, block_n=bn, warps=nw, stages=ns)
                 try:
                     grouped_gemm(aq, asf, wq, ws, ends, out, **kw)
                     torch.cuda.synchronize()

@@ -31,6 +31,7 @@ GROUP = 128
 # warps. Per-row results do not depend on it, so dense and masked agree whatever it is.
 BLOCK_ROWS = 32
 ACTIVATIONS = ("silu", "swiglu_oai")
+SCHEDULES = ("grid", "persistent", "stream")
 
 
 @triton.jit
@@ -47,15 +48,34 @@ def _activation(gate, up, ACTIVATION: tl.constexpr):
 
 
 @triton.jit
-def _act_quant_item(
-    h_ptr,
+def _load_item(h_ptr, row0, row_end, g0, F, stride_hm, BLOCK_ROWS: tl.constexpr,
+               GROUPS: tl.constexpr):  # fmt: skip
+    # The bf16 gate and up tiles of rows [row0, min(row0 + BLOCK_ROWS, row_end)), column groups
+    # [g0, g0 + GROUPS); rows outside read nothing (0). An item with row_end <= row0 is empty and
+    # costs no memory traffic. They stay bf16 until `_store_item` uses them, so a prefetched
+    # item's loads are not waited for before the current item's math.
+    rows = row0 + tl.arange(0, BLOCK_ROWS)
+    # 64-bit row offsets: M * 2F passes 2^31 elements for large capacity buffers.
+    rows64 = rows.to(tl.int64)
+    col = g0 * 128 + tl.arange(0, GROUPS * 128)
+    # Full-shape mask: the interpreter rejects a [rows, 1] mask broadcast against the tile.
+    mask = (rows < row_end)[:, None] & (col[None, :] < F)
+    h_rows = h_ptr + rows64[:, None] * stride_hm + col[None, :]
+    gate = tl.load(h_rows, mask=mask, other=0.0)
+    up = tl.load(h_rows + F, mask=mask, other=0.0)
+    return gate, up
+
+
+@triton.jit
+def _store_item(
+    gate,
+    up,
     out_ptr,
     sf_ptr,
     row0,
     row_end,
     g0,
     F,
-    stride_hm,
     stride_om,
     stride_sm,
     stride_sw,
@@ -65,21 +85,15 @@ def _act_quant_item(
     BLOCK_ROWS: tl.constexpr,
     GROUPS: tl.constexpr,
 ):
-    # Rows [row0, min(row0 + BLOCK_ROWS, row_end)) of column groups [g0, g0 + GROUPS), 128 columns
-    # each. All loads of the item are issued together. Every kernel calls this and the math is
-    # elementwise per (row, group), so a row's bytes do not depend on which kernel wrote them or
-    # on GROUPS.
+    # The activation of an item loaded by `_load_item`, quantised and stored. The math is
+    # elementwise per (row, group), so a row's bytes do not depend on which kernel wrote them,
+    # on GROUPS, or on when its tiles were loaded.
     rows = row0 + tl.arange(0, BLOCK_ROWS)
     row_ok = rows < row_end
-    # 64-bit row offsets: M * 2F passes 2^31 elements for large capacity buffers.
     rows64 = rows.to(tl.int64)
     col = g0 * 128 + tl.arange(0, GROUPS * 128)
-    # Full-shape mask: the interpreter rejects a [rows, 1] mask broadcast against the tile.
     mask = row_ok[:, None] & (col[None, :] < F)
-    h_rows = h_ptr + rows64[:, None] * stride_hm + col[None, :]
-    gate = tl.load(h_rows, mask=mask, other=0.0).to(tl.float32)
-    up = tl.load(h_rows + F, mask=mask, other=0.0).to(tl.float32)
-    a = _activation(gate, up, ACTIVATION)
+    a = _activation(gate.to(tl.float32), up.to(tl.float32), ACTIVATION)
     out_ptrs = out_ptr + rows64[:, None] * stride_om + col[None, :]
     if OUT_FP8:
         # One power-of-two scale per (row, group): the division by it is an exact multiply, so only
@@ -115,6 +129,34 @@ def _act_quant_item(
 
 
 @triton.jit
+def _act_quant_item(
+    h_ptr,
+    out_ptr,
+    sf_ptr,
+    row0,
+    row_end,
+    g0,
+    F,
+    stride_hm,
+    stride_om,
+    stride_sm,
+    stride_sw,
+    ACTIVATION: tl.constexpr,
+    OUT_FP8: tl.constexpr,
+    EXACT_RNE: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+    GROUPS: tl.constexpr,
+):
+    # Rows [row0, min(row0 + BLOCK_ROWS, row_end)) of column groups [g0, g0 + GROUPS), 128 columns
+    # each: loaded, then computed and stored.
+    gate, up = _load_item(h_ptr, row0, row_end, g0, F, stride_hm, BLOCK_ROWS, GROUPS)
+    _store_item(
+        gate, up, out_ptr, sf_ptr, row0, row_end, g0, F, stride_om, stride_sm, stride_sw,
+        ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS, GROUPS,
+    )  # fmt: skip
+
+
+@triton.jit
 def _act_quant_dense_kernel(
     h_ptr,
     out_ptr,
@@ -140,6 +182,23 @@ def _act_quant_dense_kernel(
 
 
 @triton.jit
+def _locate(w, items, ex, starts, ends, tiles, tiles_end, BLOCK_ROWS: tl.constexpr,
+            GROUPS: tl.constexpr):  # fmt: skip
+    # (first row, row end, first group) of live work item w: item w is (tile, group) with the
+    # tiles of all experts numbered one after another. Past the last item no expert matches and
+    # the item is (0, 0, g0): empty, so loading it reads nothing.
+    tile = w // items
+    g0 = (w % items) * GROUPS
+    # The expert owning this tile: how many experts' tiles end at or before it.
+    e = tl.sum((tiles_end <= tile).to(tl.int32), axis=0)
+    mine = ex == e
+    first_tile = tl.sum(tl.where(mine, tiles_end - tiles, 0), axis=0)
+    start = tl.sum(tl.where(mine, starts, 0), axis=0)
+    end = tl.sum(tl.where(mine, ends, 0), axis=0)
+    return start + (tile - first_tile) * BLOCK_ROWS, end, g0
+
+
+@triton.jit
 def _act_quant_masked_kernel(
     h_ptr,
     out_ptr,
@@ -159,12 +218,13 @@ def _act_quant_masked_kernel(
     BLOCK_ROWS: tl.constexpr,
     BLOCK_E: tl.constexpr,
     GROUPS: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
-    # A fixed grid of programs walks the live work only: work item w is (tile, group) with the
-    # tiles of all experts numbered one after another. Each program recomputes, from the endpoints
-    # alone, every expert's [start, end) and its tile count (start[e] = align_up(end[e-1], A)), so
-    # no padding row is visited, no program is spent on an empty expert, and one expert holding
-    # every row is spread over the whole grid as evenly as many small experts are.
+    # A fixed grid of programs walks the live work only (see `_locate`). Each program recomputes,
+    # from the endpoints alone, every expert's [start, end) and its tile count
+    # (start[e] = align_up(end[e-1], A)), so no padding row is visited, no program is spent on an
+    # empty expert, and one expert holding every row is spread over the whole grid as evenly as
+    # many small experts are.
     ex = tl.arange(0, BLOCK_E)
     in_e = ex < E
     ends = tl.load(ends_ptr + ex, mask=in_e, other=0)
@@ -177,20 +237,32 @@ def _act_quant_masked_kernel(
     tiles_end = tl.cumsum(tiles, axis=0)
     items = (F // 128 + GROUPS - 1) // GROUPS
     work = tl.sum(tiles, axis=0) * items
-    for w in range(tl.program_id(0), work, tl.num_programs(0)):
-        tile = w // items
-        g0 = (w % items) * GROUPS
-        # The expert owning this tile: how many experts' tiles end at or before it.
-        e = tl.sum((tiles_end <= tile).to(tl.int32), axis=0)
-        mine = ex == e
-        first_tile = tl.sum(tl.where(mine, tiles_end - tiles, 0), axis=0)
-        start = tl.sum(tl.where(mine, starts, 0), axis=0)
-        end = tl.sum(tl.where(mine, ends, 0), axis=0)
-        _act_quant_item(
-            h_ptr, out_ptr, sf_ptr, start + (tile - first_tile) * BLOCK_ROWS, end, g0, F,
-            stride_hm, stride_om, stride_sm, stride_sw,
-            ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS, GROUPS,
-        )  # fmt: skip
+    step = tl.num_programs(0)
+    if PREFETCH:
+        # Software pipelining by hand: the next item's tiles are loaded before this item's math
+        # and stores, so each program keeps a load in flight while it computes. The loads of the
+        # item past the last one are masked off (`_locate` makes it empty).
+        row0, end, g0 = _locate(tl.program_id(0), items, ex, starts, ends, tiles, tiles_end,
+                                BLOCK_ROWS, GROUPS)  # fmt: skip
+        gate, up = _load_item(h_ptr, row0, end, g0, F, stride_hm, BLOCK_ROWS, GROUPS)
+        for w in range(tl.program_id(0), work, step):
+            n_row0, n_end, n_g0 = _locate(w + step, items, ex, starts, ends, tiles, tiles_end,
+                                          BLOCK_ROWS, GROUPS)  # fmt: skip
+            n_gate, n_up = _load_item(h_ptr, n_row0, n_end, n_g0, F, stride_hm, BLOCK_ROWS, GROUPS)
+            _store_item(
+                gate, up, out_ptr, sf_ptr, row0, end, g0, F, stride_om, stride_sm, stride_sw,
+                ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS, GROUPS,
+            )  # fmt: skip
+            row0, end, g0, gate, up = n_row0, n_end, n_g0, n_gate, n_up
+    else:
+        for w in range(tl.program_id(0), work, step):
+            row0, end, g0 = _locate(w, items, ex, starts, ends, tiles, tiles_end, BLOCK_ROWS,
+                                    GROUPS)  # fmt: skip
+            _act_quant_item(
+                h_ptr, out_ptr, sf_ptr, row0, end, g0, F,
+                stride_hm, stride_om, stride_sm, stride_sw,
+                ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS, GROUPS,
+            )  # fmt: skip
 
 
 @triton.jit
@@ -334,7 +406,9 @@ def act_quant_masked(
 
     ``schedule="grid"`` instead launches the dense kernel's grid and lets each row block look up
     its expert and return at once when it holds no live row (row blocks are capped at the
-    alignment); ``"persistent"`` is the stride loop above.
+    alignment); ``"persistent"`` is the stride loop above; ``"stream"`` is that loop with the next
+    item's loads issued before the current item's math and stores (one item in flight while
+    another is computed).
     """
     fp8 = _check(h_M2F, out_MF, sf_MG4, activation)
     check_alignment(alignment)
@@ -345,11 +419,11 @@ def act_quant_masked(
         )
     if programs is not None and programs < 1:
         raise ValueError(f"programs must be >= 1, got {programs}")
-    if schedule not in ("grid", "persistent"):
-        raise ValueError(f"schedule must be 'grid' or 'persistent', got {schedule!r}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     if schedule == "grid":
         if programs is not None:
-            raise ValueError("programs applies to schedule='persistent' only")
+            raise ValueError("programs applies to the 'persistent' and 'stream' schedules only")
         # A row block must not straddle two experts: no taller than the alignment (both are
         # powers of two, so the smaller divides the larger).
         block_rows = min(block_rows, alignment)
@@ -390,4 +464,4 @@ def act_quant_masked(
             _programs_per_device(h_M2F.device, programs_per_sm),
             triton.cdiv(M, block_rows) * triton.cdiv(F // GROUP, groups),
         )
-    _act_quant_masked_kernel[(programs,)](*args, **meta)
+    _act_quant_masked_kernel[(programs,)](*args, **meta, PREFETCH=schedule == "stream")

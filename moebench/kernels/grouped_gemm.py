@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moebench.kernels.fp8 import fp32_to_bf16
 from moebench.layout import check_alignment
@@ -39,6 +40,9 @@ MODES = ("all", "psum")
 # promoting it; "unroll2" issues two steps' products, then promotes both; "overlap1"/"overlap2"
 # keep one product a step in flight while the previous ones are promoted (see _fp8_tile).
 K_LOOPS = ("plain", "unroll2", "overlap1", "overlap2")
+# How the fp8 operand tiles are fetched: masked pointer loads, or Hopper TMA through tensor
+# descriptors (see _fp8_tile).
+LOADS = ("pointer", "tma")
 # Programs along M that share a band of N blocks, so that consecutive programs reuse the same
 # weight tiles from L2 (the grouped ordering of Triton's matmul tutorial).
 GROUP_M = 8
@@ -93,6 +97,17 @@ def _step_scales(sf_ptrs, ws_ptr, kb, row_ok, stride_sfp, stride_sk):
 
 
 @triton.jit
+def _operands(a_src, w_src, kb, m0, w_row, row_ok, stride_ak, stride_wk, TMA: tl.constexpr):
+    """The a and w tiles of K step ``kb``: through tensor descriptors (TMA) or pointer tiles
+    (a_src and w_src point at step 0; rows not ``row_ok`` read as 0)."""
+    if TMA:
+        return a_src.load([m0, kb * 128]), w_src.load([w_row, kb * 128])
+    else:
+        a = tl.load(a_src + kb * 128 * stride_ak, mask=row_ok[:, None], other=0.0)
+        return a, tl.load(w_src + kb * 128 * stride_wk)
+
+
+@triton.jit
 def _promote(acc, part, a_scale, w_scale, BLOCK_N: tl.constexpr):
     """``acc`` plus one K step's fp32 product ``part`` scaled by its group scales. Every tile loop
     joins its steps through this one expression, in K order, so the loops agree bit for bit."""
@@ -105,22 +120,32 @@ def _promote(acc, part, a_scale, w_scale, BLOCK_N: tl.constexpr):
 
 @triton.jit
 def _fp8_tile(
-    a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, K,
+    a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, N, K,
     stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
     stride_se, stride_sn, stride_sk, stride_om, stride_on,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, K_LOOP: tl.constexpr, INTERPRET: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, K_LOOP: tl.constexpr, TMA: tl.constexpr,
+    INTERPRET: tl.constexpr,
 ):  # fmt: skip
     # One [BLOCK_M, BLOCK_N] output tile of expert e. Every schedule (all, psum, live) computes a
-    # tile with this function, so a live row's output does not depend on the schedule.
+    # tile with this function, so a live row's output does not depend on the schedule. With TMA,
+    # a_ptr and w_ptr are tensor descriptors of a [M, K] and of w viewed as [E * N, K] (blocks
+    # [BLOCK_M, 128] and [BLOCK_N, 128]): the copy engine loads the tiles (rows past M read as 0,
+    # as the masked pointer loads do) and the K loop carries no address arithmetic.
     BLOCK_K: tl.constexpr = 128
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_n = n0 + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     row_ok = offs_m < M
     rows = offs_m.to(tl.int64)
-    a_ptrs = a_ptr + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
-    w_base = w_ptr + e.to(tl.int64) * stride_we
-    w_ptrs = w_base + offs_n.to(tl.int64)[:, None] * stride_wn + offs_k[None, :] * stride_wk
+    # Row of the tile in w viewed as [E * N, K] (the TMA descriptor's coordinates).
+    w_row = e * N + n0
+    if TMA:
+        a_src = a_ptr
+        w_src = w_ptr
+    else:
+        a_src = a_ptr + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
+        w_base = w_ptr + e.to(tl.int64) * stride_we
+        w_src = w_base + offs_n.to(tl.int64)[:, None] * stride_wn + offs_k[None, :] * stride_wk
     sf_ptrs = a_sf_ptr + rows * stride_sfm
     # A tile of at most 128 columns sits in one 128-row band of weight scales (one scalar per K
     # step); a wider tile takes a vector of per-column band scales.
@@ -140,13 +165,10 @@ def _fp8_tile(
     if K_LOOP == "plain":
         # Step by step: the product is waited for, then promoted.
         for kb in range(0, steps):
-            a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
-            w = tl.load(w_ptrs)
+            a, w = _operands(a_src, w_src, kb, m0, w_row, row_ok, stride_ak, stride_wk, TMA)
             a_scale, w_scale = _step_scales(sf_ptrs, ws_ptr, kb, row_ok, stride_sfp, stride_sk)
             part = tl.dot(a, tl.trans(w), out_dtype=tl.float32)
             acc = _promote(acc, part, a_scale, w_scale, BLOCK_N)
-            a_ptrs += BLOCK_K * stride_ak
-            w_ptrs += BLOCK_K * stride_wk
     else:
         # Two steps an iteration. "unroll2": both products, then both promotions.
         # "overlap1" / "overlap2": the odd step's product is carried to the next iteration
@@ -164,10 +186,8 @@ def _fp8_tile(
             held_w = tl.zeros((BLOCK_N,), dtype=tl.float32)
         for pair in range(0, steps // 2):
             kb = 2 * pair
-            a0 = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
-            w0 = tl.load(w_ptrs)
-            a1 = tl.load(a_ptrs + BLOCK_K * stride_ak, mask=row_ok[:, None], other=0.0)
-            w1 = tl.load(w_ptrs + BLOCK_K * stride_wk)
+            a0, w0 = _operands(a_src, w_src, kb, m0, w_row, row_ok, stride_ak, stride_wk, TMA)
+            a1, w1 = _operands(a_src, w_src, kb + 1, m0, w_row, row_ok, stride_ak, stride_wk, TMA)
             a_s0, w_s0 = _step_scales(sf_ptrs, ws_ptr, kb, row_ok, stride_sfp, stride_sk)
             a_s1, w_s1 = _step_scales(sf_ptrs, ws_ptr, kb + 1, row_ok, stride_sfp, stride_sk)
             if K_LOOP == "unroll2":
@@ -191,17 +211,13 @@ def _fp8_tile(
                 held = p1
                 held_a = a_s1
                 held_w = w_s1
-            a_ptrs += 2 * BLOCK_K * stride_ak
-            w_ptrs += 2 * BLOCK_K * stride_wk
         if K_LOOP != "unroll2":
             acc = _promote(acc, held, held_a, held_w, BLOCK_N)
         # An odd step count leaves the last step, done plainly.
         if steps % 2 == 1:
-            a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
-            w = tl.load(w_ptrs)
-            a_scale, w_scale = _step_scales(
-                sf_ptrs, ws_ptr, steps - 1, row_ok, stride_sfp, stride_sk
-            )
+            kb = steps - 1
+            a, w = _operands(a_src, w_src, kb, m0, w_row, row_ok, stride_ak, stride_wk, TMA)
+            a_scale, w_scale = _step_scales(sf_ptrs, ws_ptr, kb, row_ok, stride_sfp, stride_sk)
             part = tl.dot(a, tl.trans(w), out_dtype=tl.float32)
             acc = _promote(acc, part, a_scale, w_scale, BLOCK_N)
 
@@ -240,6 +256,7 @@ def _grouped_gemm_fp8(
     GROUP_M: tl.constexpr,
     PSUM: tl.constexpr,
     K_LOOP: tl.constexpr,
+    TMA: tl.constexpr,
     INTERPRET: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -253,10 +270,10 @@ def _grouped_gemm_fp8(
             return
 
     _fp8_tile(
-        a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, K,
+        a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, N, K,
         stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
         stride_se, stride_sn, stride_sk, stride_om, stride_on,
-        BLOCK_M, BLOCK_N, K_LOOP, INTERPRET,
+        BLOCK_M, BLOCK_N, K_LOOP, TMA, INTERPRET,
     )  # fmt: skip
 
 
@@ -266,7 +283,7 @@ def _grouped_gemm_fp8_live(
     stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
     stride_se, stride_sn, stride_sk, stride_om, stride_on,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_E: tl.constexpr,
-    ALIGNMENT: tl.constexpr, GROUP_M: tl.constexpr, K_LOOP: tl.constexpr,
+    ALIGNMENT: tl.constexpr, GROUP_M: tl.constexpr, K_LOOP: tl.constexpr, TMA: tl.constexpr,
     INTERPRET: tl.constexpr,
 ):  # fmt: skip
     # psum with a persistent grid: a fixed number of programs strides over the live tiles only, so
@@ -296,10 +313,10 @@ def _grouped_gemm_fp8_live(
         first = tl.sum(tl.where(mine, blocks_end - blocks, 0), axis=0)
         m0 = tl.sum(tl.where(mine, starts, 0), axis=0) + (mb - first) * BLOCK_M
         _fp8_tile(
-            a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, K,
+            a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, N, K,
             stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
             stride_se, stride_sn, stride_sk, stride_om, stride_on,
-            BLOCK_M, BLOCK_N, K_LOOP, INTERPRET,
+            BLOCK_M, BLOCK_N, K_LOOP, TMA, INTERPRET,
         )  # fmt: skip
 
 
@@ -390,6 +407,7 @@ def grouped_gemm(
     persistent: bool = False,
     programs_per_sm: int = 2,
     k_loop: str = "plain",
+    loads: str = "pointer",
 ) -> None:
     """Write ``out_MN[m] = a_MK[m] @ w_ENK[e].T`` (dequantised for fp8) for the blocks that ``mode``
     visits; see the module docstring for shapes, dtypes and block ownership.
@@ -401,9 +419,13 @@ def grouped_gemm(
     ``k_loop`` (fp8 only) picks the tile's K loop from ``K_LOOPS``; every choice gives the same
     bits. The loops of two steps an iteration hold twice the operand tiles per pipeline stage, so
     they want about half the ``num_stages`` of "plain" for the same shared memory.
+    ``loads`` (fp8) picks how the operand tiles are fetched: "pointer" (masked
+    pointer loads, pipelined with cp.async) or "tma" (tensor descriptors, the Hopper copy engine;
+    ``w_ENK`` must be contiguous). Same tiles, same bits.
     """
     _check(mode in MODES, f"mode must be one of {MODES}, got {mode!r}")
     _check(k_loop in K_LOOPS, f"k_loop must be one of {K_LOOPS}, got {k_loop!r}")
+    _check(loads in LOADS, f"loads must be one of {LOADS}, got {loads!r}")
     check_alignment(alignment)
     _check(
         _is_pow2(BLOCK_M) and BLOCK_M >= 16 and alignment % BLOCK_M == 0,
@@ -467,6 +489,12 @@ def grouped_gemm(
             f"fp8 needs w_scale float32 [{E}, {N // GROUP}, {K // GROUP}], got "
             f"{None if w_scale is None else (w_scale.dtype, tuple(w_scale.shape))}",
         )
+        a_op, w_op = a_MK, w_ENK
+        if loads == "tma":
+            _check(w_ENK.is_contiguous(), "loads='tma' needs a contiguous w_ENK")
+            _check(a_MK.stride(1) == 1, "loads='tma' needs a_MK with unit column stride")
+            a_op = TensorDescriptor.from_tensor(a_MK, [BLOCK_M, GROUP])
+            w_op = TensorDescriptor.from_tensor(w_ENK.view(E * N, K), [BLOCK_N, GROUP])
         if persistent:
             _check(mode == "psum", "persistent=True schedules the psum mode only")
             programs = triton.cdiv(M, BLOCK_M) * (N // BLOCK_N)
@@ -476,18 +504,18 @@ def grouped_gemm(
             else:
                 programs = min(programs, 4)  # the interpreter runs programs one by one
             _grouped_gemm_fp8_live[(programs,)](
-                a_MK, a_sf_MG4, w_ENK, w_scale, ends_E, out_MN, M, N, K, E,
+                a_op, a_sf_MG4, w_op, w_scale, ends_E, out_MN, M, N, K, E,
                 *a_MK.stride(), *a_sf_MG4.stride(), *w_ENK.stride(), *w_scale.stride(),
                 *out_MN.stride(),
                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_E=common["BLOCK_E"],
-                ALIGNMENT=alignment, GROUP_M=GROUP_M, K_LOOP=k_loop, INTERPRET=interpreting,
-                num_warps=num_warps, num_stages=num_stages,
+                ALIGNMENT=alignment, GROUP_M=GROUP_M, K_LOOP=k_loop, TMA=loads == "tma",
+                INTERPRET=interpreting, num_warps=num_warps, num_stages=num_stages,
             )  # fmt: skip
             return
         _grouped_gemm_fp8[grid](
-            a_MK,
+            a_op,
             a_sf_MG4,
-            w_ENK,
+            w_op,
             w_scale,
             ends_E,
             out_MN,
@@ -501,6 +529,7 @@ def grouped_gemm(
             *w_scale.stride(),
             *out_MN.stride(),
             K_LOOP=k_loop,
+            TMA=loads == "tma",
             INTERPRET=interpreting,
             **common,
         )
@@ -508,6 +537,7 @@ def grouped_gemm(
         _check(w_ENK.dtype == torch.bfloat16, f"bf16 a_MK needs bf16 w_ENK, got {w_ENK.dtype}")
         _check(a_sf_MG4 is None and w_scale is None, "bf16 takes no a_sf_MG4 or w_scale")
         _check(k_loop == "plain", f"k_loop {k_loop!r} is for fp8; bf16 has one K loop")
+        _check(loads == "pointer", f"loads {loads!r} is for fp8; bf16 uses pointer loads")
         _grouped_gemm_bf16[grid](
             a_MK,
             w_ENK,
