@@ -130,10 +130,16 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
     p = ws.problem
     A = p.alignment
     block_m = gemm_block_m(A)
-    # Launch choices measured on the H200 (docs/PERF.md, 2026-11-29): the psum GEMMs stride a
-    # persistent grid (2 programs per SM) over live tiles; the activation takes 16-row items of two
-    # groups, and the masked one runs the dense grid with an early exit per row block.
-    gemm_opts = dict(BLOCK_M=block_m, persistent=gemm_mode == "psum", programs_per_sm=2)
+    # Launch choices measured on the H200 (docs/PERF.md): the fp8 GEMMs fetch their tiles by TMA
+    # (2026-12-01: faster than pointer loads in every mode and size timed); the psum GEMMs stride
+    # a persistent grid over live tiles, 3 programs per SM with 3 pipeline stages (the TMA loop
+    # needs 166 registers, so 3 fit, where the pointer loop's 236 allowed 2); the activation
+    # takes 16-row items of two groups, and the masked one runs the dense grid with an early exit
+    # per row block.
+    psum = gemm_mode == "psum"
+    gemm_opts = dict(BLOCK_M=block_m, persistent=psum)
+    if p.precision == "fp8":
+        gemm_opts.update(loads="tma", programs_per_sm=3, num_stages=3 if psum else 4)
     act_opts = dict(block_rows=16, groups=2)
 
     def run_scatter() -> None:
