@@ -340,12 +340,13 @@ def test_k_loops_bitwise_equal_to_plain(counts, alignment, block_m, block_n, k):
     # The TMA loads fetch the same tiles (rows past M as zeros), so every loop over them writes
     # the same bits too.
     variants = [(loop, loads) for loads in LOADS for loop in K_LOOPS]
+    operands = (*map(_to_device, (q, sf, wq, ws)), ends.to(DEVICE))
     for mode, persistent in (("all", False), ("psum", True)):
         outs = {}
         for loop, loads in variants:
             out = _poisoned_out(M, N)
             grouped_gemm(
-                q, sf, wq, ws, ends, out, alignment=alignment, mode=mode, BLOCK_M=block_m,
+                *operands, out, alignment=alignment, mode=mode, BLOCK_M=block_m,
                 BLOCK_N=block_n, persistent=persistent, k_loop=loop, loads=loads,
             )  # fmt: skip
             outs[loop, loads] = out.cpu()

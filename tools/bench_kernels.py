@@ -32,28 +32,75 @@ results: list[dict] = []
 LIVES = (3072, 6144, 12288, 24576)
 
 
+WARM_MS = 50.0
 FLUSH = "read"  # "zero" writes the flush buffer (dirty L2 lines), "read" reads it (clean lines)
 
 
-def time_graph(fn, reps: int = 30) -> float:
+def _capture(fn) -> torch.cuda.CUDAGraph:
     fn()
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         fn()
+    return g
+
+
+def _warm(graphs) -> None:
+    # Replays for at least WARM_MS first: after a compile the GPU has idled and its clock is
+    # down (seen 2026-12-01: whichever variant came first after a compile ran 5% slow).
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        if FLUSH == "zero":
-            flush.zero_()
-        else:
-            flush.max()
-        start.record()
-        g.replay()
+    start.record()
+    while True:
+        for g in graphs:
+            g.replay()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+        if start.elapsed_time(end) >= WARM_MS:
+            return
+
+
+def _sample_us(g) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if FLUSH == "zero":
+        flush.zero_()
+    else:
+        flush.max()
+    start.record()
+    g.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3
+
+
+def time_graph(fn, reps: int = 30) -> float:
+    """Median us of ``reps`` replays of a graph of ``fn``, L2 flushed before each."""
+    g = _capture(fn)
+    _warm([g])
+    return statistics.median(_sample_us(g) for _ in range(reps))
+
+
+def time_interleaved(fns, rounds: int = 8, reps: int = 4) -> list[float]:
+    """Median us of each of ``fns``, sampled in rounds that visit every function in turn (the
+    order rotating each round), so a drift of the clock during the call falls on all alike."""
+    graphs = [_capture(fn) for fn in fns]
+    _warm(graphs)
+    samples: list[list[float]] = [[] for _ in graphs]
+    for r in range(rounds):
+        for i in [(r + j) % len(graphs) for j in range(len(graphs))]:
+            samples[i] += [_sample_us(graphs[i]) for _ in range(reps)]
+    return [statistics.median(x) for x in samples]
+
+
+def sm_clock_mhz() -> float:
+    """The SM clock now (NVML), NaN where it cannot be read."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        return float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+    except Exception:
+        return float("nan")
 
 
 def record(**row) -> None:
@@ -82,13 +129,9 @@ def one_expert_ends(live: int) -> torch.Tensor:
 ACT_MASKED_CONFIGS = (
     ("grid", 16, 2, 0, 4),
     ("persistent", 16, 1, 16, 4),
-    ("persistent", 16, 1, 7, 4),
-    ("persistent", 16, 1, 6, 4),
-    ("persistent", 16, 2, 7, 4),
-    ("persistent", 16, 2, 4, 4),
-    ("persistent", 32, 1, 4, 4),
-    ("stream", 16, 1, 4, 4),
-    ("stream", 16, 2, 3, 4),
+    ("persistent", 16, 2, 16, 4),
+    ("stream", 16, 2, 4, 4),
+    ("stream", 32, 2, 2, 8),
 )
 
 
@@ -141,14 +184,17 @@ def bench_act() -> None:
             ends = expert_ends(torch.full((E,), M // E, dtype=torch.int32), A).to(dev)
         live = live_row_mask(ends, A, M)
         n = int(live.sum())
-        live_bytes = n * (2 * F * 2 + F + 16)
+        # The dense launch of the arms beside the masked ones, all timed together.
+        dq, dsf = bufs()
+        timed = [
+            (
+                dict(kernel="act_dense_same_call", routing=label, live=M, block_rows=16, groups=2),
+                lambda dq=dq, dsf=dsf: act_quant_dense(h, dq, dsf, block_rows=16, groups=2),
+            )
+        ]
         for sched, br, gr, pps, nw in ACT_MASKED_CONFIGS:
             q, sf = bufs()
-            act_quant_masked(
-                h,
-                q,
-                sf,
-                ends,
+            opts = dict(
                 alignment=A,
                 block_rows=br,
                 groups=gr,
@@ -156,38 +202,19 @@ def bench_act() -> None:
                 num_warps=nw,
                 schedule=sched,
             )
+            act_quant_masked(h, q, sf, ends, **opts)
             ok = torch.equal(
                 q.view(torch.uint8)[live], ref_q.view(torch.uint8)[live]
             ) and torch.equal(sf[live], ref_sf[live])
-            us = time_graph(
-                lambda q=q, sf=sf, ends=ends, br=br, gr=gr, pps=pps, nw=nw, sch=sched: (
-                    act_quant_masked(
-                        h,
-                        q,
-                        sf,
-                        ends,
-                        alignment=A,
-                        block_rows=br,
-                        groups=gr,
-                        programs_per_sm=max(pps, 1),
-                        num_warps=nw,
-                        schedule=sch,
-                    )
-                )
+            row = dict(kernel="act_masked", routing=label, live=n, schedule=sched, block_rows=br,
+                       groups=gr, per_sm=pps, warps=nw, exact=ok)  # fmt: skip
+            timed.append(
+                (row, lambda q=q, sf=sf, ends=ends, o=opts: act_quant_masked(h, q, sf, ends, **o))
             )
-            record(
-                kernel="act_masked",
-                routing=label,
-                live=n,
-                block_rows=br,
-                groups=gr,
-                per_sm=pps,
-                warps=nw,
-                exact=ok,
-                us=us,
-                floor_us=live_bytes / COPY_TBS / 1e6,
-                tbs=live_bytes / us / 1e6,
-            )
+        times = time_interleaved([fn for _, fn in timed])
+        for (row, _), us in zip(timed, times, strict=True):
+            nbytes = row["live"] * (2 * F * 2 + F + 16)
+            record(**row, us=us, floor_us=nbytes / COPY_TBS / 1e6, tbs=nbytes / us / 1e6)
 
 
 @triton.jit
@@ -246,7 +273,7 @@ def bench_act_floor() -> None:
 
 
 # --------------------------------------------------------------------------- grouped GEMMs
-GEMM_LIVES = (3072, 24576)
+GEMM_LIVES = (3072, 12288, 24576)
 # (k_loop, loads, BLOCK_M, BLOCK_N, warps, stages, programs per SM), all persistent psum. The
 # first is the arms' launch (arms/pipeline.py) and the bitwise reference of the rest. The k_loop
 # variants (two K steps an iteration) were timed on 2026-11-30 and were all slower than "plain"
@@ -256,9 +283,6 @@ GEMM_CONFIGS = (
     ("plain", "tma", 64, 128, 4, 3, 3),
     ("plain", "pointer", 64, 128, 4, 4, 2),
     ("plain", "tma", 64, 128, 4, 4, 2),
-    ("plain", "tma", 64, 64, 4, 3, 4),
-    ("plain", "tma", 64, 64, 4, 4, 4),
-    ("plain", "tma", 64, 64, 4, 3, 5),
 )
 
 
@@ -282,6 +306,8 @@ def bench_gemm() -> None:
             live_mask = live_row_mask(ends, A, M)
             flops = 2 * live * N * K
             aligned_end = int(((ends.cpu().long() + A - 1) // A * A)[-1])
+            # (row of the table, function): checked first, then all timed together.
+            timed: list[tuple[dict, object]] = []
             ref_out = None
             for k_loop, loads, bm, bn, nw, ns, pps in GEMM_CONFIGS:
                 out.fill_(float("nan"))
@@ -308,55 +334,46 @@ def bench_gemm() -> None:
                 if ref_out is None:
                     ref_out = got
                 differ = int((got.view(torch.int16) != ref_out.view(torch.int16)).sum())
-                us = time_graph(
-                    lambda kw=kw: grouped_gemm(aq, asf, wq, ws, ends, out, **kw), reps=15
-                )
-                record(
-                    kernel=f"{name}_psum",
-                    live=live,
-                    **tags,
-                    per_sm=pps,
-                    exact=differ == 0,
-                    differ=differ,
-                    us=us,
-                    tflops=flops / us / 1e6,
-                    weight_gbs=w_bytes / us / 1e3,
-                    floor_us=max(w_bytes / COPY_TBS / 1e6, flops / FP8_TFLOPS / 1e6),
-                )
+                row = dict(kernel=f"{name}_psum", live=live, **tags, per_sm=pps,
+                           exact=differ == 0, differ=differ)  # fmt: skip
+                timed.append((row, lambda kw=kw: grouped_gemm(aq, asf, wq, ws, ends, out, **kw)))
             if live == GEMM_LIVES[0]:
                 # The stock arm's mode computes every block of the buffer, whatever the routing.
                 for loads, stages in (("pointer", 4), ("tma", 4), ("tma", 3)):
                     kw = dict(alignment=A, mode="all", BLOCK_M=64, loads=loads, num_stages=stages)
-                    grouped_gemm(aq, asf, wq, ws, ends, out, **kw)
-                    us = time_graph(
-                        lambda kw=kw: grouped_gemm(aq, asf, wq, ws, ends, out, **kw), reps=10
+                    row = dict(kernel=f"{name}_all", rows=M, loads=loads, stages=stages,
+                               flops=2 * M * N * K)  # fmt: skip
+                    timed.append(
+                        (row, lambda kw=kw: grouped_gemm(aq, asf, wq, ws, ends, out, **kw))
                     )
-                    record(kernel=f"{name}_all", rows=M, loads=loads, stages=stages, us=us,
-                           tflops=2 * M * N * K / us / 1e6)  # fmt: skip
             offs = ((ends.long() + A - 1) // A * A).to(torch.int32)
+
+            def peer(offs=offs, aligned_end=aligned_end):
+                torch._scaled_grouped_mm(
+                    aq[:aligned_end], wt, sa[:aligned_end], sb, offs=offs,
+                    out_dtype=torch.bfloat16,
+                )  # fmt: skip
+
             try:
-
-                def peer():
-                    torch._scaled_grouped_mm(
-                        aq[:aligned_end],
-                        wt,
-                        sa[:aligned_end],
-                        sb,
-                        offs=offs,
-                        out_dtype=torch.bfloat16,
-                    )
-
-                us = time_graph(peer, reps=15)
-                record(
-                    kernel=f"{name}_torch_scaled_grouped_mm",
-                    live=live,
-                    rows_computed=aligned_end,
-                    us=us,
-                    tflops=flops / us / 1e6,
-                    weight_gbs=w_bytes / us / 1e3,
-                )
+                peer()
+                torch.cuda.synchronize()
+                row = dict(kernel=f"{name}_torch_scaled_grouped_mm", live=live,
+                           rows_computed=aligned_end)  # fmt: skip
+                timed.append((row, peer))
             except Exception as exc:
                 record(kernel=f"{name}_torch_scaled_grouped_mm", live=live, error=str(exc)[:160])
+            times = time_interleaved([fn for _, fn in timed])
+            clock = sm_clock_mhz()
+            for (row, _), us in zip(timed, times, strict=True):
+                row_flops = row.pop("flops", flops)
+                record(
+                    **row,
+                    us=us,
+                    tflops=row_flops / us / 1e6,
+                    weight_gbs=w_bytes / us / 1e3,
+                    floor_us=max(w_bytes / COPY_TBS / 1e6, row_flops / FP8_TFLOPS / 1e6),
+                    sm_mhz_after=clock,
+                )
 
 
 def scatter_floor_bytes(plan: dict, T: int, K: int) -> tuple[int, int, int]:
