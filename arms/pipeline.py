@@ -131,15 +131,15 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
     A = p.alignment
     block_m = gemm_block_m(A)
     # Launch choices measured on the H200 (docs/PERF.md): the fp8 GEMMs fetch their tiles by TMA
-    # (2026-12-01: faster than pointer loads in every mode and size timed); the psum GEMMs stride
-    # a persistent grid over live tiles, 3 programs per SM with 3 pipeline stages (the TMA loop
-    # needs 166 registers, so 3 fit, where the pointer loop's 236 allowed 2); the activation
-    # takes 16-row items of two groups, and the masked one runs the dense grid with an early exit
-    # per row block.
-    psum = gemm_mode == "psum"
-    gemm_opts = dict(BLOCK_M=block_m, persistent=psum)
+    # with 3 pipeline stages (2026-12-01: faster than pointer loads, and than 4 stages, in both
+    # modes and at every size timed: the TMA loop needs 166 registers and 72 KB of shared memory,
+    # so 3 programs fit an SM where the pointer loop's 236 registers allowed 2); the psum GEMMs
+    # stride a persistent grid of 3 programs per SM over live tiles; the activation takes 16-row
+    # items of two groups, and the masked one runs the dense grid with an early exit per row
+    # block.
+    gemm_opts = dict(BLOCK_M=block_m, persistent=gemm_mode == "psum")
     if p.precision == "fp8":
-        gemm_opts.update(loads="tma", programs_per_sm=3, num_stages=3 if psum else 4)
+        gemm_opts.update(loads="tma", num_stages=3, programs_per_sm=3)
     act_opts = dict(block_rows=16, groups=2)
 
     def run_scatter() -> None:

@@ -266,15 +266,12 @@ def test_persistent_psum_matches_psum_bitwise(counts, alignment, block_m, block_
     sf = reference.pack_ue8m0(exp)
     wq, ws = reference.quant_weight_fp8_block(torch.randn(E, N, K) / 16)
     live = live_row_mask(ends, alignment, M)
+    operands = (*map(_to_device, (q, sf, wq, ws)), ends.to(DEVICE))
     outs = []
     for persistent in (False, True):
-        out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+        out = _poisoned_out(M, N)
         grouped_gemm(
-            q,
-            sf,
-            wq,
-            ws,
-            ends,
+            *operands,
             out,
             alignment=alignment,
             mode="psum",
@@ -282,7 +279,7 @@ def test_persistent_psum_matches_psum_bitwise(counts, alignment, block_m, block_
             BLOCK_N=block_n,
             persistent=persistent,
         )
-        outs.append(out)
+        outs.append(out.cpu())
     assert torch.equal(outs[0][live].view(torch.int16), outs[1][live].view(torch.int16))
     plan = reference.scatter_plan(
         torch.repeat_interleave(torch.arange(E), torch.tensor(counts))[:, None],
