@@ -110,13 +110,31 @@ def main(out_dir: str, variants=VARIANTS) -> None:
         off, fmt = prob.expert_offset, ("fp8" if prob.precision == "w8a16" else "mxfp4")
         T, K = prob.topk_ids_TK.shape
 
-        def fc1(out, **kw):
-            sparse_gemv(prob.x_TD, prob.topk_ids_TK, prob.w13, prob.w13_scale, prob.b13_E2F, out,
+        def fc1(out, ids=prob.topk_ids_TK, **kw):
+            sparse_gemv(prob.x_TD, ids, prob.w13, prob.w13_scale, prob.b13_E2F, out,
                         expert_offset=off, glu=prob.activation, **kw)  # fmt: skip
 
-        def fc2(a, out, **kw):
-            sparse_gemv(a, prob.topk_ids_TK, prob.w2, prob.w2_scale, prob.b2_ED, out,
+        def fc2(a, out, ids=prob.topk_ids_TK, **kw):
+            sparse_gemv(a, ids, prob.w2, prob.w2_scale, prob.b2_ED, out,
                         expert_offset=off, **kw)  # fmt: skip
+
+        # The fixed cost of a launch: the default launch with every slot routed off this rank,
+        # so each program reads its expert id and returns. Time over this, plus bytes over the
+        # copy ceiling, is what the launch could take at best.
+        foreign = torch.full_like(prob.topk_ids_TK, off + prob.w13.shape[0])
+        fixed = dict(
+            precision=cs.precision,
+            kind="no_local_slot",
+            fc1_us=time_graph(lambda: fc1(ws.a, ids=foreign)),
+            fc2_us=time_graph(lambda: fc2(ws.a, ws.o, ids=foreign)),
+        )
+        for stage in ("fc1", "fc2"):
+            fixed[f"{stage}_bound_of_copy"] = (bytes_hit[stage] / COPY_TBS / 1e6) / (
+                fixed[f"{stage}_us"] + bytes_hit[stage] / COPY_TBS / 1e6
+            )
+        rows.append(fixed)
+        print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in fixed.items()), flush=True)  # fmt: skip
 
         ref_a = torch.full_like(ws.a, float("nan"))
         fc1(ref_a)
@@ -174,6 +192,12 @@ def print_table(rows: list[dict]) -> None:
     head = f"{'prec':6} {'bn':>4} {'bk':>5} {'w':>2} {'st':>4} {'sk':>2}"
     print(f"\n{head} {'fc1 us':>7} {'%copy':>6} {'fc2 us':>7} {'%copy':>6}  exact(fc1,fc2)")
     for r in rows:
+        if r.get("kind") == "no_local_slot":
+            print(f"{r['precision']:6} no local slot (fixed cost): fc1 {r['fc1_us']:.2f} us, "
+                  f"fc2 {r['fc2_us']:.2f} us; best fraction of copy with that fixed cost: "
+                  f"fc1 {100 * r['fc1_bound_of_copy']:.0f}%, "
+                  f"fc2 {100 * r['fc2_bound_of_copy']:.0f}%")  # fmt: skip
+            continue
         if "error" in r:
             print(f"{r['precision']:6} {r.get('block_n')!s:>4}  {r['error']}")
             continue
@@ -192,7 +216,11 @@ def print_table(rows: list[dict]) -> None:
     print()
     for prec in sorted({r["precision"] for r in rows}):
         for stage in ("fc1", "fc2"):
-            timed = [r for r in rows if r["precision"] == prec and r.get(f"{stage}_us")]
+            timed = [
+                r
+                for r in rows
+                if r["precision"] == prec and r.get(f"{stage}_us") and "kind" not in r
+            ]
             if not timed:
                 continue
             best = min(timed, key=lambda r: r[f"{stage}_us"])
