@@ -274,15 +274,17 @@ def bench_act_floor() -> None:
 
 # --------------------------------------------------------------------------- grouped GEMMs
 GEMM_LIVES = (3072, 12288, 24576)
-# (k_loop, loads, BLOCK_M, BLOCK_N, warps, stages, programs per SM), all persistent psum. The
+# (k_loop, loads, BLOCK_M, BLOCK_N, warps, stages, programs per SM, group_m), persistent psum. The
 # first is the arms' launch (arms/pipeline.py) and the bitwise reference of the rest. The k_loop
 # variants (two K steps an iteration) were timed on 2026-11-30 and were all slower than "plain"
 # (docs/PERF.md) with pointer loads, which need 236-255 registers at 64x128; with TMA descriptor
 # loads (no address tiles in registers) the plain loop needs 166 (ptxas 13.4, sm_90a, offline).
 GEMM_CONFIGS = (
-    ("plain", "tma", 64, 128, 4, 3, 3),
-    ("plain", "pointer", 64, 128, 4, 4, 2),
-    ("plain", "tma", 64, 128, 4, 4, 2),
+    ("plain", "tma", 64, 128, 4, 3, 3, 8),
+    ("plain", "tma", 64, 128, 4, 3, 3, 4),
+    ("plain", "tma", 64, 128, 4, 3, 3, 16),
+    ("plain", "tma", 64, 128, 4, 3, 3, 32),
+    ("plain", "pointer", 64, 128, 4, 4, 2, 8),
 )
 
 
@@ -309,7 +311,7 @@ def bench_gemm() -> None:
             # (row of the table, function): checked first, then all timed together.
             timed: list[tuple[dict, object]] = []
             ref_out = None
-            for k_loop, loads, bm, bn, nw, ns, pps in GEMM_CONFIGS:
+            for k_loop, loads, bm, bn, nw, ns, pps, gm in GEMM_CONFIGS:
                 out.fill_(float("nan"))
                 kw = dict(
                     alignment=A,
@@ -322,8 +324,17 @@ def bench_gemm() -> None:
                     programs_per_sm=pps,
                     k_loop=k_loop,
                     loads=loads,
+                    group_m=gm,
                 )
-                tags = dict(k_loop=k_loop, loads=loads, block_m=bm, block_n=bn, warps=nw, stages=ns)
+                tags = dict(
+                    k_loop=k_loop,
+                    loads=loads,
+                    block_m=bm,
+                    block_n=bn,
+                    warps=nw,
+                    stages=ns,
+                    group_m=gm,
+                )
                 try:
                     grouped_gemm(aq, asf, wq, ws, ends, out, **kw)
                     torch.cuda.synchronize()

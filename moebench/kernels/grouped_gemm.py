@@ -408,6 +408,7 @@ def grouped_gemm(
     programs_per_sm: int = 2,
     k_loop: str = "plain",
     loads: str = "pointer",
+    group_m: int = GROUP_M,
 ) -> None:
     """Write ``out_MN[m] = a_MK[m] @ w_ENK[e].T`` (dequantised for fp8) for the blocks that ``mode``
     visits; see the module docstring for shapes, dtypes and block ownership.
@@ -422,10 +423,13 @@ def grouped_gemm(
     ``loads`` (fp8) picks how the operand tiles are fetched: "pointer" (masked
     pointer loads, pipelined with cp.async) or "tma" (tensor descriptors, the Hopper copy engine;
     ``w_ENK`` must be contiguous). Same tiles, same bits.
+    ``group_m``: row blocks that walk the column blocks together (the L2 reuse order); it changes
+    which tiles run at the same time, never a tile's bits.
     """
     _check(mode in MODES, f"mode must be one of {MODES}, got {mode!r}")
     _check(k_loop in K_LOOPS, f"k_loop must be one of {K_LOOPS}, got {k_loop!r}")
     _check(loads in LOADS, f"loads must be one of {LOADS}, got {loads!r}")
+    _check(group_m >= 1, f"group_m must be >= 1, got {group_m}")
     check_alignment(alignment)
     _check(
         _is_pow2(BLOCK_M) and BLOCK_M >= 16 and alignment % BLOCK_M == 0,
@@ -466,7 +470,7 @@ def grouped_gemm(
         BLOCK_N=BLOCK_N,
         BLOCK_E=triton.next_power_of_2(E),
         ALIGNMENT=alignment,
-        GROUP_M=GROUP_M,
+        GROUP_M=group_m,
         PSUM=mode == "psum",
         num_warps=num_warps,
         num_stages=num_stages,
@@ -508,7 +512,7 @@ def grouped_gemm(
                 *a_MK.stride(), *a_sf_MG4.stride(), *w_ENK.stride(), *w_scale.stride(),
                 *out_MN.stride(),
                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_E=common["BLOCK_E"],
-                ALIGNMENT=alignment, GROUP_M=GROUP_M, K_LOOP=k_loop, TMA=loads == "tma",
+                ALIGNMENT=alignment, GROUP_M=group_m, K_LOOP=k_loop, TMA=loads == "tma",
                 INTERPRET=interpreting, num_warps=num_warps, num_stages=num_stages,
             )  # fmt: skip
             return
