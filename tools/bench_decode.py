@@ -177,6 +177,13 @@ def main(out_dir: str, variants=VARIANTS) -> None:
             if row["fc2_ok"]:
                 t2 = time_graph(lambda kw=kw, p=part2: fc2(ref_a, ws.o, partials=p, **kw))
                 row.update(fc2_us=t2, fc2_of_copy=bytes_hit["fc2"] / t2 / 1e6 / COPY_TBS)
+            # This launch's fixed cost (no local slot), to set beside its time.
+            row["fc1_fixed_us"] = time_graph(
+                lambda kw=kw, p=part1: fc1(ws.a, ids=foreign, partials=p, **kw)
+            )
+            row["fc2_fixed_us"] = time_graph(
+                lambda kw=kw, p=part2: fc2(ref_a, ws.o, ids=foreign, partials=p, **kw)
+            )
             rows.append(row)
             print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                            for k, v in row.items()), flush=True)  # fmt: skip
