@@ -135,6 +135,18 @@ ACT_MASKED_CONFIGS = (
 )
 
 
+def masked_opts(schedule: str, rows: int, groups: int, per_sm: int, warps: int) -> dict:
+    """`act_quant_masked` keyword arguments of one ACT_MASKED_CONFIGS entry."""
+    return dict(
+        alignment=A,
+        block_rows=rows,
+        groups=groups,
+        programs_per_sm=max(per_sm, 1),
+        num_warps=warps,
+        schedule=schedule,
+    )
+
+
 def bench_act() -> None:
     print("== act_quant (M 28672, 2F 4096 bf16 -> F 2048 fp8 + packed UE8M0)", flush=True)
     h = (torch.randn(M, 2 * F, device=dev) * 2).to(torch.bfloat16)
@@ -194,14 +206,7 @@ def bench_act() -> None:
         ]
         for sched, br, gr, pps, nw in ACT_MASKED_CONFIGS:
             q, sf = bufs()
-            opts = dict(
-                alignment=A,
-                block_rows=br,
-                groups=gr,
-                programs_per_sm=max(pps, 1),
-                num_warps=nw,
-                schedule=sched,
-            )
+            opts = masked_opts(sched, br, gr, pps, nw)
             act_quant_masked(h, q, sf, ends, **opts)
             ok = torch.equal(
                 q.view(torch.uint8)[live], ref_q.view(torch.uint8)[live]
@@ -242,22 +247,10 @@ def bench_act_floor() -> None:
     for live in (0, 384, 1536, 3072, 6144, 12288):
         ends = balanced_ends(live)
         row_bytes = 2 * F * 2 + F + 16
-        for sched, br, gr, pps, nw in ACT_MASKED_CONFIGS[:2]:
-            us = time_graph(
-                lambda ends=ends, sch=sched, br=br, gr=gr, pps=pps, nw=nw: act_quant_masked(
-                    h,
-                    q,
-                    sf,
-                    ends,
-                    alignment=A,
-                    block_rows=br,
-                    groups=gr,
-                    programs_per_sm=max(pps, 1),
-                    num_warps=nw,
-                    schedule=sch,
-                )  # fmt: skip
-            )
-            record(kernel="act_masked", schedule=sched, live=live, us=us,
+        for config in ACT_MASKED_CONFIGS[:2]:
+            opts = masked_opts(*config)
+            us = time_graph(lambda e=ends, o=opts: act_quant_masked(h, q, sf, e, **o))
+            record(kernel="act_masked", schedule=config[0], live=live, us=us,
                    floor_us=live * row_bytes / COPY_TBS / 1e6)  # fmt: skip
         if live:
             hl, ql = h[:live], q[:live]
