@@ -121,15 +121,7 @@ GEMV_VARIANTS = [
     pytest.param({"split_k": 2}, id="split-2"),
     pytest.param({"split_k": 3, "num_stages": 3}, id="split-3-last-slice-short-pipelined"),
     pytest.param({"split_k": 8}, id="split-8-empty-slices"),
-    # FP8 only: 24 items over the interpreter's 3 programs, local and foreign items interleaved.
-    pytest.param({"persistent": True}, id="persistent-fp8"),
-    pytest.param({"persistent": True, "num_stages": 3, "block_n": 8}, id="persistent-fp8-piped"),
 ]
-
-
-def _skip_unless_supported(fmt: str, variant: dict) -> None:
-    if variant.get("persistent") and fmt != "fp8":
-        pytest.skip("the persistent GEMV is FP8 only")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -140,7 +132,6 @@ def test_sparse_gemv_variants_match_the_default(fmt, variant):
     random inputs; split-K adds the slices' sums last, so on random inputs it is held to the
     reference's tolerance, and on inputs whose sums are exact in any order it must be bitwise.
     Non-local slots keep their NaN poison in every variant."""
-    _skip_unless_supported(fmt, variant)
     g = torch.Generator().manual_seed(3)
     T, K, E, N, R, offset = 2, 3, 3, 64, 160, 4
     ids = torch.tensor([[4, 9, 6], [5, 4, 0]], dtype=torch.int32)
@@ -172,18 +163,6 @@ def test_sparse_gemv_variants_match_the_default(fmt, variant):
                     torch.testing.assert_close(got[t, k].float(), ref_tk, rtol=2**-7, atol=2**-7)
 
 
-def test_sparse_gemv_persistent_rejects_what_it_cannot_do():
-    w, s, _ = quantised("fp8", torch.randn(2, 32, 64))
-    b = torch.zeros(2, 32, dtype=torch.bfloat16)
-    ids = torch.zeros(1, 1, dtype=torch.int32)
-    x = torch.zeros(1, 64, dtype=torch.bfloat16)
-    out = torch.empty(1, 1, 32, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="persistent=True takes split_k 1"):
-        sparse_gemv(x, ids, w, s, b, out, expert_offset=0, persistent=True, split_k=2)
-    with pytest.raises(ValueError, match="programs_per_sm"):
-        sparse_gemv(x, ids, w, s, b, out, expert_offset=0, persistent=True, programs_per_sm=0)
-
-
 def test_sparse_gemv_split_k_partials_checked():
     w, s, _ = quantised("fp8", torch.randn(2, 32, 64))
     b = torch.zeros(2, 32, dtype=torch.bfloat16)
@@ -203,7 +182,6 @@ def test_sparse_gemv_never_touches_other_ranks_experts(fmt, variant):
     """The local experts sit between NaN experts of other ranks (and ids point far outside):
     a program that did not leave at once would read NaN. The output must be finite and
     bitwise the output of a clean, contiguous copy."""
-    _skip_unless_supported(fmt, variant)
     torch.manual_seed(7)
     E, N, R, T, K = 2, 32, 64, 3, 3
     w, s, _ = quantised(fmt, torch.randn(E, N, R) * 0.1)

@@ -8,17 +8,15 @@ that fails its check is reported and not timed. Times are medians of CUDA-graph 
 flushed by a read before each. Bandwidth counts the bytes of the distinct local experts the token
 hits (values, scales, biases), as the work model does, against the 4.27 TB/s copy ceiling.
 
-Variants are (block_n, weight bytes a row a step, warps, num_stages, split_k, programs per SM of
-the persistent FP8 launch, 0 for the grid launch); block_k is derived
+Variants are (block_n, weight bytes a row a step, warps, num_stages, split_k); block_k is derived
 per format (FP8: one value a byte; MXFP4: two). The sweep stops starting new variants after half
 of TIME_BUDGET_S a precision, so that the run stays within one device call; the JSON is rewritten
 after every row.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_decode.py OUT [VARIANTS]
-VARIANTS replaces the sweep: comma-separated
-block_n:row_bytes:warps[:num_stages[:split_k[:per_sm]]], "-" for the default of a field, e.g.
-"-:-:4,4:4096:4,8:2048:4:-:1,2:1024:1:3:1:16". The default launch always runs first, as the
-reference.
+VARIANTS replaces the sweep: comma-separated block_n:row_bytes:warps[:num_stages[:split_k]], "-"
+for the default of a field, e.g. "-:-:4,4:4096:4,8:2048:4:-:1". The default launch always runs
+first, as the reference.
 """
 
 from __future__ import annotations
@@ -43,18 +41,15 @@ TIME_BUDGET_S = 180.0
 dev = torch.device("cuda")
 flush = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
 
-# (block_n, row bytes a step, warps, num_stages, split_k, persistent programs per SM); None =
-# the launcher's default, per_sm 0 = the grid launch.
+# (block_n, row bytes a step, warps, num_stages, split_k); None = the launcher's default.
 VARIANTS = (
-    [(None, None, None, None, 1, 0), (8, None, 4, None, 1, 0), (None, 256, 4, None, 1, 0)]
+    [(None, None, None, None, 1), (8, None, 4, None, 1), (None, 256, 4, None, 1)]
     # Software-pipelined K loop (cp.async into shared memory), two tile sizes, three depths.
-    + [(bn, rb, 4, st, 1, 0) for bn in (16, 8) for rb in (256, 512) for st in (2, 3, 4)]
-    + [(32, 256, 8, 3, 1, 0), (32, 512, 8, 3, 1, 0), (16, 1024, 4, 2, 1, 0)]
+    + [(bn, rb, 4, st, 1) for bn in (16, 8) for rb in (256, 512) for st in (2, 3, 4)]
+    + [(32, 256, 8, 3, 1), (32, 512, 8, 3, 1), (16, 1024, 4, 2, 1)]
     # Split-K: more programs when only 2-3 experts are live, with and without pipelining.
-    + [(16, rb, 4, st, sk, 0) for sk in (2, 4) for rb in (256, 512) for st in (None, 3)]
-    + [(8, 256, 4, 3, 3, 0)]
-    # Persistent FP8 launch: the K steps of all a program's items as one pipelined loop.
-    + [(2, 1024, 1, st, 1, pps) for st in (None, 3) for pps in (8, 16)]
+    + [(16, rb, 4, st, sk) for sk in (2, 4) for rb in (256, 512) for st in (None, 3)]
+    + [(8, 256, 4, 3, 3)]
 )
 
 
@@ -85,12 +80,12 @@ def agreement(got: torch.Tensor, want: torch.Tensor, rows: torch.Tensor) -> tupl
 
 def parse_variants(spec: str) -> list[tuple]:
     """Variants from the command line (module docstring), the default launch first."""
-    out = [(None, None, None, None, 1, 0)]
+    out = [(None, None, None, None, 1)]
     for item in spec.split(","):
         f = [None if v in ("-", "") else int(v) for v in item.split(":")]
-        f += [None] * (6 - len(f))
-        bn, rb, nw, st, sk, pps = f
-        out.append((bn, rb, nw, st, sk or 1, pps or 0))
+        f += [None] * (5 - len(f))
+        bn, rb, nw, st, sk = f
+        out.append((bn, rb, nw, st, sk or 1))
     return out
 
 
@@ -149,15 +144,13 @@ def main(out_dir: str, variants=VARIANTS) -> None:
         print(f"{cs.precision}: {int(written.sum())} local slots of {K}, fc1 {mb['fc1']}, "
               f"fc2 {mb['fc2']}")  # fmt: skip
         t_case = time.monotonic()
-        for i, (bn, row_bytes, nw, st, sk, pps) in enumerate(variants):
+        for i, (bn, row_bytes, nw, st, sk) in enumerate(variants):
             # Half the budget a precision (compiling dominates); the default always runs.
             if i > 0 and time.monotonic() - t_case > TIME_BUDGET_S / 2:
                 rows.append(dict(precision=cs.precision, block_n=bn, error="time budget spent"))
                 continue
             bk = None if row_bytes is None else row_bytes * (2 if fmt == "mxfp4" else 1)
             kw = dict(block_n=bn, block_k=bk, num_warps=nw, num_stages=st, split_k=sk)
-            if pps:
-                kw.update(persistent=True, programs_per_sm=pps)
             row = dict(precision=cs.precision, **kw)
             part1 = part2 = None
             if sk > 1:
@@ -203,7 +196,7 @@ def main(out_dir: str, variants=VARIANTS) -> None:
 def print_table(rows: list[dict]) -> None:
     """One line a variant, then the best variant of each (precision, stage)."""
     keys = ("block_n", "block_k", "num_warps", "num_stages", "split_k")
-    head = f"{'prec':6} {'bn':>4} {'bk':>5} {'w':>2} {'st':>4} {'sk':>2} {'pp':>3}"
+    head = f"{'prec':6} {'bn':>4} {'bk':>5} {'w':>2} {'st':>4} {'sk':>2}"
     print(f"\n{head} {'fc1 us':>7} {'%copy':>6} {'fc2 us':>7} {'%copy':>6}  exact(fc1,fc2)")
     for r in rows:
         if r.get("kind") == "no_local_slot":
@@ -216,7 +209,6 @@ def print_table(rows: list[dict]) -> None:
             print(f"{r['precision']:6} {r.get('block_n')!s:>4}  {r['error']}")
             continue
         vals = " ".join(f"{r[k]!s:>{w}}" for k, w in zip(keys, (4, 5, 2, 4, 2), strict=True))
-        vals += f" {r.get('programs_per_sm', 0):>3}"  # persistent programs per SM, 0 = grid
         cells = []
         for stage in ("fc1", "fc2"):
             us = r.get(f"{stage}_us")
@@ -247,7 +239,6 @@ def print_table(rows: list[dict]) -> None:
                 and r["block_n"] is None
                 and r["block_k"] is None
                 and r["num_warps"] is None
-                and not r.get("persistent")
             ]
             base = f", default {default[0][f'{stage}_us']:.1f} us" if default else ""
             print(f"best {prec} {stage}: {best[f'{stage}_us']:.1f} us "

@@ -168,64 +168,6 @@ def _sparse_gemv_fp8(
 
 
 @triton.jit
-def _sparse_gemv_fp8_flat(
-    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
-    expert_offset, E, R, N, K, T,
-    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
-    stride_ot, stride_ok,
-    GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EXACT_RNE: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
-):  # fmt: skip
-    # The FP8 GEMV on a persistent grid: program p takes the work items p, p + P, p + 2P, ...
-    # (item i is the grid kernel's program i: column block i % (N / BLOCK_N), then slot, then
-    # token) and walks their K steps as one flat loop, so the software pipeline (NUM_STAGES)
-    # runs across items: the next item's first tiles are in flight while this item finishes, and
-    # no program start is paid per item. A step of a non-local item loads nothing (masked) and
-    # its epilogue is skipped, so such a slot still costs one id load and writes nothing. Each
-    # item's arithmetic is the pipelined grid kernel's, step for step.
-    LANES: tl.constexpr = BLOCK_K // 16
-    offs = tl.arange(0, LANES)[:, None] * 16 + tl.arange(0, 16)[None, :]
-    n_blocks = N // BLOCK_N
-    items = n_blocks * K * T
-    pid = tl.program_id(0)
-    step_count = tl.cdiv(R, BLOCK_K)
-    mine = tl.cdiv(items - pid, tl.num_programs(0))
-    acc = tl.zeros([BLOCK_N, LANES], dtype=tl.float32)
-    for j in tl.range(0, mine * step_count, num_stages=NUM_STAGES if NUM_STAGES else None):
-        item = pid + (j // step_count) * tl.num_programs(0)
-        step = j % step_count
-        n_block = item % n_blocks
-        slot = (item // n_blocks) % K
-        t = item // (n_blocks * K)
-        e = tl.load(ids_ptr + t * stride_it + slot * stride_ik) - expert_offset
-        local = (e >= 0) & (e < E)
-        e64 = tl.where(local, e, 0).to(tl.int64)
-        rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
-        k = step * BLOCK_K + offs
-        # One comparison against a limit that is 0 for a foreign item (an `&` with the scalar
-        # `local` comes out int32 under the interpreter, which its masked loads refuse).
-        k_ok = k < tl.where(local, R, 0)
-        w = tl.load(
-            w_ptr + e64 * stride_we + rows.to(tl.int64)[:, None, None] * stride_wn + k[None, :, :],
-            # Full-shape mask (the interpreter rejects one broadcast against the tile).
-            mask=k_ok[None, :, :] & (rows < N)[:, None, None],
-            other=0.0,
-        )
-        x_row = (x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk).to(
-            tl.pointer_type(tl.int16)
-        )
-        xv = tl.load(x_row + k, mask=k_ok, other=0)
-        xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
-        acc += tl.sum(w.to(tl.float32) * xf[None, :, :], axis=2)
-        last = step == step_count - 1
-        if last & local:
-            h = tl.sum(acc, axis=1)
-            _epilogue(h * tl.load(ws_ptr + e64), n_block, e64, t, slot, b_ptr, out_ptr, stride_be,
-                      stride_ot, stride_ok, GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
-        acc = tl.where(last, 0.0, acc)
-
-
-@triton.jit
 def _sparse_gemv_mxfp4(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
     expert_offset, E, R,
@@ -372,8 +314,6 @@ def sparse_gemv(
     num_stages: int | None = None,
     split_k: int = 1,
     partials: torch.Tensor | None = None,
-    persistent: bool = False,
-    programs_per_sm: int = 16,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -390,9 +330,6 @@ def sparse_gemv(
       (float32 [T, K, split_k, N], allocated when None) and a second kernel sums them in slice
       order and applies the epilogue. This changes the fp32 summation order (slice sums are added
       last), so outputs may differ from the default in the last bits.
-    - ``persistent`` (FP8, ``split_k`` 1): ``programs_per_sm`` programs an SM walk the work items
-      and their K steps as one flat loop (`_sparse_gemv_fp8_flat`), pipelined across items with
-      ``num_stages``. Each item's arithmetic is the pipelined grid kernel's.
     """
     _check(glu in GLUS, f"glu must be one of {GLUS}, got {glu!r}")
     fmt = weight_format(w)
@@ -472,25 +409,7 @@ def sparse_gemv(
         part_args = (partials, partials.stride(0), partials.stride(1), N, k_split)
     else:
         part_args = (out, 0, 0, N, k_split)  # never written: SPLIT_K == 1 stores through out
-    if persistent:
-        _check(fmt == "fp8", "persistent=True is for FP8 weights")
-        _check(split_k == 1, "persistent=True takes split_k 1")
-        _check(programs_per_sm >= 1, f"programs_per_sm must be >= 1, got {programs_per_sm}")
     if T == 0 or K == 0 or E == 0:
-        return
-    if persistent:
-        items = N // bn * K * T
-        sms = (
-            torch.cuda.get_device_properties(out.device).multi_processor_count if out.is_cuda else 1
-        )
-        programs = min(items, sms * programs_per_sm if out.is_cuda else 3)
-        _sparse_gemv_fp8_flat[(programs,)](
-            x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R, N, K, T,
-            stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
-            bias_EN.stride(0), out.stride(0), out.stride(1),
-            GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EXACT_RNE=not out.is_cuda,
-            NUM_STAGES=num_stages or 0, num_warps=num_warps,
-        )  # fmt: skip
         return
     grid = (N // bn * split_k, K, T)
     common = dict(
