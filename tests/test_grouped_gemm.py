@@ -361,6 +361,15 @@ def test_k_loop_rejected_when_unknown_or_bf16():
         grouped_gemm(*args, alignment=64, mode="psum", k_loop="unroll3")
     with pytest.raises(ValueError, match="loads must be one of"):
         grouped_gemm(*args, alignment=64, mode="psum", loads="cp.async")
+    # TMA reads whole, aligned rows: a strided weight view or a misaligned activation is refused.
+    q, sf, w, ws, ends, out = args
+    with pytest.raises(ValueError, match="contiguous w_ENK"):
+        grouped_gemm(q, sf, w.transpose(1, 2).contiguous().transpose(1, 2), ws, ends, out,
+                     alignment=64, mode="psum", loads="tma")  # fmt: skip
+    wide = torch.zeros(64, 256 + 16, dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="16-byte aligned rows"):
+        grouped_gemm(wide[:, 8 : 8 + 256], sf, w, ws, ends, out, alignment=64, mode="psum",
+                     loads="tma")  # fmt: skip
     args[0] = torch.zeros(64, 256, dtype=torch.bfloat16)
     args[2] = torch.zeros(2, 128, 256, dtype=torch.bfloat16)
     args[1] = args[3] = None

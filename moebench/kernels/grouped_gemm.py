@@ -496,7 +496,11 @@ def grouped_gemm(
         a_op, w_op = a_MK, w_ENK
         if loads == "tma":
             _check(w_ENK.is_contiguous(), "loads='tma' needs a contiguous w_ENK")
-            _check(a_MK.stride(1) == 1, "loads='tma' needs a_MK with unit column stride")
+            # The copy engine reads from 16-byte aligned rows (fp8: one byte a value).
+            _check(
+                a_MK.stride(1) == 1 and a_MK.stride(0) % 16 == 0 and a_MK.data_ptr() % 16 == 0,
+                "loads='tma' needs a_MK with unit column stride and 16-byte aligned rows",
+            )
             a_op = TensorDescriptor.from_tensor(a_MK, [BLOCK_M, GROUP])
             w_op = TensorDescriptor.from_tensor(w_ENK.view(E * N, K), [BLOCK_N, GROUP])
         if persistent:
