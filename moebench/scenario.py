@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from moebench import yamlfields as yf
 from moebench.errors import ScenarioError, TraceError
 from moebench.layout import capacity_rows
 from moebench.models import PRESETS
@@ -200,7 +201,7 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
                 raise ScenarioError(f"{label}: not a regular file")
             raw = f.read(4 * MAX_TEXT + 1)  # a bounded read: /dev/zero is not a scenario
     except OSError as exc:
-        raise ScenarioError(_oneline(f"{label}: cannot read ({exc.strerror or exc})")) from None
+        raise ScenarioError(yf.one_line(f"{label}: cannot read ({exc.strerror or exc})")) from None
     if len(raw) > 4 * MAX_TEXT:
         raise ScenarioError(f"{label}: too large ({len(raw)} bytes) for a scenario")
     try:
@@ -216,10 +217,10 @@ def parse_scenario(text: str, *, path: str | os.PathLike | None = None) -> Scena
     """Validate a scenario; ``path`` names it in errors and anchors relative trace paths."""
     label = str(path) if path is not None else "<string>"
     try:
-        raw = _load_yaml(text)
+        raw = yf.load_yaml(text, MAX_TEXT)
         if not isinstance(raw, dict):
-            got = "an empty document" if raw is None else _desc(raw)
-            raise _Invalid("", f"expected a mapping at the top level, got {got}")
+            got = "an empty document" if raw is None else yf.describe(raw)
+            raise yf.Invalid("", f"expected a mapping at the top level, got {got}")
         sweep = _sweep(_optional(raw, "sweep"))
         ctx = _Ctx(path=path, text=text)
         if not sweep:
@@ -227,16 +228,16 @@ def parse_scenario(text: str, *, path: str | os.PathLike | None = None) -> Scena
         first = _first_case(raw, sweep)
         try:
             base = _build({**first, "sweep": raw["sweep"]}, ctx)
-        except _Invalid as exc:  # case 0 is the scenario itself
+        except yf.Invalid as exc:  # case 0 is the scenario itself
             blame = _swept_path(exc.path, [p for p, _ in sweep])
             if blame is not None:
-                raise _Invalid(f"sweep.{blame}[0]", f"{exc.path}: {exc.message}") from None
+                raise yf.Invalid(f"sweep.{blame}[0]", f"{exc.path}: {exc.message}") from None
             raise
         for _ in _cases(base, raw, ctx):  # every case is validated as a whole scenario
             pass
         return base
-    except _Invalid as exc:
-        raise ScenarioError(_format(label, exc)) from None
+    except yf.Invalid as exc:
+        raise ScenarioError(yf.format_error(label, exc)) from None
 
 
 def expand(scenario: Scenario) -> list[Case]:
@@ -245,10 +246,10 @@ def expand(scenario: Scenario) -> list[Case]:
         return [Case(case_id="c000", index=0, scenario=scenario, params=())]
     label = scenario.path or "<string>"
     try:
-        raw = _load_yaml(scenario.text)
+        raw = yf.load_yaml(scenario.text, MAX_TEXT)
         return list(_cases(scenario, raw, _Ctx(path=scenario.path, text=scenario.text)))
-    except _Invalid as exc:
-        raise ScenarioError(_format(label, exc)) from None
+    except yf.Invalid as exc:
+        raise ScenarioError(yf.format_error(label, exc)) from None
 
 
 def scenario_with(scenario: Scenario, **changes: Any) -> Scenario:
@@ -257,13 +258,13 @@ def scenario_with(scenario: Scenario, **changes: Any) -> Scenario:
     the changed document, so its sha256 differs from the file's."""
     label = scenario.path or "<string>"
     try:
-        raw = _load_yaml(scenario.text)
+        raw = yf.load_yaml(scenario.text, MAX_TEXT)
         if not isinstance(raw, dict):
-            raise _Invalid("", "the scenario's text is not a mapping")
+            raise yf.Invalid("", "the scenario's text is not a mapping")
         for key, value in changes.items():
             dotted = key.replace("__", ".")
             if dotted not in SWEEPABLE:
-                raise _Invalid(
+                raise yf.Invalid(
                     dotted,
                     f"not a field that can be changed; expected one of {', '.join(SWEEPABLE)}",
                 )
@@ -272,8 +273,8 @@ def scenario_with(scenario: Scenario, **changes: Any) -> Scenario:
                 raw["sweep"] = {k: v for k, v in raw["sweep"].items() if k != dotted}
                 if not raw["sweep"]:
                     del raw["sweep"]
-    except _Invalid as exc:
-        raise ScenarioError(_format(label, exc)) from None
+    except yf.Invalid as exc:
+        raise ScenarioError(yf.format_error(label, exc)) from None
     text = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
     return parse_scenario(text, path=scenario.path)
 
@@ -300,197 +301,6 @@ def to_dict(scenario: Scenario) -> dict:
         "expect_sources": dict(scenario.expect_sources),
         "device": scenario.device,
     }
-
-
-# --- errors and YAML ---------------------------------------------------------------------------
-
-
-class _Invalid(Exception):
-    """A validation failure at a field path; becomes a ScenarioError with the file's name."""
-
-    def __init__(self, path: str, message: str):
-        super().__init__(path, message)
-        self.path = path
-        self.message = message
-
-
-def _oneline(text: str) -> str:
-    return " ".join(text.splitlines())
-
-
-def _format(label: str, exc: _Invalid) -> str:
-    return _oneline(
-        f"{label}: {exc.path}: {exc.message}" if exc.path else f"{label}: {exc.message}"
-    )
-
-
-class _SafeLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that also rejects duplicate keys in a mapping."""
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen = set()
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    duplicate = key in seen
-                    seen.add(key)
-                except TypeError:  # unhashable: the base class reports it
-                    continue
-                if duplicate:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {_show(key)}", key_node.start_mark
-                    )
-        return super().construct_mapping(node, deep=deep)
-
-
-def _load_yaml(text: str) -> Any:
-    if not isinstance(text, str):
-        raise _Invalid("", f"expected YAML text, got {type(text).__name__}")
-    if len(text) > MAX_TEXT:
-        raise _Invalid("", f"too large for a scenario ({len(text)} characters, at most {MAX_TEXT})")
-    try:
-        return yaml.load(text, Loader=_SafeLoader)  # a SafeLoader: tags never build objects
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = ", ".join(x for x in (exc.context, exc.problem) if x) or "malformed YAML"
-        constructing = isinstance(exc, yaml.constructor.ConstructorError)
-        kind = "YAML error" if constructing else "YAML syntax error"
-        hint = " (tags that build objects are never allowed)" if "constructor" in problem else ""
-        raise _Invalid("", f"{kind}{where}: {problem}{hint}") from None
-    except yaml.YAMLError as exc:
-        raise _Invalid("", f"YAML error: {exc}") from None
-    except RecursionError:
-        raise _Invalid("", "YAML error: nested too deeply") from None
-    except (ValueError, OverflowError, TypeError) as exc:
-        detail = str(exc).split(";")[0][:100]
-        raise _Invalid("", f"YAML error: a value cannot be read ({detail})") from None
-
-
-# --- type checks -------------------------------------------------------------------------------
-
-
-def _tname(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list | tuple):
-        return "list"
-    if isinstance(v, dict):
-        return "mapping"
-    return type(v).__name__
-
-
-def _show(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v) if v.bit_length() <= 64 else f"<an integer of {v.bit_length()} bits>"
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, str):
-        r = repr(v)
-        return r if len(r) <= 60 else r[:56] + "...'"
-    return f"<{_tname(v)}>"
-
-
-def _desc(v: Any) -> str:
-    if v is None or isinstance(v, bool | int | float | str):
-        return f"{_tname(v)} {_show(v)}"
-    return f"a {_tname(v)}"
-
-
-def _join(path: str, key: Any) -> str:
-    k = key if isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", key) else _show(key)
-    return f"{path}.{k}" if path else k
-
-
-def _int(v: Any, path: str, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _Invalid(path, f"expected an integer, got {_desc(v)}")
-    if not lo <= v <= hi:
-        raise _Invalid(path, f"must be between {lo} and {hi}, got {_show(v)}")
-    return v
-
-
-def _num(v: Any, path: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise _Invalid(path, f"expected a number, got {_desc(v)}")
-    try:
-        f = float(v)
-    except OverflowError:
-        f = math.inf
-    if not math.isfinite(f):
-        raise _Invalid(path, f"must be a finite number, got {_show(v)}")
-    return f
-
-
-def _str(v: Any, path: str) -> str:
-    if not isinstance(v, str):
-        raise _Invalid(path, f"expected a string, got {_desc(v)}")
-    return v
-
-
-def _text(v: Any, path: str) -> str:
-    """A non-empty one-line string (names, ids, revisions)."""
-    s = _str(v, path)
-    if not s.strip() or not s.isprintable() or len(s) > 200:
-        raise _Invalid(path, f"must be non-empty one-line printable text (<= 200), got {_show(s)}")
-    return s
-
-
-def _choice(v: Any, path: str, choices: tuple[str, ...]) -> str:
-    s = _str(v, path)
-    if s not in choices:
-        raise _Invalid(path, f"must be one of {', '.join(choices)}; got {_show(s)}")
-    return s
-
-
-def _bool(v: Any, path: str) -> bool:
-    if not isinstance(v, bool):
-        raise _Invalid(path, f"expected a boolean (true or false), got {_desc(v)}")
-    return v
-
-
-def _seq(v: Any, path: str) -> list | tuple:
-    if not isinstance(v, list | tuple):
-        raise _Invalid(path, f"expected a list, got {_desc(v)}")
-    if not v:
-        raise _Invalid(path, "must not be empty")
-    return v
-
-
-def _choices(v: Any, path: str, choices: tuple[str, ...]) -> tuple[str, ...]:
-    out = []
-    for i, item in enumerate(_seq(v, path)):
-        item = _choice(item, f"{path}[{i}]", choices)
-        if item in out:
-            raise _Invalid(f"{path}[{i}]", f"{_show(item)} is listed twice")
-        out.append(item)
-    return tuple(out)
-
-
-def _section(v: Any, path: str, keys: tuple[str, ...]) -> dict:
-    if not isinstance(v, dict):
-        raise _Invalid(path, f"expected a mapping, got {_desc(v)}")
-    for k in v:
-        if not isinstance(k, str):
-            raise _Invalid(path, f"keys must be strings, got {_desc(k)}")
-        if k not in keys:
-            raise _Invalid(_join(path, k), f"unknown key; expected one of {', '.join(keys)}")
-    return v
 
 
 # --- sections ----------------------------------------------------------------------------------
@@ -552,40 +362,41 @@ def _model(v: Any, family: str) -> ModelSpec:
     if isinstance(v, str):
         m, preset_path = {"preset": v}, "model"
     else:
-        m, preset_path = _section(v, "model", ("preset", *MODEL_FIELDS)), "model.preset"
+        m, preset_path = yf.section(v, "model", ("preset", *MODEL_FIELDS)), "model.preset"
     preset = m.get("preset")
     if preset is not None:
-        preset = _str(preset, preset_path)
+        preset = yf.string(preset, preset_path)
         if preset not in PRESETS:
-            raise _Invalid(
-                preset_path, f"unknown preset {_show(preset)}; expected one of {', '.join(PRESETS)}"
+            raise yf.Invalid(
+                preset_path,
+                f"unknown preset {yf.show(preset)}; expected one of {', '.join(PRESETS)}",
             )
         merged = {k: PRESETS[preset][k] for k in MODEL_FIELDS}
     else:
         for k in MODEL_FIELDS:
             if k not in m and k != "revision":
-                raise _Invalid(f"model.{k}", "required when the model names no preset")
+                raise yf.Invalid(f"model.{k}", "required when the model names no preset")
         merged = {"revision": "unpinned"}
     merged.update({k: m[k] for k in MODEL_FIELDS if k in m})
-    hidden = _int(merged["hidden"], "model.hidden", 1, MAX_WIDTH)
-    intermediate = _int(merged["intermediate"], "model.intermediate", 1, MAX_WIDTH)
+    hidden = yf.integer(merged["hidden"], "model.hidden", 1, MAX_WIDTH)
+    intermediate = yf.integer(merged["intermediate"], "model.intermediate", 1, MAX_WIDTH)
     multiple, why = FAMILY_WIDTH[family]
     for name, width in (("hidden", hidden), ("intermediate", intermediate)):
         if width % multiple:
             origin = f" (preset {preset!r}: override it)" if preset and name not in m else ""
-            raise _Invalid(
+            raise yf.Invalid(
                 f"model.{name}",
                 f"must be a multiple of {multiple} for the {family} arms ({why}), "
                 f"got {width}{origin}",
             )
-    experts = _int(merged["experts"], "model.experts", 1, MAX_EXPERTS)
-    top_k = _int(merged["top_k"], "model.top_k", 1, MAX_EXPERTS)
+    experts = yf.integer(merged["experts"], "model.experts", 1, MAX_EXPERTS)
+    top_k = yf.integer(merged["top_k"], "model.top_k", 1, MAX_EXPERTS)
     if top_k > experts:
-        raise _Invalid("model.top_k", f"must be <= model.experts ({experts}), got {top_k}")
+        raise yf.Invalid("model.top_k", f"must be <= model.experts ({experts}), got {top_k}")
     return ModelSpec(
         preset=preset,
-        id=_text(merged["id"], "model.id"),
-        revision=_text(merged["revision"], "model.revision"),
+        id=yf.text(merged["id"], "model.id"),
+        revision=yf.text(merged["revision"], "model.revision"),
         hidden=hidden,
         intermediate=intermediate,
         experts=experts,
@@ -594,14 +405,14 @@ def _model(v: Any, family: str) -> ModelSpec:
 
 
 def _topology(v: Any) -> TopologySpec:
-    t = _section(v, "topology", tuple(f.name for f in fields(TopologySpec)))
-    ep = _int(t.get("ep", 1), "topology.ep", 1, MAX_RANKS)
-    dp = _int(t.get("dp", ep), "topology.dp", 1, MAX_RANKS)
-    tp = _int(t.get("tp", 1), "topology.tp", 1, MAX_RANKS)
-    mode = _choice(t.get("mode", "simulated"), "topology.mode", MODES)
+    t = yf.section(v, "topology", tuple(f.name for f in fields(TopologySpec)))
+    ep = yf.integer(t.get("ep", 1), "topology.ep", 1, MAX_RANKS)
+    dp = yf.integer(t.get("dp", ep), "topology.dp", 1, MAX_RANKS)
+    tp = yf.integer(t.get("tp", 1), "topology.tp", 1, MAX_RANKS)
+    mode = yf.choice(t.get("mode", "simulated"), "topology.mode", MODES)
     if ep != dp * tp:
         hint = "" if "dp" in t else " (dp defaults to ep: set dp)"
-        raise _Invalid(
+        raise yf.Invalid(
             "topology.ep",
             f"must equal dp * tp: the expert-parallel group spans every "
             f"data-parallel replica's tensor-parallel ranks; got ep={ep},"
@@ -611,50 +422,52 @@ def _topology(v: Any) -> TopologySpec:
 
 
 def _routing(v: Any, ctx: _Ctx) -> RoutingSpec:
-    r = {"family": v} if isinstance(v, str) else _section(v, "routing", ROUTING_KEYS)
-    family = _choice(r.get("family", "uniform"), "routing.family", FAMILIES)
+    r = {"family": v} if isinstance(v, str) else yf.section(v, "routing", ROUTING_KEYS)
+    family = yf.choice(r.get("family", "uniform"), "routing.family", FAMILIES)
     if "source" in r:
-        source = _choice(r["source"], "routing.source", ("trace", "synthetic"))
+        source = yf.choice(r["source"], "routing.source", ("trace", "synthetic"))
         if source == "trace":
             if "family" in r and family != "trace":
-                raise _Invalid(
+                raise yf.Invalid(
                     "routing.source", f"'trace' conflicts with routing.family {family!r}"
                 )
             family = "trace"
         elif family == "trace":
-            raise _Invalid("routing.source", "'synthetic' conflicts with routing.family 'trace'")
+            raise yf.Invalid("routing.source", "'synthetic' conflicts with routing.family 'trace'")
     path = r.get("path")
     layer = r.get("layer")
     if family == "trace":
         if path is None:
-            raise _Invalid("routing.path", "required for a trace routing")
-        path = _str(path, "routing.path")
+            raise yf.Invalid("routing.path", "required for a trace routing")
+        path = yf.string(path, "routing.path")
         if not path:
-            raise _Invalid("routing.path", "must be a non-empty file path")
+            raise yf.Invalid("routing.path", "must be a non-empty file path")
         resolved = ctx.folder / path
         if not os.path.exists(resolved):
-            raise _Invalid("routing.path", f"trace file not found: {resolved}")
+            raise yf.Invalid("routing.path", f"trace file not found: {resolved}")
         path = os.path.abspath(resolved)
         if layer is not None:
-            layer = _int(layer, "routing.layer", 0, 1 << 16)
+            layer = yf.integer(layer, "routing.layer", 0, 1 << 16)
     else:
         if path is not None:
-            raise _Invalid("routing.path", f"only read by family trace, not {family!r}")
+            raise yf.Invalid("routing.path", f"only read by family trace, not {family!r}")
         if layer is not None:
-            raise _Invalid("routing.layer", f"only read by family trace, not {family!r}")
-    alpha = _num(r.get("alpha", 1.2), "routing.alpha")
+            raise yf.Invalid("routing.layer", f"only read by family trace, not {family!r}")
+    alpha = yf.number(r.get("alpha", 1.2), "routing.alpha")
     if alpha <= 0:
-        raise _Invalid("routing.alpha", f"must be > 0, got {_show(r['alpha'])}")
+        raise yf.Invalid("routing.alpha", f"must be > 0, got {yf.show(r['alpha'])}")
     fractions = {}
     for k in ("hot_fraction", "empty_fraction"):
-        fractions[k] = _num(r.get(k, RoutingSpec.__dataclass_fields__[k].default), f"routing.{k}")
+        fractions[k] = yf.number(
+            r.get(k, RoutingSpec.__dataclass_fields__[k].default), f"routing.{k}"
+        )
         if not 0 <= fractions[k] <= 1:
-            raise _Invalid(f"routing.{k}", f"must be in [0, 1], got {_show(r[k])}")
+            raise yf.Invalid(f"routing.{k}", f"must be in [0, 1], got {yf.show(r[k])}")
     return RoutingSpec(
         family=family,
-        seed=_int(r.get("seed", 0), "routing.seed", 0, MAX_SEED),
+        seed=yf.integer(r.get("seed", 0), "routing.seed", 0, MAX_SEED),
         alpha=alpha,
-        hot_rank=_int(r.get("hot_rank", 0), "routing.hot_rank", 0, MAX_RANKS),
+        hot_rank=yf.integer(r.get("hot_rank", 0), "routing.hot_rank", 0, MAX_RANKS),
         path=path,
         layer=layer,
         **fractions,
@@ -669,15 +482,15 @@ def _check_trace_model(path: str, model: ModelSpec) -> None:
     try:
         meta = read_meta(path)
     except TraceError as exc:
-        raise _Invalid("routing.path", str(exc)) from None
+        raise yf.Invalid("routing.path", str(exc)) from None
     if (meta["model_id"], meta["revision"]) != (model.id, model.revision):
-        raise _Invalid(
+        raise yf.Invalid(
             "routing.path",
             f"trace {Path(path).name} is pinned to {meta['model_id']} at revision "
             f"{meta['revision']}, the scenario's model is {model.id} at revision {model.revision}",
         )
     if meta["experts"] != model.experts:
-        raise _Invalid(
+        raise yf.Invalid(
             "routing.path",
             f"trace {Path(path).name} has {meta['experts']} experts, model.experts is "
             f"{model.experts}",
@@ -685,85 +498,88 @@ def _check_trace_model(path: str, model: ModelSpec) -> None:
 
 
 def _shape(v: Any) -> ShapeSpec:
-    s = _section(v, "shape", tuple(f.name for f in fields(ShapeSpec)))
+    s = yf.section(v, "shape", tuple(f.name for f in fields(ShapeSpec)))
     if "tokens_per_rank" not in s:
-        raise _Invalid("shape.tokens_per_rank", "required")
-    tokens = _int(s["tokens_per_rank"], "shape.tokens_per_rank", 1, MAX_TOKENS)
+        raise yf.Invalid("shape.tokens_per_rank", "required")
+    tokens = yf.integer(s["tokens_per_rank"], "shape.tokens_per_rank", 1, MAX_TOKENS)
     alignment = s.get("alignment", 128)
     if isinstance(alignment, bool) or not isinstance(alignment, int):
-        raise _Invalid("shape.alignment", f"expected an integer, got {_desc(alignment)}")
+        raise yf.Invalid("shape.alignment", f"expected an integer, got {yf.describe(alignment)}")
     if alignment < 16 or alignment > 1 << 16 or alignment & (alignment - 1):
-        raise _Invalid("shape.alignment", f"must be a power of two >= 16, got {_show(alignment)}")
+        raise yf.Invalid(
+            "shape.alignment", f"must be a power of two >= 16, got {yf.show(alignment)}"
+        )
     capacity = s.get("capacity", "formula")
     if isinstance(capacity, str):
-        _choice(capacity, "shape.capacity", CAPACITIES)
+        yf.choice(capacity, "shape.capacity", CAPACITIES)
     elif isinstance(capacity, bool) or not isinstance(capacity, int):
-        raise _Invalid(
-            "shape.capacity", f"expected 'formula', 'tight' or an integer, got {_desc(capacity)}"
+        raise yf.Invalid(
+            "shape.capacity",
+            f"expected 'formula', 'tight' or an integer, got {yf.describe(capacity)}",
         )
     elif not 0 < capacity <= MAX_ROWS or capacity % alignment:
-        raise _Invalid(
+        raise yf.Invalid(
             "shape.capacity",
             f"must be a positive multiple of shape.alignment "
-            f"({alignment}) up to {MAX_ROWS}, got {_show(capacity)}",
+            f"({alignment}) up to {MAX_ROWS}, got {yf.show(capacity)}",
         )
     return ShapeSpec(tokens_per_rank=tokens, alignment=alignment, capacity=capacity)
 
 
 def _measure(v: Any, family: str) -> MeasureSpec:
-    m = _section(v, "measure", tuple(f.name for f in fields(MeasureSpec)))
+    m = yf.section(v, "measure", tuple(f.name for f in fields(MeasureSpec)))
     ranks = m.get("ranks")
     if ranks is not None:
         checked = []
-        for i, r in enumerate(_seq(ranks, "measure.ranks")):
-            r = _int(r, f"measure.ranks[{i}]", 0, MAX_RANKS)
+        for i, r in enumerate(yf.sequence(ranks, "measure.ranks")):
+            r = yf.integer(r, f"measure.ranks[{i}]", 0, MAX_RANKS)
             if r in checked:
-                raise _Invalid(f"measure.ranks[{i}]", f"rank {r} is listed twice")
+                raise yf.Invalid(f"measure.ranks[{i}]", f"rank {r} is listed twice")
             checked.append(r)
         ranks = tuple(checked)
     timeout = m.get("case_timeout_s")
     if timeout is not None:
-        timeout = _num(timeout, "measure.case_timeout_s")
+        timeout = yf.number(timeout, "measure.case_timeout_s")
         if not 0 < timeout <= MAX_TIMEOUT_S:
-            raise _Invalid(
+            raise yf.Invalid(
                 "measure.case_timeout_s",
                 f"must be > 0 and at most {MAX_TIMEOUT_S:g} seconds (or null), got {timeout:g}",
             )
-    cold = _bool(m.get("cold_weights", False), "measure.cold_weights")
+    cold = yf.boolean(m.get("cold_weights", False), "measure.cold_weights")
     copies = m.get("weight_copies")
     if copies is not None:
-        copies = _int(copies, "measure.weight_copies", 2, MAX_WEIGHT_COPIES)
+        copies = yf.integer(copies, "measure.weight_copies", 2, MAX_WEIGHT_COPIES)
         if not cold:
-            raise _Invalid("measure.weight_copies", "needs measure.cold_weights: true")
+            raise yf.Invalid("measure.weight_copies", "needs measure.cold_weights: true")
     return MeasureSpec(
-        regimes=_choices(m.get("regimes", ("ffn", "kernel")), "measure.regimes", REGIMES),
-        stages=_choices(
+        regimes=yf.choices(m.get("regimes", ("ffn", "kernel")), "measure.regimes", REGIMES),
+        stages=yf.choices(
             m.get("stages", FAMILY_STAGES[family]), "measure.stages", FAMILY_STAGES[family]
         ),
-        warmup=_int(m.get("warmup", 2), "measure.warmup", 0, 10_000),
-        blocks=_int(m.get("blocks", 5), "measure.blocks", 1, 10_000),
-        iterations=_int(m.get("iterations", 5), "measure.iterations", 1, 100_000),
+        warmup=yf.integer(m.get("warmup", 2), "measure.warmup", 0, 10_000),
+        blocks=yf.integer(m.get("blocks", 5), "measure.blocks", 1, 10_000),
+        iterations=yf.integer(m.get("iterations", 5), "measure.iterations", 1, 100_000),
         ranks=ranks,
-        baseline=_str(m.get("baseline", FAMILY_BASELINE[family]), "measure.baseline"),
-        graph=_bool(m.get("graph", True), "measure.graph"),
-        aa=_bool(m.get("aa", False), "measure.aa"),
+        baseline=yf.string(m.get("baseline", FAMILY_BASELINE[family]), "measure.baseline"),
+        graph=yf.boolean(m.get("graph", True), "measure.graph"),
+        aa=yf.boolean(m.get("aa", False), "measure.aa"),
         case_timeout_s=timeout,
-        flush_l2=_bool(m.get("flush_l2", True), "measure.flush_l2"),
+        flush_l2=yf.boolean(m.get("flush_l2", True), "measure.flush_l2"),
         cold_weights=cold,
         weight_copies=copies,
     )
 
 
 def _expect_sources(v: Any, arms: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    pins = _section(v, "expect_sources", KNOWN_ARMS)
+    pins = yf.section(v, "expect_sources", KNOWN_ARMS)
     out = []
     for arm, digest in pins.items():
         path = f"expect_sources.{arm}"
         if arm not in arms:
-            raise _Invalid(path, f"pins an arm this scenario does not run ({', '.join(arms)})")
-        digest = _str(digest, path)
+            raise yf.Invalid(path, f"pins an arm this scenario does not run ({', '.join(arms)})")
+        digest = yf.string(digest, path)
         if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
-            raise _Invalid(path, f"expected a sha256 (64 hex digits), got {_show(digest)}")
+            raise yf.Invalid(path, f"expected a sha256 (64 hex digits), got {yf.show(digest)}")
         out.append((arm, digest.lower()))
     return tuple(sorted(out))
 
@@ -774,7 +590,7 @@ def _family(arms: tuple[str, ...]) -> str:
     family = ARM_FAMILIES[arms[0]]
     for i, arm in enumerate(arms):
         if ARM_FAMILIES[arm] != family:
-            raise _Invalid(
+            raise yf.Invalid(
                 f"arms[{i}]",
                 f"{arm!r} is a {ARM_FAMILIES[arm]} arm but {arms[0]!r} is a {family} arm; "
                 "a scenario runs arms of one family",
@@ -790,27 +606,29 @@ def _optional(doc: dict, key: str) -> Any:
 
 def _build(doc: dict, ctx: _Ctx) -> Scenario:
     """One scenario from a document (its sweep parsed, not expanded)."""
-    _section(doc, "", TOP_KEYS)
+    yf.section(doc, "", TOP_KEYS)
     for k in ("name", "model", "shape"):
         if k not in doc:
-            raise _Invalid(k, "required")
-    arms = _choices(doc.get("arms", DEFAULT_ARMS), "arms", KNOWN_ARMS)
+            raise yf.Invalid(k, "required")
+    arms = yf.choices(doc.get("arms", DEFAULT_ARMS), "arms", KNOWN_ARMS)
     family = _family(arms)
     model = _model(doc["model"], family)
     topology = _topology(_optional(doc, "topology"))
     routing = _routing(_optional(doc, "routing"), ctx)
     shape = _shape(doc["shape"])
     measure = _measure(_optional(doc, "measure"), family)
-    precision = _choice(doc.get("precision", FAMILY_PRECISIONS[family][0]), "precision", PRECISIONS)
+    precision = yf.choice(
+        doc.get("precision", FAMILY_PRECISIONS[family][0]), "precision", PRECISIONS
+    )
     if precision not in FAMILY_PRECISIONS[family]:
-        raise _Invalid(
+        raise yf.Invalid(
             "precision",
             f"{precision!r} is not a precision of the {family} arms ({', '.join(arms)}); "
             f"they take {', '.join(FAMILY_PRECISIONS[family])}",
         )
-    gemm = _choice(doc.get("gemm", "triton"), "gemm", GEMMS)
+    gemm = yf.choice(doc.get("gemm", "triton"), "gemm", GEMMS)
     if gemm == "torch" and (family != "prefill" or precision != "bf16"):
-        raise _Invalid(
+        raise yf.Invalid(
             "gemm",
             "torch runs the prefill arms' GEMMs through torch._grouped_mm, with precision bf16 "
             "only: torch._scaled_grouped_mm on SM90 takes tensorwise or rowwise fp8 scales, not "
@@ -818,28 +636,30 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
         )
     ep, local = topology.ep, model.experts // topology.ep
     if model.experts % ep:
-        raise _Invalid("topology.ep", f"must divide model.experts ({model.experts}), got {ep}")
+        raise yf.Invalid("topology.ep", f"must divide model.experts ({model.experts}), got {ep}")
     if routing.family == "trace":
         _check_trace_model(routing.path, model)
     if measure.cold_weights and topology.mode == "distributed":
-        raise _Invalid(
+        raise yf.Invalid(
             "measure.cold_weights", "rotates weights in simulated mode only, not distributed"
         )
     if routing.hot_rank >= ep:
-        raise _Invalid("routing.hot_rank", f"must be < topology.ep ({ep}), got {routing.hot_rank}")
+        raise yf.Invalid(
+            "routing.hot_rank", f"must be < topology.ep ({ep}), got {routing.hot_rank}"
+        )
     for i, r in enumerate(measure.ranks or ()):
         if r >= ep:
-            raise _Invalid(f"measure.ranks[{i}]", f"must be in [0, topology.ep = {ep}), got {r}")
+            raise yf.Invalid(f"measure.ranks[{i}]", f"must be in [0, topology.ep = {ep}), got {r}")
     if measure.baseline not in arms:
-        raise _Invalid(
+        raise yf.Invalid(
             "measure.baseline",
             f"must be one of the scenario's arms ({', '.join(arms)}); "
-            f"got {_show(measure.baseline)}",
+            f"got {yf.show(measure.baseline)}",
         )
     if routing.family == "empty_experts":
         left = model.experts - int(round(routing.empty_fraction * model.experts))
         if left < model.top_k:
-            raise _Invalid(
+            raise yf.Invalid(
                 "routing.empty_fraction",
                 f"{routing.empty_fraction:g} leaves {left} of {model.experts} experts, "
                 f"fewer than model.top_k ({model.top_k})",
@@ -849,7 +669,7 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
     n_timed = ("ffn" in measure.regimes) + len(measure.stages) * ("kernel" in measure.regimes)
     n_samples = n_ranks * len(arms) * measure.blocks * measure.iterations * n_timed
     if n_samples > MAX_SAMPLES:
-        raise _Invalid(
+        raise yf.Invalid(
             "measure.iterations",
             f"a case would record {n_samples:,} samples (ranks x arms x blocks x iterations x "
             f"timed stages); at most {MAX_SAMPLES:,}",
@@ -862,7 +682,7 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
                 * shape.alignment
                 // math.gcd(model.experts * shape.alignment, model.top_k)
             )
-            raise _Invalid(
+            raise yf.Invalid(
                 "shape.tokens_per_rank",
                 f"full_capacity routing needs tokens_per_rank * dp * top_k / experts to"
                 f" be a multiple of shape.alignment: tokens_per_rank * dp must be a "
@@ -871,32 +691,32 @@ def _build(doc: dict, ctx: _Ctx) -> Scenario:
     if isinstance(shape.capacity, str):  # 'tight' never exceeds the formula
         rows = capacity_rows(shape.tokens_per_rank, ep, model.top_k, local, shape.alignment)
         if rows > MAX_ROWS:
-            raise _Invalid(
+            raise yf.Invalid(
                 "shape.tokens_per_rank",
                 f"the capacity buffer would need {rows} rows (tokens_per_rank * ep * "
                 f"top_k + local_experts * alignment); row indices are int32",
             )
     if tokens * model.experts > MAX_DRAWS:
-        raise _Invalid(
+        raise yf.Invalid(
             "shape.tokens_per_rank",
             f"the routing would draw tokens_per_rank * dp * experts = {tokens * model.experts:,} "
             f"random numbers on the host; at most {MAX_DRAWS:,}",
         )
     return Scenario(
-        name=_text(doc["name"], "name"),
-        description=_str(doc.get("description", ""), "description"),
+        name=yf.text(doc["name"], "name"),
+        description=yf.string(doc.get("description", ""), "description"),
         model=model,
         topology=topology,
         routing=routing,
         shape=shape,
         precision=precision,
-        activation=_choice(doc.get("activation", "silu"), "activation", ACTIVATIONS),
+        activation=yf.choice(doc.get("activation", "silu"), "activation", ACTIVATIONS),
         gemm=gemm,
         arms=arms,
         measure=measure,
         sweep=_sweep(_optional(doc, "sweep")),
         expect_sources=_expect_sources(_optional(doc, "expect_sources"), arms),
-        device=_choice(doc.get("device", "auto"), "device", DEVICES),
+        device=yf.choice(doc.get("device", "auto"), "device", DEVICES),
         path=str(ctx.path) if ctx.path is not None else None,
         text=ctx.text,
         sha256=hashlib.sha256(ctx.text.encode("utf-8", "surrogatepass")).hexdigest(),
@@ -919,20 +739,22 @@ def _sweep_value(v: Any, path: str) -> Any:
         return v
     if isinstance(v, list | tuple) and all(isinstance(x, scalar) for x in v):
         return tuple(v)
-    raise _Invalid(path, f"expected a scalar or a list of scalars, got {_desc(v)}")
+    raise yf.Invalid(path, f"expected a scalar or a list of scalars, got {yf.describe(v)}")
 
 
 def _sweep(v: Any) -> tuple[tuple[str, tuple], ...]:
-    s = _section(v, "sweep", SWEEPABLE) if isinstance(v, dict) else None
+    s = yf.section(v, "sweep", SWEEPABLE) if isinstance(v, dict) else None
     if s is None:
-        raise _Invalid("sweep", f"expected a mapping of field paths to lists, got {_desc(v)}")
+        raise yf.Invalid(
+            "sweep", f"expected a mapping of field paths to lists, got {yf.describe(v)}"
+        )
     out, cases = [], 1
     for key, values in s.items():
         path = f"sweep.{key}"
-        values = _seq(values, path)
+        values = yf.sequence(values, path)
         cases *= len(values)
         if cases > MAX_CASES:
-            raise _Invalid("sweep", f"the product of the lists exceeds {MAX_CASES:,} cases")
+            raise yf.Invalid("sweep", f"the product of the lists exceeds {MAX_CASES:,} cases")
         out.append((key, tuple(_sweep_value(x, f"{path}[{i}]") for i, x in enumerate(values))))
     return tuple(out)
 
@@ -1005,12 +827,12 @@ def _cases(scenario: Scenario, raw: dict, ctx: _Ctx):
         case_id = _case_id(index, n, params)
         try:
             s = _build(doc, ctx)
-        except _Invalid as exc:
+        except yf.Invalid as exc:
             inner = f"{exc.path}: {exc.message}"
             blame = _swept_path(exc.path, paths) or (paths[0] if len(paths) == 1 else None)
             if blame is not None:
                 i = picks[paths.index(blame)]
-                raise _Invalid(f"sweep.{blame}[{i}]", f"{inner} (case {case_id})") from None
+                raise yf.Invalid(f"sweep.{blame}[{i}]", f"{inner} (case {case_id})") from None
             where = ", ".join(f"{p}={_id_value(v)}" for p, v in params)
-            raise _Invalid("sweep", f"case {case_id} ({where}): {inner}") from None
+            raise yf.Invalid("sweep", f"case {case_id} ({where}): {inner}") from None
         yield Case(case_id=case_id, index=index, scenario=s, params=params)
