@@ -125,21 +125,46 @@ def gemm_block_m(alignment: int) -> int:
     return min(64, alignment)
 
 
+# Below this many live rows per local expert on average, the psum GEMMs launch with pointer
+# loads (see fp8_gemm_launch).
+STREAMING_ROWS_PER_EXPERT = 64
+
+
+def fp8_gemm_launch(p: Problem, gemm_mode: str) -> dict:
+    """Launch options of the fp8 grouped GEMMs, measured on the H200 (docs/PERF.md, 2026-12-01).
+
+    Both modes fetch tiles by TMA with 3 pipeline stages (the TMA loop needs 166 registers and 72
+    KB of shared memory, so 3 programs fit an SM where the pointer loop's 236 registers allowed
+    2): faster in the stock mode at every shape timed, and in the psum mode once the experts hold
+    a row block or more each (V4-Flash EP8, ~96 rows an expert: FC1 183.7 against 188.0 us; 768
+    rows an expert: 893 against 962). When the average local expert holds less than
+    STREAMING_ROWS_PER_EXPERT live rows, every weight tile is read by a single row block and the
+    psum GEMM is a pure weight stream; there the pointer loop's 4 stages stream faster (EP1, 256
+    experts of ~12 rows: FC1 1,134 against 1,307 us, FC2 571 against 696). The average is
+    counted from the case's routing when the stages are built, before anything is timed; it picks
+    a launch, never a result (every launch writes the same bits).
+    """
+    if gemm_mode == "all":
+        return dict(loads="tma", num_stages=3)
+    ids, E = p.topk_ids_TK, p.local_experts
+    local = ((ids >= p.expert_offset) & (ids < p.expert_offset + E)).sum().item()
+    if local < STREAMING_ROWS_PER_EXPERT * E:
+        return dict(loads="pointer", num_stages=4, programs_per_sm=2)
+    return dict(loads="tma", num_stages=3, programs_per_sm=3)
+
+
 def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[Stage, ...]:
     """The five stages as argument-free closures over the workspace (no allocation inside)."""
     p = ws.problem
     A = p.alignment
     block_m = gemm_block_m(A)
-    # Launch choices measured on the H200 (docs/PERF.md): the fp8 GEMMs fetch their tiles by TMA
-    # with 3 pipeline stages (2026-12-01: faster than pointer loads, and than 4 stages, in both
-    # modes and at every size timed: the TMA loop needs 166 registers and 72 KB of shared memory,
-    # so 3 programs fit an SM where the pointer loop's 236 registers allowed 2); the psum GEMMs
-    # stride a persistent grid of 3 programs per SM over live tiles; the activation takes 16-row
+    # Launch choices measured on the H200 (docs/PERF.md): the psum GEMMs stride a persistent grid
+    # over live tiles, the fp8 ones launched as fp8_gemm_launch says; the activation takes 16-row
     # items of two groups, and the masked one runs the dense grid with an early exit per row
     # block.
     gemm_opts = dict(BLOCK_M=block_m, persistent=gemm_mode == "psum")
     if p.precision == "fp8":
-        gemm_opts.update(loads="tma", num_stages=3, programs_per_sm=3)
+        gemm_opts.update(fp8_gemm_launch(p, gemm_mode))
     act_opts = dict(block_rows=16, groups=2)
 
     def run_scatter() -> None:
