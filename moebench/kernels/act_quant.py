@@ -11,10 +11,14 @@ Tensors:
   `reference.empty_packed_scales` is M-major, strides (1, M_pad).
 - ``ends_E``  int32 [E] (masked only): the endpoint contract of `moebench.layout`.
 
-Two launchers share one per-tile body, so their outputs on live rows are bitwise identical:
-`act_quant_dense` covers every row of the buffer; `act_quant_masked` walks only each expert's
-[start, end) and leaves every other row untouched (data and scales), reading the endpoints on the
-device only, so it can be captured in a CUDA graph once and replayed with any routing.
+Two launchers share one per-tile body (`_load_item` then `_store_item`), so their outputs on
+live rows are bitwise identical: `act_quant_dense` covers every row of the buffer;
+`act_quant_masked` walks only each expert's [start, end) and leaves every other row untouched
+(data and scales), reading the endpoints on the device only, so it can be captured in a CUDA graph
+once and replayed with any routing. The masked launcher has three schedules (``SCHEDULES``,
+measured in docs/PERF.md): the dense grid with an early exit per row block (the arms' choice), a
+persistent stride loop over the live items, and that loop with the next item's loads issued
+before the current item's stores.
 """
 
 from __future__ import annotations
