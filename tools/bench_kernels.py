@@ -2,10 +2,15 @@
 
 DeepSeek-V4-Flash per-rank shapes (32 local experts, D 4096, F 2048, capacity 28,672 rows).
 Every variant is checked bitwise against the default launcher before it is timed; times are
-medians of CUDA-graph replays with L2 flushed before each (the moebench kernel regime).
-Writes a JSON of every figure to OUT/bench_kernels.json and prints a table.
+medians of CUDA-graph replays with L2 flushed before each (the moebench kernel regime). The
+variants of one case (activation: one routing; GEMM: one FC and live-row count, with torch's
+grouped GEMM) are timed interleaved, in rotating rounds after a warm-up, so that a drift of the
+clock falls on all of them alike. Writes a JSON of every figure to OUT/bench_kernels.json and
+prints a line a figure.
 
-Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_kernels.py OUT
+Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_kernels.py OUT [PART ...]
+PART: act, act_floor, gemm, scatter (default act gemm); "zero" or "read" before a part picks how
+the L2 is flushed (default read).
 """
 
 from __future__ import annotations
