@@ -22,6 +22,7 @@ from moebench.kernels.act_quant import act_quant_dense, act_quant_masked
 from moebench.kernels.combine import combine
 from moebench.kernels.grouped_gemm import grouped_gemm
 from moebench.kernels.scatter import scatter, scatter_scratch
+from moebench.routing import local_counts
 
 STAGES = ("scatter", "fc1", "act", "fc2", "combine")
 KERNEL_DIR = Path(reference.__file__).parent / "kernels"
@@ -146,8 +147,8 @@ def fp8_gemm_launch(p: Problem, gemm_mode: str) -> dict:
     """
     if gemm_mode == "all":
         return dict(loads="tma", num_stages=3)
-    ids, E = p.topk_ids_TK, p.local_experts
-    local = ((ids >= p.expert_offset) & (ids < p.expert_offset + E)).sum().item()
+    E = p.local_experts
+    local = int(local_counts(p.topk_ids_TK, p.expert_offset, E).sum())
     if local < STREAMING_ROWS_PER_EXPERT * E:
         return dict(loads="pointer", num_stages=4, programs_per_sm=2)
     return dict(loads="tma", num_stages=3, programs_per_sm=3)
