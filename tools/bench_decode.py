@@ -8,14 +8,20 @@ that fails its check is reported and not timed. Times are medians of CUDA-graph 
 flushed by a read before each. Bandwidth counts the bytes of the distinct local experts the token
 hits (values, scales, biases), as the work model does, against the 4.27 TB/s copy ceiling.
 
-Variants are (block_n, weight bytes a row a step, warps, num_stages, split_k); block_k is derived
-per format (FP8: one value a byte; MXFP4: two). The sweep stops starting new variants after half
+Variants are (block_n, weight bytes a row a step, warps, num_stages, split_k, rows_per_program);
+block_k is derived per format (FP8: one value a byte; MXFP4: two).
+
+Beside the GEMV, a read floor: `_read_words`, a kernel that only reads the same experts' weight
+bytes (XOR-reduced to one word a program so that nothing is optimised away), over several
+program sizes. Its best time is what any kernel needs to read those bytes under this timer, the
+ceiling a GEMV is held to besides the copy ceiling. The sweep stops starting new variants after half
 of TIME_BUDGET_S a precision, so that the run stays within one device call; the JSON is rewritten
 after every row.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_decode.py OUT [VARIANTS]
-VARIANTS replaces the sweep: comma-separated block_n:row_bytes:warps[:num_stages[:split_k]], "-"
-for the default of a field, e.g. "-:-:4,4:4096:4,8:2048:4:-:1". The default launch always runs
+VARIANTS replaces the sweep: comma-separated
+block_n:row_bytes:warps[:num_stages[:split_k[:rows_per_program]]], "-" for the default of a field,
+e.g. "-:-:4,4:4096:4,8:2048:4:-:1,2:1024:1:-:-:16". The default launch always runs
 first, as the reference.
 """
 
@@ -27,6 +33,8 @@ import sys
 import time
 
 import torch
+import triton
+import triton.language as tl
 
 from arms import decode
 from moebench.families import family_of
@@ -38,10 +46,11 @@ from moebench.scenario import load_scenario
 
 COPY_TBS = 4.27
 TIME_BUDGET_S = 180.0
-dev = torch.device("cuda")
+dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 flush = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
 
-# (block_n, row bytes a step, warps, num_stages, split_k); None = the launcher's default.
+# (block_n, row bytes a step, warps, num_stages, split_k, rows_per_program); None = the
+# launcher's default.
 VARIANTS = (
     [(None, None, None, None, 1), (8, None, 4, None, 1), (None, 256, 4, None, 1)]
     # Software-pipelined K loop (cp.async into shared memory), two tile sizes, three depths.
@@ -51,6 +60,49 @@ VARIANTS = (
     + [(16, rb, 4, st, sk) for sk in (2, 4) for rb in (256, 512) for st in (None, 3)]
     + [(8, 256, 4, 3, 3)]
 )
+VARIANTS = [(*v, None, None) for v in VARIANTS]
+# Read floor launches: (bytes a program, bytes a step, warps).
+READ_LAUNCHES = [(16 << 10, 4 << 10, 1), (64 << 10, 4 << 10, 1), (64 << 10, 8 << 10, 2),
+                 (64 << 10, 16 << 10, 4), (256 << 10, 16 << 10, 4), (256 << 10, 32 << 10, 8),
+                 (1 << 20, 32 << 10, 8), (32 << 10, 8 << 10, 4)]  # fmt: skip
+
+
+@triton.jit
+def _read_words(w_ptr, starts_ptr, out_ptr, n_words, CHUNK: tl.constexpr, STEP: tl.constexpr):
+    """Reads CHUNK int32 words of expert ``starts[program_id(1)]`` (a word offset) from word
+    ``program_id(0) * CHUNK``, STEP words a step, the next step loaded before this one is
+    reduced; stores their XOR, one word a program."""
+    base = tl.load(starts_ptr + tl.program_id(1))
+    lo = tl.program_id(0) * CHUNK
+    offs = tl.arange(0, STEP)
+    acc = tl.zeros([STEP], dtype=tl.int32)
+    nxt = tl.load(w_ptr + base + lo + offs, mask=lo + offs < n_words, other=0)
+    for k in range(STEP, CHUNK + STEP, STEP):
+        cur = nxt
+        nxt = tl.load(w_ptr + base + lo + k + offs, mask=(k < CHUNK) & (lo + k + offs < n_words),
+                      other=0)  # fmt: skip
+        acc ^= cur
+    tl.store(out_ptr + tl.program_id(1) * tl.num_programs(0) + tl.program_id(0), tl.xor_sum(acc, 0))
+
+
+def read_floor(w: torch.Tensor, experts: list[int]) -> list[dict]:
+    """Times `_read_words` over the experts' weight bytes for each of READ_LAUNCHES."""
+    words = w.view(torch.uint8).reshape(w.shape[0], -1).view(torch.int32)
+    n_words = words.shape[1]
+    starts = torch.tensor([e * n_words for e in experts], dtype=torch.int64, device=w.device)
+    rows = []
+    for chunk_b, step_b, nw in READ_LAUNCHES:
+        chunk, step = chunk_b // 4, step_b // 4
+        grid = (triton.cdiv(n_words, chunk), len(experts))
+        sink = torch.empty(grid[0] * grid[1], dtype=torch.int32, device=w.device)
+
+        def run(grid=grid, sink=sink, chunk=chunk, step=step, nw=nw):
+            _read_words[grid](words, starts, sink, n_words, CHUNK=chunk, STEP=step, num_warps=nw)
+
+        us = time_graph(run)
+        rows.append(dict(chunk_bytes=chunk_b, step_bytes=step_b, warps=nw, us=us,
+                         of_copy=len(experts) * n_words * 4 / us / 1e6 / COPY_TBS))  # fmt: skip
+    return rows
 
 
 def time_graph(fn, reps: int = 50) -> float:
@@ -80,12 +132,13 @@ def agreement(got: torch.Tensor, want: torch.Tensor, rows: torch.Tensor) -> tupl
 
 def parse_variants(spec: str) -> list[tuple]:
     """Variants from the command line (module docstring), the default launch first."""
-    out = [(None, None, None, None, 1)]
+    out = [(None, None, None, None, 1, None, None)]
     for item in spec.split(","):
+        item, _, only = item.partition("@")
         f = [None if v in ("-", "") else int(v) for v in item.split(":")]
-        f += [None] * (5 - len(f))
-        bn, rb, nw, st, sk = f
-        out.append((bn, rb, nw, st, sk or 1))
+        f += [None] * (6 - len(f))
+        bn, rb, nw, st, sk, rows = f
+        out.append((bn, rb, nw, st, sk or 1, rows, only or None))
     return out
 
 
@@ -144,13 +197,23 @@ def main(out_dir: str, variants=VARIANTS) -> None:
         print(f"{cs.precision}: {int(written.sum())} local slots of {K}, fc1 {mb['fc1']}, "
               f"fc2 {mb['fc2']}")  # fmt: skip
         t_case = time.monotonic()
-        for i, (bn, row_bytes, nw, st, sk) in enumerate(variants):
+        hit = sorted({int(e) - off for e in prob.topk_ids_TK.flatten().tolist()
+                      if 0 <= int(e) - off < prob.w13.shape[0]})  # fmt: skip
+        for stage, w in (("fc1", prob.w13), ("fc2", prob.w2)):
+            for r in read_floor(w, hit):
+                rows.append(dict(precision=cs.precision, kind="read_floor", stage=stage, **r))
+                print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                               for k, v in rows[-1].items()), flush=True)  # fmt: skip
+        for i, (bn, row_bytes, nw, st, sk, rpp, only) in enumerate(variants):
+            if only is not None and only != cs.precision:
+                continue
             # Half the budget a precision (compiling dominates); the default always runs.
             if i > 0 and time.monotonic() - t_case > TIME_BUDGET_S / 2:
                 rows.append(dict(precision=cs.precision, block_n=bn, error="time budget spent"))
                 continue
             bk = None if row_bytes is None else row_bytes * (2 if fmt == "mxfp4" else 1)
-            kw = dict(block_n=bn, block_k=bk, num_warps=nw, num_stages=st, split_k=sk)
+            kw = dict(block_n=bn, block_k=bk, num_warps=nw, num_stages=st, split_k=sk,
+                      rows_per_program=rpp)  # fmt: skip
             row = dict(precision=cs.precision, **kw)
             part1 = part2 = None
             if sk > 1:
@@ -195,8 +258,8 @@ def main(out_dir: str, variants=VARIANTS) -> None:
 
 def print_table(rows: list[dict]) -> None:
     """One line a variant, then the best variant of each (precision, stage)."""
-    keys = ("block_n", "block_k", "num_warps", "num_stages", "split_k")
-    head = f"{'prec':6} {'bn':>4} {'bk':>5} {'w':>2} {'st':>4} {'sk':>2}"
+    keys = ("block_n", "block_k", "num_warps", "num_stages", "split_k", "rows_per_program")
+    head = f"{'prec':6} {'bn':>4} {'bk':>5} {'w':>2} {'st':>4} {'sk':>2} {'rows':>4}"
     print(f"\n{head} {'fc1 us':>7} {'%copy':>6} {'fc2 us':>7} {'%copy':>6}  exact(fc1,fc2)")
     for r in rows:
         if r.get("kind") == "no_local_slot":
@@ -205,10 +268,15 @@ def print_table(rows: list[dict]) -> None:
                   f"fc1 {100 * r['fc1_bound_of_copy']:.0f}%, "
                   f"fc2 {100 * r['fc2_bound_of_copy']:.0f}%")  # fmt: skip
             continue
+        if r.get("kind") == "read_floor":
+            print(f"{r['precision']:6} read floor {r['stage']}: {r['chunk_bytes'] >> 10} KiB a "
+                  f"program, {r['step_bytes'] >> 10} KiB a step, {r['warps']} warps: "
+                  f"{r['us']:.2f} us ({100 * r['of_copy']:.0f}% of copy)")  # fmt: skip
+            continue
         if "error" in r:
             print(f"{r['precision']:6} {r.get('block_n')!s:>4}  {r['error']}")
             continue
-        vals = " ".join(f"{r[k]!s:>{w}}" for k, w in zip(keys, (4, 5, 2, 4, 2), strict=True))
+        vals = " ".join(f"{r[k]!s:>{w}}" for k, w in zip(keys, (4, 5, 2, 4, 2, 4), strict=True))
         cells = []
         for stage in ("fc1", "fc2"):
             us = r.get(f"{stage}_us")
@@ -230,6 +298,12 @@ def print_table(rows: list[dict]) -> None:
             ]
             if not timed:
                 continue
+            floors = [r for r in rows if r["precision"] == prec and r.get("kind") == "read_floor"
+                      and r["stage"] == stage]  # fmt: skip
+            if floors:
+                f = min(floors, key=lambda r: r["us"])
+                print(f"read floor {prec} {stage}: {f['us']:.2f} us "
+                      f"({100 * f['of_copy']:.0f}% of copy)")  # fmt: skip
             best = min(timed, key=lambda r: r[f"{stage}_us"])
             default = [
                 r
@@ -239,6 +313,7 @@ def print_table(rows: list[dict]) -> None:
                 and r["block_n"] is None
                 and r["block_k"] is None
                 and r["num_warps"] is None
+                and r["rows_per_program"] is None
             ]
             base = f", default {default[0][f'{stage}_us']:.1f} us" if default else ""
             print(f"best {prec} {stage}: {best[f'{stage}_us']:.1f} us "
