@@ -211,7 +211,8 @@ def _sparse_gemv_fp8_rows(
     first_block = tl.program_id(0) * SUBS
     rows = tl.arange(0, BLOCK_N)
     offs = (tl.arange(0, LANES)[:, None] * 16 + tl.arange(0, 16)[None, :])[None, :, :]
-    w_rows = w_ptr + e64 * stride_we + (first_block * BLOCK_N + rows).to(tl.int64)[:, None, None] * stride_wn
+    rows64 = (first_block * BLOCK_N + rows).to(tl.int64)
+    w_rows = w_ptr + e64 * stride_we + rows64[:, None, None] * stride_wn
     x_row = (x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk).to(
         tl.pointer_type(tl.int16)
     )
@@ -379,7 +380,8 @@ def _sparse_gemv_mxfp4_rows(
         sub1 = s1 // ksteps
         g1 = (s1 - sub1 * ksteps) * GROUPS + offs_g
         step_rows = (sub1 * BLOCK_N).to(tl.int64)
-        w_at = w_rows + step_rows * (stride_wn // 4) + (g1[:, None] * 4 + tl.arange(0, 4)[None, :])[None, :, :]
+        word1 = g1[:, None] * 4 + tl.arange(0, 4)[None, :]
+        w_at = w_rows + step_rows * (stride_wn // 4) + word1[None, :, :]
         s_at = s_rows + step_rows * stride_sn + g1[None, :]
         if EVEN_K:
             w_next = tl.load(w_at)
