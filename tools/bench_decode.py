@@ -8,21 +8,24 @@ that fails its check is reported and not timed. Times are medians of CUDA-graph 
 flushed by a read before each. Bandwidth counts the bytes of the distinct local experts the token
 hits (values, scales, biases), as the work model does, against the 4.27 TB/s copy ceiling.
 
-Variants are (block_n, weight bytes a row a step, warps, num_stages, split_k, rows_per_program);
-block_k is derived per format (FP8: one value a byte; MXFP4: two).
+Variants are (block_n, weight bytes a row a step, warps, num_stages, split_k); block_k is derived
+per format (FP8: one value a byte; MXFP4: two).
 
 Beside the GEMV, a read floor: `_read_words`, a kernel that only reads the same experts' weight
 bytes (XOR-reduced to one word a program so that nothing is optimised away), over several
 program sizes. Its best time is what any kernel needs to read those bytes under this timer, the
-ceiling a GEMV is held to besides the copy ceiling. The sweep stops starting new variants after half
+ceiling a GEMV is held to besides the copy ceiling. Then the step floor: the sparse step (fc1, fc2
+and the combine, one CUDA graph) against the same graph with each GEMV replaced by the best read
+of its bytes, and a torch copy of as many bytes (read + written, the copy ceiling's measure) to
+show what the ceiling is at this size. The sweep stops starting new variants after half
 of TIME_BUDGET_S a precision, so that the run stays within one device call; the JSON is rewritten
 after every row.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_decode.py OUT [VARIANTS]
-VARIANTS replaces the sweep: comma-separated
-block_n:row_bytes:warps[:num_stages[:split_k[:rows_per_program]]], "-" for the default of a field,
-e.g. "-:-:4,4:4096:4,8:2048:4:-:1,2:1024:1:-:-:16". The default launch always runs
-first, as the reference.
+VARIANTS replaces the sweep: comma-separated block_n:row_bytes:warps[:num_stages[:split_k]], "-"
+for the default of a field, "@PRECISION" after an item to run it for that precision only, e.g.
+"-:-:4,4:4096:4,8:2048:4:-:1,8:512:2@w4a16". The default launch always runs first, as the
+reference.
 """
 
 from __future__ import annotations
@@ -49,8 +52,7 @@ TIME_BUDGET_S = 180.0
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 flush = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
 
-# (block_n, row bytes a step, warps, num_stages, split_k, rows_per_program); None = the
-# launcher's default.
+# (block_n, row bytes a step, warps, num_stages, split_k); None = the launcher's default.
 VARIANTS = (
     [(None, None, None, None, 1), (8, None, 4, None, 1), (None, 256, 4, None, 1)]
     # Software-pipelined K loop (cp.async into shared memory), two tile sizes, three depths.
@@ -60,11 +62,13 @@ VARIANTS = (
     + [(16, rb, 4, st, sk) for sk in (2, 4) for rb in (256, 512) for st in (None, 3)]
     + [(8, 256, 4, 3, 3)]
 )
-VARIANTS = [(*v, None, None) for v in VARIANTS]
-# Read floor launches: (bytes a program, bytes a step, warps).
-READ_LAUNCHES = [(16 << 10, 4 << 10, 1), (64 << 10, 4 << 10, 1), (64 << 10, 8 << 10, 2),
-                 (64 << 10, 16 << 10, 4), (256 << 10, 16 << 10, 4), (256 << 10, 32 << 10, 8),
-                 (1 << 20, 32 << 10, 8), (32 << 10, 8 << 10, 4)]  # fmt: skip
+VARIANTS = [(*v, None) for v in VARIANTS]  # every variant for both precisions
+# Read floor launches: (bytes a program, bytes a step, warps). Small programs did best on
+# 2026-12-01 (16-32 KiB); programs that loop over many steps were slower.
+READ_LAUNCHES = [(4 << 10, 4 << 10, 1), (8 << 10, 8 << 10, 1), (8 << 10, 8 << 10, 2),
+                 (8 << 10, 4 << 10, 1), (16 << 10, 16 << 10, 4), (16 << 10, 8 << 10, 2),
+                 (16 << 10, 4 << 10, 1), (32 << 10, 32 << 10, 8), (32 << 10, 16 << 10, 4),
+                 (32 << 10, 8 << 10, 4), (64 << 10, 16 << 10, 4)]  # fmt: skip
 
 
 @triton.jit
@@ -85,12 +89,13 @@ def _read_words(w_ptr, starts_ptr, out_ptr, n_words, CHUNK: tl.constexpr, STEP: 
     tl.store(out_ptr + tl.program_id(1) * tl.num_programs(0) + tl.program_id(0), tl.xor_sum(acc, 0))
 
 
-def read_floor(w: torch.Tensor, experts: list[int]) -> list[dict]:
-    """Times `_read_words` over the experts' weight bytes for each of READ_LAUNCHES."""
+def read_floor(w: torch.Tensor, experts: list[int]) -> tuple[list[dict], object]:
+    """Times `_read_words` over the experts' weight bytes for each of READ_LAUNCHES; returns the
+    rows and the fastest launch as an argument-free callable."""
     words = w.view(torch.uint8).reshape(w.shape[0], -1).view(torch.int32)
     n_words = words.shape[1]
     starts = torch.tensor([e * n_words for e in experts], dtype=torch.int64, device=w.device)
-    rows = []
+    rows, runs = [], []
     for chunk_b, step_b, nw in READ_LAUNCHES:
         chunk, step = chunk_b // 4, step_b // 4
         grid = (triton.cdiv(n_words, chunk), len(experts))
@@ -100,9 +105,20 @@ def read_floor(w: torch.Tensor, experts: list[int]) -> list[dict]:
             _read_words[grid](words, starts, sink, n_words, CHUNK=chunk, STEP=step, num_warps=nw)
 
         us = time_graph(run)
+        runs.append((us, run))
         rows.append(dict(chunk_bytes=chunk_b, step_bytes=step_b, warps=nw, us=us,
                          of_copy=len(experts) * n_words * 4 / us / 1e6 / COPY_TBS))  # fmt: skip
-    return rows
+    return rows, min(runs, key=lambda r: r[0])[1]
+
+
+def copy_at_size(w: torch.Tensor, n_experts: int) -> dict:
+    """A torch copy of ``n_experts`` experts' bytes (contiguous, from expert 0): the copy
+    ceiling's own measure (bytes read + written) at this size."""
+    src = w[:n_experts]
+    dst = torch.empty_like(src)
+    us = time_graph(lambda: dst.copy_(src))
+    moved = 2 * src.numel() * src.element_size()
+    return dict(bytes_read=moved // 2, us=us, of_copy=moved / us / 1e6 / COPY_TBS)
 
 
 def time_graph(fn, reps: int = 50) -> float:
@@ -132,13 +148,13 @@ def agreement(got: torch.Tensor, want: torch.Tensor, rows: torch.Tensor) -> tupl
 
 def parse_variants(spec: str) -> list[tuple]:
     """Variants from the command line (module docstring), the default launch first."""
-    out = [(None, None, None, None, 1, None, None)]
+    out = [(None, None, None, None, 1, None)]
     for item in spec.split(","):
         item, _, only = item.partition("@")
         f = [None if v in ("-", "") else int(v) for v in item.split(":")]
-        f += [None] * (6 - len(f))
-        bn, rb, nw, st, sk, rows = f
-        out.append((bn, rb, nw, st, sk or 1, rows, only or None))
+        f += [None] * (5 - len(f))
+        bn, rb, nw, st, sk = f
+        out.append((bn, rb, nw, st, sk or 1, only or None))
     return out
 
 
@@ -199,12 +215,30 @@ def main(out_dir: str, variants=VARIANTS) -> None:
         t_case = time.monotonic()
         hit = sorted({int(e) - off for e in prob.topk_ids_TK.flatten().tolist()
                       if 0 <= int(e) - off < prob.w13.shape[0]})  # fmt: skip
+        best_read = {}
         for stage, w in (("fc1", prob.w13), ("fc2", prob.w2)):
-            for r in read_floor(w, hit):
+            floor_rows, best_read[stage] = read_floor(w, hit)
+            floor_rows.append(dict(copy_at_size(w, len(hit)), chunk_bytes=0, step_bytes=0,
+                                   warps=0, torch_copy=True))  # fmt: skip
+            for r in floor_rows:
                 rows.append(dict(precision=cs.precision, kind="read_floor", stage=stage, **r))
                 print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                                for k, v in rows[-1].items()), flush=True)  # fmt: skip
-        for i, (bn, row_bytes, nw, st, sk, rpp, only) in enumerate(variants):
+        # The step (one graph: fc1, fc2, combine) against the same graph with the GEMVs replaced
+        # by the best reads of their bytes: the least any kernel pair reading them could take.
+        stages = {st.name: st.run for st in decode.build_stages(ws)}
+        step = dict(precision=cs.precision, kind="step_floor", bytes=bytes_hit["ffn"])
+        step["sparse_step_us"] = time_graph(lambda: [stages[n]() for n in decode.STAGES])
+        step["read_step_us"] = time_graph(
+            lambda: (best_read["fc1"](), best_read["fc2"](), stages["combine"]())
+        )
+        for k in ("sparse_step", "read_step"):
+            step[f"{k}_of_copy"] = bytes_hit["ffn"] / step[f"{k}_us"] / 1e6 / COPY_TBS
+        step["target_us"] = bytes_hit["ffn"] / 0.75 / COPY_TBS / 1e6
+        rows.append(step)
+        print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in step.items()), flush=True)  # fmt: skip
+        for i, (bn, row_bytes, nw, st, sk, only) in enumerate(variants):
             if only is not None and only != cs.precision:
                 continue
             # Half the budget a precision (compiling dominates); the default always runs.
@@ -212,8 +246,7 @@ def main(out_dir: str, variants=VARIANTS) -> None:
                 rows.append(dict(precision=cs.precision, block_n=bn, error="time budget spent"))
                 continue
             bk = None if row_bytes is None else row_bytes * (2 if fmt == "mxfp4" else 1)
-            kw = dict(block_n=bn, block_k=bk, num_warps=nw, num_stages=st, split_k=sk,
-                      rows_per_program=rpp)  # fmt: skip
+            kw = dict(block_n=bn, block_k=bk, num_warps=nw, num_stages=st, split_k=sk)
             row = dict(precision=cs.precision, **kw)
             part1 = part2 = None
             if sk > 1:
@@ -258,8 +291,8 @@ def main(out_dir: str, variants=VARIANTS) -> None:
 
 def print_table(rows: list[dict]) -> None:
     """One line a variant, then the best variant of each (precision, stage)."""
-    keys = ("block_n", "block_k", "num_warps", "num_stages", "split_k", "rows_per_program")
-    head = f"{'prec':6} {'bn':>4} {'bk':>5} {'w':>2} {'st':>4} {'sk':>2} {'rows':>4}"
+    keys = ("block_n", "block_k", "num_warps", "num_stages", "split_k")
+    head = f"{'prec':6} {'bn':>4} {'bk':>5} {'w':>2} {'st':>4} {'sk':>2}"
     print(f"\n{head} {'fc1 us':>7} {'%copy':>6} {'fc2 us':>7} {'%copy':>6}  exact(fc1,fc2)")
     for r in rows:
         if r.get("kind") == "no_local_slot":
@@ -268,15 +301,27 @@ def print_table(rows: list[dict]) -> None:
                   f"fc1 {100 * r['fc1_bound_of_copy']:.0f}%, "
                   f"fc2 {100 * r['fc2_bound_of_copy']:.0f}%")  # fmt: skip
             continue
+        if r.get("kind") == "read_floor" and r.get("torch_copy"):
+            mb = r["bytes_read"] / 1e6
+            print(f"{r['precision']:6} torch copy of the {r['stage']} bytes ({mb:.1f} MB read + "
+                  f"written): {r['us']:.2f} us ({100 * r['of_copy']:.0f}% of copy)")  # fmt: skip
+            continue
         if r.get("kind") == "read_floor":
             print(f"{r['precision']:6} read floor {r['stage']}: {r['chunk_bytes'] >> 10} KiB a "
                   f"program, {r['step_bytes'] >> 10} KiB a step, {r['warps']} warps: "
                   f"{r['us']:.2f} us ({100 * r['of_copy']:.0f}% of copy)")  # fmt: skip
             continue
+        if r.get("kind") == "step_floor":
+            print(f"{r['precision']:6} step (fc1, fc2, combine; {r['bytes'] / 1e6:.1f} MB): sparse "
+                  f"{r['sparse_step_us']:.2f} us ({100 * r['sparse_step_of_copy']:.0f}% of copy), "
+                  f"best reads instead of the GEMVs {r['read_step_us']:.2f} us "
+                  f"({100 * r['read_step_of_copy']:.0f}%); 75% of copy needs "
+                  f"{r['target_us']:.2f} us")  # fmt: skip
+            continue
         if "error" in r:
             print(f"{r['precision']:6} {r.get('block_n')!s:>4}  {r['error']}")
             continue
-        vals = " ".join(f"{r[k]!s:>{w}}" for k, w in zip(keys, (4, 5, 2, 4, 2, 4), strict=True))
+        vals = " ".join(f"{r[k]!s:>{w}}" for k, w in zip(keys, (4, 5, 2, 4, 2), strict=True))
         cells = []
         for stage in ("fc1", "fc2"):
             us = r.get(f"{stage}_us")
@@ -299,7 +344,7 @@ def print_table(rows: list[dict]) -> None:
             if not timed:
                 continue
             floors = [r for r in rows if r["precision"] == prec and r.get("kind") == "read_floor"
-                      and r["stage"] == stage]  # fmt: skip
+                      and r["stage"] == stage and not r.get("torch_copy")]  # fmt: skip
             if floors:
                 f = min(floors, key=lambda r: r["us"])
                 print(f"read floor {prec} {stage}: {f['us']:.2f} us "
@@ -313,7 +358,6 @@ def print_table(rows: list[dict]) -> None:
                 and r["block_n"] is None
                 and r["block_k"] is None
                 and r["num_warps"] is None
-                and r["rows_per_program"] is None
             ]
             base = f", default {default[0][f'{stage}_us']:.1f} us" if default else ""
             print(f"best {prec} {stage}: {best[f'{stage}_us']:.1f} us "

@@ -73,33 +73,16 @@ def _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E):
 
 
 @triton.jit
-def _bias(b_ptr, e64, stride_be, n_block, BLOCK_N: tl.constexpr):
-    """fp32 bias of row block ``n_block`` of expert ``e64``."""
-    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
-    return tl.load(b_ptr + e64 * stride_be + rows).to(tl.float32)
-
-
-@triton.jit
 def _epilogue(
     h, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr,
 ):  # fmt: skip
     """Bias, optional GLU over the interleaved (gate, up) pairs, bf16 store of row block
     ``n_block``."""
-    h = h + _bias(b_ptr, e64, stride_be, n_block, BLOCK_N)
-    _store_rows(h, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU, BLOCK_N, EXACT_RNE)
-
-
-@triton.jit
-def _store_rows(
-    h, n_block, t, slot, out_ptr, stride_ot, stride_ok,
-    GLU: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr,
-):  # fmt: skip
-    """Optional GLU over the interleaved (gate, up) pairs of ``h`` (bias included), then the bf16
-    store of row block ``n_block``."""
+    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    h = h + tl.load(b_ptr + e64 * stride_be + rows).to(tl.float32)
     out_row = out_ptr + t.to(tl.int64) * stride_ot + slot.to(tl.int64) * stride_ok
     if GLU == "none":
-        rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
         tl.store(out_row + rows, fp32_to_bf16(h, EXACT_RNE))
     else:
         gate, up = tl.split(tl.reshape(h, [BLOCK_N // 2, 2]))
@@ -185,90 +168,15 @@ def _sparse_gemv_fp8(
 
 
 @triton.jit
-def _sparse_gemv_fp8_rows(
-    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
-    expert_offset, E, R,
-    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
-    stride_ot, stride_ok,
-    GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-    EXACT_RNE: tl.constexpr, ROWS: tl.constexpr,
-):  # fmt: skip
-    """The FP8 GEMV with ROWS rows a program, streamed BLOCK_N rows x BLOCK_K bytes a step.
-
-    The program's steps (row block by row block, K step by K step) run as one flat loop that
-    loads step s + 1 into registers before it multiplies step s, so two steps' loads are in flight
-    at every multiply. The tile, the per-lane sums and their order are those of
-    `_sparse_gemv_fp8` with the same BLOCK_N and BLOCK_K, so the outputs are bitwise equal. Fewer,
-    longer programs: one expert id load and one scale load a program instead of a row block."""
-    t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
-    if (e < 0) | (e >= E):
-        return
-    e64 = e.to(tl.int64)
-    LANES: tl.constexpr = BLOCK_K // 16
-    SUBS: tl.constexpr = ROWS // BLOCK_N
-    ksteps = tl.cdiv(R, BLOCK_K)
-    total = SUBS * ksteps
-    first_block = tl.program_id(0) * SUBS
-    rows = tl.arange(0, BLOCK_N)
-    offs = (tl.arange(0, LANES)[:, None] * 16 + tl.arange(0, 16)[None, :])[None, :, :]
-    rows64 = (first_block * BLOCK_N + rows).to(tl.int64)
-    w_rows = w_ptr + e64 * stride_we + rows64[:, None, None] * stride_wn
-    x_row = (x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk).to(
-        tl.pointer_type(tl.int16)
-    )
-    x_rows = x_row + 0 * rows[:, None, None]  # row-broadcast, as in `_sparse_gemv_fp8`
-    scale = tl.load(ws_ptr + e64)
-    # Step 0's weights, then in the loop step s + 1's before the products of step s. The token's
-    # values are loaded in the step that uses them: the same for every row block, they stay in L1,
-    # and holding them for two steps would cost registers (140 instead of 104 at 2 rows, 1,024
-    # bytes, one warp; ptxas for sm_90a).
-    if EVEN_K:
-        w_next = tl.load(w_rows + offs)
-    else:
-        w_next = tl.load(w_rows + offs, mask=offs < R, other=0.0)
-    b_next = _bias(b_ptr, e64, stride_be, first_block, BLOCK_N)
-    acc = tl.zeros([BLOCK_N, LANES], dtype=tl.float32)
-    for s in range(total):
-        w, b = w_next, b_next
-        sub = s // ksteps
-        k = (s - sub * ksteps) * BLOCK_K + offs
-        if EVEN_K:
-            xv = tl.load(x_rows + k)
-        else:
-            xv = tl.load(x_rows + k, mask=k < R, other=0)
-        last_k = s - sub * ksteps == ksteps - 1
-        s1 = tl.minimum(s + 1, total - 1)  # the last step reloads itself: no masked tail
-        sub1 = s1 // ksteps
-        k1 = (s1 - sub1 * ksteps) * BLOCK_K + offs
-        w_at = w_rows + (sub1 * BLOCK_N).to(tl.int64) * stride_wn + k1
-        if EVEN_K:
-            w_next = tl.load(w_at)
-        else:
-            w_next = tl.load(w_at, mask=k1 < R, other=0.0)
-        b_next = _bias(b_ptr, e64, stride_be, first_block + sub1, BLOCK_N)
-        acc += tl.sum(w.to(tl.float32) * xv.to(tl.bfloat16, bitcast=True).to(tl.float32), axis=2)
-        if last_k:
-            h = tl.sum(acc, axis=1) * scale + b
-            _store_rows(h, first_block + sub, t, slot, out_ptr, stride_ot, stride_ok, GLU,
-                        BLOCK_N, EXACT_RNE)  # fmt: skip
-            acc = tl.zeros([BLOCK_N, LANES], dtype=tl.float32)
-
-
-@triton.jit
-def _mx_group_sums(
-    w, s, x_pairs, word, x_ok, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, MASKED: tl.constexpr
-):
+def _mx_group_sums(w, s, x_pairs, word, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr):
     """[BLOCK_N, GROUPS] fp32: each MX group's products with the token, times its e8m0 scale.
     ``w`` [BLOCK_N, GROUPS, 4] uint32 words, ``s`` [BLOCK_N, GROUPS] scale bytes, ``word``
-    [GROUPS, 4] the words' indices, ``x_ok`` which of them exist when MASKED (the token row's bf16
-    pairs are read from ``x_pairs`` here: the same for every row, they stay in L1)."""
+    [GROUPS, 4] the words' indices, all in bounds (the token row's bf16 pairs are read from
+    ``x_pairs`` here: the same for every row, they stay in L1)."""
     w_hi = w >> 16
     part = tl.zeros([BLOCK_N, GROUPS, 4], dtype=tl.float32)
     for j in tl.static_range(4):
-        if MASKED:
-            xp = tl.load(x_pairs + word * 4 + j, mask=x_ok, other=0)
-        else:
-            xp = tl.load(x_pairs + word * 4 + j)
+        xp = tl.load(x_pairs + word * 4 + j)
         if j < 2:
             lo, hi = e2m1_pair(w, j)
         else:
@@ -316,14 +224,17 @@ def _sparse_gemv_mxfp4(
         if EVEN_K:
             w = tl.load(w_rows + word[None, :, :])
             s = tl.load(s_rows + g[None, :])
+            acc += _mx_group_sums(w, s, x_pairs, word, BLOCK_N, GROUPS)
         else:
+            # Groups past the slice are read at the slice's last group (in bounds, no predicated
+            # loads, which cost a register move each) and their sums dropped.
             g_ok = g < k_hi // 32
-            w = tl.load(w_rows + word[None, :, :], mask=g_ok[None, :, None], other=0)
-            s = tl.load(s_rows + g[None, :], mask=g_ok[None, :], other=0)
-        if EVEN_K:
-            acc += _mx_group_sums(w, s, x_pairs, word, None, BLOCK_N, GROUPS, False)
-        else:
-            acc += _mx_group_sums(w, s, x_pairs, word, g_ok[:, None], BLOCK_N, GROUPS, True)
+            g_in = tl.minimum(g, k_hi // 32 - 1)
+            word = g_in[:, None] * 4 + offs_q[None, :]
+            w = tl.load(w_rows + word[None, :, :])
+            s = tl.load(s_rows + g_in[None, :])
+            sums = _mx_group_sums(w, s, x_pairs, word, BLOCK_N, GROUPS)
+            acc += tl.where(g_ok[None, :], sums, 0.0)
     # Undo the 2^-14 of the fp16 placement (kernels.mxfp4); kernels read no module globals.
     h = tl.sum(acc, axis=1)
     if SPLIT_K == 1:
@@ -331,77 +242,6 @@ def _sparse_gemv_mxfp4(
                   stride_ok, GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
     else:
         _store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
-
-
-@triton.jit
-def _sparse_gemv_mxfp4_rows(
-    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
-    expert_offset, E, R,
-    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_se, stride_sn,
-    stride_be, stride_ot, stride_ok,
-    GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-    EXACT_RNE: tl.constexpr, ROWS: tl.constexpr,
-):  # fmt: skip
-    """The MXFP4 GEMV with ROWS rows a program, as `_sparse_gemv_fp8_rows`: one flat loop over
-    the program's (row block, K step) steps, the next step's weight words and scales loaded before
-    this step's decode. Same tile and sums as `_sparse_gemv_mxfp4`: bitwise its output."""
-    t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
-    if (e < 0) | (e >= E):
-        return
-    e64 = e.to(tl.int64)
-    GROUPS: tl.constexpr = BLOCK_K // 32
-    SUBS: tl.constexpr = ROWS // BLOCK_N
-    ksteps = tl.cdiv(R, BLOCK_K)
-    total = SUBS * ksteps
-    first_block = tl.program_id(0) * SUBS
-    rows64 = (first_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
-    offs_g = tl.arange(0, GROUPS)
-    word0 = offs_g[:, None] * 4 + tl.arange(0, 4)[None, :]
-    w_rows = (w_ptr + e64 * stride_we + rows64[:, None, None] * stride_wn).to(
-        tl.pointer_type(tl.uint32)
-    )
-    s_rows = ws_ptr + e64 * stride_se + rows64[:, None] * stride_sn
-    x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
-    x_pairs = x_row.to(tl.pointer_type(tl.uint32))
-    groups = R // 32
-    if EVEN_K:
-        w_next = tl.load(w_rows + word0[None, :, :])
-        s_next = tl.load(s_rows + offs_g[None, :])
-    else:
-        w_next = tl.load(w_rows + word0[None, :, :], mask=(offs_g < groups)[None, :, None], other=0)
-        s_next = tl.load(s_rows + offs_g[None, :], mask=(offs_g < groups)[None, :], other=0)
-    b_next = _bias(b_ptr, e64, stride_be, first_block, BLOCK_N)
-    acc = tl.zeros([BLOCK_N, GROUPS], dtype=tl.float32)
-    for s in range(total):
-        w, sc, b = w_next, s_next, b_next
-        sub = s // ksteps
-        kk = s - sub * ksteps
-        s1 = tl.minimum(s + 1, total - 1)  # the last step reloads itself: no masked tail
-        sub1 = s1 // ksteps
-        g1 = (s1 - sub1 * ksteps) * GROUPS + offs_g
-        step_rows = (sub1 * BLOCK_N).to(tl.int64)
-        word1 = g1[:, None] * 4 + tl.arange(0, 4)[None, :]
-        w_at = w_rows + step_rows * (stride_wn // 4) + word1[None, :, :]
-        s_at = s_rows + step_rows * stride_sn + g1[None, :]
-        if EVEN_K:
-            w_next = tl.load(w_at)
-            s_next = tl.load(s_at)
-        else:
-            w_next = tl.load(w_at, mask=(g1 < groups)[None, :, None], other=0)
-            s_next = tl.load(s_at, mask=(g1 < groups)[None, :], other=0)
-        b_next = _bias(b_ptr, e64, stride_be, first_block + sub1, BLOCK_N)
-        g = kk * GROUPS + offs_g
-        word = g[:, None] * 4 + tl.arange(0, 4)[None, :]
-        if EVEN_K:
-            acc += _mx_group_sums(w, sc, x_pairs, word, None, BLOCK_N, GROUPS, False)
-        else:
-            acc += _mx_group_sums(w, sc, x_pairs, word, (g < groups)[:, None], BLOCK_N, GROUPS,
-                                  True)  # fmt: skip
-        if kk == ksteps - 1:
-            h = tl.sum(acc, axis=1) * 16384.0 + b
-            _store_rows(h, first_block + sub, t, slot, out_ptr, stride_ot, stride_ok, GLU,
-                        BLOCK_N, EXACT_RNE)  # fmt: skip
-            acc = tl.zeros([BLOCK_N, GROUPS], dtype=tl.float32)
 
 
 @triton.jit
@@ -486,7 +326,6 @@ def sparse_gemv(
     num_stages: int | None = None,
     split_k: int = 1,
     partials: torch.Tensor | None = None,
-    rows_per_program: int | None = None,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -582,34 +421,7 @@ def sparse_gemv(
         part_args = (partials, partials.stride(0), partials.stride(1), N, k_split)
     else:
         part_args = (out, 0, 0, N, k_split)  # never written: SPLIT_K == 1 stores through out
-    if rows_per_program is not None:
-        _check(
-            rows_per_program % bn == 0 and N % rows_per_program == 0,
-            f"rows_per_program must be a multiple of block_n ({bn}) dividing N ({N}), "
-            f"got {rows_per_program}",
-        )
-        _check(split_k == 1 and not num_stages, "rows_per_program takes no split_k or num_stages")
     if T == 0 or K == 0 or E == 0:
-        return
-    if rows_per_program is not None:
-        rows_grid = (N // rows_per_program, K, T)
-        rows_common = dict(
-            GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=R % bk == 0, EXACT_RNE=not out.is_cuda,
-            ROWS=rows_per_program, num_warps=num_warps,
-        )  # fmt: skip
-        if fmt == "fp8":
-            _sparse_gemv_fp8_rows[rows_grid](
-                x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
-                stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
-                bias_EN.stride(0), out.stride(0), out.stride(1), **rows_common,
-            )  # fmt: skip
-        else:
-            _sparse_gemv_mxfp4_rows[rows_grid](
-                x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
-                stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
-                w_scale.stride(0), w_scale.stride(1), bias_EN.stride(0), out.stride(0),
-                out.stride(1), **rows_common,
-            )  # fmt: skip
         return
     grid = (N // bn * split_k, K, T)
     common = dict(
