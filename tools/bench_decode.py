@@ -16,10 +16,11 @@ bytes (XOR-reduced to one word a program so that nothing is optimised away), ove
 program sizes. Its best time is what any kernel needs to read those bytes under this timer, the
 ceiling a GEMV is held to besides the copy ceiling. Then the step floor: the sparse step (fc1, fc2
 and the combine, one CUDA graph) against the same graph with each GEMV replaced by the best read
-of its bytes, and a torch copy of as many bytes (read + written, the copy ceiling's measure) to
-show what the ceiling is at this size. The sweep stops starting new variants after half
-of TIME_BUDGET_S a precision, so that the run stays within one device call; the JSON is rewritten
-after every row.
+of its bytes; and torch's copy (read + written, the copy ceiling's measure) and amax (read only)
+over as many bytes, to show what the ceiling is at this size.
+
+The sweep stops starting new variants after half of TIME_BUDGET_S a precision, so that the run
+stays within one device call; the JSON is rewritten after every row.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_decode.py OUT [VARIANTS]
 VARIANTS replaces the sweep: comma-separated block_n:row_bytes:warps[:num_stages[:split_k]], "-"
@@ -111,14 +112,20 @@ def read_floor(w: torch.Tensor, experts: list[int]) -> tuple[list[dict], object]
     return rows, min(runs, key=lambda r: r[0])[1]
 
 
-def copy_at_size(w: torch.Tensor, n_experts: int) -> dict:
-    """A torch copy of ``n_experts`` experts' bytes (contiguous, from expert 0): the copy
-    ceiling's own measure (bytes read + written) at this size."""
+def torch_at_size(w: torch.Tensor, n_experts: int) -> list[dict]:
+    """torch kernels over ``n_experts`` experts' bytes (contiguous, from expert 0): a copy, the
+    copy ceiling's own measure (bytes read + written), and a read-only reduction (amax over the
+    bytes viewed as int32), against this tool's read kernel."""
     src = w[:n_experts]
+    n = src.numel() * src.element_size()
     dst = torch.empty_like(src)
-    us = time_graph(lambda: dst.copy_(src))
-    moved = 2 * src.numel() * src.element_size()
-    return dict(bytes_read=moved // 2, us=us, of_copy=moved / us / 1e6 / COPY_TBS)
+    words = src.view(torch.uint8).reshape(-1).view(torch.int32)
+    out = []
+    for name, fn, moved in (("copy", lambda: dst.copy_(src), 2 * n),
+                            ("amax", lambda: words.amax(), n)):  # fmt: skip
+        us = time_graph(fn)
+        out.append(dict(torch_op=name, bytes_read=n, us=us, of_copy=moved / us / 1e6 / COPY_TBS))
+    return out
 
 
 def time_graph(fn, reps: int = 50) -> float:
@@ -218,8 +225,7 @@ def main(out_dir: str, variants=VARIANTS) -> None:
         best_read = {}
         for stage, w in (("fc1", prob.w13), ("fc2", prob.w2)):
             floor_rows, best_read[stage] = read_floor(w, hit)
-            floor_rows.append(dict(copy_at_size(w, len(hit)), chunk_bytes=0, step_bytes=0,
-                                   warps=0, torch_copy=True))  # fmt: skip
+            floor_rows += torch_at_size(w, len(hit))
             for r in floor_rows:
                 rows.append(dict(precision=cs.precision, kind="read_floor", stage=stage, **r))
                 print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
@@ -301,10 +307,12 @@ def print_table(rows: list[dict]) -> None:
                   f"fc1 {100 * r['fc1_bound_of_copy']:.0f}%, "
                   f"fc2 {100 * r['fc2_bound_of_copy']:.0f}%")  # fmt: skip
             continue
-        if r.get("kind") == "read_floor" and r.get("torch_copy"):
+        if r.get("kind") == "read_floor" and "torch_op" in r:
             mb = r["bytes_read"] / 1e6
-            print(f"{r['precision']:6} torch copy of the {r['stage']} bytes ({mb:.1f} MB read + "
-                  f"written): {r['us']:.2f} us ({100 * r['of_copy']:.0f}% of copy)")  # fmt: skip
+            moved = "read + written" if r["torch_op"] == "copy" else "read"
+            print(f"{r['precision']:6} torch {r['torch_op']} of the {r['stage']} bytes "
+                  f"({mb:.1f} MB {moved}): {r['us']:.2f} us "
+                  f"({100 * r['of_copy']:.0f}% of copy)")  # fmt: skip
             continue
         if r.get("kind") == "read_floor":
             print(f"{r['precision']:6} read floor {r['stage']}: {r['chunk_bytes'] >> 10} KiB a "
@@ -344,7 +352,7 @@ def print_table(rows: list[dict]) -> None:
             if not timed:
                 continue
             floors = [r for r in rows if r["precision"] == prec and r.get("kind") == "read_floor"
-                      and r["stage"] == stage and not r.get("torch_copy")]  # fmt: skip
+                      and r["stage"] == stage and "torch_op" not in r]  # fmt: skip
             if floors:
                 f = min(floors, key=lambda r: r["us"])
                 print(f"read floor {prec} {stage}: {f['us']:.2f} us "

@@ -168,26 +168,6 @@ def _sparse_gemv_fp8(
 
 
 @triton.jit
-def _mx_group_sums(w, s, x_pairs, word, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr):
-    """[BLOCK_N, GROUPS] fp32: each MX group's products with the token, times its e8m0 scale.
-    ``w`` [BLOCK_N, GROUPS, 4] uint32 words, ``s`` [BLOCK_N, GROUPS] scale bytes, ``word``
-    [GROUPS, 4] the words' indices, all in bounds (the token row's bf16 pairs are read from
-    ``x_pairs`` here: the same for every row, they stay in L1)."""
-    w_hi = w >> 16
-    part = tl.zeros([BLOCK_N, GROUPS, 4], dtype=tl.float32)
-    for j in tl.static_range(4):
-        xp = tl.load(x_pairs + word * 4 + j)
-        if j < 2:
-            lo, hi = e2m1_pair(w, j)
-        else:
-            lo, hi = e2m1_pair(w_hi, j - 2)
-        # Two separate updates keep each product a fused multiply-add.
-        part += lo * (xp << 16).to(tl.float32, bitcast=True)[None, :, :]
-        part += hi * (xp & 0xFFFF0000).to(tl.float32, bitcast=True)[None, :, :]
-    return tl.sum(part, axis=2) * e8m0_scale(s)
-
-
-@triton.jit
 def _sparse_gemv_mxfp4(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
     expert_offset, E, R,
@@ -224,17 +204,25 @@ def _sparse_gemv_mxfp4(
         if EVEN_K:
             w = tl.load(w_rows + word[None, :, :])
             s = tl.load(s_rows + g[None, :])
-            acc += _mx_group_sums(w, s, x_pairs, word, BLOCK_N, GROUPS)
         else:
-            # Groups past the slice are read at the slice's last group (in bounds, no predicated
-            # loads, which cost a register move each) and their sums dropped.
             g_ok = g < k_hi // 32
-            g_in = tl.minimum(g, k_hi // 32 - 1)
-            word = g_in[:, None] * 4 + offs_q[None, :]
-            w = tl.load(w_rows + word[None, :, :])
-            s = tl.load(s_rows + g_in[None, :])
-            sums = _mx_group_sums(w, s, x_pairs, word, BLOCK_N, GROUPS)
-            acc += tl.where(g_ok[None, :], sums, 0.0)
+            w = tl.load(w_rows + word[None, :, :], mask=g_ok[None, :, None], other=0)
+            s = tl.load(s_rows + g[None, :], mask=g_ok[None, :], other=0)
+        w_hi = w >> 16
+        part = tl.zeros([BLOCK_N, GROUPS, 4], dtype=tl.float32)
+        for j in tl.static_range(4):
+            if EVEN_K:
+                xp = tl.load(x_pairs + word * 4 + j)
+            else:
+                xp = tl.load(x_pairs + word * 4 + j, mask=g_ok[:, None], other=0)
+            if j < 2:
+                lo, hi = e2m1_pair(w, j)
+            else:
+                lo, hi = e2m1_pair(w_hi, j - 2)
+            # Two separate updates keep each product a fused multiply-add.
+            part += lo * (xp << 16).to(tl.float32, bitcast=True)[None, :, :]
+            part += hi * (xp & 0xFFFF0000).to(tl.float32, bitcast=True)[None, :, :]
+        acc += tl.sum(part, axis=2) * e8m0_scale(s)
     # Undo the 2^-14 of the fp16 placement (kernels.mxfp4); kernels read no module globals.
     h = tl.sum(acc, axis=1)
     if SPLIT_K == 1:
