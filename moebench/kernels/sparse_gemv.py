@@ -40,11 +40,13 @@ bytes in flight no longer cost registers; same arithmetic, bitwise the default's
 that a second kernel sums in slice order before the epilogue: more programs when only 2-3
 experts are live, at the price of another launch and a different fp32 summation order.
 
-Budget, from sm_90 SASS compiled offline with triton 3.9 (the H200 runs 3.6; not measured): the
-FP8 loop issues about 4 instructions per weight byte (51 registers at BLOCK_N 16, BLOCK_K 512),
-where streaming at 4 TB/s leaves about 8; the MXFP4 loop about 6 per value, 12 per byte (124
-registers at BLOCK_K 1024), so MXFP4 is bound by the integer decode rather than by bytes and
-is estimated from issue rates to beat FP8 per value by about 1.5x (to be measured).
+Budget, from sm_90a SASS of the default launches compiled offline with triton 3.6 and the launch's
+divisibility hints (docs/PERF.md, 2026-12-01 second session): the FP8 loop is 5.4 instructions a
+weight byte (64 registers at 2 rows, 1,024 bytes, one warp); the MXFP4 loop 16.3 a byte, 8.1 a
+value (56 registers at 16 rows, 512 values, 4 warps), most of it the integer decode and the
+token's unpacking. FP8 is bound by bytes (its step runs at 1.25x a kernel that only reads the same
+bytes); MXFP4 by instructions (about 45% of the issue rate), so it stays slower than FP8 despite
+half the bytes.
 """
 
 from __future__ import annotations
