@@ -124,13 +124,29 @@ GEMV_VARIANTS = [
 ]
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("variant", GEMV_VARIANTS)
+# (format, variant): every variant above for both formats, and the MXFP4-only tensor-core kernel
+# (the masked last step at block_k 128 and 256 > R; 32-row blocks).
+GEMV_CASES = [pytest.param(f, *v.values, id=f"{f}-{v.id}") for f in FORMATS for v in GEMV_VARIANTS]
+GEMV_CASES += [
+    pytest.param("mxfp4", {"tensor_cores": True}, id="mxfp4-tensor-cores"),
+    pytest.param("mxfp4", {"tensor_cores": True, "block_k": 128}, id="mxfp4-tensor-cores-tail"),
+    pytest.param(
+        "mxfp4",
+        {"tensor_cores": True, "block_k": 256, "block_n": 32},
+        id="mxfp4-tensor-cores-one-step-32-rows",
+    ),
+]
+# Variants whose fp32 sums run in another order: bitwise only on inputs whose sums are exact.
+REORDERING = ("split_k", "tensor_cores")
+
+
+@pytest.mark.parametrize(("fmt", "variant"), GEMV_CASES)
 def test_sparse_gemv_variants_match_the_default(fmt, variant):
     """R = 160 is five 32-value steps (a short last step at block_k 64, short or empty split-K
     slices). Pipelining keeps the default's arithmetic, so its outputs are bitwise the default's on
-    random inputs; split-K adds the slices' sums last, so on random inputs it is held to the
-    reference's tolerance, and on inputs whose sums are exact in any order it must be bitwise.
+    random inputs; split-K adds the slices' sums last and the tensor cores sum in their own order,
+    so on random inputs they are held to the reference's tolerance, and on inputs whose sums are
+    exact in any order they must be bitwise.
     Non-local slots keep their NaN poison in every variant."""
     g = torch.Generator().manual_seed(3)
     T, K, E, N, R, offset = 2, 3, 3, 64, 160, 4
@@ -154,7 +170,7 @@ def test_sparse_gemv_variants_match_the_default(fmt, variant):
             sparse_gemv(x, ids, w, s, b, want, **opts)
             sparse_gemv(x, ids, w, s, b, got, **{**opts, **variant})
             assert torch.isnan(got[~local].float()).all()
-            if exact or "split_k" not in variant:
+            if exact or not any(k in variant for k in REORDERING):
                 assert torch.equal(got.view(torch.int16), want.view(torch.int16))
             else:
                 for t, k in local.nonzero().tolist():
@@ -176,8 +192,7 @@ def test_sparse_gemv_split_k_partials_checked():
         sparse_gemv(x, ids, w, s, b, out, expert_offset=0, split_k=0)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("variant", GEMV_VARIANTS)
+@pytest.mark.parametrize(("fmt", "variant"), GEMV_CASES)
 def test_sparse_gemv_never_touches_other_ranks_experts(fmt, variant):
     """The local experts sit between NaN experts of other ranks (and ids point far outside):
     a program that did not leave at once would read NaN. The output must be finite and
@@ -197,12 +212,12 @@ def test_sparse_gemv_never_touches_other_ranks_experts(fmt, variant):
     offset = 100
     ids = torch.tensor([[100, 98, 103], [-5, 101, 1 << 20], [99, 102, 100]], dtype=torch.int32)
     x = torch.randn(T, R).bfloat16()
+    opts = {"block_k": 64 if variant.get("tensor_cores") else 32, **variant}
     poisoned = torch.zeros(T, K, N, dtype=torch.bfloat16)
     clean = torch.zeros(T, K, N, dtype=torch.bfloat16)
     sparse_gemv(x, ids, w_all[E : 2 * E], s_all[E : 2 * E], b_all[E : 2 * E], poisoned,
-                expert_offset=offset, block_k=32, **variant)  # fmt: skip
-    sparse_gemv(x, ids, w.clone(), s.clone(), b.clone(), clean, expert_offset=offset, block_k=32,
-                **variant)  # fmt: skip
+                expert_offset=offset, **opts)  # fmt: skip
+    sparse_gemv(x, ids, w.clone(), s.clone(), b.clone(), clean, expert_offset=offset, **opts)
     assert torch.isfinite(poisoned.float()).all()
     assert torch.equal(poisoned.view(torch.int16), clean.view(torch.int16))
 
@@ -271,6 +286,13 @@ def test_launchers_name_bad_arguments():
     x = torch.zeros(1, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="out must be bf16"):
         sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 16, dtype=torch.bfloat16), expert_offset=0)
+    with pytest.raises(ValueError, match="tensor_cores is implemented for MXFP4"):
+        sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
+                    tensor_cores=True)  # fmt: skip
+    wm, sm, _ = quantised("mxfp4", torch.randn(2, 32, 64))
+    with pytest.raises(ValueError, match="block_n % 16 == 0"):
+        sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
+                    expert_offset=0, tensor_cores=True, block_n=8)  # fmt: skip
     with pytest.raises(ValueError, match="w_scale float32"):
         sparse_gemv(x, ids, w, s[:1], b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
                     expert_offset=0)  # fmt: skip

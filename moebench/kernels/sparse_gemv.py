@@ -235,6 +235,55 @@ def _sparse_gemv_mxfp4(
 
 
 @triton.jit
+def _sparse_gemv_mxfp4_dot(
+    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
+    expert_offset, E, R,
+    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_se, stride_sn,
+    stride_be, stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    EXACT_RNE: tl.constexpr,
+):  # fmt: skip
+    """The MXFP4 GEMV on tensor cores: ``tl.dot_scaled`` of the [BLOCK_N, BLOCK_K] weight tile
+    (e2m1 with its e8m0 group scales, upcast to bf16 by the compiler) by the token as a
+    [BLOCK_K, 16] bf16 operand whose first column is the token and the rest zeros (the smallest
+    tile the instruction takes); column 0 of the fp32 product is the row sums. The decode is the
+    compiler's (about 10 SASS instructions a weight byte with tiles of 64+ rows, against 16 for
+    the CUDA-core loop of `_sparse_gemv_mxfp4`), and the loop's loads are software-pipelined
+    through shared memory. Products are exact in fp32 (bf16 operands); the tensor cores' sums run
+    in their own order, so the outputs match the CUDA-core kernel within the tolerance, and bit
+    for bit when every sum is exact. Scale byte 255 (NaN in the format) gives a non-finite
+    output, as in the CUDA-core kernel (``fast_math`` skips only the NaN select)."""
+    t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    if (e < 0) | (e >= E):
+        return
+    e64 = e.to(tl.int64)
+    n_block = tl.program_id(0)
+    rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    kb = tl.arange(0, BLOCK_K // 2)
+    kg = tl.arange(0, BLOCK_K // 32)
+    kx = tl.arange(0, BLOCK_K)
+    first = tl.arange(0, 16)[None, :] == 0  # the token's column of the [BLOCK_K, 16] operand
+    w_tile = w_ptr + e64 * stride_we + rows64[:, None] * stride_wn + kb[None, :]
+    s_tile = ws_ptr + e64 * stride_se + rows64[:, None] * stride_sn + kg[None, :]
+    x_tile = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk + kx[:, None]
+    x_tile = x_tile + 0 * first  # [BLOCK_K, 16] pointers; only column 0 is read
+    acc = tl.zeros([BLOCK_N, 16], dtype=tl.float32)
+    for k0 in range(0, R, BLOCK_K):
+        if EVEN_K:
+            w = tl.load(w_tile + k0 // 2)
+            s = tl.load(s_tile + k0 // 32)
+            xv = tl.load(x_tile + k0, mask=first, other=0.0)
+        else:
+            w = tl.load(w_tile + k0 // 2, mask=(k0 // 2 + kb < R // 2)[None, :], other=0)
+            s = tl.load(s_tile + k0 // 32, mask=(k0 // 32 + kg < R // 32)[None, :], other=0)
+            xv = tl.load(x_tile + k0, mask=first & (k0 + kx < R)[:, None], other=0.0)
+        acc = tl.dot_scaled(w, s, "e2m1", xv, None, "bf16", acc, fast_math=True)
+    h = tl.sum(tl.where(first, acc, 0.0), axis=1)
+    _epilogue(h, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok, GLU,
+              BLOCK_N, EXACT_RNE)  # fmt: skip
+
+
+@triton.jit
 def _sparse_gemv_split_k_sum(
     ids_ptr, ws_ptr, b_ptr, out_ptr, part_ptr,
     expert_offset, E, N, stride_it, stride_ik, stride_be, stride_ot, stride_ok, stride_pt,
@@ -316,6 +365,7 @@ def sparse_gemv(
     num_stages: int | None = None,
     split_k: int = 1,
     partials: torch.Tensor | None = None,
+    tensor_cores: bool = False,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -411,7 +461,24 @@ def sparse_gemv(
         part_args = (partials, partials.stride(0), partials.stride(1), N, k_split)
     else:
         part_args = (out, 0, 0, N, k_split)  # never written: SPLIT_K == 1 stores through out
+    if tensor_cores:
+        _check(fmt == "mxfp4", "tensor_cores is implemented for MXFP4 weights only")
+        _check(
+            bn % 16 == 0 and bk >= 64,
+            f"tensor_cores needs block_n % 16 == 0 and block_k >= 64, got {bn}, {bk}",
+        )
+        _check(split_k == 1, "tensor_cores takes no split_k")
     if T == 0 or K == 0 or E == 0:
+        return
+    if tensor_cores:
+        _sparse_gemv_mxfp4_dot[(N // bn, K, T)](
+            x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
+            stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
+            w_scale.stride(0), w_scale.stride(1), bias_EN.stride(0), out.stride(0),
+            out.stride(1),
+            GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=R % bk == 0, EXACT_RNE=not out.is_cuda,
+            num_warps=num_warps, num_stages=num_stages or 3,
+        )  # fmt: skip
         return
     grid = (N // bn * split_k, K, T)
     common = dict(
