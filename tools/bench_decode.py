@@ -25,8 +25,8 @@ stays within one device call; the JSON is rewritten after every row.
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_decode.py OUT [VARIANTS]
 VARIANTS replaces the sweep: comma-separated block_n:row_bytes:warps[:num_stages[:split_k[:tc]]]
 (tc 1: the tensor-core MXFP4 kernel), "-" for the default of a field, "@PRECISION" after an item
-to run it for that precision only, e.g. "-:-:4,4:4096:4,8:2048:4:-:1,64:256:4:-:-:1@w4a16". The default launch always runs first, as the
-reference.
+to run it for that precision only, e.g. "-:-:4,4:4096:4,8:2048:4:-:1,64:256:4:-:-:1@w4a16".
+The default launch always runs first, as the reference.
 """
 
 from __future__ import annotations
