@@ -1,7 +1,12 @@
 """The decode kernels under the interpreter: the sparse GEMV, the dense batched GEMM and the top-k
-combine, against `moebench.reference`; bf16 stores rounded exactly; non-local slots skipped."""
+combine, against `moebench.reference`; bf16 stores rounded exactly; non-local slots skipped.
+
+Inputs and references are built on the CPU; the kernels run on the test device (the GPU when
+TRITON_INTERPRET is not 1), through `on_device`."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -12,6 +17,25 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.sparse_gemv import sparse_gemv
 
 FORMATS = ("fp8", "mxfp4")
+DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+
+
+def on_device(launch):
+    """``launch`` with its tensor arguments moved to DEVICE and copied back in place afterwards
+    (outputs are written in place), so that tests keep CPU tensors."""
+
+    def run(*args, **kw):
+        moved = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args]
+        moved_kw = {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+        launch(*moved, **moved_kw)
+        for a, m in zip([*args, *kw.values()], [*moved, *moved_kw.values()], strict=True):
+            if isinstance(a, torch.Tensor) and m is not a:
+                a.copy_(m.cpu())
+
+    return run
+
+
+gemv, dense, combine = on_device(sparse_gemv), on_device(batched_gemm), on_device(combine_topk)
 
 
 def quantised(fmt: str, w: torch.Tensor):
@@ -60,8 +84,8 @@ def test_sparse_gemv_fc1_and_fc2(fmt, T, K, E, offset, ids):
     a = torch.full((T, K, F), float("nan"), dtype=torch.bfloat16)
     o = torch.full((T, K, D), float("nan"), dtype=torch.bfloat16)
     # fc1: every slot reads its token, GLU fused; fc2: every slot its own activation row.
-    sparse_gemv(x, ids, w13, s13, b13, a, expert_offset=offset, glu="swiglu_oai", block_k=32)
-    sparse_gemv(a, ids, w2, s2, b2, o, expert_offset=offset)
+    gemv(x, ids, w13, s13, b13, a, expert_offset=offset, glu="swiglu_oai", block_k=32)
+    gemv(a, ids, w2, s2, b2, o, expert_offset=offset)
     local = 0
     for t in range(T):
         for k in range(K):
@@ -101,13 +125,13 @@ def test_bf16_stores_round_to_nearest_even_exactly(fmt):
     x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
     ids = torch.tensor([[0, 1], [1, 0], [0, 1]], dtype=torch.int32)
     out = torch.empty(T, K, N, dtype=torch.bfloat16)
-    sparse_gemv(x, ids, w, s, b, out, expert_offset=0, block_k=32)
-    dense = torch.empty(E, T, N, dtype=torch.bfloat16)
-    batched_gemm(x, w, s, b, dense)
+    gemv(x, ids, w, s, b, out, expert_offset=0, block_k=32)
+    out_dense = torch.empty(E, T, N, dtype=torch.bfloat16)
+    dense(x, w, s, b, out_dense)
     want = (torch.einsum("tr,enr->etn", x.float(), wd) + b.float()[:, None, :]).bfloat16()
     rounded = want.float() != torch.einsum("tr,enr->etn", x.float(), wd) + b.float()[:, None]
     assert rounded.float().mean() > 0.5  # the test really exercises the rounding
-    assert torch.equal(dense.view(torch.int16), want.view(torch.int16))
+    assert torch.equal(out_dense.view(torch.int16), want.view(torch.int16))
     for t in range(T):
         for k in range(K):
             assert torch.equal(out[t, k].view(torch.int16), want[ids[t, k], t].view(torch.int16))
@@ -167,8 +191,8 @@ def test_sparse_gemv_variants_match_the_default(fmt, variant):
             # 16 rows a program: the interpreter runs 8x fewer programs than at the GPU's default
             # of 2 (a row's sum does not depend on the block).
             opts = dict(expert_offset=offset, glu=glu, block_k=64, block_n=16)
-            sparse_gemv(x, ids, w, s, b, want, **opts)
-            sparse_gemv(x, ids, w, s, b, got, **{**opts, **variant})
+            gemv(x, ids, w, s, b, want, **opts)
+            gemv(x, ids, w, s, b, got, **{**opts, **variant})
             assert torch.isnan(got[~local].float()).all()
             if exact or not any(k in variant for k in REORDERING):
                 assert torch.equal(got.view(torch.int16), want.view(torch.int16))
@@ -215,9 +239,11 @@ def test_sparse_gemv_never_touches_other_ranks_experts(fmt, variant):
     opts = {"block_k": 64 if variant.get("tensor_cores") else 32, **variant}
     poisoned = torch.zeros(T, K, N, dtype=torch.bfloat16)
     clean = torch.zeros(T, K, N, dtype=torch.bfloat16)
-    sparse_gemv(x, ids, w_all[E : 2 * E], s_all[E : 2 * E], b_all[E : 2 * E], poisoned,
-                expert_offset=offset, **opts)  # fmt: skip
-    sparse_gemv(x, ids, w.clone(), s.clone(), b.clone(), clean, expert_offset=offset, **opts)
+    # The poisoned experts go to the device whole, so that the slices keep their NaN neighbours.
+    w_all, s_all, b_all = w_all.to(DEVICE), s_all.to(DEVICE), b_all.to(DEVICE)
+    gemv(x, ids, w_all[E : 2 * E], s_all[E : 2 * E], b_all[E : 2 * E], poisoned,
+         expert_offset=offset, **opts)  # fmt: skip
+    gemv(x, ids, w.clone(), s.clone(), b.clone(), clean, expert_offset=offset, **opts)
     assert torch.isfinite(poisoned.float()).all()
     assert torch.equal(poisoned.view(torch.int16), clean.view(torch.int16))
 
@@ -247,7 +273,7 @@ def test_combine_topk_skips_non_local_slots(T, layout, y_dtype):
         rows = torch.stack([o[(ids[:, k] - offset).clamp(0, E - 1), torch.arange(T)]
                             for k in range(K)], dim=1).float()  # fmt: skip
     y = torch.empty(T, D, dtype=y_dtype)
-    combine_topk(o, ids, wts, y, expert_offset=offset, local_experts=E, layout=layout)
+    combine(o, ids, wts, y, expert_offset=offset, local_experts=E, layout=layout)
     want = torch.zeros(T, D)
     for k in range(K):
         want[local[:, k]] += wts[local[:, k], k, None] * rows[local[:, k], k]
@@ -265,7 +291,7 @@ def test_batched_gemm_every_expert_every_token():
         w13, s13, w13d = quantised(fmt, torch.randn(E, 2 * F, D) * D**-0.5)
         b13 = (torch.randn(E, 2 * F) * 0.5).bfloat16()
         a = torch.empty(E, T, F, dtype=torch.bfloat16)
-        batched_gemm(x, w13, s13, b13, a, glu="silu")
+        dense(x, w13, s13, b13, a, glu="silu")
         for e in range(E):
             want = rows_ref(x, w13d[e], b13[e], "silu")
             torch.testing.assert_close(a[e].float(), want, rtol=2**-7, atol=2**-7)
@@ -273,7 +299,7 @@ def test_batched_gemm_every_expert_every_token():
         b2 = (torch.randn(E, 96) * 0.5).bfloat16()
         xe = torch.randn(E, T, 64).bfloat16()
         o = torch.empty(E, T, 96, dtype=torch.bfloat16)
-        batched_gemm(xe, w2, s2, b2, o)
+        dense(xe, w2, s2, b2, o)
         for e in range(E):
             torch.testing.assert_close(o[e].float(), rows_ref(xe[e], w2d[e], b2[e], "none"),
                                        rtol=2**-7, atol=2**-7)  # fmt: skip
