@@ -8,8 +8,8 @@ that fails its check is reported and not timed. Times are medians of CUDA-graph 
 flushed by a read before each. Bandwidth counts the bytes of the distinct local experts the token
 hits (values, scales, biases), as the work model does, against the 4.27 TB/s copy ceiling.
 
-Variants are (block_n, weight bytes a row a step, warps, num_stages, split_k, tensor_cores);
-block_k is derived per format (FP8: one value a byte; MXFP4: two).
+Variants are (block_n, weight bytes a row a step, warps, num_stages, split_k, tensor_cores,
+group_major); block_k is derived per format (FP8: one value a byte; MXFP4: two).
 
 Beside the GEMV, a read floor: `_read_words`, a kernel that only reads the same experts' weight
 bytes (XOR-reduced to one word a program so that nothing is optimised away), over several
@@ -23,8 +23,9 @@ The sweep stops starting new variants after half of TIME_BUDGET_S a precision, s
 stays within one device call; the JSON is rewritten after every row.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_decode.py OUT [VARIANTS]
-VARIANTS replaces the sweep: comma-separated block_n:row_bytes:warps[:num_stages[:split_k[:tc]]]
-(tc 1: the tensor-core MXFP4 kernel), "-" for the default of a field, "@PRECISION" after an item
+VARIANTS replaces the sweep: comma-separated
+block_n:row_bytes:warps[:num_stages[:split_k[:tc[:gm]]]] (tc 1: the tensor-core MXFP4 kernel; gm
+1: the group-major MXFP4 tile), "-" for the default of a field, "@PRECISION" after an item
 to run it for that precision only, e.g. "-:-:4,4:4096:4,8:2048:4:-:1,64:256:4:-:-:1@w4a16".
 The default launch always runs first, as the reference.
 """
@@ -53,8 +54,8 @@ TIME_BUDGET_S = 180.0
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 flush = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
 
-# (block_n, row bytes a step, warps, num_stages, split_k, tensor_cores); None = the launcher's
-# default.
+# (block_n, row bytes a step, warps, num_stages, split_k, tensor_cores, group_major); None = the
+# launcher's default.
 VARIANTS = (
     [(None, None, None, None, 1), (8, None, 4, None, 1), (None, 256, 4, None, 1)]
     # Software-pipelined K loop (cp.async into shared memory), two tile sizes, three depths.
@@ -64,7 +65,7 @@ VARIANTS = (
     + [(16, rb, 4, st, sk) for sk in (2, 4) for rb in (256, 512) for st in (None, 3)]
     + [(8, 256, 4, 3, 3)]
 )
-VARIANTS = [(*v, False, None) for v in VARIANTS]  # every variant for both precisions
+VARIANTS = [(*v, False, False, None) for v in VARIANTS]  # every variant for both precisions
 # Read floor launches: (bytes a program, bytes a step, warps). Small programs did best on
 # 2026-12-01 (16-32 KiB); programs that loop over many steps were slower.
 READ_LAUNCHES = [(4 << 10, 4 << 10, 1), (8 << 10, 8 << 10, 1), (8 << 10, 8 << 10, 2),
@@ -156,13 +157,13 @@ def agreement(got: torch.Tensor, want: torch.Tensor, rows: torch.Tensor) -> tupl
 
 def parse_variants(spec: str) -> list[tuple]:
     """Variants from the command line (module docstring), the default launch first."""
-    out = [(None, None, None, None, 1, False, None)]
+    out = [(None, None, None, None, 1, False, False, None)]
     for item in spec.split(","):
         item, _, only = item.partition("@")
         f = [None if v in ("-", "") else int(v) for v in item.split(":")]
-        f += [None] * (6 - len(f))
-        bn, rb, nw, st, sk, tc = f
-        out.append((bn, rb, nw, st, sk or 1, bool(tc), only or None))
+        f += [None] * (7 - len(f))
+        bn, rb, nw, st, sk, tc, gm = f
+        out.append((bn, rb, nw, st, sk or 1, bool(tc), bool(gm), only or None))
     return out
 
 
@@ -245,7 +246,7 @@ def main(out_dir: str, variants=VARIANTS) -> None:
         rows.append(step)
         print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                        for k, v in step.items()), flush=True)  # fmt: skip
-        for i, (bn, row_bytes, nw, st, sk, tc, only) in enumerate(variants):
+        for i, (bn, row_bytes, nw, st, sk, tc, gm, only) in enumerate(variants):
             if only is not None and only != cs.precision:
                 continue
             # Half the budget a precision (compiling dominates); the default always runs.
@@ -256,6 +257,8 @@ def main(out_dir: str, variants=VARIANTS) -> None:
             kw = dict(block_n=bn, block_k=bk, num_warps=nw, num_stages=st, split_k=sk)
             if tc:
                 kw["tensor_cores"] = True
+            if gm:
+                kw["group_major"] = True
             row = dict(precision=cs.precision, **kw)
             part1 = part2 = None
             if sk > 1:
@@ -300,8 +303,9 @@ def main(out_dir: str, variants=VARIANTS) -> None:
 
 def print_table(rows: list[dict]) -> None:
     """One line a variant, then the best variant of each (precision, stage)."""
-    keys = ("block_n", "block_k", "num_warps", "num_stages", "split_k", "tensor_cores")
-    head = f"{'prec':6} {'bn':>4} {'bk':>5} {'w':>2} {'st':>4} {'sk':>2} {'tc':>2}"
+    keys = ("block_n", "block_k", "num_warps", "num_stages", "split_k", "tensor_cores",
+            "group_major")  # fmt: skip
+    head = f"{'prec':6} {'bn':>4} {'bk':>5} {'w':>2} {'st':>4} {'sk':>2} {'tc':>2} {'gm':>2}"
     print(f"\n{head} {'fc1 us':>7} {'%copy':>6} {'fc2 us':>7} {'%copy':>6}  exact(fc1,fc2)")
     for r in rows:
         if r.get("kind") == "no_local_slot":
@@ -332,8 +336,9 @@ def print_table(rows: list[dict]) -> None:
         if "error" in r:
             print(f"{r['precision']:6} {r.get('block_n')!s:>4}  {r['error']}")
             continue
-        shown = {**r, "tensor_cores": int(bool(r.get("tensor_cores")))}
-        vals = " ".join(f"{shown[k]!s:>{w}}" for k, w in zip(keys, (4, 5, 2, 4, 2, 2), strict=True))
+        shown = {**r, **{k: int(bool(r.get(k))) for k in ("tensor_cores", "group_major")}}
+        widths = (4, 5, 2, 4, 2, 2, 2)
+        vals = " ".join(f"{shown[k]!s:>{w}}" for k, w in zip(keys, widths, strict=True))
         cells = []
         for stage in ("fc1", "fc2"):
             us = r.get(f"{stage}_us")
@@ -371,6 +376,7 @@ def print_table(rows: list[dict]) -> None:
                 and r["block_k"] is None
                 and r["num_warps"] is None
                 and not r.get("tensor_cores")
+                and not r.get("group_major")
             ]
             base = f", default {default[0][f'{stage}_us']:.1f} us" if default else ""
             print(f"best {prec} {stage}: {best[f'{stage}_us']:.1f} us "
