@@ -170,57 +170,6 @@ def _sparse_gemv_fp8(
 
 
 @triton.jit
-def _mx_group_sums(
-    w_rows, s_rows, x_pairs, g0, k_hi, GROUPS: tl.constexpr, GROUP_MAJOR: tl.constexpr,
-    MASKED: tl.constexpr,
-):  # fmt: skip
-    """Scaled sums of one tile: each row's products with the token over each of GROUPS MX groups
-    from group ``g0``, as [GROUPS, BLOCK_N] (GROUP_MAJOR) or [BLOCK_N, GROUPS], times 2^-14 (the
-    fp16 placement, kernels.mxfp4). MASKED: groups from ``k_hi // 32`` on are read as zeros.
-
-    A lane loads one MX group (16 bytes, 32 values) of a row, as 4 uint32 words, and its single
-    e8m0 scale. Word q of group g holds values 32g + 8q + 2j (low nibble of byte j) and
-    32g + 8q + 2j + 1 (high nibble), which pair with bf16-pair word 16g + 4q + j of the token row:
-    low half even, high half odd, each widened by a shift."""
-    g = g0 + tl.arange(0, GROUPS)
-    word = g[:, None] * 4 + tl.arange(0, 4)[None, :]
-    g_ok = g < k_hi // 32
-    if GROUP_MAJOR:
-        w_at, s_at = w_rows + word[:, None, :], s_rows + g[:, None]
-        w_ok, s_ok = g_ok[:, None, None], g_ok[:, None]
-    else:
-        w_at, s_at = w_rows + word[None, :, :], s_rows + g[None, :]
-        w_ok, s_ok = g_ok[None, :, None], g_ok[None, :]
-    if MASKED:
-        w = tl.load(w_at, mask=w_ok, other=0)
-        s = tl.load(s_at, mask=s_ok, other=0)
-    else:
-        w = tl.load(w_at)
-        s = tl.load(s_at)
-    w_hi = w >> 16
-    part = tl.zeros(w.shape, dtype=tl.float32)
-    for j in tl.static_range(4):
-        if MASKED:
-            xp = tl.load(x_pairs + word * 4 + j, mask=g_ok[:, None], other=0)
-        else:
-            xp = tl.load(x_pairs + word * 4 + j)
-        x_lo = (xp << 16).to(tl.float32, bitcast=True)
-        x_hi = (xp & 0xFFFF0000).to(tl.float32, bitcast=True)
-        if GROUP_MAJOR:
-            x_lo, x_hi = x_lo[:, None, :], x_hi[:, None, :]
-        else:
-            x_lo, x_hi = x_lo[None, :, :], x_hi[None, :, :]
-        if j < 2:
-            lo, hi = e2m1_pair(w, j)
-        else:
-            lo, hi = e2m1_pair(w_hi, j - 2)
-        # Two separate updates keep each product a fused multiply-add.
-        part += lo * x_lo
-        part += hi * x_hi
-    return tl.sum(part, axis=2) * e8m0_scale(s)
-
-
-@triton.jit
 def _sparse_gemv_mxfp4(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
     expert_offset, E, R,
@@ -228,25 +177,26 @@ def _sparse_gemv_mxfp4(
     stride_be, stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
-    GROUP_MAJOR: tl.constexpr, TAIL_GROUPS: tl.constexpr,
+    GROUP_MAJOR: tl.constexpr,
 ):  # fmt: skip
-    """Tiles of BLOCK_N rows x BLOCK_K values (`_mx_group_sums`). The tile is [GROUPS, BLOCK_N, 4]
-    words with GROUP_MAJOR, else [BLOCK_N, GROUPS, 4]: the compiler spreads the lanes over the
-    first two dimensions in that order, so with GROUP_MAJOR a thread holds several rows of one
-    group and reads and widens the token's values once for all of them (13.2 SASS instructions a
-    weight byte at 16 rows, 1,024 values, 4 warps, against 16.3 for the row-major default tile).
-
-    TAIL_GROUPS > 0 (one K slice only): the loop runs the whole BLOCK_K steps unmasked and the
-    last TAIL_GROUPS groups are read by tiles of 16, 8, ... 1 groups (its binary digits), so no
-    lane works on padding (R = 2,880 is 2 x 1,024 + 832 values); otherwise the last step is
-    masked. NUM_STAGES pipelines the loop as in the FP8 kernel."""
     t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
     e64 = e.to(tl.int64)
     n_block, k_lo, k_hi = _k_range(R, K_SPLIT, SPLIT_K)
+    # A lane loads one MX group (16 bytes, 32 values) of a row, as 4 uint32 words, and its single
+    # e8m0 scale. Word q of group g holds values 32g + 8q + 2j (low nibble of byte j) and
+    # 32g + 8q + 2j + 1 (high nibble), which pair with bf16-pair word 16g + 4q + j of the token
+    # row: low half even, high half odd, each widened by a shift. The tile is [GROUPS, BLOCK_N, 4]
+    # with GROUP_MAJOR, else [BLOCK_N, GROUPS, 4]: the compiler spreads the lanes over the first
+    # two dimensions in that order, so with GROUP_MAJOR a thread holds several rows of one group
+    # and reads and widens the token's values once for all of them (13.9 SASS instructions a
+    # weight byte at 16 rows, 512 values, 4 warps, against 16.3). NUM_STAGES pipelines the loop
+    # as in the FP8 kernel.
     GROUPS: tl.constexpr = BLOCK_K // 32
     rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    offs_g = tl.arange(0, GROUPS)
+    offs_q = tl.arange(0, 4)
     w_base = (w_ptr + e64 * stride_we).to(tl.pointer_type(tl.uint32))
     s_base = ws_ptr + e64 * stride_se
     if GROUP_MAJOR:
@@ -259,19 +209,45 @@ def _sparse_gemv_mxfp4(
         acc = tl.zeros([BLOCK_N, GROUPS], dtype=tl.float32)
     x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
     x_pairs = x_row.to(tl.pointer_type(tl.uint32))
-    k_main = k_hi - TAIL_GROUPS * 32
-    for k0 in tl.range(k_lo, k_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-        acc += _mx_group_sums(w_rows, s_rows, x_pairs, k0 // 32, k_hi, GROUPS, GROUP_MAJOR,
-                              not EVEN_K)  # fmt: skip
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        g = k0 // 32 + offs_g
+        word = g[:, None] * 4 + offs_q[None, :]
+        g_ok = g < k_hi // 32
+        if GROUP_MAJOR:
+            w_at, s_at = w_rows + word[:, None, :], s_rows + g[:, None]
+            w_ok, s_ok = g_ok[:, None, None], g_ok[:, None]
+        else:
+            w_at, s_at = w_rows + word[None, :, :], s_rows + g[None, :]
+            w_ok, s_ok = g_ok[None, :, None], g_ok[None, :]
+        if EVEN_K:
+            w = tl.load(w_at)
+            s = tl.load(s_at)
+        else:
+            w = tl.load(w_at, mask=w_ok, other=0)
+            s = tl.load(s_at, mask=s_ok, other=0)
+        w_hi = w >> 16
+        part = tl.zeros(w.shape, dtype=tl.float32)
+        for j in tl.static_range(4):
+            if EVEN_K:
+                xp = tl.load(x_pairs + word * 4 + j)
+            else:
+                xp = tl.load(x_pairs + word * 4 + j, mask=g_ok[:, None], other=0)
+            x_lo = (xp << 16).to(tl.float32, bitcast=True)
+            x_hi = (xp & 0xFFFF0000).to(tl.float32, bitcast=True)
+            if GROUP_MAJOR:
+                x_lo, x_hi = x_lo[:, None, :], x_hi[:, None, :]
+            else:
+                x_lo, x_hi = x_lo[None, :, :], x_hi[None, :, :]
+            if j < 2:
+                lo, hi = e2m1_pair(w, j)
+            else:
+                lo, hi = e2m1_pair(w_hi, j - 2)
+            # Two separate updates keep each product a fused multiply-add.
+            part += lo * x_lo
+            part += hi * x_hi
+        acc += tl.sum(part, axis=2) * e8m0_scale(s)
     # Undo the 2^-14 of the fp16 placement (kernels.mxfp4); kernels read no module globals.
     h = tl.sum(acc, axis=0 if GROUP_MAJOR else 1)
-    g_tail = k_main // 32
-    for bit in tl.static_range(15, -1, -1):  # TAIL_GROUPS < GROUPS <= 2^15
-        if (TAIL_GROUPS >> bit) & 1:
-            sums = _mx_group_sums(w_rows, s_rows, x_pairs, g_tail, k_hi, 1 << bit, GROUP_MAJOR,
-                                  False)  # fmt: skip
-            h += tl.sum(sums, axis=0 if GROUP_MAJOR else 1)
-            g_tail += 1 << bit
     if SPLIT_K == 1:
         _epilogue(h * 16384.0, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot,
                   stride_ok, GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
@@ -528,8 +504,6 @@ def sparse_gemv(
         )  # fmt: skip
         return
     grid = (N // bn * split_k, K, T)
-    # MXFP4, one K slice: the groups past the last whole step go to exact-size tail tiles.
-    tail_groups = (R % bk) // MX_BLOCK if split_k == 1 else 0
     common = dict(
         GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=R % bk == 0, EXACT_RNE=not out.is_cuda,
         NUM_STAGES=num_stages or 0, SPLIT_K=split_k, num_warps=num_warps,
@@ -545,8 +519,7 @@ def sparse_gemv(
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
             w_scale.stride(0), w_scale.stride(1), bias_EN.stride(0), out.stride(0),
-            out.stride(1), *part_args, GROUP_MAJOR=group_major, TAIL_GROUPS=tail_groups,
-            **{**common, "EVEN_K": R % bk == 0 or tail_groups > 0},
+            out.stride(1), *part_args, GROUP_MAJOR=group_major, **common,
         )  # fmt: skip
     if split_k > 1:
         _sparse_gemv_split_k_sum[(N // bn, K, T)](
