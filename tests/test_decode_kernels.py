@@ -152,16 +152,16 @@ GEMV_VARIANTS = [
 # (the masked last step at block_k 128 and 256 > R; 32-row blocks).
 GEMV_CASES = [pytest.param(f, *v.values, id=f"{f}-{v.id}") for f in FORMATS for v in GEMV_VARIANTS]
 GEMV_CASES += [
-    pytest.param("mxfp4", {"group_major": True}, id="mxfp4-group-major"),
+    pytest.param("mxfp4", {"group_major": False}, id="mxfp4-row-major"),
     pytest.param(
         "mxfp4",
-        {"group_major": True, "block_n": 32, "block_k": 128},
-        id="mxfp4-group-major-32-rows-tail",
+        {"group_major": False, "block_n": 32, "block_k": 128},
+        id="mxfp4-row-major-32-rows-tail",
     ),  # fmt: skip
     pytest.param(
         "mxfp4",
-        {"group_major": True, "split_k": 3, "num_stages": 2},
-        id="mxfp4-group-major-split-3-pipelined",
+        {"group_major": False, "split_k": 3, "num_stages": 2},
+        id="mxfp4-row-major-split-3-pipelined",
     ),  # fmt: skip
     pytest.param("mxfp4", {"tensor_cores": True}, id="mxfp4-tensor-cores"),
     pytest.param("mxfp4", {"tensor_cores": True, "block_k": 128}, id="mxfp4-tensor-cores-tail"),

@@ -24,9 +24,9 @@ stays within one device call; the JSON is rewritten after every row.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_decode.py OUT [VARIANTS]
 VARIANTS replaces the sweep: comma-separated
-block_n:row_bytes:warps[:num_stages[:split_k[:tc[:gm]]]] (tc 1: the tensor-core MXFP4 kernel; gm
-1: the group-major MXFP4 tile), "-" for the default of a field, "@PRECISION" after an item
-to run it for that precision only, e.g. "-:-:4,4:4096:4,8:2048:4:-:1,64:256:4:-:-:1@w4a16".
+block_n:row_bytes:warps[:num_stages[:split_k[:tc[:gm]]]], "-" for the default of a field (tc 1:
+the tensor-core MXFP4 kernel; gm 0 or 1: the MXFP4 tile row-major or group-major), "@PRECISION"
+after an item to run it for that precision only, e.g. "-:-:4,8:2048:4:-:1,16:256:4:-:-:0:0@w4a16".
 The default launch always runs first, as the reference.
 """
 
@@ -65,7 +65,7 @@ VARIANTS = (
     + [(16, rb, 4, st, sk) for sk in (2, 4) for rb in (256, 512) for st in (None, 3)]
     + [(8, 256, 4, 3, 3)]
 )
-VARIANTS = [(*v, False, False, None) for v in VARIANTS]  # every variant for both precisions
+VARIANTS = [(*v, False, None, None) for v in VARIANTS]  # every variant for both precisions
 # Read floor launches: (bytes a program, bytes a step, warps). Small programs did best on
 # 2026-12-01 (16-32 KiB); programs that loop over many steps were slower.
 READ_LAUNCHES = [(4 << 10, 4 << 10, 1), (8 << 10, 8 << 10, 1), (8 << 10, 8 << 10, 2),
@@ -157,13 +157,14 @@ def agreement(got: torch.Tensor, want: torch.Tensor, rows: torch.Tensor) -> tupl
 
 def parse_variants(spec: str) -> list[tuple]:
     """Variants from the command line (module docstring), the default launch first."""
-    out = [(None, None, None, None, 1, False, False, None)]
+    out = [(None, None, None, None, 1, False, None, None)]
     for item in spec.split(","):
         item, _, only = item.partition("@")
         f = [None if v in ("-", "") else int(v) for v in item.split(":")]
         f += [None] * (7 - len(f))
         bn, rb, nw, st, sk, tc, gm = f
-        out.append((bn, rb, nw, st, sk or 1, bool(tc), bool(gm), only or None))
+        out.append((bn, rb, nw, st, sk or 1, bool(tc), None if gm is None else bool(gm),
+                    only or None))  # fmt: skip
     return out
 
 
@@ -257,8 +258,8 @@ def main(out_dir: str, variants=VARIANTS) -> None:
             kw = dict(block_n=bn, block_k=bk, num_warps=nw, num_stages=st, split_k=sk)
             if tc:
                 kw["tensor_cores"] = True
-            if gm:
-                kw["group_major"] = True
+            if gm is not None:
+                kw["group_major"] = gm
             row = dict(precision=cs.precision, **kw)
             part1 = part2 = None
             if sk > 1:
@@ -336,7 +337,8 @@ def print_table(rows: list[dict]) -> None:
         if "error" in r:
             print(f"{r['precision']:6} {r.get('block_n')!s:>4}  {r['error']}")
             continue
-        shown = {**r, **{k: int(bool(r.get(k))) for k in ("tensor_cores", "group_major")}}
+        shown = {**r, "tensor_cores": int(bool(r.get("tensor_cores")))}
+        shown["group_major"] = "-" if r.get("group_major") is None else int(r["group_major"])
         widths = (4, 5, 2, 4, 2, 2, 2)
         vals = " ".join(f"{shown[k]!s:>{w}}" for k, w in zip(keys, widths, strict=True))
         cells = []
@@ -376,7 +378,7 @@ def print_table(rows: list[dict]) -> None:
                 and r["block_k"] is None
                 and r["num_warps"] is None
                 and not r.get("tensor_cores")
-                and not r.get("group_major")
+                and r.get("group_major") is None
             ]
             base = f", default {default[0][f'{stage}_us']:.1f} us" if default else ""
             print(f"best {prec} {stage}: {best[f'{stage}_us']:.1f} us "

@@ -362,11 +362,13 @@ def default_blocks(fmt: str) -> tuple[int, int, int]:
     for every choice here, so gate_up is bitwise equal to the first default; down differs in the
     last fp32 bits (scale-free difference 7e-14).
 
-    MXFP4: 16 rows on 4 warps, 512 values (256 bytes) a row a step at every N: its in-register
-    decode needs registers, and 2,048 values a step at N 2,880 left too few programs resident
-    (down projection: 22.8 us at 2,048 values, 17.5 at 512); small programs were slower here."""
+    MXFP4 (with the group-major tile, `sparse_gemv(group_major=...)`, on by default for MXFP4):
+    16 rows on 4 warps, 1,024 values (512 bytes) a row a step: gate_up 21.2-21.3 us and down
+    14.3-14.5 at one token, against 24.2 / 15.9 for the row-major tile at 512 values, the earlier
+    default (docs/PERF.md, 2026-12-01 second session). 2,048 values a step works on 42% padding at
+    R = 2,880 and was slower (28.3 / 18.2)."""
     if fmt != "fp8":
-        return 16, 512, 4
+        return 16, 1024, 4
     return 2, 1024, 1
 
 
@@ -387,7 +389,7 @@ def sparse_gemv(
     split_k: int = 1,
     partials: torch.Tensor | None = None,
     tensor_cores: bool = False,
-    group_major: bool = False,
+    group_major: bool | None = None,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -484,6 +486,7 @@ def sparse_gemv(
     else:
         part_args = (out, 0, 0, N, k_split)  # never written: SPLIT_K == 1 stores through out
     _check(fmt == "mxfp4" or not group_major, "group_major is for MXFP4 weights only")
+    group_major = fmt == "mxfp4" if group_major is None else group_major
     if tensor_cores:
         _check(fmt == "mxfp4", "tensor_cores is implemented for MXFP4 weights only")
         _check(
