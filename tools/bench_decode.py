@@ -383,7 +383,7 @@ def print_table(rows: list[dict]) -> None:
             base = f", default {default[0][f'{stage}_us']:.1f} us" if default else ""
             print(f"best {prec} {stage}: {best[f'{stage}_us']:.1f} us "
                   f"({100 * best[f'{stage}_of_copy']:.0f}% of copy{base}) with "
-                  + ", ".join(f"{k}={best.get(k, False)}" for k in keys))  # fmt: skip
+                  + ", ".join(f"{k}={best.get(k)}" for k in keys))  # fmt: skip
 
 
 if __name__ == "__main__":
