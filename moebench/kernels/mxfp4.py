@@ -25,17 +25,33 @@ import triton.language as tl
 
 
 @triton.jit
-def e2m1_pair(word, BYTE: tl.constexpr):
+def _halves(mag, sgn, ASM: tl.constexpr):
+    """(mag & 0x0E080E00) | (sgn & ~0x0E080E00) on uint32. ASM (compiled only; the interpreter
+    runs no PTX): one ``lop3`` with the mask as its immediate (LUT 0xE4: c ? a : b), which the
+    compiler does not find by itself (it emits two logic instructions)."""
+    if ASM:
+        return tl.inline_asm_elementwise(
+            "lop3.b32 $0, $1, $2, 0x0E080E00, 0xE4;", "=r,r,r", [mag, sgn], dtype=tl.uint32,
+            is_pure=True, pack=1,
+        )  # fmt: skip
+    else:
+        return (mag & 0x0E080E00) | (sgn & 0xF1F7F1FF)
+
+
+@triton.jit
+def e2m1_pair(word, BYTE: tl.constexpr, ASM: tl.constexpr = False):
     """(low, high) nibble of byte ``BYTE`` (0 or 1) of uint32 ``word`` as fp32 values * 2^-14.
 
     Bytes 2 and 3 are bytes 0 and 1 of ``word >> 16``. With t the byte's magnitude bits
     (mask 0x77 at the byte), t * (2^9 + 2^21) >> 8*BYTE puts the low nibble's bits 0..2 at 9..11
     and the high nibble's bits 4..6 at 25..27; the sign bits (mask 0x88) times
-    (2^12 + 2^24) >> 8*BYTE land at 15 and 31. Everything else is masked off.
+    (2^12 + 2^24) >> 8*BYTE land at 15 and 31. Everything else is dropped by one bit-select.
     """
     mag = (word & (0x77 << (8 * BYTE))) * (0x00200200 >> (8 * BYTE))
     sgn = (word & (0x88 << (8 * BYTE))) * (0x01001000 >> (8 * BYTE))
-    halves = (mag & 0x0E000E00) | (sgn & 0x80008000)
+    # mag's bits are 9-11, 13-15, 21-23 and 25-27; sgn's 15, 19, 27 and 31. One bit-select with
+    # a mask holding mag's wanted bits and bit 19 keeps mag's 9-11, 25-27 and sgn's 15, 31.
+    halves = _halves(mag, sgn, ASM)
     lo = halves.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
     hi = (halves >> 16).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
     return lo, hi

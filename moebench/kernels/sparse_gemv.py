@@ -177,7 +177,7 @@ def _sparse_gemv_mxfp4(
     stride_be, stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
-    GROUP_MAJOR: tl.constexpr,
+    GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr,
 ):  # fmt: skip
     t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
@@ -192,7 +192,8 @@ def _sparse_gemv_mxfp4(
     # two dimensions in that order, so with GROUP_MAJOR a thread holds several rows of one group
     # and reads and widens the token's values once for all of them (13.9 SASS instructions a
     # weight byte at 16 rows, 512 values, 4 warps, against 16.3). NUM_STAGES pipelines the loop
-    # as in the FP8 kernel.
+    # as in the FP8 kernel. PTX (compiled, not interpreted): the decode's bit-select as inline
+    # PTX (kernels.mxfp4), one instruction fewer a weight byte; the same bits.
     GROUPS: tl.constexpr = BLOCK_K // 32
     rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
     offs_g = tl.arange(0, GROUPS)
@@ -239,9 +240,9 @@ def _sparse_gemv_mxfp4(
             else:
                 x_lo, x_hi = x_lo[None, :, :], x_hi[None, :, :]
             if j < 2:
-                lo, hi = e2m1_pair(w, j)
+                lo, hi = e2m1_pair(w, j, PTX)
             else:
-                lo, hi = e2m1_pair(w_hi, j - 2)
+                lo, hi = e2m1_pair(w_hi, j - 2, PTX)
             # Two separate updates keep each product a fused multiply-add.
             part += lo * x_lo
             part += hi * x_hi
@@ -522,7 +523,7 @@ def sparse_gemv(
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
             w_scale.stride(0), w_scale.stride(1), bias_EN.stride(0), out.stride(0),
-            out.stride(1), *part_args, GROUP_MAJOR=group_major, **common,
+            out.stride(1), *part_args, GROUP_MAJOR=group_major, PTX=out.is_cuda, **common,
         )  # fmt: skip
     if split_k > 1:
         _sparse_gemv_split_k_sum[(N // bn, K, T)](
