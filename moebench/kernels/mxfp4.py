@@ -14,8 +14,10 @@ from its bits, so nothing here rounds.
 The GEMV decodes a 32-bit word (four bytes, eight values) at a time: for one byte of the word, a
 mask and one integer multiply move both nibbles' magnitude bits into the two fp16 halves of a
 word (low nibble to bits 11..9, high nibble to bits 27..25; the cross terms of the multiply land
-outside the kept bits), and the same for the two sign bits. Six integer instructions give two
-values; a nibble-at-a-time decode took about eleven (sm_90 SASS compiled offline with triton 3.9).
+outside the kept bits), and the same for the two sign bits; one bit-select keeps the wanted
+bits. Five integer instructions give two values when compiled (the bit-select as one inline-PTX
+``lop3``; the compiler's own form takes two); a nibble-at-a-time decode took about eleven (sm_90a
+SASS compiled offline).
 """
 
 from __future__ import annotations

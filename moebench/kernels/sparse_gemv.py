@@ -42,11 +42,11 @@ experts are live, at the price of another launch and a different fp32 summation 
 
 Budget, from sm_90a SASS of the default launches compiled offline with triton 3.6 and the launch's
 divisibility hints (docs/PERF.md, 2026-12-01 second session): the FP8 loop is 5.4 instructions a
-weight byte (64 registers at 2 rows, 1,024 bytes, one warp); the MXFP4 loop 13.2 a byte with the
-group-major tile (80 registers at 16 rows, 1,024 values, 4 warps; 16.3 with the row-major one),
-most of it the integer decode, the fp16-to-fp32 widening and the FMAs. FP8 is bound by bytes (its
-step runs at 1.25x a kernel that only reads the same bytes); MXFP4 by instructions (under half
-the issue rate), so it only draws level with FP8 despite half the bytes.
+weight byte (64 registers at 2 rows, 1,024 bytes, one warp); the MXFP4 loop 12.2 a byte with the
+group-major tile and the PTX bit-select (80 registers at 16 rows, 1,024 values, 4 warps; 16.3 with
+the row-major tile and no PTX), most of it the integer decode, the fp16-to-fp32 widening and the
+FMAs. FP8 is bound by bytes (its step runs at 1.25x a kernel that only reads the same bytes);
+MXFP4 by instructions (under half the issue rate): its step is 3-5% faster than FP8's, not 2x.
 """
 
 from __future__ import annotations
