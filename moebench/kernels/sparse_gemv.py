@@ -190,8 +190,8 @@ def _sparse_gemv_mxfp4(
     # row: low half even, high half odd, each widened by a shift. The tile is [GROUPS, BLOCK_N, 4]
     # with GROUP_MAJOR, else [BLOCK_N, GROUPS, 4]: the compiler spreads the lanes over the first
     # two dimensions in that order, so with GROUP_MAJOR a thread holds several rows of one group
-    # and reads and widens the token's values once for all of them (13.9 SASS instructions a
-    # weight byte at 16 rows, 512 values, 4 warps, against 16.3). NUM_STAGES pipelines the loop
+    # and reads and widens the token's values once for all of them (13.2 SASS instructions a
+    # weight byte at 16 rows, 1,024 values, 4 warps, against 16.3). NUM_STAGES pipelines the loop
     # as in the FP8 kernel. PTX (compiled, not interpreted): the decode's bit-select as inline
     # PTX (kernels.mxfp4), one instruction fewer a weight byte; the same bits.
     GROUPS: tl.constexpr = BLOCK_K // 32
@@ -365,9 +365,10 @@ def default_blocks(fmt: str) -> tuple[int, int, int]:
 
     MXFP4 (with the group-major tile, `sparse_gemv(group_major=...)`, on by default for MXFP4):
     16 rows on 4 warps, 1,024 values (512 bytes) a row a step: gate_up 21.2-21.3 us and down
-    14.3-14.5 at one token, against 24.2 / 15.9 for the row-major tile at 512 values, the earlier
-    default (docs/PERF.md, 2026-12-01 second session). 2,048 values a step works on 42% padding at
-    R = 2,880 and was slower (28.3 / 18.2)."""
+    14.3-14.5 at one token (20.5 / 13.7 with the PTX bit-select of kernels.mxfp4), against
+    24.2 / 15.9 for the row-major tile at 512 values, the earlier default (docs/PERF.md,
+    2026-12-01 second session). 2,048 values a step works on 42% padding at R = 2,880 and was
+    slower (28.3 / 18.2)."""
     if fmt != "fp8":
         return 16, 1024, 4
     return 2, 1024, 1
