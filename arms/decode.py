@@ -29,6 +29,7 @@ from moebench import reference
 from moebench.kernels.batched_gemm import batched_gemm
 from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.sparse_gemv import sparse_gemv
+from moebench.routing import local_counts
 
 STAGES = ("fc1", "fc2", "combine")
 PRECISIONS = ("w8a16", "w4a16")
@@ -165,8 +166,8 @@ def weight_bytes(p: Problem, *, layout: str) -> dict[str, int]:
     if layout == "ETD":
         hit = p.local_experts
     else:
-        e = p.topk_ids_TK.to(torch.int64).flatten().cpu() - p.expert_offset
-        hit = int(torch.unique(e[(e >= 0) & (e < p.local_experts)]).numel())
+        counts = local_counts(p.topk_ids_TK.cpu(), p.expert_offset, p.local_experts)
+        hit = int((counts > 0).sum())
     out = {s: 0 for s in STAGES}
     out["fc1"], out["fc2"] = hit * per["fc1"], hit * per["fc2"]
     out["ffn"] = out["fc1"] + out["fc2"]

@@ -285,8 +285,7 @@ def weight_bytes(p: Problem, *, gemm_mode: str) -> dict[str, int]:
     block of the capacity buffer, i.e. those with live rows and expert E-1, which owns the tail.
     """
     E, A = p.local_experts, p.alignment
-    ids = p.topk_ids_TK.to(torch.int64).flatten().cpu() - p.expert_offset
-    counts = torch.bincount(ids[(ids >= 0) & (ids < E)], minlength=E)
+    counts = local_counts(p.topk_ids_TK.cpu(), p.expert_offset, E)
     if gemm_mode == "psum":
         read = int((counts > 0).sum())
     else:
