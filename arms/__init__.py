@@ -1,18 +1,9 @@
-"""The arms: one module each, listed in one literal dict. Arms compose kernels; they know no runner.
+"""moebench's built-in arms: ``prefill/`` (the capacity-buffer pipeline) and ``decode/``.
 
-Each arm module defines NAME, FAMILY (``prefill``: the capacity-buffer pipeline of
-`arms.pipeline`; ``decode``: `arms.decode`), KERNELS (the kernels it launches, for people),
-LAUNCHES ({precision: Triton kernel function names its stages launch}) and FORBIDDEN (names they
-must not launch), both checked under the profiler by `moebench.dispatch_gate`, SOURCES (the files
-it is built from, hashed into provenance) and build(workspace) -> stages.
+Each arm module defines NAME, FAMILY, KERNELS (the kernels it launches, for people), LAUNCHES
+({precision: Triton kernel function names its stages launch}) and FORBIDDEN (names they must not
+launch), both checked under the profiler by ``moebench.gates.dispatch``, SOURCES (the files it is
+built from, hashed into provenance) and build(workspace) -> stages. Arms compose moebench's
+kernels over the workspace of ``moebench.arm``; they know no runner. moebench finds them by
+import string (``moebench.arm.registry``), exactly as it finds a user's arm.
 """
-
-from arms import dense_decode, prefix_sum, prefix_sum_masked, sparse_decode, stock
-
-ARMS = {
-    "stock": stock,
-    "prefix_sum": prefix_sum,
-    "prefix_sum_masked": prefix_sum_masked,
-    "dense_decode": dense_decode,
-    "sparse_decode": sparse_decode,
-}

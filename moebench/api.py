@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from arms import ARMS
-from arms.pipeline import Workspace, run_all
-from moebench.inputs import build_problem, default_capacity
+from moebench.arm import registry
+from moebench.arm.base import run_all
+from moebench.arm.prefill import Workspace
+from moebench.plan.inputs import build_problem, default_capacity
 
 
 def run_arm(
@@ -32,12 +33,13 @@ def run_arm(
     quantises tokens per 128 columns and weights per 128x128 block, as the benchmark does).
     D and F must be multiples of 128.
     """
-    if name not in ARMS:
-        raise ValueError(f"unknown arm {name!r}; known: {', '.join(ARMS)}")
-    if ARMS[name].FAMILY != "prefill":
+    if name not in registry.builtin_names():
+        raise ValueError(f"unknown arm {name!r}; known: {', '.join(registry.builtin_names())}")
+    arm = registry.resolve(name)
+    if arm.FAMILY != "prefill":
         raise ValueError(
-            f"run_arm runs the prefill arms; {name!r} is a {ARMS[name].FAMILY} arm "
-            "(build it with moebench.inputs.build_decode_problem and arms.decode.Workspace)"
+            f"run_arm runs the prefill arms; {name!r} is a {arm.FAMILY} arm "
+            "(build it with moebench.inputs.build_decode_problem and moebench.arm.decode.Workspace)"
         )
     T, K = topk_ids_TK.shape
     E = w13_EFD.shape[0]
@@ -58,5 +60,5 @@ def run_arm(
         activation=activation,
     )
     ws = Workspace(problem)
-    run_all(ARMS[name].build(ws))
+    run_all(arm.build(ws))
     return ws.y_TD.clone()

@@ -25,9 +25,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from moebench import distributed  # noqa: E402
-from moebench.errors import MoebenchError  # noqa: E402
-from moebench.scenario import parse_scenario  # noqa: E402
+from moebench.comm import world as distributed  # noqa: E402
+from moebench.core.errors import MoebenchError  # noqa: E402
+from moebench.spec.scenario import parse_scenario  # noqa: E402
 
 SCENARIO = """\
 name: worker
@@ -47,8 +47,8 @@ def scenario(dp: int = 2, tp: int = 1, tokens: int = 5):
 def exchange_roundtrip(world, s) -> dict:
     """Dispatch, an 'FFN' that returns each received row as it came, combine: every token must
     come back as the weighted sum of its K copies, sum_k w[t, k] * x[t]."""
-    from moebench import routing
-    from moebench.scenario import global_tokens, local_experts
+    from moebench.routing import synthetic as routing
+    from moebench.spec.scenario import global_tokens, local_experts
 
     T, K = global_tokens(s), s.model.top_k
     rt = routing.synthesize(family="uniform", tokens=T, experts=s.model.experts, top_k=K,
@@ -115,7 +115,8 @@ def units(out: Path) -> dict:
 
 
 def runner_failure(out: Path) -> dict:
-    from moebench import dist_runner, runner
+    from moebench.run import distributed as dist_runner
+    from moebench.run import simulated as runner
 
     s = scenario()
     real = dist_runner._time

@@ -28,10 +28,10 @@ import numpy as np
 import yaml
 from hypothesis import strategies as st
 
-from moebench.errors import MoebenchError, TraceError
-from moebench.routing import load_trace_counts, synthesize
-from moebench.runner import plan
-from moebench.scenario import expand, load_scenario
+from moebench.core.errors import MoebenchError, TraceError
+from moebench.routing.synthetic import load_trace_counts, synthesize
+from moebench.run.simulated import plan
+from moebench.spec.scenario import expand, load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 VALID = yaml.safe_load((REPO / "scenarios" / "smoke.yaml").read_text())

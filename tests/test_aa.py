@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 from test_compare import checks, make_run, row_of, samples
 
-from moebench import stats
-from moebench.compare import compare_runs
-from moebench.report import render
-from moebench.results import SAMPLES_SCHEMA, Run
+from moebench.analysis import stats
+from moebench.analysis.compare import compare_runs
+from moebench.report.render import render
+from moebench.results.store import SAMPLES_SCHEMA, Run
 
 RUN = "run-a"
 

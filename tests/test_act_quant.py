@@ -8,15 +8,15 @@ import os
 import pytest
 import torch
 
-from moebench import reference
+from moebench.core import reference
+from moebench.core.layout import expert_ends, live_row_mask, used_rows
+from moebench.core.numerics import TOLERANCE, bitwise_compare, calc_diff
 from moebench.kernels.act_quant import (
     BLOCK_ROWS,
     SCHEDULES,
     act_quant_dense,
     act_quant_masked,
 )
-from moebench.layout import expert_ends, live_row_mask, used_rows
-from moebench.numerics import TOLERANCE, bitwise_compare, calc_diff
 
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() and not INTERPRETING else "cpu"

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import moebench
-from moebench import reference
-from moebench.numerics import TOLERANCE, bitwise_compare, calc_diff
+from moebench.core import reference
+from moebench.core.numerics import TOLERANCE, bitwise_compare, calc_diff
 
 
 def inputs(T=6, K=2, E=3, D=128, F=128, seed=0):

@@ -10,8 +10,8 @@ import pytest
 from conftest import shared_traces_beside_repo
 from typer.testing import CliRunner
 
-from moebench import numerics
-from moebench.cli import app
+from moebench.cli.app import app
+from moebench.core import numerics
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]

@@ -10,12 +10,15 @@ import pytest
 import torch
 from test_cli import TINY, one_line_error, runner, write
 
-from arms import ARMS, decode, pipeline
-from moebench import cold
-from moebench.cli import app
-from moebench.compare import _with_mode
-from moebench.families import FAMILIES
-from moebench.results import SAMPLES_SCHEMA
+from moebench.analysis.compare import _with_mode
+from moebench.arm import decode, prefill, registry
+from moebench.arm.base import run_all
+from moebench.cli.app import app
+from moebench.gates.families import FAMILIES
+from moebench.measure import cold
+from moebench.results.store import SAMPLES_SCHEMA
+
+ARMS = {name: registry.resolve(name) for name in registry.builtin_names()}
 
 MB = 1 << 20
 L2 = 60 * MB
@@ -75,9 +78,9 @@ def test_rotation_calls_each_copy_in_turn():
 
 def _prefill_problem():
     """Rank 0's problem of the CLI tests' tiny fp8 prefill scenario, as the runner builds it."""
-    from moebench.inputs import make_tokens
-    from moebench.runner import _rank_inputs, plan
-    from moebench.scenario import global_tokens, parse_scenario
+    from moebench.plan.inputs import make_tokens
+    from moebench.run.simulated import _rank_inputs, plan
+    from moebench.spec.scenario import global_tokens, parse_scenario
 
     (p,) = plan(parse_scenario(TINY))
     s = p.case.scenario
@@ -94,7 +97,7 @@ def test_stages_on_a_copy_read_the_copy_and_write_the_shared_buffers(arm_name):
     family, problem = _prefill_problem()
     arm = ARMS[arm_name]
     ws = family.workspace(arm, problem)
-    pipeline.run_all(arm.build(ws))
+    run_all(arm.build(ws))
     gated = ws.y_TD.clone()
     same, changed = cold.weight_copies(problem, family.weight_fields, 3)[1:]
     for f in family.weight_fields:
@@ -103,10 +106,10 @@ def test_stages_on_a_copy_read_the_copy_and_write_the_shared_buffers(arm_name):
             getattr(same, f).view(torch.uint8), getattr(problem, f).view(torch.uint8)
         )
     ws.y_TD.fill_(float("nan"))
-    pipeline.run_all(cold.stages_on(arm.build, ws, same))
+    run_all(cold.stages_on(arm.build, ws, same))
     assert torch.equal(ws.y_TD.view(torch.int16), gated.view(torch.int16))
     changed.w2_scale.mul_(2.0)  # a power of two: every live output doubles exactly
-    pipeline.run_all(cold.stages_on(arm.build, ws, changed))
+    run_all(cold.stages_on(arm.build, ws, changed))
     assert torch.equal(ws.y_TD.float(), 2 * gated.float())
     assert ws.problem is problem  # the workspace itself still points at the gated weights
 
@@ -116,7 +119,7 @@ def test_decode_copies_cover_every_weight_tensor():
     assert set(fields) == {"w13", "w13_scale", "b13_E2F", "w2", "w2_scale", "b2_ED"}
     assert set(FAMILIES["prefill"].weight_fields) == {"w13_EFD", "w13_scale", "w2_EDF", "w2_scale"}
     # every tensor field of the problems that is not an input or the routing is a weight
-    for cls, family in ((decode.Problem, "decode"), (pipeline.Problem, "prefill")):
+    for cls, family in ((decode.Problem, "decode"), (prefill.Problem, "prefill")):
         names = {f for f in cls.__dataclass_fields__ if f.startswith(("w", "b"))}
         assert names <= set(FAMILIES[family].weight_fields) | {"b13", "b2"}, names
 

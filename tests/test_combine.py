@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from moebench import layout, reference
+from moebench.core import layout, reference
 from moebench.kernels.combine import combine
 
 

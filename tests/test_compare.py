@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from moebench.compare import CompareRow, compare_runs
-from moebench.errors import MoebenchError
-from moebench.report import fmt_change, fmt_us, render
-from moebench.results import SCHEMAS, Run, RunWriter, load_run, rows_to_table
+from moebench.analysis.compare import CompareRow, compare_runs
+from moebench.core.errors import MoebenchError
+from moebench.report.render import fmt_change, fmt_us, render
+from moebench.results.store import SCHEMAS, Run, RunWriter, load_run, rows_to_table
 
 CASE = "t16-uniform"
 ENV = {"torch": "2.13.0", "triton": "3.9.0", "gpu": "none"}

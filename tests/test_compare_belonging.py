@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from moebench.cli import app
-from moebench.compare import compare_runs
-from moebench.errors import MoebenchError
-from moebench.results import SCHEMAS, Run, RunWriter, rows_to_table
+from moebench.analysis.compare import compare_runs
+from moebench.cli.app import app
+from moebench.core.errors import MoebenchError
+from moebench.results.store import SCHEMAS, Run, RunWriter, rows_to_table
 
 SOURCES = {"stock": "aa", "masked": "cc"}
 ENV = {"torch": "2.13.0"}

@@ -7,10 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from arms import ARMS, decode, pipeline
-from moebench import checks, inputs
-from moebench.numerics import TOLERANCE, calc_diff
-from moebench.scenario import ARM_FAMILIES
+from arms.decode import pipeline
+from arms.prefill import pipeline as prefill_pipeline
+from moebench.arm import decode, registry
+from moebench.core.numerics import TOLERANCE, calc_diff
+from moebench.gates import checks
+from moebench.plan import inputs
+
+ARMS = {name: registry.resolve(name) for name in registry.builtin_names()}
 
 T, K, E_ALL, D, F = 5, 2, 8, 64, 32
 E = 4  # local experts: this is rank 1 of two, global experts [4, 8)
@@ -122,8 +126,8 @@ def test_weight_bytes_count_the_experts_each_arm_reads():
         fc1 += 4 if precision == "w8a16" else 2 * F * D // 32  # one fp32 scale, or e8m0 bytes
         fc2 = D * F * (1 if precision == "w8a16" else 0.5) + D * 2
         fc2 += 4 if precision == "w8a16" else D * F // 32
-        dense = decode.weight_bytes(p, layout="ETD")
-        sparse = decode.weight_bytes(p, layout="TKD")
+        dense = pipeline.weight_bytes(p, layout="ETD")
+        sparse = pipeline.weight_bytes(p, layout="TKD")
         assert dense == {"fc1": 4 * fc1, "fc2": 4 * fc2, "combine": 0, "ffn": 4 * (fc1 + fc2)}
         # experts 4, 5 and 7 are hit (4 three times): each counted once
         assert sparse == {"fc1": 3 * fc1, "fc2": 3 * fc2, "combine": 0, "ffn": 3 * (fc1 + fc2)}
@@ -142,14 +146,17 @@ def test_prefill_weight_bytes_follow_the_blocks_each_mode_visits():
         precision="fp8", activation="silu",
     )  # fmt: skip
     per1, per2 = 256 * 128 + 2 * 1 * 4, 128 * 128 + 1 * 1 * 4  # FP8 values + 128x128 scales
-    psum = pipeline.weight_bytes(p, gemm_mode="psum")
-    stock = pipeline.weight_bytes(p, gemm_mode="all")
+    psum = prefill_pipeline.weight_bytes(p, gemm_mode="psum")
+    stock = prefill_pipeline.weight_bytes(p, gemm_mode="all")
     assert (psum["fc1"], psum["fc2"], psum["act"]) == (2 * per1, 2 * per2, 0)
     assert (stock["fc1"], stock["ffn"]) == (3 * per1, 3 * (per1 + per2))
 
 
-def test_arm_families_agree_with_the_arm_modules():
-    assert {name: arm.FAMILY for name, arm in ARMS.items()} == ARM_FAMILIES
+def test_every_registered_arm_names_itself_and_a_known_family():
+    from moebench.core.vocabulary import FAMILIES
+
+    for name, arm in ARMS.items():
+        assert arm.NAME == name and arm.FAMILY in FAMILIES
     for name in ("dense_decode", "sparse_decode"):
         assert ARMS[name].LAYOUT in decode.LAYOUTS
         assert all(p.exists() for p in ARMS[name].SOURCES)

@@ -8,7 +8,7 @@ import json
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
-from moebench.cli import app
+from moebench.cli.app import app
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from moebench import reference as ref
+from moebench.core import reference as ref
 from moebench.kernels.batched_gemm import batched_gemm
 from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.sparse_gemv import sparse_gemv

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from moebench import reference as ref
+from moebench.core import reference as ref
 
 
 def test_e2m1_codes_round_to_nearest_even_and_saturate():

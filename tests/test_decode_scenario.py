@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from moebench.errors import ScenarioError
-from moebench.scenario import expand, load_scenario, parse_scenario
+from moebench.core.errors import ScenarioError
+from moebench.spec.scenario import expand, load_scenario, parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from moebench import distributed
-from moebench.cli import app
-from moebench.results import load_run
-from moebench.scenario import parse_scenario
+from moebench.cli.app import app
+from moebench.comm import world as distributed
+from moebench.results.store import load_run
+from moebench.spec.scenario import parse_scenario
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -228,12 +228,13 @@ def test_a_world_of_one_agrees_with_simulated_bit_for_bit(tmp_path, precision):
     import torch
     import torch.distributed as dist
 
-    from arms import ARMS
-    from arms.pipeline import Workspace, run_all
-    from moebench import dist_runner
-    from moebench.inputs import build_problem, make_tokens, make_weights
-    from moebench.numerics import bitwise_compare
-    from moebench.runner import plan
+    from moebench.arm import registry
+    from moebench.arm.base import run_all
+    from moebench.arm.prefill import Workspace
+    from moebench.core.numerics import bitwise_compare
+    from moebench.plan.inputs import build_problem, make_tokens, make_weights
+    from moebench.run import distributed as dist_runner
+    from moebench.run.simulated import plan
 
     text = TINY.replace("ep: 2, dp: 2", "ep: 1").replace(
         "precision: fp8", f"precision: {precision}"
@@ -254,7 +255,7 @@ def test_a_world_of_one_agrees_with_simulated_bit_for_bit(tmp_path, precision):
             precision=precision, activation="silu",
         )  # fmt: skip
         for name in ("stock", "prefix_sum", "prefix_sum_masked"):  # the prefill family
-            arm = ARMS[name]
+            arm = registry.resolve(name)
             ws = Workspace(c.problem)
             stages = arm.build(ws)
             dist_runner._layer(c, ws, lambda stages=stages: run_all(stages))

@@ -16,12 +16,14 @@ import torch
 from triton.runtime.errors import OutOfResources
 from typer.testing import CliRunner
 
-import arms
-from arms import pipeline
-from moebench import faults, inputs
-from moebench.cli import app
-from moebench.results import load_run
-from moebench.timing import Clock
+import arms.prefill.prefix_sum_masked
+import arms.prefill.stock
+from moebench.arm import prefill as pipeline
+from moebench.cli.app import app
+from moebench.core import faults
+from moebench.measure.clock import Clock
+from moebench.plan import inputs
+from moebench.results.store import load_run
 
 cli = CliRunner()
 
@@ -159,7 +161,9 @@ def test_out_of_memory_building_inputs_fails_every_arm_of_that_case(tmp_path, mo
 
 
 def test_compile_error_is_a_row(tmp_path, monkeypatch):
-    fail_once(monkeypatch, arms.stock, "build", OutOfResources(300000, 232448, "shared memory"))
+    fail_once(
+        monkeypatch, arms.prefill.stock, "build", OutOfResources(300000, 232448, "shared memory")
+    )
     result, run_dir = run_cli(tmp_path)
     assert result.exit_code == 1, result.output
     (row,) = [c for c in checks_of(run_dir, C0) if c["arm"] == "stock"]
@@ -208,7 +212,7 @@ def test_case_timeout_option_and_its_validation(tmp_path):
 
 def test_device_fault_stops_cleanly_and_resume_finishes(tmp_path, monkeypatch):
     lost = RuntimeError("CUDA error: an illegal memory access was encountered\nCompile with ...")
-    fail_once(monkeypatch, arms.prefix_sum_masked, "build", lost)
+    fail_once(monkeypatch, arms.prefill.prefix_sum_masked, "build", lost)
     result, run_dir = run_cli(tmp_path)
     assert result.exit_code == 3, result.output
     assert "Traceback" not in result.output

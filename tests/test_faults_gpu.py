@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from moebench.results import load_run
+from moebench.results.store import load_run
 
 try:
     import pytest
@@ -39,7 +39,7 @@ CLASSIFY = (
     POKE
     + """
 import torch
-from moebench import faults
+from moebench.core import faults
 x = torch.zeros(1, device="cuda")
 try:
     poke[(1,)](x)
@@ -56,17 +56,17 @@ FAULTY_RUN = (
     POKE
     + """
 import sys
-import arms
-from arms.pipeline import Stage
+import arms.prefill.prefix_sum_masked
+from moebench.arm.base import Stage
 
-real = arms.prefix_sum_masked.build
+real = arms.prefill.prefix_sum_masked.build
 
 def build(ws):  # the masked arm's activation writes far outside its buffer
     stages = real(ws)
     return stages[:2] + (Stage(name="act", run=lambda: poke[(1,)](ws.y_TD)),) + stages[3:]
 
-arms.prefix_sum_masked.build = build
-from moebench.cli import main
+arms.prefill.prefix_sum_masked.build = build
+from moebench.cli.app import main
 sys.argv = ["moebench", "run", sys.argv[1], "--results", sys.argv[2]]
 main()
 """

@@ -12,9 +12,9 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench import reference
+from moebench.core import reference
+from moebench.core.numerics import bitwise_compare
 from moebench.kernels.fp8 import fp32_to_bf16, fp32_to_e4m3_bits, ue8m0_scale
-from moebench.numerics import bitwise_compare
 
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() and not INTERPRETING else "cpu"

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import torch
 
-from arms.pipeline import STREAMING_ROWS_PER_EXPERT, fp8_gemm_launch
+from arms.prefill.pipeline import STREAMING_ROWS_PER_EXPERT, fp8_gemm_launch
 
 
 def problem(rows_per_expert: int, E: int = 4, offset: int = 8, foreign: int = 100):

@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from moebench.cli import app
-from moebench.errors import ScenarioError
-from moebench.scenario import parse_scenario
+from moebench.cli.app import app
+from moebench.core.errors import ScenarioError
+from moebench.spec.scenario import parse_scenario
 
 runner = CliRunner()
 BASE = """\

@@ -8,12 +8,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from arms import ARMS, pipeline
-from moebench import dispatch_gate, graph_gate
-from moebench.inputs import build_problem, default_capacity
-from moebench.routing import rows_needed
+from moebench.arm import prefill as pipeline
+from moebench.arm import registry
+from moebench.gates import dispatch as dispatch_gate
+from moebench.gates import graph as graph_gate
+from moebench.plan.inputs import build_problem, default_capacity
+from moebench.routing.synthetic import rows_needed
 
-KERNELS = Path(pipeline.__file__).parents[1] / "moebench" / "kernels"
+ARMS = {name: registry.resolve(name) for name in registry.builtin_names()}
+
+KERNELS = Path(pipeline.__file__).parents[1] / "kernels"
 
 
 def jit_functions() -> set[str]:
@@ -169,7 +173,7 @@ def test_dispatch_skips_on_cpu():
 
 
 def test_cpu_clock_reports_unknown_telemetry_and_no_warning():
-    from moebench.timing import TELEMETRY, Clock
+    from moebench.measure.clock import TELEMETRY, Clock
 
     clock = Clock(torch.device("cpu"))
     t = clock.telemetry()
@@ -178,8 +182,8 @@ def test_cpu_clock_reports_unknown_telemetry_and_no_warning():
 
 
 def test_torch_gemm_backend_expects_none_of_our_gemm_kernels():
-    import arms.prefix_sum as arm
-    from moebench.dispatch_gate import GEMM_KERNELS, declared
+    import arms.prefill.prefix_sum as arm
+    from moebench.gates.dispatch import GEMM_KERNELS, declared
 
     launches, forbidden = declared(arm, "bf16", "torch")
     assert not set(launches) & set(GEMM_KERNELS)
@@ -191,7 +195,7 @@ def test_full_variant_never_uses_a_slot_that_holds_no_row():
     """Distributed ranks receive fixed-size slots; unused ones carry id -1 and poison rows. The
     full-buffer variant must leave them out (on the H200's two-GPU run it routed them and the
     gate reported poison in live rows)."""
-    from moebench.graph_gate import NOT_LOCAL, local_counts, routing_variants
+    from moebench.gates.graph import NOT_LOCAL, local_counts, routing_variants
 
     ids = torch.full((200, 1), NOT_LOCAL, dtype=torch.int32)
     ids[:70, 0] = torch.arange(70, dtype=torch.int32) % 4  # 70 real rows, 130 unused slots

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from moebench import reference
+from moebench.core import reference
+from moebench.core.layout import expert_ends, live_row_mask, used_rows
+from moebench.core.numerics import bitwise_compare, calc_diff, nonfinite
 from moebench.kernels.grouped_gemm import K_LOOPS, LOADS, grouped_gemm
-from moebench.layout import expert_ends, live_row_mask, used_rows
-from moebench.numerics import bitwise_compare, calc_diff, nonfinite
 
 DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 # The oracle is float32 of the very operands the kernel reads, so the only error left is fp32

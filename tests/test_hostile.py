@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from moebench.cli import app
-from moebench.errors import ScenarioError, TraceError
-from moebench.results import check_case_id
-from moebench.routing import load_trace_counts
-from moebench.scenario import expand, load_scenario, parse_scenario
+from moebench.cli.app import app
+from moebench.core.errors import ScenarioError, TraceError
+from moebench.results.store import check_case_id
+from moebench.routing.synthetic import load_trace_counts
+from moebench.spec.scenario import expand, load_scenario, parse_scenario
 
 cli = CliRunner()
 FUZZ = settings(

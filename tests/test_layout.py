@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from moebench.layout import (
+from moebench.core.layout import (
     align_up,
     capacity_rows,
     expert_counts,

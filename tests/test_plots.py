@@ -11,13 +11,13 @@ import pytest
 from test_cli import TINY, runner, write
 from test_compare import checks, make_run, samples
 
-from moebench.cli import app
-from moebench.compare import compare_runs
-from moebench.plots import write_plots
-from moebench.report import render
-from moebench.results import load_run
-from moebench.runner import RunOptions, arm_names
-from moebench.scenario import parse_scenario
+from moebench.analysis.compare import compare_runs
+from moebench.cli.app import app
+from moebench.report.plots import write_plots
+from moebench.report.render import render
+from moebench.results.store import load_run
+from moebench.run.simulated import RunOptions, arm_names
+from moebench.spec.scenario import parse_scenario
 
 PNG = b"\x89PNG\r\n\x1a\n"
 RUN = "20261129-000000-sweep-abcdef"
@@ -92,7 +92,7 @@ def test_nothing_to_plot_writes_nothing_and_a_bad_folder_is_one_error(tmp_path: 
     assert write_plots(compare_runs([run]), tmp_path / "empty") == []
     blocker = tmp_path / "file"
     blocker.write_text("")
-    from moebench.errors import MoebenchError
+    from moebench.core.errors import MoebenchError
 
     with pytest.raises(MoebenchError, match="--plot: cannot create"):
         write_plots(compare_runs([sweep_run()]), blocker / "plots")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from moebench.cli import app
-from moebench.errors import ResultsError
-from moebench.results import RunWriter, check_room, load_run
+from moebench.cli.app import app
+from moebench.core.errors import ResultsError
+from moebench.results.store import RunWriter, check_room, load_run
 
 cli = CliRunner()
 TINY = """\

@@ -2,8 +2,8 @@
 
 import pytest
 
-from moebench.profile_regime import split
-from moebench.scenario import parse_scenario
+from moebench.measure.profile import split
+from moebench.spec.scenario import parse_scenario
 
 
 def test_kernels_are_cut_into_stages_in_order():

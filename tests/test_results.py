@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moebench import results
-from moebench.errors import ResultsError
-from moebench.results import SCHEMAS, RunWriter, load_run, new_run_id, rows_to_table
+from moebench.core.errors import ResultsError
+from moebench.results import store as results
+from moebench.results.store import SCHEMAS, RunWriter, load_run, new_run_id, rows_to_table
 
 NOW = dt.datetime(2026, 11, 29, 13, 5, 9, tzinfo=dt.UTC)
 RUN = "20261129-130509-test-abc123"

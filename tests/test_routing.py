@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from moebench.errors import TraceError
-from moebench.routing import local_counts, rank_statistics, synthesize
-from moebench.trace_replay import apportion
-from moebench.traces import load_any
+from moebench.core.errors import TraceError
+from moebench.routing.replay import apportion
+from moebench.routing.synthetic import local_counts, rank_statistics, synthesize
+from moebench.routing.traces import load_any
 
 
 def valid(r, tokens, experts, top_k):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from moebench import layout, reference
+from moebench.core import layout, reference
 from moebench.kernels.scatter import FUSIONS, scatter, scatter_scratch
 
 POISON_INT = 0x5A5A5A5A  # index maps and scale words start as garbage that no valid value equals

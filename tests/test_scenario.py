@@ -12,10 +12,10 @@ from conftest import shared_traces_beside_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moebench import layout
-from moebench.errors import ScenarioError
-from moebench.models import PRESETS
-from moebench.scenario import (
+from moebench.core import layout
+from moebench.core.errors import ScenarioError
+from moebench.core.models import PRESETS
+from moebench.spec.scenario import (
     DEFAULT_ARMS,
     Case,
     Scenario,
@@ -701,7 +701,8 @@ def test_smoke_is_tiny_and_full_buffer_is_full():
 
 
 def test_families_match_routing():
-    from moebench import routing, scenario
+    from moebench.routing import synthetic as routing
+    from moebench.spec import scenario
 
     assert scenario.FAMILIES == routing.FAMILIES
 

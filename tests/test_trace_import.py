@@ -18,8 +18,8 @@ import pytest
 import torch
 from conftest import REPO
 
-from moebench.errors import TraceError
-from moebench.trace_import import FORMATS, import_trace
+from moebench.core.errors import TraceError
+from moebench.routing.importers import FORMATS, import_trace
 
 V3 = "deepseek-ai/DeepSeek-V3"  # a preset id: 256 experts, top-8
 REV = "e815299b0bcbac849fa540c768ef21845365c9eb"

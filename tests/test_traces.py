@@ -17,13 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from moebench.cli import app
-from moebench.errors import ScenarioError, TraceError
-from moebench.routing import local_counts, rank_statistics, synthesize
-from moebench.runner import plan
-from moebench.scenario import load_scenario, parse_scenario
-from moebench.trace_replay import apportion, replay_load
-from moebench.traces import (
+from moebench.cli.app import app
+from moebench.core.errors import ScenarioError, TraceError
+from moebench.routing.replay import apportion, replay_load
+from moebench.routing.synthetic import local_counts, rank_statistics, synthesize
+from moebench.routing.traces import (
     Trace,
     layer_stats,
     load_any,
@@ -33,6 +31,8 @@ from moebench.traces import (
     validate,
     write_parquet,
 )
+from moebench.run.simulated import plan
+from moebench.spec.scenario import load_scenario, parse_scenario
 
 runner = CliRunner()
 MODEL = {"id": "x/tiny", "revision": "r1", "hidden": 128, "intermediate": 128, "experts": 8,

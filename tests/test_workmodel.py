@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from moebench import workmodel
-from moebench.compare import compare_runs
-from moebench.report import render
-from moebench.results import SCHEMAS, Run, rows_to_table
+from moebench.analysis import workmodel
+from moebench.analysis.compare import compare_runs
+from moebench.report.render import render
+from moebench.results.store import SCHEMAS, Run, rows_to_table
 
 RUN = "run-d"
 MB = 1_000_000

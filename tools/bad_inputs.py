@@ -24,7 +24,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import numpy as np  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from moebench.cli import app  # noqa: E402
+from moebench.cli.app import app  # noqa: E402
 
 TINY = """\
 name: tiny

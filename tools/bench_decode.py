@@ -41,13 +41,13 @@ import torch
 import triton
 import triton.language as tl
 
-from arms import decode
-from moebench.families import family_of
-from moebench.inputs import make_tokens
+from arms.decode import pipeline as decode
+from moebench.core.numerics import TOLERANCE, calc_diff
+from moebench.gates.families import family_of
 from moebench.kernels.sparse_gemv import sparse_gemv
-from moebench.numerics import TOLERANCE, calc_diff
-from moebench.runner import plan
-from moebench.scenario import load_scenario
+from moebench.plan.inputs import make_tokens
+from moebench.run.simulated import plan
+from moebench.spec.scenario import load_scenario
 
 COPY_TBS = 4.27
 TIME_BUDGET_S = 180.0

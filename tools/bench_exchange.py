@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from moebench.distributed import NCCL_ENV, Exchange, World  # noqa: E402
+from moebench.comm.world import NCCL_ENV, Exchange, World  # noqa: E402
 
 T, K, D, EXPERTS = 512, 8, 4096, 256
 REPS = 30

@@ -23,10 +23,10 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench import reference
+from moebench.core import reference
+from moebench.core.layout import expert_ends, live_row_mask
 from moebench.kernels.act_quant import act_quant_dense, act_quant_masked
 from moebench.kernels.grouped_gemm import grouped_gemm
-from moebench.layout import expert_ends, live_row_mask
 
 COPY_TBS = 4.27
 FP8_TFLOPS = 1286.0
@@ -402,9 +402,9 @@ def against_floor(nbytes: int, us: float) -> dict:
 
 def bench_scatter_combine() -> None:
     print("== scatter and combine, V4-Flash rank 0 of EP8, 512 tokens per rank", flush=True)
-    from arms.pipeline import Workspace, build_stages
-    from moebench.inputs import build_problem, make_tokens, make_weights
-    from moebench.routing import synthesize
+    from arms.prefill.pipeline import Workspace, build_stages
+    from moebench.plan.inputs import build_problem, make_tokens, make_weights
+    from moebench.routing.synthetic import synthesize
 
     r = synthesize(family="uniform", tokens=4096, experts=256, top_k=6, ep=8)
     w13, w2 = make_weights(experts=range(32), hidden=D, intermediate=F, seed=0, device=dev)

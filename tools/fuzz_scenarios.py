@@ -66,7 +66,7 @@ def check_trace(example, folder: Path) -> str:
 def check_cli(document, folder: Path) -> str:
     from typer.testing import CliRunner
 
-    from moebench.cli import app
+    from moebench.cli.app import app
 
     path = folder / "fuzz.yaml"
     path.write_bytes(document if isinstance(document, bytes) else document.encode("utf-8"))

@@ -24,12 +24,12 @@ dev = torch.device("cuda")
 
 
 def gemv() -> None:
-    from arms import decode
-    from moebench.families import family_of
-    from moebench.inputs import make_tokens
+    from arms.decode import pipeline as decode
+    from moebench.gates.families import family_of
     from moebench.kernels.sparse_gemv import sparse_gemv
-    from moebench.runner import plan
-    from moebench.scenario import load_scenario
+    from moebench.plan.inputs import make_tokens
+    from moebench.run.simulated import plan
+    from moebench.spec.scenario import load_scenario
 
     s = load_scenario("scenarios/gpt-oss-20b-decode.yaml")
     p = next(

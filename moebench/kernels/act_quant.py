@@ -27,8 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
+from moebench.core.layout import check_alignment
 from moebench.kernels.fp8 import fp32_to_bf16, fp32_to_e4m3_bits, ue8m0_scale
-from moebench.layout import check_alignment
 
 GROUP = 128
 # Rows per tile: a [32, 128] fp32 tile per group keeps the gate and up tiles in registers at four

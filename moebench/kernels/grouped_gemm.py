@@ -31,8 +31,8 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from moebench.core.layout import check_alignment
 from moebench.kernels.fp8 import fp32_to_bf16
-from moebench.layout import check_alignment
 
 GROUP = 128  # quantisation group: 128 columns of a, 128x128 blocks of w
 MODES = ("all", "psum")

@@ -50,7 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench.layout import check_alignment
+from moebench.core.layout import check_alignment
 
 _ROW_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
 # Rows are copied as raw integers of the same width, so every bit pattern (NaN payloads included)

@@ -1,0 +1,101 @@
+"""What the two decode arms share: one rank's inputs, the workspace, the stage wiring, the ledger.
+
+Decode (DESIGN sections 3 and 4): a few tokens, each routed to its top-k experts, gpt-oss
+semantics (gate/up rows interleaved, expert biases, `swiglu_oai` or `silu`). The arms differ in
+how much weight they read: `dense_decode` multiplies every token by every local expert (batched
+GEMMs that stream all E local experts once a step, whatever the routing) and keeps only the
+token's local top-k slots in the weighted sum; `sparse_decode` runs a GEMV per (token, slot) whose
+programs read the slot's expert id themselves and leave at once when it is not local, so it
+streams only the experts actually routed here, once per slot. Both use the same weights, the same
+combine and three stages:
+
+- ``fc1``: gate/up projection + bias, with the GLU fused in the epilogue (the interleaved layout
+  puts each (gate, up) pair in one program's columns), bf16 activation out;
+- ``fc2``: down projection + bias, bf16 out;
+- ``combine``: weighted sum over the token's local slots (skipped, never multiplied by zero).
+
+Legend: T tokens, K top-k, E local experts, D hidden, F intermediate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+import moebench.kernels
+from moebench.arm.base import Stage
+from moebench.arm.decode import Problem, Workspace
+from moebench.core.vocabulary import DECODE_STAGES, WHOLE_FFN
+from moebench.kernels.batched_gemm import batched_gemm
+from moebench.kernels.combine_topk import combine_topk
+from moebench.kernels.sparse_gemv import sparse_gemv
+from moebench.routing.synthetic import local_counts
+
+KERNEL_DIR = Path(moebench.kernels.__file__).parent
+
+
+def build_stages(ws: Workspace) -> tuple[Stage, ...]:
+    """The three stages as argument-free closures over the workspace (no allocation inside)."""
+    p = ws.problem
+    E, off = p.local_experts, p.expert_offset
+
+    if ws.layout == "TKD":
+
+        def run_fc1() -> None:
+            sparse_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a,
+                        expert_offset=off, glu=p.activation)  # fmt: skip
+
+        def run_fc2() -> None:
+            sparse_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off)
+
+    else:
+
+        def run_fc1() -> None:
+            batched_gemm(p.x_TD, p.w13, p.w13_scale, p.b13_E2F, ws.a, glu=p.activation)
+
+        def run_fc2() -> None:
+            batched_gemm(ws.a, p.w2, p.w2_scale, p.b2_ED, ws.o)
+
+    def run_combine() -> None:
+        combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
+                     local_experts=E, layout=ws.layout)  # fmt: skip
+
+    fns = (run_fc1, run_fc2, run_combine)
+    return tuple(Stage(name=n, run=f) for n, f in zip(DECODE_STAGES, fns, strict=True))
+
+
+def expert_bytes(p: Problem) -> dict[str, int]:
+    """Bytes of one expert's weights per stage: values, scales and bias."""
+
+    def one(w: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor) -> int:
+        per = lambda t: t[0].numel() * t.element_size() if t.dim() > 1 else t.element_size()
+        return per(w) + per(scale) + per(bias)
+
+    return {"fc1": one(p.w13, p.w13_scale, p.b13_E2F), "fc2": one(p.w2, p.w2_scale, p.b2_ED)}
+
+
+def weight_bytes(p: Problem, *, layout: str) -> dict[str, int]:
+    """Expert weight bytes one step reads on this rank, per stage (the work model's byte count).
+
+    Dense (``ETD``): every local expert, once. Sparse (``TKD``): only the local experts that some
+    slot routes to, each counted once (the DRAM minimum; a GEMV program per slot streams its
+    expert again, which the L2 may or may not serve). Computed on the host before timing.
+    """
+    per = expert_bytes(p)
+    if layout == "ETD":
+        hit = p.local_experts
+    else:
+        counts = local_counts(p.topk_ids_TK.cpu(), p.expert_offset, p.local_experts)
+        hit = int((counts > 0).sum())
+    out = {s: 0 for s in DECODE_STAGES}
+    out["fc1"], out["fc2"] = hit * per["fc1"], hit * per["fc2"]
+    out[WHOLE_FFN] = out["fc1"] + out["fc2"]
+    return out
+
+
+def sources() -> tuple[Path, ...]:
+    """Files the decode arms are built from (hashed into their provenance)."""
+    kernels = ["sparse_gemv.py", "batched_gemm.py", "combine_topk.py", "mxfp4.py", "fp8.py",
+               "act_quant.py"]  # fmt: skip
+    return (Path(__file__),) + tuple(KERNEL_DIR / k for k in kernels)

@@ -1,0 +1,3 @@
+from moebench.cli.app import main
+
+main()

@@ -1,0 +1,455 @@
+"""The Typer face of moebench: thin commands over plain functions.
+
+Every user mistake is a MoebenchError: one line on stderr, exit code 2, no traceback.
+Exit codes: 0 done, 1 a gate failed (mismatch), an arm or case could not run (error rows) or a
+gated regression, 2 bad input, 3 a device fault stopped the run, 130 interrupted (SIGINT),
+143 terminated (SIGTERM).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from moebench.cli.trace import trace_app
+from moebench.core.errors import DeviceFault, MoebenchError
+
+app = typer.Typer(
+    help="Prove that a Mixture-of-Experts FFN change is faster, where, and why.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML file.", show_default=False)]
+
+
+def _use_interpreter_without_gpu() -> None:
+    """Without a GPU the Triton kernels run in the interpreter, which must be chosen before
+    triton is first imported."""
+    import torch
+
+    if not torch.cuda.is_available() and "triton" not in sys.modules:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        # The interpreter computes through numpy, which warns about the NaN poison the gates plant
+        # in padding rows on purpose; those warnings are not the user's business.
+        warnings.filterwarnings(
+            "ignore", category=RuntimeWarning, module="triton.runtime.interpreter"
+        )
+
+
+def _fail(exc: MoebenchError) -> typer.Exit:
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    err.print(f"moebench: error: {msg}", markup=False)
+    return typer.Exit(2)
+
+
+def _load(path: Path):
+    from moebench.spec.scenario import load_scenario
+
+    return load_scenario(path)
+
+
+class _RichProgress:
+    def __init__(self, progress: Progress):
+        self.p = progress
+        self.task = None
+
+    def start(self, total: int) -> None:
+        self.task = self.p.add_task("cases x ranks x arms", total=total)
+
+    def step(self, label: str, advance: int = 1) -> None:
+        self.p.update(self.task, advance=advance, description=label)
+
+
+@app.command()
+def run(
+    scenario: ScenarioArg,
+    results: Annotated[Path, typer.Option(help="Folder that receives results/<run_id>/.")] = Path(
+        "results"
+    ),
+    resume: Annotated[
+        Path | None, typer.Option(help="Finish an interrupted run: its folder.")
+    ] = None,
+    allow_mismatch: Annotated[
+        bool, typer.Option(help="Time arms that failed a gate (their rows say so).")
+    ] = False,
+    allow_source_drift: Annotated[
+        bool, typer.Option(help="Run even when arm sources differ from expect_sources.")
+    ] = False,
+    baseline: Annotated[str | None, typer.Option(help="Baseline arm of the summary.")] = None,
+    aa: Annotated[
+        bool,
+        typer.Option(
+            help="A/A control: also time a second copy of the baseline arm, "
+            "'<baseline>~aa', to measure the false-positive rate (measure.aa)."
+        ),
+    ] = False,
+    isolate: Annotated[
+        bool, typer.Option(help="Run each case in a child process: a crash costs only that case.")
+    ] = False,
+    case_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a case may take (overrides measure.case_timeout_s).", show_default=False
+        ),
+    ] = None,
+    nproc: Annotated[
+        int | None,
+        typer.Option(
+            help="topology.mode distributed: start this many ranks under torchrun "
+            "(dp x tp of the scenario)."
+        ),
+    ] = None,
+    dist_timeout: Annotated[
+        float,
+        typer.Option(
+            help="topology.mode distributed: seconds a collective may wait for the "
+            "other ranks before the run stops as failed."
+        ),
+    ] = 300.0,
+    exit_code_file: Annotated[Path | None, typer.Option(hidden=True)] = None,
+    launch_command: Annotated[str | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """Check, then time, every arm of every case of SCENARIO; write Parquet; print a summary."""
+    _use_interpreter_without_gpu()
+    from moebench.comm import world as distributed
+    from moebench.run.simulated import RunOptions
+    from moebench.run.simulated import run as run_scenario
+
+    if nproc is not None:  # distributed: this process only launches the ranks
+        raise typer.Exit(_launch(scenario, nproc, dict(
+            results=results, resume=resume, allow_mismatch=allow_mismatch,
+            allow_source_drift=allow_source_drift, baseline=baseline, aa=aa,
+            dist_timeout=dist_timeout,
+        )))  # fmt: skip
+    # Under torchrun only rank 0 talks; every rank exits with the run's code (_end_rank).
+    ranked = distributed.env_world()
+    leader = ranked is None or ranked[0] == 0
+    say = err.print if leader else (lambda *a, **k: None)
+    end = lambda code, hard=False: _end_rank(code, ranked, exit_code_file, leader, hard)
+    try:
+        s = _load(scenario)
+        if ranked is not None and s.topology.mode != "distributed":
+            raise MoebenchError(
+                f"{scenario}: topology.mode is {s.topology.mode!r}; ranks "
+                "started by torchrun need topology.mode: distributed"
+            )
+        options = RunOptions(
+            results_dir=results,
+            resume=resume,
+            allow_mismatch=allow_mismatch,
+            allow_source_drift=allow_source_drift,
+            isolate=isolate,
+            case_timeout_s=case_timeout,
+            aa=aa,
+            dist_timeout_s=dist_timeout,
+            command=launch_command or " ".join(sys.argv),
+        )
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not leader,
+        ) as bar:
+            summary = run_scenario(s, options, _RichProgress(bar))
+    except MoebenchError as exc:
+        if leader:
+            _fail(exc)
+        raise end(2, hard=ranked is not None) from None
+    except distributed.RankFailure as exc:
+        say(f"moebench: error: {exc.message}", markup=False)
+        raise end(2 if exc.input_error else 3, hard=True) from None
+    except DeviceFault as exc:
+        say(f"moebench: error: {exc}", markup=False)
+        raise end(3, hard=ranked is not None) from None
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", 2)
+        msg = str(exc) if getattr(exc, "signum", None) else "interrupted; finished cases are kept"
+        say(f"moebench: {msg}", markup=False)
+        raise end(128 + signum, hard=ranked is not None) from None
+    if not leader:
+        raise end(1 if summary.mismatches or summary.errors else 0)
+    out.print(
+        f"run {summary.run_id}: {summary.cases_run} cases run, "
+        f"{summary.cases_skipped} already done -> {summary.run_dir}",
+        soft_wrap=True,  # one line, however long the path
+    )
+    _print_comparison([summary.run_dir], baseline or s.measure.baseline, "table", 2.0)
+    if summary.warnings:
+        err.print(f"moebench: warning: {'; '.join(summary.warnings[:3])}", markup=False)
+    if summary.errors:
+        err.print(
+            f"moebench: {len(summary.errors)} arm(s) could not run (recorded as error "
+            "rows): " + "; ".join(summary.errors[:3]),
+            markup=False,
+        )
+    if summary.mismatches:
+        err.print(
+            f"moebench: {len(summary.mismatches)} arm(s) failed a correctness gate: "
+            + ", ".join(summary.mismatches[:5]),
+            markup=False,
+        )
+    if summary.errors or summary.mismatches:
+        raise end(1)
+    raise end(0)
+
+
+def _launch(scenario: Path, nproc: int, opts: dict) -> int:
+    """``run --nproc N``: check that N ranks fit the scenario, then start them under torchrun."""
+    from moebench.comm import world as distributed
+
+    try:
+        if nproc < 1:
+            raise MoebenchError(f"--nproc: must be at least 1, got {nproc}")
+        distributed.check_world(_load(scenario), nproc)
+    except MoebenchError as exc:
+        raise _fail(exc) from None
+    args = ["run", str(scenario), "--results", str(opts["results"]),
+            "--dist-timeout", repr(opts["dist_timeout"])]  # fmt: skip
+    if opts["resume"] is not None:
+        args += ["--resume", str(opts["resume"])]
+    if opts["baseline"] is not None:
+        args += ["--baseline", opts["baseline"]]
+    args += [flag for flag, on in (("--allow-mismatch", opts["allow_mismatch"]),
+                                   ("--allow-source-drift", opts["allow_source_drift"]),
+                                   ("--aa", opts["aa"])) if on]  # fmt: skip
+    try:
+        return distributed.launch(nproc, args, command=" ".join(sys.argv))
+    except KeyboardInterrupt:
+        err.print("moebench: interrupted; finished cases are kept (see the manifest to resume)")
+        return 130
+
+
+def _end_rank(code: int, ranked, exit_code_file: Path | None, leader: bool, hard: bool):
+    """The exit of ``run``. A rank launched by ``--nproc`` leaves its code to rank 0's file and
+    exits 0, so torchrun does not report an ordinary outcome as a crashed worker. ``hard``: a
+    distributed rank that stopped on an error leaves at once, skipping the teardown of
+    collectives its peers may never have matched (it could block)."""
+    if ranked is not None and exit_code_file is not None:
+        if leader:
+            exit_code_file.write_text(f"{code}\n")
+        code = 0
+    if hard:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return typer.Exit(code)
+
+
+@app.command("run-case", hidden=True)
+def run_case(job: Annotated[Path, typer.Argument(help="Job file written by run --isolate.")]):
+    """Internal: run one case of an isolated run in this process."""
+    _use_interpreter_without_gpu()
+    from moebench.run.isolate import child_main
+
+    try:
+        code = child_main(job)
+    except MoebenchError as exc:
+        raise _fail(exc) from None
+    except KeyboardInterrupt as exc:
+        raise typer.Exit(128 + getattr(exc, "signum", 2)) from None
+    raise typer.Exit(code)
+
+
+def _print_comparison(
+    runs: list[Path],
+    baseline: str | None,
+    fmt: str,
+    threshold: float,
+    correction: str = "bonferroni",
+    plot: Path | None = None,
+    force: bool = False,
+):
+    from moebench.analysis.compare import compare_runs
+    from moebench.report.render import render
+    from moebench.results.store import load_run
+
+    loaded = [load_run(r) for r in runs]
+    if baseline is None:
+        scenario = loaded[0].manifest.get("scenario") or {}
+        measure = (scenario.get("normalised") or {}).get("measure") or {}
+        baseline = measure.get("baseline") or "stock"
+    comparison = compare_runs(
+        loaded, baseline=baseline, threshold_pct=threshold, correction=correction, force=force
+    )
+    for w in comparison.warnings:
+        err.print(f"moebench: warning: {w}", markup=False)
+    plots = []
+    if plot is not None:
+        from moebench.report.plots import write_plots
+
+        plots = [str(p) for p in write_plots(comparison, plot)]
+        err.print(f"moebench: {len(plots)} plot(s) written to {plot}", markup=False)
+    # A terminal gets its own width; a pipe or file gets a wide table rather than 80 columns.
+    width = out.width if sys.stdout.isatty() else 200
+    text = render(comparison, fmt, width=width, plots=plots)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return comparison
+
+
+@app.command()
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders (results/<run_id>).")],
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            help="Arm the others are compared against (default: the scenario's "
+            "measure.baseline, recorded in the run's manifest)."
+        ),
+    ] = None,
+    format: Annotated[str, typer.Option(help="table | markdown | csv | json")] = "table",
+    threshold: Annotated[
+        float, typer.Option(help="Changes smaller than this many percent count as SAME.")
+    ] = 2.0,
+    fail_on_regression: Annotated[
+        float | None,
+        typer.Option(help="Exit 1 when a significant slowdown exceeds this many percent."),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write PNGs (stage breakdown, per-rank spread, speedup against "
+            "live/capacity) into this folder."
+        ),
+    ] = None,
+    no_correction: Annotated[
+        bool,
+        typer.Option(
+            "--no-correction", help="95% CI per cell instead of Bonferroni over all cells."
+        ),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option(help="Put runs side by side even when they share no case.")
+    ] = False,
+) -> None:
+    """Medians, noise, per-rank spread, change against the baseline with a block-bootstrap CI
+    corrected for the number of cells, a decision, the A/A false-positive rate; plots."""
+    if format not in ("table", "markdown", "csv", "json"):
+        raise _fail(
+            MoebenchError(f"--format: expected table, markdown, csv or json, got {format!r}")
+        )
+    try:
+        comparison = _print_comparison(
+            runs,
+            baseline,
+            format,
+            threshold,
+            "none" if no_correction else "bonferroni",
+            plot,
+            force,
+        )
+    except MoebenchError as exc:
+        raise _fail(exc) from None
+    if fail_on_regression is not None:
+        bad = comparison.regressions(fail_on_regression)
+        if bad:
+            err.print(
+                f"moebench: {len(bad)} significant regression(s) above {fail_on_regression:g}%",
+                markup=False,
+            )
+            raise typer.Exit(1)
+
+
+@app.command()
+def validate(scenario: ScenarioArg) -> None:
+    """Validate SCENARIO completely (schema, sweep, routing, capacity) without running it."""
+    _use_interpreter_without_gpu()
+    from moebench.run.simulated import plan
+
+    try:
+        s = _load(scenario)
+        planned = plan(s)
+    except MoebenchError as exc:
+        raise _fail(exc) from None
+    t = Table(title=f"{s.name}: {len(planned)} case(s), arms {', '.join(s.arms)}")
+    for col in ("case", "routing", "capacity rows", "ranks", "live rows min/max", "empty experts"):
+        t.add_column(col)
+    for p in planned:
+        counts = p.counts_RE[list(p.ranks)]
+        live = counts.sum(dim=1).tolist()
+        empty = (counts == 0).sum(dim=1).tolist()
+        t.add_row(
+            p.case.case_id,
+            p.routing.label,
+            str(p.capacity_rows),
+            str(len(p.ranks)),
+            f"{min(live)} / {max(live)}",
+            f"{min(empty)} / {max(empty)}",
+        )
+    out.print(t)
+
+
+@app.command()
+def arms() -> None:
+    """Each arm: what it does, the kernels it launches, its sources and their hash."""
+    _use_interpreter_without_gpu()
+    from moebench.arm import registry
+    from moebench.run.simulated import arm_provenance
+
+    prov = arm_provenance(registry.builtin_names())
+    t = Table(title="arms")
+    for col in ("arm", "kernels", "sources sha256", "files"):
+        t.add_column(col, overflow="fold")
+    for name in registry.builtin_names():
+        mod = registry.resolve(name)
+        doc = (mod.__doc__ or "").strip().splitlines()[0]
+        t.add_row(
+            f"{name}\n{doc}",
+            "\n".join(mod.KERNELS),
+            prov[name]["hash"],
+            "\n".join(prov[name]["files"]),
+        )
+    out.print(t)
+
+
+@app.command()
+def env() -> None:
+    """Versions, GPU and git state, as every manifest records them."""
+    _use_interpreter_without_gpu()
+    from moebench.run.provenance import environment
+
+    t = Table(title="environment", show_header=False)
+    for k, v in environment().items():
+        t.add_row(k, str(v))
+    out.print(t)
+
+
+@app.command()
+def lock(scenario: ScenarioArg) -> None:
+    """Pin the current source hash of each of SCENARIO's arms into its expect_sources."""
+    _use_interpreter_without_gpu()
+    from moebench.run.lock import write_pins
+
+    try:
+        pins = write_pins(scenario)
+    except MoebenchError as exc:
+        raise _fail(exc) from None
+    for arm, h in pins.items():
+        out.print(f"{arm}: {h}")
+    out.print(f"pinned {len(pins)} arm(s) in {scenario}")
+
+
+app.add_typer(trace_app, name="trace")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

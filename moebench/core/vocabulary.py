@@ -1,0 +1,53 @@
+"""The words every layer shares, written once: YAML, Parquet, reports and the arms all import them.
+
+Arm families (docs/DESIGN.md section 3): ``prefill`` arms run the capacity-buffer pipeline
+(scatter, fc1, act, fc2, combine); ``decode`` arms run a few tokens through fc1 (GLU fused), fc2
+and combine. A scenario runs arms of one family; the family decides the precisions, the stages,
+the width multiple of the shapes and the default baseline.
+
+Stages have one name everywhere (kernel file, launcher, reference, test, the ``stage`` column):
+the family's own stages, ``ffn`` for the whole pipeline, and in distributed runs the pass around
+it (``dispatch``, ``sync_wait``, ``combine_a2a``, ``layer``).
+"""
+
+from __future__ import annotations
+
+PREFILL = "prefill"
+DECODE = "decode"
+FAMILIES = (PREFILL, DECODE)
+
+PREFILL_STAGES = ("scatter", "fc1", "act", "fc2", "combine")
+DECODE_STAGES = ("fc1", "fc2", "combine")
+FAMILY_STAGES = {PREFILL: PREFILL_STAGES, DECODE: DECODE_STAGES}
+WHOLE_FFN = "ffn"  # the stage name of the whole pipeline
+# topology.mode distributed: one pass of the layer, in order (the FFN between the exchanges).
+PASS_STAGES = ("dispatch", WHOLE_FFN, "sync_wait", "combine_a2a", "layer")
+DISTRIBUTED_STAGES = tuple(s for s in PASS_STAGES if s != WHOLE_FFN)
+# Every stage a samples row may carry, in the order of the data: the order tables and plots use.
+STAGE_ORDER = ("dispatch", *PREFILL_STAGES, WHOLE_FFN, "sync_wait", "combine_a2a", "layer")
+
+REGIMES = ("ffn", "kernel", "profile")
+DEFAULT_REGIMES = ("ffn", "kernel")
+
+FAMILY_PRECISIONS = {PREFILL: ("fp8", "bf16"), DECODE: ("w8a16", "w4a16")}  # first: the default
+PRECISIONS = tuple(p for ps in FAMILY_PRECISIONS.values() for p in ps)
+ACTIVATIONS = ("silu", "swiglu_oai")
+# The multiple D and F must be: prefill FP8 128x128 weight blocks, decode MXFP4 blocks of 32.
+FAMILY_WIDTH = {
+    PREFILL: (128, "FP8 128x128 block scales"),
+    DECODE: (32, "MXFP4 blocks of 32 values"),
+}
+FAMILY_BASELINE = {PREFILL: "stock", DECODE: "dense_decode"}
+DEFAULT_BASELINE = FAMILY_BASELINE[PREFILL]
+
+ROUTING_FAMILIES = (
+    "uniform", "balanced", "zipf", "hot_rank", "empty_experts", "full_capacity", "trace",
+)  # fmt: skip
+
+# The A/A control: a second copy of the baseline, timed in the rotation as an arm of its own.
+AA_SUFFIX = "~aa"
+
+
+def aa_twin(arm: str) -> str | None:
+    """The arm an A/A copy copies (``stock~aa`` -> ``stock``), None for any other arm."""
+    return arm[: -len(AA_SUFFIX)] if arm.endswith(AA_SUFFIX) and len(arm) > len(AA_SUFFIX) else None

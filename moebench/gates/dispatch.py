@@ -1,0 +1,94 @@
+"""Dispatch gate (DESIGN section 5, gate 6): the kernels that ran are the ones the arm declares.
+
+Each arm module declares ``LAUNCHES`` ({precision: Triton kernel function names its stages
+launch}) and ``FORBIDDEN`` (names they must never launch). Under ``torch.profiler`` with CUDA
+activity the arm's stages run once; every declared name must appear among the device kernels and
+no forbidden one may. The masked arm thereby proves it launched the masked activation and not the
+dense one, the stock arm that it launched no masked kernel, and the fp8 prefix-sum arms that their
+GEMMs are the persistent live-tile kernel.
+
+Limits, stated in each row: a kernel name carries no constexpr values, so ``PSUM`` of
+``_grouped_gemm_fp8``/``_grouped_gemm_bf16`` cannot be seen; and a launcher that returns early on
+an empty buffer launches nothing, which the gate reports as a missing kernel.
+
+On the CPU the Triton interpreter runs kernels as Python and launches no device kernels: one
+``skip`` row says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from types import ModuleType
+
+import torch
+
+from moebench.arm.base import run_all
+from moebench.gates.checks import Check
+
+GEMM_KERNELS = ("_grouped_gemm_fp8", "_grouped_gemm_fp8_live", "_grouped_gemm_bf16")
+
+
+def declared(
+    arm: ModuleType, precision: str, gemm: str = "triton"
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(expected, forbidden) kernel function names of ``arm`` at ``precision``. With ``gemm:
+    torch`` the GEMMs are torch._grouped_mm (cuBLAS/CUTLASS names, not ours): none of moebench's
+    grouped-GEMM kernels may run, and the rest of the declaration stands."""
+    launches = tuple(getattr(arm, "LAUNCHES", {}).get(precision, ()))
+    forbidden = tuple(getattr(arm, "FORBIDDEN", ()))
+    if gemm == "torch":
+        launches = tuple(k for k in launches if k not in GEMM_KERNELS)
+        forbidden = tuple(dict.fromkeys((*forbidden, *GEMM_KERNELS)))
+    return launches, forbidden
+
+
+def base_name(kernel: str) -> str:
+    """The Triton function name of a profiled kernel name: Triton 3 names the entry after the
+    function; older versions appended a signature such as ``_0d1d2d``, removed here."""
+    return re.sub(r"_\d+d[\dcde]*$", "", kernel.strip())
+
+
+def judge(expected: Iterable[str], forbidden: Iterable[str], ran: Iterable[str]) -> Check:
+    """The ``dispatch`` row for the set of kernel names that ran."""
+    names = {base_name(k) for k in ran}
+    missing = [k for k in expected if k not in names]
+    bad = [k for k in forbidden if k in names]
+    if missing or bad:
+        parts = []
+        if missing:
+            parts.append(f"declared but not launched: {', '.join(missing)}")
+        if bad:
+            parts.append(f"forbidden but launched: {', '.join(bad)}")
+        return Check(name="dispatch", status="fail", detail="; ".join(parts))
+    return Check(
+        name="dispatch", status="pass",
+        detail=f"launched {', '.join(expected)}; none of {', '.join(forbidden) or '-'} "
+        "(constexpr switches such as PSUM are not visible in kernel names)",
+    )  # fmt: skip
+
+
+def dispatch(
+    arm: ModuleType, stages, precision: str, device: torch.device, gemm: str = "triton"
+) -> Check:
+    """Run ``stages`` once under the profiler and judge the kernel names."""
+
+    expected, forbidden = declared(arm, precision, gemm)
+    if not expected:
+        return Check(name="dispatch", status="skip",
+                     detail=f"arm declares no LAUNCHES for precision {precision}")  # fmt: skip
+    if device.type != "cuda":
+        return Check(name="dispatch", status="skip",
+                     detail="CPU run: the Triton interpreter launches no device kernels "
+                     "(the gate runs on the GPU)")  # fmt: skip
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run_all(stages)
+        torch.cuda.synchronize()
+    ran = {
+        e.name for e in prof.events()
+        if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
+    }  # fmt: skip
+    return judge(expected, forbidden, ran)

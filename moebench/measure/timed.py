@@ -1,0 +1,206 @@
+"""Timing of the arms that passed their gates, on one rank: warm-up, CUDA graphs, blocks of
+samples with the arms in rotating order, and the ``profile`` regime.
+
+``time_rank`` records every sample as a row of ``CaseRows.samples`` (DESIGN section 6): the
+``ffn`` regime replays one graph of the whole pipeline per arm, the ``kernel`` regime one graph
+per stage with L2 flushed before each sample (``measure.flush_l2``), and with
+``measure.cold_weights`` each sample takes the next of several bit-identical weight copies, each
+with its own graphs (``moebench/cold.py``). An arm that fails while being timed gets an ``error``
+row and leaves the rotation; the others go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from moebench.arm import registry
+from moebench.arm.base import run_all
+from moebench.core import faults
+from moebench.measure import cold
+from moebench.measure.clock import Clock
+from moebench.results.rows import CaseRows, record_failure
+from moebench.spec.scenario import Scenario
+
+
+def arm_module(name: str):
+    """The module of arm ``name``; an A/A copy (``stock~aa``) is its twin's module."""
+    return registry.resolve(name)
+
+
+def time_rank(
+    timed,
+    stage_sets,
+    s: Scenario,
+    clock: Clock,
+    rank_cols: dict,
+    stop: faults.Stopper,
+    device: torch.device,
+    out: CaseRows,
+    weight_bytes: dict[str, dict[str, int]],
+    weight_fields: tuple[str, ...] = (),
+) -> list[str]:
+    """Samples of the ``timed`` arms into ``out.samples``, checking ``stop`` after each one. An arm
+    that fails while being timed gets a ``timing`` error row and leaves the rotation; returns the
+    arms that finished. Each row carries the expert weight bytes its stage (or the whole FFN)
+    reads in one step on this rank (the family's work model)."""
+    m = s.measure
+    active = list(timed)
+    if not active:
+        return active
+    use_graph = m.graph and clock.cuda
+    mode = "graph" if use_graph else "eager"  # every sample of this rank replays a graph, or none
+    where = f"rank {rank_cols['rank']}, timing"
+
+    def fail(arm: str, exc: Exception) -> None:
+        active.remove(arm)
+        record_failure(out, rank_cols, [arm], "timing", exc, device)
+
+    for _ in range(m.warmup):
+        for arm in list(active):
+            try:
+                run_all(stage_sets[arm][1])
+            except Exception as exc:
+                fail(arm, exc)
+        stop.check(where)
+    try:
+        clock.synchronize()
+    except Exception as exc:  # an asynchronous error: it cannot be pinned on one arm
+        for arm in list(active):
+            fail(arm, exc)
+    ffn: dict[str, Callable[[], None]] = {}
+    kernel: dict[str, list[tuple[str, Callable[[], None]]]] = {}
+    problems = weight_rotation(active, stage_sets, m, weight_bytes, weight_fields, device, out)
+    for arm in list(active):
+        ws, gated = stage_sets[arm]
+        # One stage set per weight copy: the gated stages on the gated weights, then (cold
+        # weights only) the same stages over the other copies.
+        sets = [gated] + [cold.stages_on(arm_module(arm).build, ws, p) for p in problems[1:]]
+        try:
+            if "ffn" in m.regimes:
+                calls = [lambda st=st: run_all(st) for st in sets]
+                calls = [clock.capture(c) if use_graph else c for c in calls]
+                ffn[arm] = calls[0] if len(calls) == 1 else cold.Rotation(calls)
+            if "kernel" in m.regimes:
+                # One graph per stage: a stage of several launches is timed on the device, not at
+                # the speed the host issues them. A stage that reads no weights needs one copy.
+                kernel[arm] = []
+                for i, st in enumerate(sets[0]):
+                    if st.name not in m.stages:
+                        continue
+                    rotate = weight_bytes[arm][st.name] > 0
+                    runs = [s[i].run for s in (sets if rotate else sets[:1])]
+                    runs = [clock.capture(r) if use_graph else r for r in runs]
+                    kernel[arm].append(
+                        (st.name, runs[0] if len(runs) == 1 else cold.Rotation(runs))
+                    )
+        except Exception as exc:
+            fail(arm, exc)
+    weight_cols = {"weights": "cold" if m.cold_weights else "warm", "weight_copies": len(problems)}
+    device_label = "cuda" if clock.cuda else "cpu"
+    for block in range(m.blocks):
+        if not active:
+            break
+        k = block % len(active)
+        order = active[k:] + active[:k]  # ABC, BCA, CAB, ...
+        telemetry = clock.telemetry()  # clocks, temperature, power: once a block
+        for position, arm in enumerate(order):
+            base = {
+                **rank_cols,
+                "arm": arm,
+                "block": block,
+                "position": position,
+                "device": device_label,
+                "mode": mode,
+                **weight_cols,
+                **telemetry,
+            }
+            try:
+                if "ffn" in m.regimes:
+                    for it in range(m.iterations):
+                        t = clock.sample_us(ffn[arm])
+                        out.samples.append(
+                            {**base, "stage": "ffn", "regime": "ffn", "iteration": it,
+                             "time_us": t, "weight_bytes": weight_bytes[arm]["ffn"]}
+                        )  # fmt: skip
+                        stop.check(where)
+                if "kernel" in m.regimes:
+                    for name, call in kernel[arm]:
+                        for it in range(m.iterations):
+                            t = clock.sample_us(call, flush_l2=m.flush_l2)
+                            out.samples.append(
+                                {
+                                    **base,
+                                    "stage": name,
+                                    "regime": "kernel",
+                                    "iteration": it,
+                                    "time_us": t,
+                                    "weight_bytes": weight_bytes[arm][name],
+                                }
+                            )
+                            stop.check(where)
+            except Exception as exc:
+                fail(arm, exc)
+    if "profile" in m.regimes and use_graph and active:
+        # Per-stage device time inside the same graph replays, one profiler session per rank.
+        try:
+            _profile(
+                active, stage_sets, ffn, m, {**rank_cols, **weight_cols}, device_label, mode,
+                weight_bytes, out,
+            )  # fmt: skip
+        except Exception as exc:
+            for arm in list(active):
+                fail(arm, exc)
+    return active
+
+
+def weight_rotation(active, stage_sets, m, weight_bytes, weight_fields, device, out) -> list:
+    """The problems whose weights the timed samples rotate through: the gated problem alone, or
+    with ``measure.cold_weights`` as many bit-identical copies as moebench/cold.py plans (the
+    plan's reason goes to the run's warnings when memory allows fewer)."""
+    if not active:
+        return []
+    problem = stage_sets[active[0]][0].problem
+    if not m.cold_weights:
+        return [problem]
+    timed = ["ffn"] * ("ffn" in m.regimes) + list(m.stages) * ("kernel" in m.regimes)
+    touched = [weight_bytes[a].get(st, 0) for a in active for st in timed]
+    touched = [b for b in touched if b > 0]
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    plan = cold.plan_copies(
+        touched_bytes=min(touched, default=0),
+        weight_bytes=cold.bytes_of(problem, weight_fields),
+        l2_bytes=cold.l2_bytes(device),
+        free_bytes=free,
+        asked=m.weight_copies,
+    )
+    if plan.note:
+        out.warnings.append(plan.note)
+    return cold.weight_copies(problem, weight_fields, plan.copies)
+
+
+def _profile(active, stage_sets, ffn, m, rank_cols, device_label, mode, weight_bytes, out):
+    """Samples of the ``profile`` regime (moebench/profile_regime.py): blocks in the rotating arm
+    order, ``iterations`` replays each, every stage's kernels summed per replay."""
+    from moebench.measure import profile as profile_regime
+
+    counts = {a: profile_regime.stage_kernel_counts(stage_sets[a][1]) for a in active}
+    plan, keys = [], []
+    for block in range(m.blocks):
+        k = block % len(active)
+        for position, arm in enumerate(active[k:] + active[:k]):
+            for it in range(m.iterations):
+                plan.append((arm, ffn[arm], counts[arm]))
+                keys.append((block, position, it))
+    for (block, position, it), (arm, times) in zip(
+        keys, profile_regime.profile_replays(plan), strict=True
+    ):
+        for stage, t in times.items():
+            out.samples.append({
+                **rank_cols, "arm": arm, "block": block, "position": position,
+                "device": device_label, "mode": mode, "sm_clock_mhz": float("nan"),
+                "mem_clock_mhz": float("nan"), "temperature_c": float("nan"),
+                "power_w": float("nan"), "stage": stage, "regime": "profile", "iteration": it,
+                "time_us": t, "weight_bytes": weight_bytes[arm].get(stage, 0),
+            })  # fmt: skip

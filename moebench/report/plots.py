@@ -1,0 +1,307 @@
+"""Figures of a comparison, as PNG files: what people would rather look at than read.
+
+- ``stages-<run>.png``: per case, one stacked bar per arm of the kernel-regime stage medians
+  (scatter, fc1, act, fc2, combine), with the arm's whole-FFN median marked beside it: where the
+  time goes, and how much of it the standalone stages explain.
+- ``ranks-<run>.png``: per case and arm, every rank's median of the FFN as a point, its spread as
+  a bar and the critical path (the slowest rank per block, the figure decisions use) as a tick.
+- ``speedup-<run>.png``: speedup of each arm over the baseline (baseline time / arm time, with
+  the interval of the decision) against the share of the capacity buffer that is live, one line
+  per arm, across the cases of a sweep.
+
+Figures are drawn with matplotlib's object API on the Agg canvas: no display, no pyplot state.
+A run in eager and graph mode gets one set per mode (``-<mode>`` in the name).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from moebench.analysis.compare import CompareRow, Comparison
+from moebench.core.errors import MoebenchError
+from moebench.core.vocabulary import aa_twin
+
+STAGES = ("scatter", "fc1", "act", "fc2", "combine")
+_STAGE_COLORS = {"scatter": "#4c72b0", "fc1": "#dd8452", "act": "#55a868", "fc2": "#c44e52",
+                 "combine": "#8172b3"}  # fmt: skip
+_MAX_PANELS = 12  # cases in one figure of panels; more are split into pages (-p2, -p3, ...)
+
+
+def write_plots(comp: Comparison, folder: Path | str) -> list[Path]:
+    """Write every figure the comparison has data for into ``folder``; return their paths.
+
+    A figure without data is skipped: no stage breakdown without the kernel regime, no rank or
+    speedup figure without the ffn regime (one case still gets its speedup points).
+    MoebenchError when the folder cannot be created or written.
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MoebenchError(f"--plot: cannot create {folder}: {exc.strerror or exc}") from None
+    written = []
+    for run_id in comp.run_ids:
+        modes = sorted({r.mode for r in comp.rows if r.run_id == run_id and r.regime})
+        for mode in modes or [""]:
+            rows = [r for r in comp.rows if r.run_id == run_id and r.mode == mode]
+            suffix = f"{_label(run_id)}{f'-{mode}' if mode else ''}"
+            for name, draw in (("stages", _stage_figures), ("ranks", _rank_figure),
+                               ("speedup", _speedup_figure)):  # fmt: skip
+                for page, fig in enumerate(draw(comp, rows, run_id, mode)):
+                    more = f"-p{page + 1}" if page else ""
+                    written.append(_save(fig, folder / f"{name}-{suffix}{more}.png"))
+    return written
+
+
+def _label(run_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in run_id)
+
+
+def _save(fig, path: Path) -> Path:
+    """Write a figure atomically: a temp file beside it, then a rename."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format="png", dpi=110, bbox_inches="tight")
+        os.chmod(tmp, 0o644)  # a figure to share, not a secret (mkstemp makes it 0600)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise MoebenchError(f"--plot: cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _device_note(comp: Comparison) -> str:
+    if "cpu" in comp.devices:
+        return "CPU timings (Triton interpreter), not comparable with GPU"
+    return "GPU, device events"
+
+
+def _title(comp: Comparison, what: str, run_id: str, mode: str) -> str:
+    mode_text = f", {mode} mode" if mode else ""
+    scenario = next((r.scenario for r in comp.runs if r.run_id == run_id), "")
+    return f"{what}: {scenario or run_id}{mode_text}\n{run_id}; {_device_note(comp)}"
+
+
+def _grid(n: int) -> tuple[int, int]:
+    cols = min(n, 3)
+    return math.ceil(n / cols), cols
+
+
+def _timed(rows: list[CompareRow]) -> list[CompareRow]:
+    return [r for r in rows if not math.isnan(r.median_us)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage breakdown
+
+
+def _stage_figures(comp: Comparison, rows: list[CompareRow], run_id: str, mode: str):
+    kernel = defaultdict(dict)  # case -> arm -> stage -> median
+    ffn = defaultdict(dict)  # case -> arm -> median
+    for r in _timed(rows):
+        if r.regime == "kernel" and r.stage in STAGES:
+            kernel[r.case_id].setdefault(r.arm, {})[r.stage] = r.median_us
+        elif r.regime == "ffn" and r.stage == "ffn":
+            ffn[r.case_id][r.arm] = r.median_us
+    cases = sorted(kernel)
+    for start in range(0, len(cases), _MAX_PANELS):
+        page = cases[start : start + _MAX_PANELS]
+        nrows, ncols = _grid(len(page))
+        fig = _figure(4.2 * ncols + 0.6, 3.6 * nrows + 1.3)
+        axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+        for ax, case in zip(axes, page, strict=False):
+            arms = sorted(kernel[case] | ffn[case], key=lambda a: (a != comp.baseline, a))
+            scale, unit = _unit([*ffn[case].values(),
+                                 *(sum(st.values()) for st in kernel[case].values())])  # fmt: skip
+            bottoms = [0.0] * len(arms)
+            for stage in STAGES:
+                heights = [kernel[case].get(a, {}).get(stage, 0.0) / scale for a in arms]
+                if not any(heights):
+                    continue
+                ax.bar(range(len(arms)), heights, bottom=bottoms, width=0.6,
+                       color=_STAGE_COLORS[stage], label=stage)  # fmt: skip
+                bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+            xs = [i for i, a in enumerate(arms) if a in ffn[case]]
+            ax.scatter(xs, [ffn[case][arms[i]] / scale for i in xs], marker="D", s=46,
+                       color="black", zorder=3, label=FFN_LABEL)  # fmt: skip
+            ax.set_xticks(range(len(arms)), arms, rotation=20, ha="right", fontsize=8)
+            ax.set_title(_case_title(comp, run_id, case), fontsize=9)
+            ax.set_ylabel(f"median time ({unit})")
+            ax.set_ylim(bottom=0)
+            ax.grid(axis="y", alpha=0.3)
+        for ax in axes[len(page) :]:
+            ax.set_visible(False)
+        # The legend reads like the stack: the FFN marker, then the top stage down.
+        seen = {}
+        for ax in axes[: len(page)]:
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                seen.setdefault(label, handle)
+        labels = [x for x in (FFN_LABEL, *reversed(STAGES)) if x in seen]
+        fig.legend([seen[x] for x in labels], labels, loc="outside lower center",
+                   ncols=len(labels), fontsize=8,
+                   title="stacked: stage medians, kernel regime (each stage alone)")  # fmt: skip
+        fig.suptitle(_title(comp, "Stage breakdown per arm", run_id, mode), fontsize=10)
+        yield fig
+
+
+FFN_LABEL = "ffn: whole pipeline, median"
+
+
+def _unit(values_us) -> tuple[float, str]:
+    """A divisor and unit that keep tick labels short: us, ms or s."""
+    top = max(values_us, default=0.0)
+    if top >= 1e6:
+        return 1e6, "s"
+    if top >= 1e4:
+        return 1e3, "ms"
+    return 1.0, "us"
+
+
+def _case_title(comp: Comparison, run_id: str, case: str) -> str:
+    info = comp.cases.get((run_id, case))
+    if info is None:
+        return case
+    return (f"{case}\n{info.routing}, {info.tokens_per_rank} tokens/rank, "
+            f"live {info.live_fraction:.1%} of {info.capacity_rows} rows")  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-rank spread
+
+
+def _rank_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode: str):
+    cells = [r for r in _timed(rows) if r.regime == "ffn" and r.stage == "ffn"]
+    cases = sorted({r.case_id for r in cells})
+    colors = _arm_colors(comp, {r.arm for r in cells})
+    for start in range(0, len(cases), _MAX_PANELS):
+        page = cases[start : start + _MAX_PANELS]
+        nrows, ncols = _grid(len(page))
+        fig = _figure(4.2 * ncols + 1.0, 3.6 * nrows + 1.2)
+        axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+        for ax, case in zip(axes, page, strict=False):
+            here = sorted((r for r in cells if r.case_id == case),
+                          key=lambda r: (r.arm != comp.baseline, r.arm))  # fmt: skip
+            scale, unit = _unit([r.rank_max_us for r in here])
+            for x, row in enumerate(here):
+                timing = comp.timings[(run_id, case, "ffn", "ffn", mode, row.arm)]
+                ranks = sorted(timing.rank_medians)
+                values = [timing.rank_medians[k] / scale for k in ranks]
+                color = colors[row.arm]
+                ax.vlines(x, min(values), max(values), color=color, alpha=0.3, linewidth=10)
+                # Ranks side by side across the bar, in rank order.
+                half = 0.22 if len(values) > 1 else 0.0
+                spread = [x - half + 2 * half * i / max(len(values) - 1, 1)
+                          for i in range(len(values))]  # fmt: skip
+                ax.scatter(spread, values, s=18, color=color, zorder=3)
+                ax.hlines(row.median_us / scale, x - 0.3, x + 0.3, color="black", linewidth=1.5,
+                          zorder=4)  # fmt: skip
+                worst = max(ranks, key=timing.rank_medians.get)
+                ax.annotate(f"slowest: rank {worst}", (x, max(*values, row.median_us / scale)),
+                            textcoords="offset points", xytext=(0, 6), ha="center",
+                            fontsize=7)  # fmt: skip
+            ax.set_xticks(range(len(here)), [r.arm for r in here], rotation=20, ha="right",
+                          fontsize=8)  # fmt: skip
+            ax.set_xlim(-0.6, len(here) - 0.4)
+            ax.margins(y=0.15)
+            ax.set_title(_case_title(comp, run_id, case), fontsize=9)
+            ax.set_ylabel(f"per-rank median FFN time ({unit})")
+            ax.grid(axis="y", alpha=0.3)
+        for ax in axes[len(page) :]:
+            ax.set_visible(False)
+        fig.legend(handles=_rank_legend(), loc="outside lower center", ncols=3, fontsize=8)
+        fig.suptitle(_title(comp, "Per-rank spread of the FFN", run_id, mode), fontsize=10)
+        yield fig
+
+
+def _rank_legend():
+    from matplotlib.lines import Line2D
+
+    return [
+        Line2D([], [], marker="o", linestyle="", color="#555555", label="one rank's median"),
+        Line2D([], [], color="#555555", alpha=0.3, linewidth=8, label="min to max over ranks"),
+        Line2D([], [], color="black", linewidth=1.5,
+               label="critical path: median over blocks of the slowest rank"),
+    ]  # fmt: skip
+
+
+def _arm_colors(comp: Comparison, arms: set[str]) -> dict[str, str]:
+    """One colour per arm, the same in every figure: the baseline first, A/A copies grey."""
+    palette = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
+    every = sorted({r.arm for r in comp.rows if not aa_twin(r.arm)},
+                   key=lambda a: (a != comp.baseline, a))  # fmt: skip
+    index = {a: i for i, a in enumerate(every)}
+    return {a: "#7f7f7f" if aa_twin(a) else palette[index.get(a, 0) % len(palette)]
+            for a in arms}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Speedup against live / capacity
+
+
+def _speedup_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode: str):
+    cells = [
+        r for r in rows
+        if r.regime == "ffn" and r.stage == "ffn" and not math.isnan(r.change_pct)
+        and (run_id, r.case_id) in comp.cases
+    ]  # fmt: skip
+    if not cells:
+        return
+    fig = _figure(7.5, 4.8)
+    ax = fig.subplots()
+    arms = sorted({r.arm for r in cells})
+    colors = _arm_colors(comp, set(arms))
+    top = max(comp.cases[(run_id, r.case_id)].live_fraction for r in cells)
+    right = min(1.02, top * 1.15 + 0.02)
+    for k, arm in enumerate(arms):
+        # Cases of a sweep can share a live fraction (a gemm sweep, say): order by case id then.
+        points = sorted(
+            ((comp.cases[(run_id, r.case_id)].live_fraction, r) for r in cells if r.arm == arm),
+            key=lambda point: (point[0], point[1].case_id),
+        )
+        # Arms of one case share an x; shift each arm a little so their intervals stay apart.
+        dodge = (k - (len(arms) - 1) / 2) * right * 0.008
+        xs = [x + dodge for x, _ in points]
+        ys = [1 / (1 + r.change_pct / 100) for _, r in points]
+        # The interval of the change maps to speedups the other way round.
+        low = [y - 1 / (1 + r.ci_high_pct / 100) for y, (_, r) in zip(ys, points, strict=True)]
+        high = [1 / (1 + r.ci_low_pct / 100) - y for y, (_, r) in zip(ys, points, strict=True)]
+        twin = aa_twin(arm)
+        ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, color=colors[arm],
+                    linestyle="--" if twin else "-",
+                    label=f"{arm} (A/A control, against {twin})" if twin else arm)  # fmt: skip
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("live rows / capacity rows (mean over ranks; arms of a case shifted apart)")
+    ax.set_ylabel(f"speedup over {comp.baseline} = {comp.baseline} time / arm time (x)")
+    ax.set_xlim(0, right)
+    ax.xaxis.set_major_formatter(_percent())
+    ax.grid(alpha=0.3)
+    ax.legend(title=f"arm (FFN regime; bars: {_ci_text(comp)})", fontsize=8)
+    fig.suptitle(_title(comp, "FFN speedup against the live share of the buffer", run_id, mode),
+                 fontsize=10)  # fmt: skip
+    yield fig
+
+
+def _percent():
+    from matplotlib.ticker import PercentFormatter
+
+    return PercentFormatter(xmax=1.0, decimals=0)
+
+
+def _ci_text(comp: Comparison) -> str:
+    if comp.correction == "none":
+        return f"{comp.confidence * 100:g}% CI"
+    return f"{comp.confidence * 100:g}% family-wise CI"

@@ -1,0 +1,61 @@
+"""What one case produced on one run, and how a failure becomes rows of it.
+
+Shared by the case loop (``runner``), the timing of the gated arms (``timed``), the isolated and
+the distributed runners: a ``CaseRows`` collects the samples, checks and routing rows of a case;
+``record_failure`` turns an exception into an ``error`` check row per arm, and raises
+``DeviceLost`` when the CUDA context is gone, so that the case stops where it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from moebench.gates import checks as gates
+from moebench.core import faults
+
+
+@dataclass(kw_only=True)
+class CaseRows:
+    """What one case produced: rows of the three tables, and the device fault that stopped it
+    (empty when none)."""
+
+    samples: list[dict] = field(default_factory=list)
+    checks: list[dict] = field(default_factory=list)
+    routing: list[dict] = field(default_factory=list)
+    fault: str = ""
+    # clocks that looked throttled; cold weights that memory could not fully rotate
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, rank_cols: dict, arm: str, c: gates.Check) -> None:
+        self.checks.append(
+            {
+                "run_id": rank_cols["run_id"],
+                "case_id": rank_cols["case_id"],
+                "rank": rank_cols["rank"],
+                "arm": arm,
+                "check": c.name,
+                "status": c.status,
+                "error": c.error,
+                "detail": c.detail,
+            }
+        )
+
+
+class DeviceLost(Exception):
+    """A failure lost the CUDA context; the case stops where it is."""
+
+
+def record_failure(
+    out: CaseRows, rank_cols: dict, arms, check: str, exc: Exception, device: torch.device
+) -> None:
+    """An ``error`` row per arm for ``exc``; raises DeviceLost when the CUDA context is gone."""
+    kind = faults.classify(exc)
+    if kind != "fatal" and not faults.device_healthy(device):
+        kind = "fatal"
+    text = faults.describe(exc, kind)
+    for arm in arms:
+        out.add(rank_cols, arm, gates.Check(name=check, status="error", detail=text))
+    if kind == "fatal":
+        raise DeviceLost(text)
