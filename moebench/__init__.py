@@ -1,6 +1,8 @@
 """moebench: prove that a Mixture-of-Experts FFN change is faster, where, and why."""
 
-__version__ = "0.1.0"
+from moebench.core.version import __version__
+
+__all__ = ["__version__", "run_arm"]
 
 
 def run_arm(*args, **kwargs):

@@ -9,6 +9,8 @@ Each rank writes what it saw to OUT/rank<r>.json; the test reads and judges it. 
   blocked in a collective by a peer that failed gets out by the timeout.
 - ``runner_failure``: a whole distributed run in which rank 1 fails while timing; rank 0 must
   record the failure in the manifest and both ranks must stop (OUT holds the results folder).
+- ``arm_error``: a whole distributed run in which one arm raises on every rank; the run must end
+  ``errors`` with that arm's ``error`` rows, the other arms timed.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from moebench.comm import world as distributed  # noqa: E402
+from moebench.comm.exchange import Exchange  # noqa: E402
 from moebench.core.errors import MoebenchError  # noqa: E402
-from moebench.spec.scenario import parse_scenario  # noqa: E402
+from moebench.spec.load import parse_scenario  # noqa: E402
 
 SCENARIO = """\
 name: worker
@@ -48,7 +51,7 @@ def exchange_roundtrip(world, s) -> dict:
     """Dispatch, an 'FFN' that returns each received row as it came, combine: every token must
     come back as the weighted sum of its K copies, sum_k w[t, k] * x[t]."""
     from moebench.routing import synthetic as routing
-    from moebench.spec.scenario import global_tokens, local_experts
+    from moebench.spec.schema import global_tokens, local_experts
 
     T, K = global_tokens(s), s.model.top_k
     rt = routing.synthesize(family="uniform", tokens=T, experts=s.model.experts, top_k=K,
@@ -56,7 +59,7 @@ def exchange_roundtrip(world, s) -> dict:
     g = torch.Generator().manual_seed(1)
     x = torch.randn(T, s.model.hidden, generator=g).to(torch.bfloat16)
     t0, t1 = distributed.token_range(s, world.rank)
-    ex = distributed.Exchange(
+    ex = Exchange(
         world, x_TD=x[t0:t1], x_sf_TG4=None, topk_ids_TK=rt.topk_ids_TK[t0:t1],
         topk_weights_TK=rt.topk_weights_TK[t0:t1], experts_per_rank=local_experts(s),
         slots_per_rank=distributed.max_tokens(s) * K,
@@ -116,7 +119,8 @@ def units(out: Path) -> dict:
 
 def runner_failure(out: Path) -> dict:
     from moebench.run import distributed as dist_runner
-    from moebench.run import simulated as runner
+    from moebench.run import start
+    from moebench.run.options import RunOptions
 
     s = scenario()
     real = dist_runner._time
@@ -126,20 +130,37 @@ def runner_failure(out: Path) -> dict:
             raise RuntimeError("injected while timing")
         return real(world, *args, **kwargs)
 
-    options = runner.RunOptions(results_dir=out / "results", dist_timeout_s=8.0)
+    options = RunOptions(results_dir=out / "results", dist_timeout_s=8.0)
     with mock.patch.object(dist_runner, "_time", broken):
         try:
-            runner.run(s, options)
+            start.run(s, options)
         except distributed.RankFailure as exc:
             return {"message": exc.message}
     return {"message": None}
+
+
+def arm_error(out: Path) -> dict:
+    """An arm that raises on every rank: ``error`` rows and a run that ends ``errors`` (exit 1),
+    the other arms gated and timed, as in simulated mode."""
+    import arms.prefill.prefix_sum as arm
+    from moebench.run import start
+    from moebench.run.options import RunOptions
+
+    def broken(ws):
+        raise RuntimeError("injected arm error")
+
+    options = RunOptions(results_dir=out / "results", dist_timeout_s=30.0)
+    with mock.patch.object(arm, "build", broken):
+        summary = start.run(scenario(), options)
+    return {"status": summary.status, "errors": summary.errors, "mismatches": summary.mismatches}
 
 
 def main() -> None:
     mode, out = sys.argv[1], Path(sys.argv[2])
     rank = int(os.environ["RANK"])
     try:
-        seen = {"units": units, "runner_failure": runner_failure}[mode](out)
+        modes = {"units": units, "runner_failure": runner_failure, "arm_error": arm_error}
+        seen = modes[mode](out)
     except BaseException:
         seen = {"crash": traceback.format_exc()}
     (out / f"rank{rank}.json").write_text(json.dumps(seen, indent=1))

@@ -29,9 +29,10 @@ import yaml
 from hypothesis import strategies as st
 
 from moebench.core.errors import MoebenchError, TraceError
+from moebench.plan.cases import plan
 from moebench.routing.synthetic import load_trace_counts, synthesize
-from moebench.run.simulated import plan
-from moebench.spec.scenario import expand, load_scenario
+from moebench.spec.load import load_scenario
+from moebench.spec.sweep import expand
 
 REPO = Path(__file__).resolve().parents[1]
 VALID = yaml.safe_load((REPO / "scenarios" / "smoke.yaml").read_text())

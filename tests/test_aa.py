@@ -14,7 +14,9 @@ from test_compare import checks, make_run, row_of, samples
 from moebench.analysis import stats
 from moebench.analysis.compare import compare_runs
 from moebench.report.render import render
-from moebench.results.store import SAMPLES_SCHEMA, Run
+from moebench.report.sections import title
+from moebench.results.reader import Run
+from moebench.results.schema import SAMPLES_SCHEMA
 
 RUN = "run-a"
 
@@ -92,8 +94,8 @@ def test_twenty_percent_effect_is_still_detected_after_correction(sweep):
 
 def test_correction_widens_each_interval_and_is_stated(sweep):
     corrected, plain = sweep[2.0, "bonferroni"], sweep[2.0, "none"]
-    assert "Bonferroni-corrected for 201 comparisons (each 99.98%)" in corrected.title
-    assert "uncorrected (201 comparisons)" in plain.title
+    assert "Bonferroni-corrected for 201 comparisons (each 99.98%)" in title(corrected)
+    assert "uncorrected (201 comparisons)" in title(plain)
     # Enough resamples that about 10 fall beyond each end of a 1 - 0.05/201 interval.
     assert corrected.resamples >= 20 / (0.05 / 201) and plain.resamples == 2000
     for a, b in zip(corrected.rows, plain.rows, strict=True):

@@ -10,13 +10,13 @@ import pytest
 import torch
 from test_cli import TINY, one_line_error, runner, write
 
-from moebench.analysis.compare import _with_mode
+from moebench.analysis.blocks import _with_mode
 from moebench.arm import decode, prefill, registry
 from moebench.arm.base import run_all
 from moebench.cli.app import app
 from moebench.gates.families import FAMILIES
 from moebench.measure import cold
-from moebench.results.store import SAMPLES_SCHEMA
+from moebench.results.schema import SAMPLES_SCHEMA
 
 ARMS = {name: registry.resolve(name) for name in registry.builtin_names()}
 
@@ -78,9 +78,11 @@ def test_rotation_calls_each_copy_in_turn():
 
 def _prefill_problem():
     """Rank 0's problem of the CLI tests' tiny fp8 prefill scenario, as the runner builds it."""
+    from moebench.plan.cases import plan
     from moebench.plan.inputs import make_tokens
-    from moebench.run.simulated import _rank_inputs, plan
-    from moebench.spec.scenario import global_tokens, parse_scenario
+    from moebench.run.simulated import _rank_inputs
+    from moebench.spec.load import parse_scenario
+    from moebench.spec.schema import global_tokens
 
     (p,) = plan(parse_scenario(TINY))
     s = p.case.scenario

@@ -11,10 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from moebench.analysis.compare import CompareRow, compare_runs
+from moebench.analysis.compare import compare_runs
+from moebench.analysis.rows import CompareRow
 from moebench.core.errors import MoebenchError
-from moebench.report.render import fmt_change, fmt_us, render
-from moebench.results.store import SCHEMAS, Run, RunWriter, load_run, rows_to_table
+from moebench.report.render import render
+from moebench.report.sections import fmt_change, fmt_us
+from moebench.results.reader import Run, load_run
+from moebench.results.schema import SCHEMAS, rows_to_table
+from moebench.results.writer import RunWriter
 
 CASE = "t16-uniform"
 ENV = {"torch": "2.13.0", "triton": "3.9.0", "gpu": "none"}

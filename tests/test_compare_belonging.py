@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 from moebench.analysis.compare import compare_runs
 from moebench.cli.app import app
 from moebench.core.errors import MoebenchError
-from moebench.results.store import SCHEMAS, Run, RunWriter, rows_to_table
+from moebench.results.reader import Run
+from moebench.results.schema import SCHEMAS, rows_to_table
+from moebench.results.writer import RunWriter
 
 SOURCES = {"stock": "aa", "masked": "cc"}
 ENV = {"torch": "2.13.0"}

@@ -117,7 +117,7 @@ def exact_weights(fmt: str, E: int, N: int, R: int, g: torch.Generator):
 def test_bf16_stores_round_to_nearest_even_exactly(fmt):
     """fp32 sums that are exact whatever the order, plus a bias that needs rounding: the bf16
     outputs must equal torch's round-to-nearest-even bit for bit (the interpreter's own
-    conversion truncates, DESIGN section 11), in the GEMV and in the dense GEMM."""
+    conversion truncates, docs/DESIGN.md section 11), in the GEMV and in the dense GEMM."""
     g = torch.Generator().manual_seed(5)
     T, K, E, N, R = 3, 2, 2, 64, 64
     w, s, wd = exact_weights(fmt, E, N, R, g)

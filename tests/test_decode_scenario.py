@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from moebench.core.errors import ScenarioError
-from moebench.spec.scenario import expand, load_scenario, parse_scenario
+from moebench.spec.load import load_scenario, parse_scenario
+from moebench.spec.sweep import expand
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

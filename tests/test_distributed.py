@@ -7,6 +7,7 @@ comparison. tests/dist_worker.py holds the ranks of the lower-level tests.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +17,9 @@ from typer.testing import CliRunner
 
 from moebench.cli.app import app
 from moebench.comm import world as distributed
-from moebench.results.store import load_run
-from moebench.spec.scenario import parse_scenario
+from moebench.comm.exchange import Exchange
+from moebench.results.reader import load_run
+from moebench.spec.load import parse_scenario
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -188,6 +190,81 @@ def test_a_failing_rank_is_recorded_by_rank_zero(tmp_path):
     assert manifest["finished_cases"] == []
 
 
+def test_an_arm_that_raises_is_an_error_row_and_the_run_ends_errors(tmp_path):
+    seen = _torchrun("arm_error", tmp_path)
+    for s in seen:  # every rank reports rank 0's verdict
+        assert s["status"] == "errors" and not s["mismatches"], s
+        assert any("prefix_sum: run: error: RuntimeError: injected arm error" in e
+                   for e in s["errors"]), s  # fmt: skip
+    (run_dir,) = (tmp_path / "results").iterdir()
+    run = load_run(run_dir)
+    assert run.manifest["status"] == "errors"
+    bad = [c for c in run.checks.to_pylist() if c["arm"] == "prefix_sum"]
+    assert {(c["rank"], c["check"], c["status"]) for c in bad} == {
+        (0, "run", "error"),
+        (1, "run", "error"),
+    }
+    timed = {s["arm"] for s in run.samples.to_pylist()}
+    assert timed == {"stock", "prefix_sum_masked"}
+
+
+def _copy_run(run_dir: Path, tmp_path: Path, edit=None) -> Path:
+    copy = tmp_path / "results" / run_dir.name
+    shutil.copytree(run_dir, copy)
+    if edit is not None:
+        manifest = copy / "manifest.json"
+        doc = json.loads(manifest.read_text())
+        edit(doc)
+        manifest.write_text(json.dumps(doc))
+    return copy
+
+
+def _resume(copy: Path, *flags: str) -> subprocess.CompletedProcess:
+    scenario = copy.parent.parent / "tiny.yaml"
+    scenario.write_text(TINY)
+    cmd = [sys.executable, "-m", "moebench.cli", "run", str(scenario), "--nproc", "2",
+           "--resume", str(copy), *flags]  # fmt: skip
+    return subprocess.run(cmd, cwd=REPO, env=child_env(), capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+def _drift(doc: dict) -> None:
+    doc["sources"]["prefix_sum_masked"]["hash"] = "b" * 64
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (_drift, "arm 'prefix_sum_masked': sources bbbbbbbbbbbbbbbb... when the run started"),
+        (lambda doc: doc.update(device="cuda"), "the run started on cuda, this resume would run"),
+    ],
+    ids=["sources-changed", "other-device"],
+)
+def test_a_distributed_resume_on_changed_sources_or_device_is_refused(
+    two_rank_run, tmp_path, edit, message
+):
+    run_dir, _ = two_rank_run
+    copy = _copy_run(run_dir, tmp_path, edit)
+    before = {p.name: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    proc = _resume(copy)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("moebench: error: ")]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert {p.name: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
+
+
+def test_a_distributed_resume_records_its_history_and_the_drift_it_allowed(two_rank_run, tmp_path):
+    run_dir, _ = two_rank_run
+    copy = _copy_run(run_dir, tmp_path, _drift)
+    proc = _resume(copy, "--allow-source-drift")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    m = json.loads((copy / "manifest.json").read_text())
+    assert m["status"] == "complete" and m["finished_cases"] == ["c000"]
+    (resume,) = m["resumes"]
+    assert resume["source_drift"][0].startswith("arm 'prefix_sum_masked': sources bbbbbbbbbbbb")
+    assert "--resume" in resume["command"] and "--nproc 2" in resume["command"]
+
+
 # --------------------------------------------------------------------------- in-process
 
 
@@ -232,9 +309,9 @@ def test_a_world_of_one_agrees_with_simulated_bit_for_bit(tmp_path, precision):
     from moebench.arm.base import run_all
     from moebench.arm.prefill import Workspace
     from moebench.core.numerics import bitwise_compare
+    from moebench.plan.cases import plan
     from moebench.plan.inputs import build_problem, make_tokens, make_weights
     from moebench.run import distributed as dist_runner
-    from moebench.run.simulated import plan
 
     text = TINY.replace("ep: 2, dp: 2", "ep: 1").replace(
         "precision: fp8", f"precision: {precision}"
@@ -281,7 +358,7 @@ def test_pack_places_every_slot_and_touches_nothing_else(with_scales):
     ids = torch.randint(0, W * E, (T, K), generator=g, dtype=torch.int32)
     world = distributed.World(rank=0, size=W, local_rank=0, device=torch.device("cpu"),
                               backend="gloo", timeout_s=1.0, ctl=None)  # fmt: skip
-    ex = distributed.Exchange(world, x_TD=x, x_sf_TG4=sf, topk_ids_TK=ids,
+    ex = Exchange(world, x_TD=x, x_sf_TG4=sf, topk_ids_TK=ids,
                               topk_weights_TK=torch.ones(T, K), experts_per_rank=E,
                               slots_per_rank=T * K)  # fmt: skip
     ex.pack()
@@ -309,7 +386,7 @@ def test_pack_with_no_tokens_sends_nothing():
 
     world = distributed.World(rank=0, size=2, local_rank=0, device=torch.device("cpu"),
                               backend="gloo", timeout_s=1.0, ctl=None)  # fmt: skip
-    ex = distributed.Exchange(world, x_TD=torch.zeros(0, 128, dtype=torch.bfloat16),
+    ex = Exchange(world, x_TD=torch.zeros(0, 128, dtype=torch.bfloat16),
                               x_sf_TG4=None, topk_ids_TK=torch.zeros(0, 2, dtype=torch.int32),
                               topk_weights_TK=torch.zeros(0, 2), experts_per_rank=2,
                               slots_per_rank=4)  # fmt: skip

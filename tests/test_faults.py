@@ -23,7 +23,7 @@ from moebench.cli.app import app
 from moebench.core import faults
 from moebench.measure.clock import Clock
 from moebench.plan import inputs
-from moebench.results.store import load_run
+from moebench.results.reader import load_run
 
 cli = CliRunner()
 

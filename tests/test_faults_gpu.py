@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from moebench.results.store import load_run
+from moebench.results.reader import load_run
 
 try:
     import pytest

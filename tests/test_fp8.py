@@ -1,8 +1,8 @@
-"""The conversion helpers of moebench.kernels.fp8 against torch, bit for bit.
+"""The FP8 and bf16 conversion helpers of moebench.kernels.jit against torch, bit for bit.
 
 Under the interpreter (the default here) only the exact path runs, since the interpreter's native
-conversions misround (DESIGN section 11). Run with TRITON_INTERPRET=0 on a GPU to check the native
-path against torch as well.
+conversions misround (docs/DESIGN.md section 11). Run with TRITON_INTERPRET=0 on a GPU to check the
+native path against torch as well.
 """
 
 import os
@@ -14,7 +14,7 @@ import triton.language as tl
 
 from moebench.core import reference
 from moebench.core.numerics import bitwise_compare
-from moebench.kernels.fp8 import fp32_to_bf16, fp32_to_e4m3_bits, ue8m0_scale
+from moebench.kernels.jit import fp32_to_bf16, fp32_to_e4m3_bits, ue8m0_scale
 
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() and not INTERPRETING else "cpu"

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from moebench.cli.app import app
 from moebench.core.errors import ScenarioError
-from moebench.spec.scenario import parse_scenario
+from moebench.spec.load import parse_scenario
 
 runner = CliRunner()
 BASE = """\

@@ -20,9 +20,10 @@ from typer.testing import CliRunner
 
 from moebench.cli.app import app
 from moebench.core.errors import ScenarioError, TraceError
-from moebench.results.store import check_case_id
+from moebench.results.schema import check_case_id
 from moebench.routing.synthetic import load_trace_counts
-from moebench.spec.scenario import expand, load_scenario, parse_scenario
+from moebench.spec.load import load_scenario, parse_scenario
+from moebench.spec.sweep import expand
 
 cli = CliRunner()
 FUZZ = settings(

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from moebench.results.store import load_run
+from moebench.results.reader import load_run
 
 REPO = Path(__file__).resolve().parents[1]
 THREE_CASES = """\

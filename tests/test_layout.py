@@ -14,7 +14,7 @@ from moebench.core.layout import (
 
 
 def contract(counts, A):
-    """DESIGN section 2, literally."""
+    """docs/DESIGN.md section 2, literally."""
     starts, ends = [], []
     for e, c in enumerate(counts):
         s = 0 if e == 0 else align_up(ends[-1], A)

@@ -13,11 +13,11 @@ from test_compare import checks, make_run, samples
 
 from moebench.analysis.compare import compare_runs
 from moebench.cli.app import app
+from moebench.plan.cases import arm_names
 from moebench.report.plots import write_plots
 from moebench.report.render import render
-from moebench.results.store import load_run
-from moebench.run.simulated import RunOptions, arm_names
-from moebench.spec.scenario import parse_scenario
+from moebench.results.reader import load_run
+from moebench.spec.load import parse_scenario
 
 PNG = b"\x89PNG\r\n\x1a\n"
 RUN = "20261129-000000-sweep-abcdef"
@@ -101,10 +101,10 @@ def test_nothing_to_plot_writes_nothing_and_a_bad_folder_is_one_error(tmp_path: 
 def test_measure_aa_key_adds_the_copy_of_the_baseline():
     s = parse_scenario(TINY.replace("iterations: 1}", "iterations: 1, aa: true}"))
     assert s.measure.aa
-    assert arm_names(s, RunOptions()) == (*s.arms, "stock~aa")
+    assert arm_names(s) == (*s.arms, "stock~aa")
     plain = parse_scenario(TINY)
-    assert arm_names(plain, RunOptions()) == plain.arms
-    assert arm_names(plain, RunOptions(aa=True))[-1] == "stock~aa"
+    assert arm_names(plain) == plain.arms
+    assert arm_names(plain, aa=True)[-1] == "stock~aa"
 
 
 # --------------------------------------------------------------------------- end to end

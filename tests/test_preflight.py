@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 
 from moebench.cli.app import app
 from moebench.core.errors import ResultsError
-from moebench.results.store import RunWriter, check_room, load_run
+from moebench.results.files import check_room
+from moebench.results.reader import load_run
+from moebench.results.writer import RunWriter
 
 cli = CliRunner()
 TINY = """\

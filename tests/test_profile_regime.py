@@ -3,7 +3,7 @@
 import pytest
 
 from moebench.measure.profile import split
-from moebench.spec.scenario import parse_scenario
+from moebench.spec.load import parse_scenario
 
 
 def test_kernels_are_cut_into_stages_in_order():

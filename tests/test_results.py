@@ -17,8 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from moebench.core.errors import ResultsError
-from moebench.results import store as results
-from moebench.results.store import SCHEMAS, RunWriter, load_run, new_run_id, rows_to_table
+from moebench.results import files as results
+from moebench.results import writer as writer_module
+from moebench.results.reader import load_run
+from moebench.results.schema import SCHEMAS, check_run_id, new_run_id, rows_to_table
+from moebench.results.writer import RunWriter
 
 NOW = dt.datetime(2026, 11, 29, 13, 5, 9, tzinfo=dt.UTC)
 RUN = "20261129-130509-test-abc123"
@@ -242,7 +245,7 @@ def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path: Path):
         raise RuntimeError("disk on fire")
 
     with pytest.raises(RuntimeError):
-        results._atomic_write(target, explode)
+        results.atomic_write(target, explode)
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
 
@@ -296,7 +299,7 @@ def test_disk_error_mid_case_leaves_it_unfinished(writer: RunWriter, monkeypatch
             raise OSError(28, "No space left on device")
         return real(table, where, **kw)
 
-    monkeypatch.setattr(results.pq, "write_table", flaky)
+    monkeypatch.setattr(writer_module.pq, "write_table", flaky)
     with pytest.raises(ResultsError, match="cannot write case 'c1'.*No space left"):
         write(writer, "c1")
     monkeypatch.undo()
@@ -371,7 +374,7 @@ def test_run_ids_are_safe_for_any_name(name: str):
     assert ".." not in run_id and "/" not in run_id and not run_id.startswith(".")
     root = Path("/tmp/results-root")
     assert (root / run_id).resolve().parent == root.resolve()
-    results.check_run_id(run_id)  # create() accepts it
+    check_run_id(run_id)  # create() accepts it
 
 
 def test_run_id_keeps_a_readable_name_and_is_unique():

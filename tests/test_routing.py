@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from moebench.core.errors import TraceError
+from moebench.routing.raw_files import load_any
 from moebench.routing.replay import apportion
 from moebench.routing.synthetic import local_counts, rank_statistics, synthesize
-from moebench.routing.traces import load_any
 
 
 def valid(r, tokens, experts, top_k):

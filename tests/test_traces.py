@@ -19,20 +19,13 @@ from typer.testing import CliRunner
 
 from moebench.cli.app import app
 from moebench.core.errors import ScenarioError, TraceError
+from moebench.plan.cases import plan
+from moebench.routing.raw_files import load_any
 from moebench.routing.replay import apportion, replay_load
 from moebench.routing.synthetic import local_counts, rank_statistics, synthesize
-from moebench.routing.traces import (
-    Trace,
-    layer_stats,
-    load_any,
-    read_meta,
-    read_parquet,
-    summary,
-    validate,
-    write_parquet,
-)
-from moebench.run.simulated import plan
-from moebench.spec.scenario import load_scenario, parse_scenario
+from moebench.routing.trace_stats import layer_stats, summary
+from moebench.routing.traces import Trace, read_meta, read_parquet, validate, write_parquet
+from moebench.spec.load import load_scenario, parse_scenario
 
 runner = CliRunner()
 MODEL = {"id": "x/tiny", "revision": "r1", "hidden": 128, "intermediate": 128, "experts": 8,

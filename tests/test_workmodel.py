@@ -12,8 +12,10 @@ import pytest
 
 from moebench.analysis import workmodel
 from moebench.analysis.compare import compare_runs
+from moebench.report import sections
 from moebench.report.render import render
-from moebench.results.store import SCHEMAS, Run, rows_to_table
+from moebench.results.reader import Run
+from moebench.results.schema import SCHEMAS, rows_to_table
 
 RUN = "run-d"
 MB = 1_000_000
@@ -130,7 +132,7 @@ def test_sections_are_rendered_in_every_document_format():
 
 def test_slow_bandwidth_keeps_its_digits():
     """Interpreter runs reach MB/s: the table must not print them as 0.0 GB/s."""
-    assert workmodel._gbps(0.00345) == "0.00345"
-    assert workmodel._gbps(3.456) == "3.46"
-    assert workmodel._gbps(1909.4) == "1,909.4"
-    assert workmodel._gbps(float("nan")) == ""
+    assert sections._gbps(0.00345) == "0.00345"
+    assert sections._gbps(3.456) == "3.46"
+    assert sections._gbps(1909.4) == "1,909.4"
+    assert sections._gbps(float("nan")) == ""

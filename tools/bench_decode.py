@@ -33,7 +33,6 @@ The default launch always runs first, as the reference.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import time
 
@@ -42,17 +41,22 @@ import triton
 import triton.language as tl
 
 from arms.decode import pipeline as decode
+from moebench.arm.decode import Workspace as DecodeWorkspace
 from moebench.core.numerics import TOLERANCE, calc_diff
+from moebench.core.vocabulary import DECODE_STAGES
 from moebench.gates.families import family_of
 from moebench.kernels.sparse_gemv import sparse_gemv
+from moebench.measure import bench
+from moebench.measure.clock import Clock
+from moebench.plan.cases import plan
 from moebench.plan.inputs import make_tokens
-from moebench.run.simulated import plan
-from moebench.spec.scenario import load_scenario
+from moebench.spec.load import load_scenario
 
 COPY_TBS = 4.27
 TIME_BUDGET_S = 180.0
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 flush = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
+CLOCK = Clock(dev)
 
 # (block_n, row bytes a step, warps, num_stages, split_k, tensor_cores, group_major); None = the
 # launcher's default.
@@ -131,21 +135,9 @@ def torch_at_size(w: torch.Tensor, n_experts: int) -> list[dict]:
 
 
 def time_graph(fn, reps: int = 50) -> float:
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        flush.max()
-        start.record()
-        g.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+    """Median us of ``reps`` graph replays of ``fn``, L2 flushed before each (the project's clock,
+    moebench/measure/bench.py)."""
+    return bench.time_graph(CLOCK, fn, reps=reps)
 
 
 def agreement(got: torch.Tensor, want: torch.Tensor, rows: torch.Tensor) -> tuple[bool, float]:
@@ -183,7 +175,7 @@ def main(out_dir: str, variants=VARIANTS) -> None:
             continue
         x = make_tokens(tokens=1, hidden=cs.model.hidden, seed=cs.routing.seed, device=dev)
         prob = family_of(cs).problem(cs, p.routing, p.capacity_rows, x, 0, dev)
-        ws = decode.Workspace(prob, layout="TKD")
+        ws = DecodeWorkspace(prob, layout="TKD")
         written = ws.written_rows()
         bytes_hit = decode.weight_bytes(prob, layout="TKD")
         off, fmt = prob.expert_offset, ("fp8" if prob.precision == "w8a16" else "mxfp4")
@@ -237,7 +229,7 @@ def main(out_dir: str, variants=VARIANTS) -> None:
         # by the best reads of their bytes: the least any kernel pair reading them could take.
         stages = {st.name: st.run for st in decode.build_stages(ws)}
         step = dict(precision=cs.precision, kind="step_floor", bytes=bytes_hit["ffn"])
-        step["sparse_step_us"] = time_graph(lambda: [stages[n]() for n in decode.STAGES])
+        step["sparse_step_us"] = time_graph(lambda: [stages[n]() for n in DECODE_STAGES])
         step["read_step_us"] = time_graph(
             lambda: (best_read["fc1"](), best_read["fc2"](), stages["combine"]())
         )

@@ -1,7 +1,7 @@
 """Where the distributed dispatch's time goes: packing, the counts exchange and the rows exchange,
 against a plain all_to_all_single of the same bytes, on real ranks (issue 7's follow-up).
 
-The Exchange of moebench/distributed.py at the v4-flash shapes (512 tokens a rank, top-8, hidden
+The Exchange of moebench/comm/exchange.py at the v4-flash shapes (512 tokens a rank, top-8, hidden
 4096, FP8 rows with packed UE8M0 scale words and the expert id: 4,228 bytes a row; 4,096 slot rows
 per destination). Each piece is timed alone with CUDA events after a barrier, median of 30 reps,
 ranks in step; bandwidth counts the bytes that cross to other ranks. Writes OUT/bench_exchange.json
@@ -25,7 +25,8 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from moebench.comm.world import NCCL_ENV, Exchange, World  # noqa: E402
+from moebench.comm.exchange import Exchange  # noqa: E402
+from moebench.comm.world import NCCL_ENV, World  # noqa: E402
 
 T, K, D, EXPERTS = 512, 8, 4096, 256
 REPS = 30

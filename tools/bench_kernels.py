@@ -16,7 +16,6 @@ the L2 is flushed (default read).
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 
 import torch
@@ -27,6 +26,8 @@ from moebench.core import reference
 from moebench.core.layout import expert_ends, live_row_mask
 from moebench.kernels.act_quant import act_quant_dense, act_quant_masked
 from moebench.kernels.grouped_gemm import grouped_gemm
+from moebench.measure import bench
+from moebench.measure.clock import Clock
 
 COPY_TBS = 4.27
 FP8_TFLOPS = 1286.0
@@ -37,63 +38,20 @@ results: list[dict] = []
 LIVES = (3072, 6144, 12288, 24576)
 
 
-WARM_MS = 50.0
 FLUSH = "read"  # "zero" writes the flush buffer (dirty L2 lines), "read" reads it (clean lines)
-
-
-def _capture(fn) -> torch.cuda.CUDAGraph:
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g
-
-
-def _warm(graphs) -> None:
-    # Replays for at least WARM_MS first: after a compile the GPU has idled and its clock is
-    # down (seen 2026-12-01: whichever variant came first after a compile ran 5% slow).
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    while True:
-        for g in graphs:
-            g.replay()
-        end.record()
-        end.synchronize()
-        if start.elapsed_time(end) >= WARM_MS:
-            return
-
-
-def _sample_us(g) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    if FLUSH == "zero":
-        flush.zero_()
-    else:
-        flush.max()
-    start.record()
-    g.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3
+# The project's clock (moebench/measure): the same samples as a run's kernel regime.
+CLOCKS = {"read": Clock(dev), "zero": Clock(dev, dirty_flush=True)}
 
 
 def time_graph(fn, reps: int = 30) -> float:
     """Median us of ``reps`` replays of a graph of ``fn``, L2 flushed before each."""
-    g = _capture(fn)
-    _warm([g])
-    return statistics.median(_sample_us(g) for _ in range(reps))
+    return bench.time_graph(CLOCKS[FLUSH], fn, reps=reps)
 
 
 def time_interleaved(fns, rounds: int = 8, reps: int = 4) -> list[float]:
     """Median us of each of ``fns``, sampled in rounds that visit every function in turn (the
     order rotating each round), so a drift of the clock during the call falls on all alike."""
-    graphs = [_capture(fn) for fn in fns]
-    _warm(graphs)
-    samples: list[list[float]] = [[] for _ in graphs]
-    for r in range(rounds):
-        for i in [(r + j) % len(graphs) for j in range(len(graphs))]:
-            samples[i] += [_sample_us(graphs[i]) for _ in range(reps)]
-    return [statistics.median(x) for x in samples]
+    return bench.time_interleaved(CLOCKS[FLUSH], fns, rounds=rounds, reps=reps)
 
 
 def sm_clock_mhz() -> float:
@@ -273,10 +231,11 @@ def bench_act_floor() -> None:
 # --------------------------------------------------------------------------- grouped GEMMs
 GEMM_LIVES = (3072, 12288, 24576)
 # (k_loop, loads, BLOCK_M, BLOCK_N, warps, stages, programs per SM, group_m), persistent psum. The
-# first is the arms' launch (arms/pipeline.py) and the bitwise reference of the rest. The k_loop
-# variants (two K steps an iteration) were timed on 2026-11-30 and were all slower than "plain"
-# (docs/PERF.md) with pointer loads, which need 236-255 registers at 64x128; with TMA descriptor
-# loads (no address tiles in registers) the plain loop needs 166 (ptxas 13.4, sm_90a, offline).
+# first is the arms' launch (arms/prefill/pipeline.py) and the bitwise reference of the rest. The
+# k_loop variants (two K steps an iteration) were timed on 2026-11-30 and were all slower than
+# "plain" (docs/perf/HISTORY.md) with pointer loads, which need 236-255 registers at 64x128;
+# with TMA descriptor loads (no address tiles in registers) the plain loop needs 166 (ptxas
+# 13.4, sm_90a, offline).
 GEMM_CONFIGS = (
     ("plain", "tma", 64, 128, 4, 3, 3, 8),
     ("plain", "tma", 64, 128, 4, 3, 3, 4),
@@ -402,7 +361,8 @@ def against_floor(nbytes: int, us: float) -> dict:
 
 def bench_scatter_combine() -> None:
     print("== scatter and combine, V4-Flash rank 0 of EP8, 512 tokens per rank", flush=True)
-    from arms.prefill.pipeline import Workspace, build_stages
+    from arms.prefill.pipeline import build_stages
+    from moebench.arm.prefill import Workspace
     from moebench.plan.inputs import build_problem, make_tokens, make_weights
     from moebench.routing.synthetic import synthesize
 

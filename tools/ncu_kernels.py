@@ -24,12 +24,12 @@ dev = torch.device("cuda")
 
 
 def gemv() -> None:
-    from arms.decode import pipeline as decode
+    from moebench.arm.decode import Workspace as DecodeWorkspace
     from moebench.gates.families import family_of
     from moebench.kernels.sparse_gemv import sparse_gemv
+    from moebench.plan.cases import plan
     from moebench.plan.inputs import make_tokens
-    from moebench.run.simulated import plan
-    from moebench.spec.scenario import load_scenario
+    from moebench.spec.load import load_scenario
 
     s = load_scenario("scenarios/gpt-oss-20b-decode.yaml")
     p = next(
@@ -40,7 +40,7 @@ def gemv() -> None:
     cs = p.case.scenario
     x = make_tokens(tokens=1, hidden=cs.model.hidden, seed=cs.routing.seed, device=dev)
     prob = family_of(cs).problem(cs, p.routing, p.capacity_rows, x, 0, dev)
-    ws = decode.Workspace(prob, layout="TKD")
+    ws = DecodeWorkspace(prob, layout="TKD")
     for _ in range(3):
         sparse_gemv(prob.x_TD, prob.topk_ids_TK, prob.w13, prob.w13_scale, prob.b13_E2F, ws.a,
                     expert_offset=prob.expert_offset, glu=prob.activation)  # fmt: skip

@@ -1,6 +1,6 @@
 """What the two decode arms share: one rank's inputs, the workspace, the stage wiring, the ledger.
 
-Decode (DESIGN sections 3 and 4): a few tokens, each routed to its top-k experts, gpt-oss
+Decode (docs/DESIGN.md sections 3 and 4): a few tokens, each routed to its top-k experts, gpt-oss
 semantics (gate/up rows interleaved, expert biases, `swiglu_oai` or `silu`). The arms differ in
 how much weight they read: `dense_decode` multiplies every token by every local expert (batched
 GEMMs that stream all E local experts once a step, whatever the routing) and keeps only the
@@ -96,6 +96,5 @@ def weight_bytes(p: Problem, *, layout: str) -> dict[str, int]:
 
 def sources() -> tuple[Path, ...]:
     """Files the decode arms are built from (hashed into their provenance)."""
-    kernels = ["sparse_gemv.py", "batched_gemm.py", "combine_topk.py", "mxfp4.py", "fp8.py",
-               "act_quant.py"]  # fmt: skip
+    kernels = ["sparse_gemv.py", "batched_gemm.py", "combine_topk.py", "jit.py", "launch.py"]
     return (Path(__file__),) + tuple(KERNEL_DIR / k for k in kernels)

@@ -176,7 +176,8 @@ def _torch_gemms(ws: Workspace, *, gemm_mode: str):
 
 def sources(*, masked_act: bool) -> tuple[Path, ...]:
     """Files the arm is built from (hashed into its provenance)."""
-    kernels = ["scatter.py", "grouped_gemm.py", "act_quant.py", "fp8.py", "combine.py"]
+    kernels = ["scatter.py", "grouped_gemm.py", "grouped_gemm_tiles.py", "act_quant.py",
+               "combine.py", "jit.py", "launch.py"]  # fmt: skip
     return (Path(__file__),) + tuple(KERNEL_DIR / k for k in kernels)
 
 

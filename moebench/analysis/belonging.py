@@ -3,7 +3,7 @@
 ``belonging`` refuses (unless forced) runs that would mislead side by side: no case in common,
 or one case id naming different shapes; it warns for unfinished runs, cases or arms present in
 only some runs and runs from different scenarios. ``provenance_warnings`` names the sources and
-environment entries (DESIGN section 8) in which two runs differ.
+environment entries (docs/DESIGN.md section 8) in which two runs differ.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from moebench.core.errors import MoebenchError
-from moebench.results.store import Run
+from moebench.results.reader import Run
 
 
 def distinct(column: pa.ChunkedArray) -> set:

@@ -1,4 +1,4 @@
-"""Distributed runs, pass by pass: critical path, straggler and per-rank spread (DESIGN section 7).
+"""Distributed runs, pass by pass: critical path, straggler, rank spread (docs/DESIGN.md section 7).
 
 In `topology.mode: distributed` every rank times the same passes of the layer: the ranks meet
 before each pass, so the ``ffn``-regime samples of one (case, arm, block, iteration) on all ranks
@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-PASS_STAGES = ("dispatch", "ffn", "sync_wait", "combine_a2a", "layer")
+from moebench.core.vocabulary import PASS_STAGES
 
 
 @dataclass(frozen=True, kw_only=True)

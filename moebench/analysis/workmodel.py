@@ -16,7 +16,8 @@ Two sections that `compare` adds below its table (reads only results, like compa
   reach its number of local experts, since a sparse GEMV streams its expert's weights once per
   slot and a dense pass streams every local expert once.
 
-Undefined figures are NaN or None (rendered empty), never 0.
+Undefined figures are NaN or None (rendered empty), never 0. The sections' headers, notes and
+cells are text and live with the rest of the text, in ``moebench.report.sections``.
 """
 
 from __future__ import annotations
@@ -170,88 +171,10 @@ def _crossover(rows, cases: dict, baseline: str) -> list[CrossoverRow]:
 
 
 def analyse(rows, samples: pa.Table, baseline: str) -> WorkModel:
-    """The work model of compared rows (`compare.CompareRow`) and the samples they came from."""
+    """The work model of compared rows (`rows.CompareRow`) and the samples they came from."""
     if samples.num_rows == 0:
         return WorkModel(bandwidth=[], crossover=[])
     cases = _case_table(samples)
     return WorkModel(
         bandwidth=_bandwidth(rows, samples, cases), crossover=_crossover(rows, cases, baseline)
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Rendering (plain cells; compare lays them out)
-
-BANDWIDTH_HEADER = ("case", "stage", "arm", "tokens", "weight MB", "GB/s", "of copy")
-CROSSOVER_HEADER = ("series", "arm vs baseline", "arm / baseline time by tokens",
-                    "baseline faster from", "ledger")  # fmt: skip
-BANDWIDTH_NOTE = (
-    "expert weight bytes the step (or stage) reads on the slowest rank over that "
-    f"rank's median time; 'of copy' against the {COPY_CEILING_GBPS / 1000:g} TB/s device-copy "
-    "ceiling (GPU runs only)."
-)
-CROSSOVER_NOTE = (
-    "on the ffn regime, the smallest token count from which the baseline is faster at it "
-    "and every larger count; ledger: where the busiest rank's routed slots first reach its local "
-    "experts (a per-slot GEMV then streams as many expert weights as a dense pass)."
-)
-
-
-def _tokens(t: int | None) -> str:
-    if t is None:
-        return ""
-    return f"{t} token" if t == 1 else f"{t} tokens"
-
-
-def _gbps(x: float) -> str:
-    """GB/s with one decimal, or three significant digits below 10 (interpreter runs on the CPU
-    reach a few MB/s, which one decimal would print as 0.0)."""
-    if math.isnan(x):
-        return ""
-    return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
-
-
-def bandwidth_cells(wm: WorkModel, multi_run: bool) -> list[list[str]]:
-    out = []
-    for b in wm.bandwidth:
-        stage = b.stage if b.regime == "ffn" else f"{b.regime}/{b.stage}"
-        frac = "" if math.isnan(b.copy_fraction) else f"{b.copy_fraction:.0%}"
-        cells = [b.case_id, stage, b.arm, str(b.tokens_per_rank), f"{b.weight_bytes / 1e6:,.2f}",
-                 _gbps(b.gbps), frac]  # fmt: skip
-        out.append(([b.run_id] if multi_run else []) + cells)
-    return out
-
-
-def crossover_cells(wm: WorkModel, multi_run: bool) -> list[list[str]]:
-    out = []
-    for c in wm.crossover:
-        ratios = ", ".join(
-            f"{t}: {'' if math.isnan(q) else f'{q:.2f}x'}"
-            for t, q in zip(c.tokens, c.ratios, strict=True)
-        )
-        if c.crossover_tokens is None:
-            cross = "never (arm faster at every count)" if not c.note.startswith("fewer") else ""
-        else:
-            cross = _tokens(c.crossover_tokens)
-        if c.note:
-            cross = f"{cross} ({c.note})" if cross else c.note
-        cells = [c.series, f"{c.arm} vs {c.baseline}", ratios, cross, _tokens(c.ledger_tokens)]
-        out.append(([c.run_id] if multi_run else []) + cells)
-    return out
-
-
-def to_json(wm: WorkModel) -> dict:
-    def plain(row) -> dict:
-        d = dict(vars(row))
-        for k, v in d.items():
-            if isinstance(v, float) and math.isnan(v):
-                d[k] = None
-            elif isinstance(v, tuple):
-                d[k] = [None if isinstance(x, float) and math.isnan(x) else x for x in v]
-        return d
-
-    return {
-        "copy_ceiling_gbps": COPY_CEILING_GBPS,
-        "bandwidth": [plain(b) for b in wm.bandwidth],
-        "crossover": [plain(c) for c in wm.crossover],
-    }

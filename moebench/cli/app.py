@@ -56,7 +56,7 @@ def _fail(exc: MoebenchError) -> typer.Exit:
 
 
 def _load(path: Path):
-    from moebench.spec.scenario import load_scenario
+    from moebench.spec.load import load_scenario
 
     return load_scenario(path)
 
@@ -125,8 +125,8 @@ def run(
     """Check, then time, every arm of every case of SCENARIO; write Parquet; print a summary."""
     _use_interpreter_without_gpu()
     from moebench.comm import world as distributed
-    from moebench.run.simulated import RunOptions
-    from moebench.run.simulated import run as run_scenario
+    from moebench.run.options import RunOptions
+    from moebench.run.start import run as run_scenario
 
     if nproc is not None:  # distributed: this process only launches the ranks
         raise typer.Exit(_launch(scenario, nproc, dict(
@@ -255,7 +255,7 @@ def _end_rank(code: int, ranked, exit_code_file: Path | None, leader: bool, hard
 def run_case(job: Annotated[Path, typer.Argument(help="Job file written by run --isolate.")]):
     """Internal: run one case of an isolated run in this process."""
     _use_interpreter_without_gpu()
-    from moebench.run.isolate import child_main
+    from moebench.run.child import child_main
 
     try:
         code = child_main(job)
@@ -276,14 +276,15 @@ def _print_comparison(
     force: bool = False,
 ):
     from moebench.analysis.compare import compare_runs
+    from moebench.core.vocabulary import DEFAULT_BASELINE
     from moebench.report.render import render
-    from moebench.results.store import load_run
+    from moebench.results.reader import load_run
 
     loaded = [load_run(r) for r in runs]
     if baseline is None:
         scenario = loaded[0].manifest.get("scenario") or {}
         measure = (scenario.get("normalised") or {}).get("measure") or {}
-        baseline = measure.get("baseline") or "stock"
+        baseline = measure.get("baseline") or DEFAULT_BASELINE
     comparison = compare_runs(
         loaded, baseline=baseline, threshold_pct=threshold, correction=correction, force=force
     )
@@ -369,7 +370,7 @@ def compare(
 def validate(scenario: ScenarioArg) -> None:
     """Validate SCENARIO completely (schema, sweep, routing, capacity) without running it."""
     _use_interpreter_without_gpu()
-    from moebench.run.simulated import plan
+    from moebench.plan.cases import plan
 
     try:
         s = _load(scenario)
@@ -399,7 +400,7 @@ def arms() -> None:
     """Each arm: what it does, the kernels it launches, its sources and their hash."""
     _use_interpreter_without_gpu()
     from moebench.arm import registry
-    from moebench.run.simulated import arm_provenance
+    from moebench.run.provenance import arm_provenance
 
     prov = arm_provenance(registry.builtin_names())
     t = Table(title="arms")

@@ -99,7 +99,8 @@ def stats(
     seed: Annotated[int, typer.Option(help="Seed of the replay.")] = 0,
 ) -> None:
     """Per layer: max/mean and min/mean expert load, empty experts, entropy; per rank with --ep."""
-    from moebench.routing.traces import layer_stats, load_any
+    from moebench.routing.raw_files import load_any
+    from moebench.routing.trace_stats import layer_stats
 
     try:
         t = load_any(trace)
@@ -138,7 +139,7 @@ def _replayed(t, layer: int, tokens: int, top_k: int, seed: int, where: str) -> 
 
 
 def _print(path: Path, t, rows: list[dict], ep: int | None, tokens: int | None, k) -> None:
-    from moebench.routing.traces import summary
+    from moebench.routing.trace_stats import summary
 
     pin = f"{t.model_id} at {t.revision}" if t.pinned else "no model metadata (raw file)"
     size = f"{t.steps} step(s)" if t.kind == "load" else f"{t.tokens} tokens"

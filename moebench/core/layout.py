@@ -1,4 +1,4 @@
-"""The endpoint contract (DESIGN section 2) and the capacity formula.
+"""The endpoint contract (docs/DESIGN.md section 2) and the capacity formula.
 
 For alignment A and live row counts ``count[e]`` of the E local experts::
 
@@ -59,7 +59,7 @@ def expert_counts(ends_E: torch.Tensor, alignment: int) -> torch.Tensor:
 def capacity_rows(
     tokens_per_rank: int, ep: int, top_k: int, local_experts: int, alignment: int
 ) -> int:
-    """Rows of the capacity buffer, fixed per case (DESIGN section 2).
+    """Rows of the capacity buffer, fixed per case (docs/DESIGN.md section 2).
 
     Every token of every rank could route all of its top-k slots here, and each local expert may
     waste up to one alignment of padding: ``T*ep*K + E*A``, rounded up to A.

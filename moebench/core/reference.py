@@ -6,7 +6,7 @@ mirrors one stage (same name as the kernel file) or the whole FFN.
 Legend: T tokens, K top-k, E experts (local unless said), D hidden, F intermediate,
 M capacity rows, G = C/128 column groups of a C-column row, G4 = ceil(G/4) packed scale words.
 
-Numerics (DESIGN section 4):
+Numerics (docs/DESIGN.md section 4):
 - activations: FP8 e4m3 per (row, 128-column group), power-of-two scale whose byte is the fp32
   scale's exponent (UE8M0); scales packed four groups per int32, least significant byte first,
   stored M-major (element [m, p] at m + p * M_pad, M_pad = rows rounded up to 4).
@@ -253,7 +253,7 @@ def moe_ffn(
 
 # --------------------------------------------------------------------------- decode family
 #
-# The decode arms (DESIGN sections 3 and 4) follow gpt-oss: the gate/up weight interleaves its
+# The decode arms (docs/DESIGN.md sections 3, 4) follow gpt-oss: the gate/up weight interleaves its
 # rows, row 2j the gate and row 2j+1 the up projection of intermediate column j (gpt-oss's
 # `gate_up_proj`, whose output is split as gate = h[..., ::2], up = h[..., 1::2]); both
 # projections carry an expert bias. Weight formats: FP8 e4m3 with one fp32 scale per expert

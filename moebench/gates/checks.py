@@ -1,4 +1,4 @@
-"""Correctness gates (DESIGN section 5, gates 1-4), run before anything is timed.
+"""Correctness gates (docs/DESIGN.md section 5, gates 1-4), run before anything is timed.
 
 Each gate returns a Check; the runner turns them into rows of the `checks` table. An arm with any
 check not `pass` or `skip` is a mismatch: it is not timed (unless --allow-mismatch) and the run
@@ -7,7 +7,6 @@ exits 1.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -16,20 +15,9 @@ from moebench.arm.decode import Workspace as DecodeWorkspace
 from moebench.arm.prefill import FP8, Workspace
 from moebench.core.layout import live_row_mask
 from moebench.core.numerics import TOLERANCE, bitwise_compare, calc_diff, nonfinite
+from moebench.results.rows import Check
 
 POISON_WORD = 0x7F7F7F7F
-
-
-@dataclass(frozen=True, kw_only=True)
-class Check:
-    name: str
-    status: str  # pass | fail | error | skip
-    error: float = math.nan
-    detail: str = ""
-
-    @property
-    def failed(self) -> bool:
-        return self.status not in ("pass", "skip")
 
 
 @dataclass(frozen=True, kw_only=True)

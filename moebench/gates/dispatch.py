@@ -1,4 +1,4 @@
-"""Dispatch gate (DESIGN section 5, gate 6): the kernels that ran are the ones the arm declares.
+"""Dispatch gate (docs/DESIGN.md 5, gate 6): the kernels that ran are those the arm declares.
 
 Each arm module declares ``LAUNCHES`` ({precision: Triton kernel function names its stages
 launch}) and ``FORBIDDEN`` (names they must never launch). Under ``torch.profiler`` with CUDA
@@ -24,7 +24,7 @@ from types import ModuleType
 import torch
 
 from moebench.arm.base import run_all
-from moebench.gates.checks import Check
+from moebench.results.rows import Check
 
 GEMM_KERNELS = ("_grouped_gemm_fp8", "_grouped_gemm_fp8_live", "_grouped_gemm_bf16")
 

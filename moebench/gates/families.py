@@ -20,8 +20,9 @@ from moebench.arm import decode, prefill, registry
 from moebench.core.vocabulary import DECODE_STAGES, PREFILL_STAGES
 from moebench.gates import checks as gates
 from moebench.plan import inputs
+from moebench.results.rows import Check
 from moebench.routing.synthetic import Routing
-from moebench.spec.scenario import Scenario, local_experts
+from moebench.spec.schema import Scenario, local_experts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,9 +38,9 @@ class Family:
     # workspace -> what the cross-arm gate compares (copied)
     capture: Callable[[Any], Any]
     # (arm module, workspace, capture, reference, problem) -> the arm's own gates
-    checks: Callable[[ModuleType, Any, Any, torch.Tensor, Any], list[gates.Check]]
+    checks: Callable[[ModuleType, Any, Any, torch.Tensor, Any], list[Check]]
     # (first arm, {arm: capture}, problem) -> {arm: cross-arm gates}
-    cross_arm: Callable[[str, dict[str, Any], Any], dict[str, list[gates.Check]]]
+    cross_arm: Callable[[str, dict[str, Any], Any], dict[str, list[Check]]]
     # (arm module, problem) -> {stage: expert weight bytes read in one step}, "ffn" included
     weight_bytes: Callable[[ModuleType, Any], dict[str, int]]
     # the problem's expert weight tensors (moebench/cold.py copies them)
@@ -65,7 +66,7 @@ def _prefill_problem(s, rt, capacity_rows, x, rank, device) -> prefill.Problem:
     )  # fmt: skip
 
 
-def _prefill_checks(arm, ws, cap, ref, p) -> list[gates.Check]:
+def _prefill_checks(arm, ws, cap, ref, p) -> list[Check]:
     return [
         gates.check_reference(ws.y_TD, ref, p.precision),
         gates.check_nan_poison(ws.y_TD),
@@ -86,7 +87,7 @@ def _decode_problem(s, rt, capacity_rows, x, rank, device) -> decode.Problem:
     )  # fmt: skip
 
 
-def _decode_checks(arm, ws, cap, ref, p) -> list[gates.Check]:
+def _decode_checks(arm, ws, cap, ref, p) -> list[Check]:
     return [
         gates.check_reference(ws.y_TD, ref, p.precision),
         gates.check_nan_poison(ws.y_TD, "rows of non-local slots and unwritten buffers"),

@@ -1,4 +1,4 @@
-"""Graph replay gate (DESIGN section 5, gate 5): one CUDA graph must serve every routing.
+"""Graph replay gate (docs/DESIGN.md section 5, gate 5): one CUDA graph must serve every routing.
 
 For a prefill arm the whole FFN (all five stages) is captured once in a CUDA graph with the
 case's routing. Then, for each routing variant below, the variant's expert ids are written into
@@ -34,7 +34,9 @@ import torch
 from moebench.arm.base import run_all
 from moebench.arm.prefill import Problem
 from moebench.core.numerics import bitwise_compare
-from moebench.gates.checks import Check, capture, check_sentinels
+from moebench.gates.checks import capture, check_sentinels
+from moebench.measure.graphs import capture_replay
+from moebench.results.rows import Check
 from moebench.routing.synthetic import local_counts, rows_needed
 
 VARIANTS = ("reversed", "empty", "all_empty", "full")
@@ -69,20 +71,6 @@ def routing_variants(
     return {k: v.to(topk_ids_TK.dtype).to(topk_ids_TK.device) for k, v in out.items()}
 
 
-def capture_graph(fn) -> torch.cuda.CUDAGraph:
-    """A CUDA graph of ``fn`` after one warm call on a side stream (as PyTorch recommends)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    torch.cuda.synchronize()
-    return graph
-
-
 def _compare(name: str, arm: ModuleType, ws_graph, ws_eager) -> Check:
     """The graph replay's workspace against the eager run's: bitwise on live data, poison kept."""
     g, e = capture(ws_graph), capture(ws_eager)
@@ -108,11 +96,6 @@ def _compare(name: str, arm: ModuleType, ws_graph, ws_eager) -> Check:
         name=name, status="pass",
         detail=f"{live} live rows: y, FP8 bytes and scales equal the eager run bitwise{pad}",
     )  # fmt: skip
-
-
-def capture_replay(fn: Callable[[], None]) -> Callable[[], None]:
-    """The replay of a CUDA graph of ``fn``."""
-    return capture_graph(fn).replay
 
 
 def graph_replay(

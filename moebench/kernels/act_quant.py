@@ -28,27 +28,15 @@ import triton
 import triton.language as tl
 
 from moebench.core.layout import check_alignment
-from moebench.kernels.fp8 import fp32_to_bf16, fp32_to_e4m3_bits, ue8m0_scale
+from moebench.core.vocabulary import ACTIVATIONS
+from moebench.kernels.jit import fp32_to_bf16, fp32_to_e4m3_bits, gated_activation, ue8m0_scale
+from moebench.kernels.launch import programs_per_device
 
 GROUP = 128
 # Rows per tile: a [32, 128] fp32 tile per group keeps the gate and up tiles in registers at four
 # warps. Per-row results do not depend on it, so dense and masked agree whatever it is.
 BLOCK_ROWS = 32
-ACTIVATIONS = ("silu", "swiglu_oai")
 SCHEDULES = ("grid", "persistent", "stream")
-
-
-@triton.jit
-def _activation(gate, up, ACTIVATION: tl.constexpr):
-    # fp32 in, fp32 out, evaluated in the order of `reference.activation` (gate * sigmoid * up).
-    if ACTIVATION == "silu":
-        return gate * tl.sigmoid(gate) * up
-    else:
-        # swiglu_oai (gpt-oss): limit 7.0 and alpha 1.702 as in `reference`; the gate is clamped
-        # from above only, the up projection both ways.
-        gate = tl.minimum(gate, 7.0)
-        up = tl.minimum(tl.maximum(up, -7.0), 7.0)
-        return gate * tl.sigmoid(1.702 * gate) * (up + 1.0)
 
 
 @triton.jit
@@ -97,7 +85,7 @@ def _store_item(
     rows64 = rows.to(tl.int64)
     col = g0 * 128 + tl.arange(0, GROUPS * 128)
     mask = row_ok[:, None] & (col[None, :] < F)
-    a = _activation(gate.to(tl.float32), up.to(tl.float32), ACTIVATION)
+    a = gated_activation(gate.to(tl.float32), up.to(tl.float32), ACTIVATION)
     out_ptrs = out_ptr + rows64[:, None] * stride_om + col[None, :]
     if OUT_FP8:
         # One power-of-two scale per (row, group): the division by it is an exact multiply, so only
@@ -341,13 +329,6 @@ def _check(h_M2F: torch.Tensor, out_MF: torch.Tensor, sf_MG4, activation: str) -
     return fp8
 
 
-def _programs_per_device(device: torch.device, per_sm: int) -> int:
-    """Persistent grid size: a few programs per SM on the GPU; a handful in the interpreter."""
-    if device.type != "cuda":
-        return 4
-    return torch.cuda.get_device_properties(device).multi_processor_count * per_sm
-
-
 def act_quant_dense(
     h_M2F: torch.Tensor,
     out_MF: torch.Tensor,
@@ -378,7 +359,7 @@ def act_quant_dense(
         sf_MG4.stride(1) if fp8 else 0,
         ACTIVATION=activation,
         OUT_FP8=fp8,
-        # The interpreter's native fp8 and bf16 conversions misround (DESIGN section 11).
+        # The interpreter's native fp8 and bf16 conversions misround (docs/DESIGN.md section 11).
         EXACT_RNE=not h_M2F.is_cuda,
         BLOCK_ROWS=block_rows,
         GROUPS=groups,
@@ -465,7 +446,7 @@ def act_quant_masked(
     if programs is None:
         # More programs than work items in a full buffer would only exit at once.
         programs = min(
-            _programs_per_device(h_M2F.device, programs_per_sm),
+            programs_per_device(h_M2F.device, programs_per_sm),
             triton.cdiv(M, block_rows) * triton.cdiv(F // GROUP, groups),
         )
     _act_quant_masked_kernel[(programs,)](*args, **meta, PREFETCH=schedule == "stream")

@@ -20,10 +20,10 @@ The grid is (N / BLOCK_N, E, ceil(T / BLOCK_M)): with T <= BLOCK_M (decode) each
 are streamed once a step. The weights are dequantised to bf16 in registers, exactly (e4m3 values
 and e2m1 values times a power of two are all bf16 numbers), and multiplied on tensor cores with
 fp32 accumulation; under the interpreter the operands are widened to fp32 first, because its
-`tl.dot` multiplies bf16 bit patterns (DESIGN section 11). From sm_90 SASS compiled offline with
-triton 3.9 (not measured): the FP8 loop is cp.async-pipelined mma.sync at about 4.5 instructions
-per weight; the MXFP4 loop about 9.6 per value (decode, scale, bf16 pack, shared-memory staging),
-so dense MXFP4 is bound by the decode, not by its halved bytes.
+`tl.dot` multiplies bf16 bit patterns (docs/DESIGN.md section 11). From sm_90 SASS compiled
+offline with triton 3.9 (not measured): the FP8 loop is cp.async-pipelined mma.sync at about 4.5
+instructions per weight; the MXFP4 loop about 9.6 per value (decode, scale, bf16 pack,
+shared-memory staging), so dense MXFP4 is bound by the decode, not by its halved bytes.
 """
 
 from __future__ import annotations
@@ -32,10 +32,8 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench.kernels.act_quant import _activation
-from moebench.kernels.fp8 import fp32_to_bf16
-from moebench.kernels.mxfp4 import e2m1_pair, e8m0_scale
-from moebench.kernels.sparse_gemv import GLUS, MX_BLOCK, weight_format
+from moebench.kernels.jit import e2m1_pair, e8m0_scale, fp32_to_bf16, gated_activation
+from moebench.kernels.launch import GLUS, MX_BLOCK, checker, describe, weight_format
 
 
 @triton.jit
@@ -59,7 +57,7 @@ def _batched_gemm(
     if MXFP4:
         # uint32 words of the weights: byte j of word q of the step holds values 8q + 2j (low
         # nibble) and 8q + 2j + 1 (high nibble); `e2m1_pair` decodes one byte of every word at
-        # once (kernels.mxfp4). The decoded tiles are joined into one [BLOCK_N, BLOCK_K] operand
+        # once (kernels.jit). The decoded tiles are joined into one [BLOCK_N, BLOCK_K] operand
         # whose column order is (q, j % 2, j // 2, nibble); x is read in that same order, so one
         # product covers the step. Each value is scaled by its group's power of two; the 2^-14
         # of the fp16 placement stays in until the end, so the bf16 conversion is exact.
@@ -107,18 +105,12 @@ def _batched_gemm(
         tl.store(out_rows + rows[None, :], fp32_to_bf16(acc, INTERPRET), mask=m_ok[:, None])
     else:
         gate, up = tl.split(tl.reshape(acc, [BLOCK_M, BLOCK_N // 2, 2]))
-        a = _activation(gate, up, GLU)
+        a = gated_activation(gate, up, GLU)
         cols = pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
         tl.store(out_rows + cols[None, :], fp32_to_bf16(a, INTERPRET), mask=m_ok[:, None])
 
 
-def _check(cond: bool, message: str) -> None:
-    if not cond:
-        raise ValueError(f"batched_gemm: {message}")
-
-
-def _describe(t: torch.Tensor | None) -> str:
-    return "None" if t is None else f"{t.dtype} {list(t.shape)}"
+_check = checker("batched_gemm")
 
 
 def batched_gemm(
@@ -136,10 +128,10 @@ def batched_gemm(
     experts) or [E, T, R]; ``out_ETN`` [E, T, N] or, with ``glu``, [E, T, N/2]."""
     _check(glu in GLUS, f"glu must be one of {GLUS}, got {glu!r}")
     fmt = weight_format(w)
-    _check(w.dim() == 3 and w.stride(2) == 1, f"w must be 3-D, rows contiguous: {_describe(w)}")
+    _check(w.dim() == 3 and w.stride(2) == 1, f"w must be 3-D, rows contiguous: {describe(w)}")
     E, N, Rw = w.shape
     R = Rw * (2 if fmt == "mxfp4" else 1)
-    _check(x.dtype == torch.bfloat16 and x.stride(-1) == 1, f"x must be bf16: {_describe(x)}")
+    _check(x.dtype == torch.bfloat16 and x.stride(-1) == 1, f"x must be bf16: {describe(x)}")
     if x.dim() == 2:
         T = x.shape[0]
         _check(x.shape[1] == R, f"x must be [T, R={R}], got {list(x.shape)}")
@@ -160,20 +152,20 @@ def batched_gemm(
         and tuple(out_ETN.shape) == (E, T, n_out)
         and out_ETN.stride(2) == 1,
         f"out_ETN must be bf16 [{E}, {T}, {n_out}] with unit column stride, "
-        f"got {_describe(out_ETN)}",
+        f"got {describe(out_ETN)}",
     )
     _check(
         bias_EN.dtype == torch.bfloat16
         and tuple(bias_EN.shape) == (E, N)
         and bias_EN.stride(1) == 1,
-        f"bias_EN must be bf16 [{E}, {N}], got {_describe(bias_EN)}",
+        f"bias_EN must be bf16 [{E}, {N}], got {describe(bias_EN)}",
     )
     if fmt == "fp8":
         _check(
             w_scale.dtype == torch.float32
             and tuple(w_scale.shape) == (E,)
             and w_scale.stride(0) == 1,
-            f"FP8 weights need w_scale float32 [{E}], got {_describe(w_scale)}",
+            f"FP8 weights need w_scale float32 [{E}], got {describe(w_scale)}",
         )
         stride_se = stride_sn = 0
     else:
@@ -182,7 +174,7 @@ def batched_gemm(
             and tuple(w_scale.shape) == (E, N, R // MX_BLOCK)
             and w_scale.stride(2) == 1,
             f"MXFP4 weights need w_scale uint8 [{E}, {N}, {R // MX_BLOCK}], "
-            f"got {_describe(w_scale)}",
+            f"got {describe(w_scale)}",
         )
         stride_se, stride_sn = w_scale.stride(0), w_scale.stride(1)
     devices = {t.device for t in (x, w, w_scale, bias_EN, out_ETN)}

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench.kernels.fp8 import fp32_to_bf16
+from moebench.kernels.jit import fp32_to_bf16
 
 _FLOATS = (torch.float32, torch.bfloat16)
 
@@ -72,7 +72,7 @@ def _combine(
     y_mask = t_ok[:, None] & d_ok[None, :]
     y_ptrs = y_ptr + t.to(tl.int64)[:, None] * stride_yt + d[None, :] * stride_yd
     # One rounding at the store; a bf16 y is rounded to nearest even on the bits when interpreting
-    # (the interpreter's own conversion truncates, DESIGN section 11).
+    # (the interpreter's own conversion truncates, docs/DESIGN.md section 11).
     if Y_BF16:
         tl.store(y_ptrs, fp32_to_bf16(acc, EXACT_RNE), mask=y_mask)
     else:

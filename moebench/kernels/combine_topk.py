@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench.kernels.fp8 import fp32_to_bf16
+from moebench.kernels.jit import fp32_to_bf16
 
 
 @triton.jit

@@ -1,7 +1,7 @@
 """Grouped GEMM over the contiguous (endpoint) layout: the `fc1` and `fc2` products.
 
 Each expert's rows sit contiguously in the capacity buffer, between ``start[e]`` and ``end[e]``
-(DESIGN section 2); ``out[m] = a[m] @ w[e].T`` for the expert ``e`` that owns row ``m``.
+(docs/DESIGN.md section 2); ``out[m] = a[m] @ w[e].T`` for the expert ``e`` that owns row ``m``.
 
 Legend: M rows of the capacity buffer, K reduction columns, N output columns, E local experts,
 G4 = ceil(K / 128 / 4) packed activation-scale words per row.
@@ -32,197 +32,23 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moebench.core.layout import check_alignment
-from moebench.kernels.fp8 import fp32_to_bf16
+from moebench.kernels.grouped_gemm_tiles import block_owner, fp8_tile
+from moebench.kernels.jit import fp32_to_bf16
+from moebench.kernels.launch import checker, programs_per_device
 
 GROUP = 128  # quantisation group: 128 columns of a, 128x128 blocks of w
 MODES = ("all", "psum")
 # fp8 tile loops (`k_loop`), all bitwise equal: "plain" waits for each K step's product before
 # promoting it; "unroll2" issues two steps' products, then promotes both; "overlap1"/"overlap2"
-# keep one product a step in flight while the previous ones are promoted (see _fp8_tile).
+# keep one product a step in flight while the previous ones are promoted (see
+# `grouped_gemm_tiles.fp8_tile`).
 K_LOOPS = ("plain", "unroll2", "overlap1", "overlap2")
 # How the fp8 operand tiles are fetched: masked pointer loads, or Hopper TMA through tensor
-# descriptors (see _fp8_tile).
+# descriptors (see `grouped_gemm_tiles.fp8_tile`).
 LOADS = ("pointer", "tma")
 # Programs along M that share a band of N blocks, so that consecutive programs reuse the same
 # weight tiles from L2 (the grouped ordering of Triton's matmul tutorial).
 GROUP_M = 8
-
-
-@triton.jit
-def _block_owner(
-    pid,
-    ends_ptr,
-    E,
-    M,
-    N,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_E: tl.constexpr,
-    ALIGNMENT: tl.constexpr,
-    GROUP_M: tl.constexpr,
-):
-    """(first row, first column, owning expert, owner's end) of this program's output tile."""
-    # Grouped ordering: GROUP_M row blocks walk the N blocks together before moving down.
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = N // BLOCK_N
-    in_group = GROUP_M * num_n
-    group_id = pid // in_group
-    first_m = group_id * GROUP_M
-    group_rows = min(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % in_group) % group_rows
-    pid_n = (pid % in_group) // group_rows
-    m0 = pid_m * BLOCK_M
-
-    # Starts from the endpoints alone: start[0] = 0, start[e] = align_up(end[e-1], A). Starts are
-    # non-decreasing, so the owner is the number of experts starting at or before m0, minus one;
-    # start[0] = 0 makes that at least 0, and tail blocks count every expert, giving E-1.
-    offs_e = tl.arange(0, BLOCK_E)
-    prev_end = tl.load(ends_ptr + offs_e - 1, mask=(offs_e > 0) & (offs_e < E), other=0)
-    starts = (prev_end + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-    owned = (starts <= m0) & (offs_e < E)
-    e = tl.sum(owned.to(tl.int32), axis=0) - 1
-    end = tl.load(ends_ptr + e)
-    return m0, pid_n * BLOCK_N, e, end
-
-
-@triton.jit
-def _step_scales(sf_ptrs, ws_ptr, kb, row_ok, stride_sfp, stride_sk):
-    """(activation scale per row [BLOCK_M], weight scale) of K step ``kb``: the weight scale is a
-    scalar for a tile of at most 128 columns, else a vector over the tile's columns."""
-    word = tl.load(sf_ptrs + (kb // 4) * stride_sfp, mask=row_ok, other=0)
-    exp = (word >> ((kb % 4) * 8)) & 0xFF
-    a_scale = (exp << 23).to(tl.float32, bitcast=True)
-    w_scale = tl.load(ws_ptr + kb * stride_sk)
-    return a_scale, w_scale
-
-
-@triton.jit
-def _operands(a_src, w_src, kb, m0, w_row, row_ok, stride_ak, stride_wk, TMA: tl.constexpr):
-    """The a and w tiles of K step ``kb``: through tensor descriptors (TMA) or pointer tiles
-    (a_src and w_src point at step 0; rows not ``row_ok`` read as 0)."""
-    if TMA:
-        return a_src.load([m0, kb * 128]), w_src.load([w_row, kb * 128])
-    else:
-        a = tl.load(a_src + kb * 128 * stride_ak, mask=row_ok[:, None], other=0.0)
-        return a, tl.load(w_src + kb * 128 * stride_wk)
-
-
-@triton.jit
-def _promote(acc, part, a_scale, w_scale, BLOCK_N: tl.constexpr):
-    """``acc`` plus one K step's fp32 product ``part`` scaled by its group scales. Every tile loop
-    joins its steps through this one expression, in K order, so the loops agree bit for bit."""
-    if BLOCK_N <= 128:
-        acc += part * (a_scale * w_scale)[:, None]
-    else:
-        acc += part * a_scale[:, None] * w_scale[None, :]
-    return acc
-
-
-@triton.jit
-def _fp8_tile(
-    a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, N, K,
-    stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
-    stride_se, stride_sn, stride_sk, stride_om, stride_on,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, K_LOOP: tl.constexpr, TMA: tl.constexpr,
-    INTERPRET: tl.constexpr,
-):  # fmt: skip
-    # One [BLOCK_M, BLOCK_N] output tile of expert e. Every schedule (all, psum, live) computes a
-    # tile with this function, so a live row's output does not depend on the schedule. With TMA,
-    # a_ptr and w_ptr are tensor descriptors of a [M, K] and of w viewed as [E * N, K] (blocks
-    # [BLOCK_M, 128] and [BLOCK_N, 128]): the copy engine loads the tiles (rows past M read as 0,
-    # as the masked pointer loads do) and the K loop carries no address arithmetic.
-    BLOCK_K: tl.constexpr = 128
-    offs_m = m0 + tl.arange(0, BLOCK_M)
-    offs_n = n0 + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    row_ok = offs_m < M
-    rows = offs_m.to(tl.int64)
-    # Row of the tile in w viewed as [E * N, K] (the TMA descriptor's coordinates).
-    w_row = e * N + n0
-    if TMA:
-        a_src = a_ptr
-        w_src = w_ptr
-    else:
-        a_src = a_ptr + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
-        w_base = w_ptr + e.to(tl.int64) * stride_we
-        w_src = w_base + offs_n.to(tl.int64)[:, None] * stride_wn + offs_k[None, :] * stride_wk
-    sf_ptrs = a_sf_ptr + rows * stride_sfm
-    # A tile of at most 128 columns sits in one 128-row band of weight scales (one scalar per K
-    # step); a wider tile takes a vector of per-column band scales.
-    ws_ptr = w_scale_ptr + e.to(tl.int64) * stride_se
-    if BLOCK_N <= 128:
-        ws_ptr += (n0 // BLOCK_K) * stride_sn
-    else:
-        ws_ptr += (offs_n // BLOCK_K) * stride_sn
-
-    # One K step is one 128-column quantisation group: a single exponent per row and a single
-    # weight scale, so the fp8 product of the step is exact up to fp32 accumulation and is scaled
-    # once before joining the running sum (_promote). The loops below differ only in when each
-    # step's product is issued on the tensor cores; every one joins the steps in K order through
-    # the same _promote, so their outputs are bitwise identical.
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    steps = K // BLOCK_K
-    if K_LOOP == "plain":
-        # Step by step: the product is waited for, then promoted.
-        for kb in range(0, steps):
-            a, w = _operands(a_src, w_src, kb, m0, w_row, row_ok, stride_ak, stride_wk, TMA)
-            a_scale, w_scale = _step_scales(sf_ptrs, ws_ptr, kb, row_ok, stride_sfp, stride_sk)
-            part = tl.dot(a, tl.trans(w), out_dtype=tl.float32)
-            acc = _promote(acc, part, a_scale, w_scale, BLOCK_N)
-    else:
-        # Two steps an iteration. "unroll2": both products, then both promotions.
-        # "overlap1" / "overlap2": the odd step's product is carried to the next iteration
-        # (`held`), so Triton may leave that wgmma in flight (its result is only yielded) while
-        # the promotions run; it is promoted after the next even step's product, which waits
-        # for it. overlap1 promotes `held` before issuing the new one (three fp32 tiles live),
-        # overlap2 issues the new one before both promotions (four tiles live, more overlap).
-        # Before the first iteration `held` is a zero product with zero scales: acc is +0 and
-        # +0 + 0 * 0 is +0, so the extra promotion changes no bit.
-        held = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        held_a = tl.zeros((BLOCK_M,), dtype=tl.float32)
-        if BLOCK_N <= 128:
-            held_w = 0.0
-        else:
-            held_w = tl.zeros((BLOCK_N,), dtype=tl.float32)
-        for pair in range(0, steps // 2):
-            kb = 2 * pair
-            a0, w0 = _operands(a_src, w_src, kb, m0, w_row, row_ok, stride_ak, stride_wk, TMA)
-            a1, w1 = _operands(a_src, w_src, kb + 1, m0, w_row, row_ok, stride_ak, stride_wk, TMA)
-            a_s0, w_s0 = _step_scales(sf_ptrs, ws_ptr, kb, row_ok, stride_sfp, stride_sk)
-            a_s1, w_s1 = _step_scales(sf_ptrs, ws_ptr, kb + 1, row_ok, stride_sfp, stride_sk)
-            if K_LOOP == "unroll2":
-                p0 = tl.dot(a0, tl.trans(w0), out_dtype=tl.float32)
-                p1 = tl.dot(a1, tl.trans(w1), out_dtype=tl.float32)
-                acc = _promote(acc, p0, a_s0, w_s0, BLOCK_N)
-                acc = _promote(acc, p1, a_s1, w_s1, BLOCK_N)
-            elif K_LOOP == "overlap1":
-                p0 = tl.dot(a0, tl.trans(w0), out_dtype=tl.float32)
-                acc = _promote(acc, held, held_a, held_w, BLOCK_N)
-                held = tl.dot(a1, tl.trans(w1), out_dtype=tl.float32)
-                acc = _promote(acc, p0, a_s0, w_s0, BLOCK_N)
-                held_a = a_s1
-                held_w = w_s1
-            else:
-                tl.static_assert(K_LOOP == "overlap2")
-                p0 = tl.dot(a0, tl.trans(w0), out_dtype=tl.float32)
-                p1 = tl.dot(a1, tl.trans(w1), out_dtype=tl.float32)
-                acc = _promote(acc, held, held_a, held_w, BLOCK_N)
-                acc = _promote(acc, p0, a_s0, w_s0, BLOCK_N)
-                held = p1
-                held_a = a_s1
-                held_w = w_s1
-        if K_LOOP != "unroll2":
-            acc = _promote(acc, held, held_a, held_w, BLOCK_N)
-        # An odd step count leaves the last step, done plainly.
-        if steps % 2 == 1:
-            kb = steps - 1
-            a, w = _operands(a_src, w_src, kb, m0, w_row, row_ok, stride_ak, stride_wk, TMA)
-            a_scale, w_scale = _step_scales(sf_ptrs, ws_ptr, kb, row_ok, stride_sfp, stride_sk)
-            part = tl.dot(a, tl.trans(w), out_dtype=tl.float32)
-            acc = _promote(acc, part, a_scale, w_scale, BLOCK_N)
-
-    out_ptrs = out_ptr + rows[:, None] * stride_om + offs_n[None, :] * stride_on
-    tl.store(out_ptrs, fp32_to_bf16(acc, INTERPRET), mask=row_ok[:, None])
 
 
 @triton.jit
@@ -260,7 +86,7 @@ def _grouped_gemm_fp8(
     INTERPRET: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    m0, n0, e, end = _block_owner(
+    m0, n0, e, end = block_owner(
         pid, ends_ptr, E, M, N, BLOCK_M, BLOCK_N, BLOCK_E, ALIGNMENT, GROUP_M
     )
     # Prefix-sum arms: rows [m0, m0 + BLOCK_M) lie inside one expert's aligned span, which starts
@@ -269,7 +95,7 @@ def _grouped_gemm_fp8(
         if m0 >= end:
             return
 
-    _fp8_tile(
+    fp8_tile(
         a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, N, K,
         stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
         stride_se, stride_sn, stride_sk, stride_om, stride_on,
@@ -301,7 +127,7 @@ def _grouped_gemm_fp8_live(
     total = tl.sum(blocks, axis=0)
     num_n = N // BLOCK_N
     for w in range(tl.program_id(0), total * num_n, tl.num_programs(0)):
-        # Grouped ordering over the live blocks, as in _block_owner: GROUP_M row blocks walk the
+        # Grouped ordering over the live blocks, as in block_owner: GROUP_M row blocks walk the
         # column blocks together, so activation rows and weight tiles are both reused from L2.
         in_group = GROUP_M * num_n
         first_m = (w // in_group) * GROUP_M
@@ -312,7 +138,7 @@ def _grouped_gemm_fp8_live(
         mine = offs_e == e
         first = tl.sum(tl.where(mine, blocks_end - blocks, 0), axis=0)
         m0 = tl.sum(tl.where(mine, starts, 0), axis=0) + (mb - first) * BLOCK_M
-        _fp8_tile(
+        fp8_tile(
             a_ptr, a_sf_ptr, w_ptr, w_scale_ptr, out_ptr, m0, n0, e, M, N, K,
             stride_am, stride_ak, stride_sfm, stride_sfp, stride_we, stride_wn, stride_wk,
             stride_se, stride_sn, stride_sk, stride_om, stride_on,
@@ -347,7 +173,7 @@ def _grouped_gemm_bf16(
     INTERPRET: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    m0, n0, e, end = _block_owner(
+    m0, n0, e, end = block_owner(
         pid, ends_ptr, E, M, N, BLOCK_M, BLOCK_N, BLOCK_E, ALIGNMENT, GROUP_M
     )
     # Prefix-sum arms: see _grouped_gemm_fp8; a block without a live row loads nothing.
@@ -381,9 +207,7 @@ def _grouped_gemm_bf16(
     tl.store(out_ptrs, fp32_to_bf16(acc, INTERPRET), mask=row_ok[:, None])
 
 
-def _check(cond: bool, message: str) -> None:
-    if not cond:
-        raise ValueError(f"grouped_gemm: {message}")
+_check = checker("grouped_gemm")
 
 
 def _is_pow2(n: int) -> bool:
@@ -505,12 +329,10 @@ def grouped_gemm(
             w_op = TensorDescriptor.from_tensor(w_ENK.view(E * N, K), [BLOCK_N, GROUP])
         if persistent:
             _check(mode == "psum", "persistent=True schedules the psum mode only")
-            programs = triton.cdiv(M, BLOCK_M) * (N // BLOCK_N)
-            if a_MK.is_cuda:
-                sms = torch.cuda.get_device_properties(a_MK.device).multi_processor_count
-                programs = min(programs, sms * programs_per_sm)
-            else:
-                programs = min(programs, 4)  # the interpreter runs programs one by one
+            programs = min(
+                programs_per_device(a_MK.device, programs_per_sm),
+                triton.cdiv(M, BLOCK_M) * (N // BLOCK_N),
+            )
             _grouped_gemm_fp8_live[(programs,)](
                 a_op, a_sf_MG4, w_op, w_scale, ends_E, out_MN, M, N, K, E,
                 *a_MK.stride(), *a_sf_MG4.stride(), *w_ENK.stride(), *w_scale.stride(),

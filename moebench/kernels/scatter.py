@@ -4,8 +4,8 @@ Legend: T tokens, K top-k, E local experts, D hidden, M rows of the capacity buf
 G4 packed scale words per row (ceil(ceil(D/128)/4), fp8 pipeline only).
 
 Local experts are [expert_offset, expert_offset + E). The stage writes, exactly as
-`reference.scatter_plan` does, the endpoint contract of DESIGN section 2 and the index maps that the
-later stages read, then copies the token rows:
+`reference.scatter_plan` does, the endpoint contract of docs/DESIGN.md section 2 and the index maps
+that the later stages read, then copies the token rows:
 
     counts_E      int32 [E]    live rows of each expert (scratch for the stage)
     ends_E        int32 [E]    end[e] = start[e] + count[e], start[e] = sum_{f<e} align_up(count[f])

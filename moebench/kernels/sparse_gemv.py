@@ -27,11 +27,11 @@ replayed with any routing.
 Inner loop (M = 1: no tensor cores). Each program holds a [BLOCK_N, BLOCK_K] tile, laid out so
 that one warp covers a row's BLOCK_K span with a 16-byte load per lane (a warp-sized group per
 output column, fully coalesced), and several rows per thread share the token's values, which are
-converted once. FP8 values are widened in registers; MXFP4 words are decoded by `kernels.mxfp4`
+converted once. FP8 values are widened in registers; MXFP4 words are decoded by `kernels.jit`
 (its docstring gives the instruction counts). Products accumulate in fp32 per lane and are summed
 across lanes once at the end; the expert scale (FP8) or the group scale (MXFP4, per 32 values),
 the bias and the GLU are applied in the epilogue, and the bf16 store is rounded to nearest even
-(on the bits under the interpreter, DESIGN section 11).
+(on the bits under the interpreter, docs/DESIGN.md section 11).
 
 Launch variants (launcher arguments; the defaults keep the kernel above). ``num_stages``
 software-pipelines the K loop (cp.async copies of the next steps' tiles into shared memory, so the
@@ -55,13 +55,8 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench.kernels.act_quant import _activation
-from moebench.kernels.fp8 import fp32_to_bf16
-from moebench.kernels.mxfp4 import e2m1_pair, e8m0_scale
-
-FORMATS = ("fp8", "mxfp4")
-GLUS = ("none", "silu", "swiglu_oai")
-MX_BLOCK = 32
+from moebench.kernels.jit import e2m1_pair, e8m0_scale, fp32_to_bf16, gated_activation
+from moebench.kernels.launch import GLUS, MX_BLOCK, checker, describe, weight_format
 
 
 @triton.jit
@@ -89,7 +84,7 @@ def _epilogue(
     else:
         gate, up = tl.split(tl.reshape(h, [BLOCK_N // 2, 2]))
         cols = n_block * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
-        tl.store(out_row + cols, fp32_to_bf16(_activation(gate, up, GLU), EXACT_RNE))
+        tl.store(out_row + cols, fp32_to_bf16(gated_activation(gate, up, GLU), EXACT_RNE))
 
 
 @triton.jit
@@ -193,7 +188,7 @@ def _sparse_gemv_mxfp4(
     # and reads and widens the token's values once for all of them (13.2 SASS instructions a
     # weight byte at 16 rows, 1,024 values, 4 warps, against 16.3). NUM_STAGES pipelines the loop
     # as in the FP8 kernel. PTX (compiled, not interpreted): the decode's bit-select as inline
-    # PTX (kernels.mxfp4), one instruction fewer a weight byte; the same bits.
+    # PTX (kernels.jit), one instruction fewer a weight byte; the same bits.
     GROUPS: tl.constexpr = BLOCK_K // 32
     rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
     offs_g = tl.arange(0, GROUPS)
@@ -247,7 +242,7 @@ def _sparse_gemv_mxfp4(
             part += lo * x_lo
             part += hi * x_hi
         acc += tl.sum(part, axis=2) * e8m0_scale(s)
-    # Undo the 2^-14 of the fp16 placement (kernels.mxfp4); kernels read no module globals.
+    # Undo the 2^-14 of the fp16 placement (kernels.jit); kernels read no module globals.
     h = tl.sum(acc, axis=0 if GROUP_MAJOR else 1)
     if SPLIT_K == 1:
         _epilogue(h * 16384.0, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot,
@@ -333,22 +328,7 @@ def _sparse_gemv_split_k_sum(
               GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
 
 
-def _check(cond: bool, message: str) -> None:
-    if not cond:
-        raise ValueError(f"sparse_gemv: {message}")
-
-
-def _describe(t: torch.Tensor | None) -> str:
-    return "None" if t is None else f"{t.dtype} {list(t.shape)}"
-
-
-def weight_format(w: torch.Tensor) -> str:
-    """``fp8`` for float8_e4m3fn weights, ``mxfp4`` for packed uint8 ones."""
-    if w.dtype == torch.float8_e4m3fn:
-        return "fp8"
-    if w.dtype == torch.uint8:
-        return "mxfp4"
-    raise ValueError(f"weights must be float8_e4m3fn (W8A16) or uint8 MXFP4, got {w.dtype}")
+_check = checker("sparse_gemv")
 
 
 def default_blocks(fmt: str) -> tuple[int, int, int]:
@@ -365,7 +345,7 @@ def default_blocks(fmt: str) -> tuple[int, int, int]:
 
     MXFP4 (with the group-major tile, `sparse_gemv(group_major=...)`, on by default for MXFP4):
     16 rows on 4 warps, 1,024 values (512 bytes) a row a step: gate_up 21.2-21.3 us and down
-    14.3-14.5 at one token (20.5 / 13.7 with the PTX bit-select of kernels.mxfp4), against
+    14.3-14.5 at one token (20.5 / 13.7 with the PTX bit-select of kernels.jit), against
     24.2 / 15.9 for the row-major tile at 512 values, the earlier default (docs/PERF.md,
     2026-12-01 second session). 2,048 values a step works on 42% padding at R = 2,880 and was
     slower (28.3 / 18.2)."""
@@ -411,15 +391,15 @@ def sparse_gemv(
     """
     _check(glu in GLUS, f"glu must be one of {GLUS}, got {glu!r}")
     fmt = weight_format(w)
-    _check(w.dim() == 3 and w.stride(2) == 1, f"w must be 3-D, rows contiguous: {_describe(w)}")
+    _check(w.dim() == 3 and w.stride(2) == 1, f"w must be 3-D, rows contiguous: {describe(w)}")
     E, N, Rw = w.shape
     R = Rw * (2 if fmt == "mxfp4" else 1)
     _check(
         topk_ids_TK.dim() == 2 and topk_ids_TK.dtype == torch.int32,
-        f"topk_ids_TK must be int32 [T, K], got {_describe(topk_ids_TK)}",
+        f"topk_ids_TK must be int32 [T, K], got {describe(topk_ids_TK)}",
     )
     T, K = topk_ids_TK.shape
-    _check(x.dtype == torch.bfloat16 and x.stride(-1) == 1, f"x must be bf16: {_describe(x)}")
+    _check(x.dtype == torch.bfloat16 and x.stride(-1) == 1, f"x must be bf16: {describe(x)}")
     if x.dim() == 2:
         _check(tuple(x.shape) == (T, R), f"x must be [T={T}, R={R}], got {list(x.shape)}")
         stride_xt, stride_xk = x.stride(0), 0
@@ -437,18 +417,18 @@ def sparse_gemv(
     n_out = N // 2 if glu != "none" else N
     _check(
         out.dtype == torch.bfloat16 and tuple(out.shape) == (T, K, n_out) and out.stride(2) == 1,
-        f"out must be bf16 [{T}, {K}, {n_out}] with unit column stride, got {_describe(out)}",
+        f"out must be bf16 [{T}, {K}, {n_out}] with unit column stride, got {describe(out)}",
     )
     _check(
         bias_EN.dtype == torch.bfloat16
         and tuple(bias_EN.shape) == (E, N)
         and bias_EN.stride(1) == 1,
-        f"bias_EN must be bf16 [{E}, {N}], got {_describe(bias_EN)}",
+        f"bias_EN must be bf16 [{E}, {N}], got {describe(bias_EN)}",
     )
     if fmt == "fp8":
         _check(
             w_scale.dtype == torch.float32 and tuple(w_scale.shape) == (E,),
-            f"FP8 weights need w_scale float32 [{E}], got {_describe(w_scale)}",
+            f"FP8 weights need w_scale float32 [{E}], got {describe(w_scale)}",
         )
     else:
         _check(
@@ -456,7 +436,7 @@ def sparse_gemv(
             and tuple(w_scale.shape) == (E, N, R // MX_BLOCK)
             and w_scale.stride(2) == 1,
             f"MXFP4 weights need w_scale uint8 [{E}, {N}, {R // MX_BLOCK}], "
-            f"got {_describe(w_scale)}",
+            f"got {describe(w_scale)}",
         )
         _check(w.stride(1) % 4 == 0 and w.data_ptr() % 4 == 0, "MXFP4 rows must be 4-byte aligned")
     devices = {t.device for t in (x, topk_ids_TK, w, w_scale, bias_EN, out)}
@@ -482,7 +462,7 @@ def sparse_gemv(
             and partials.stride(3) == 1
             and partials.stride(2) == N,
             f"partials must be float32 [{T}, {K}, {split_k}, {N}], (split, N) contiguous, "
-            f"got {_describe(partials)}",
+            f"got {describe(partials)}",
         )
         part_args = (partials, partials.stride(0), partials.stride(1), N, k_split)
     else:

@@ -1,4 +1,4 @@
-"""The one timer: device events on the GPU, a synchronised host clock on the CPU.
+"""The one timer: device events on the GPU, a synchronised host clock on the CPU (docs/DESIGN.md 6).
 
 Each sample times one call of an argument-free function. On the GPU the ``ffn`` regime replays a
 CUDA graph captured once per arm, and the ``kernel`` regime replays one graph per stage and flushes
@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 
 import torch
+
+from moebench.measure.graphs import capture_replay
 
 L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
 # The flush reads its buffer: writing it (zero_) would leave L2 full of dirty lines whose write-back
@@ -38,9 +40,14 @@ THROTTLE_REASONS = {
 
 
 class Clock:
-    def __init__(self, device: torch.device):
+    """Samples of argument-free calls on ``device``. ``dirty_flush``: flush L2 by writing its
+    buffer instead of reading it (a diagnostic of tools/bench_kernels.py: it leaves dirty lines
+    whose write-back the timed call pays; runs always read)."""
+
+    def __init__(self, device: torch.device, *, dirty_flush: bool = False):
         self.device = device
         self.cuda = device.type == "cuda"
+        self.dirty_flush = dirty_flush
         self._flush = (
             torch.zeros(L2_FLUSH_BYTES, dtype=torch.uint8, device=device) if self.cuda else None
         )
@@ -59,7 +66,7 @@ class Clock:
             fn()
             return (time.perf_counter() - t0) * 1e6
         if flush_l2:
-            self._flush.max()
+            self._flush.zero_() if self.dirty_flush else self._flush.max()
         else:
             torch.cuda._sleep(SPIN_CYCLES)
         self._start.record()
@@ -70,18 +77,7 @@ class Clock:
 
     def capture(self, fn: Callable[[], None]) -> Callable[[], None]:
         """A CUDA graph of ``fn`` (already warmed up) and its replay; ``fn`` itself on the CPU."""
-        if not self.cuda:
-            return fn
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            fn()  # one more warm call on the capture stream, as PyTorch recommends
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        torch.cuda.synchronize()
-        return graph.replay
+        return capture_replay(fn) if self.cuda else fn
 
     def clocks(self) -> tuple[float, float]:
         """(SM MHz, memory MHz) now, NaN where NVML is not available."""

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from moebench.spec.scenario import MAX_WEIGHT_COPIES
+from moebench.spec.schema import MAX_WEIGHT_COPIES
 
 COLD_FACTOR = 4  # distinct weight bytes streamed between two uses of a copy, in L2 sizes
 # The copies may take at most this share of the device memory free when they are made.

@@ -1,4 +1,4 @@
-"""The ``profile`` regime: per-stage device time inside whole-FFN graph replays (DESIGN section 6).
+"""The ``profile`` regime: per-stage device time inside whole-FFN graph replays (docs/DESIGN.md 6).
 
 The ``ffn`` regime times a replay from end to end; the ``kernel`` regime times each stage alone.
 This one runs the same replays as ``ffn`` under ``torch.profiler`` and attributes every kernel to

@@ -1,7 +1,7 @@
 """Timing of the arms that passed their gates, on one rank: warm-up, CUDA graphs, blocks of
 samples with the arms in rotating order, and the ``profile`` regime.
 
-``time_rank`` records every sample as a row of ``CaseRows.samples`` (DESIGN section 6): the
+``time_rank`` records every sample as a row of ``CaseRows.samples`` (docs/DESIGN.md section 6): the
 ``ffn`` regime replays one graph of the whole pipeline per arm, the ``kernel`` regime one graph
 per stage with L2 flushed before each sample (``measure.flush_l2``), and with
 ``measure.cold_weights`` each sample takes the next of several bit-identical weight copies, each
@@ -20,13 +20,9 @@ from moebench.arm.base import run_all
 from moebench.core import faults
 from moebench.measure import cold
 from moebench.measure.clock import Clock
+from moebench.measure.rotation import block_order
 from moebench.results.rows import CaseRows, record_failure
-from moebench.spec.scenario import Scenario
-
-
-def arm_module(name: str):
-    """The module of arm ``name``; an A/A copy (``stock~aa``) is its twin's module."""
-    return registry.resolve(name)
+from moebench.spec.schema import Scenario
 
 
 def time_rank(
@@ -76,7 +72,7 @@ def time_rank(
         ws, gated = stage_sets[arm]
         # One stage set per weight copy: the gated stages on the gated weights, then (cold
         # weights only) the same stages over the other copies.
-        sets = [gated] + [cold.stages_on(arm_module(arm).build, ws, p) for p in problems[1:]]
+        sets = [gated] + [cold.stages_on(registry.resolve(arm).build, ws, p) for p in problems[1:]]
         try:
             if "ffn" in m.regimes:
                 calls = [lambda st=st: run_all(st) for st in sets]
@@ -102,8 +98,7 @@ def time_rank(
     for block in range(m.blocks):
         if not active:
             break
-        k = block % len(active)
-        order = active[k:] + active[:k]  # ABC, BCA, CAB, ...
+        order = block_order(active, block)  # ABC, BCA, CAB, ...
         telemetry = clock.telemetry()  # clocks, temperature, power: once a block
         for position, arm in enumerate(order):
             base = {
@@ -188,8 +183,7 @@ def _profile(active, stage_sets, ffn, m, rank_cols, device_label, mode, weight_b
     counts = {a: profile_regime.stage_kernel_counts(stage_sets[a][1]) for a in active}
     plan, keys = [], []
     for block in range(m.blocks):
-        k = block % len(active)
-        for position, arm in enumerate(active[k:] + active[:k]):
+        for position, arm in enumerate(block_order(active, block)):
             for it in range(m.iterations):
                 plan.append((arm, ffn[arm], counts[arm]))
                 keys.append((block, position, it))

@@ -21,13 +21,13 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from moebench.analysis.compare import CompareRow, Comparison
+from moebench.analysis.rows import CompareRow, Comparison
 from moebench.core.errors import MoebenchError
-from moebench.core.vocabulary import aa_twin
+from moebench.core.vocabulary import PREFILL_STAGES, aa_twin
 
-STAGES = ("scatter", "fc1", "act", "fc2", "combine")
-_STAGE_COLORS = {"scatter": "#4c72b0", "fc1": "#dd8452", "act": "#55a868", "fc2": "#c44e52",
-                 "combine": "#8172b3"}  # fmt: skip
+# Decode's stages (fc1, fc2, combine) are among prefill's and keep their colours.
+_STAGE_COLORS = dict(zip(PREFILL_STAGES, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3"),
+                         strict=True))  # fmt: skip
 _MAX_PANELS = 12  # cases in one figure of panels; more are split into pages (-p2, -p3, ...)
 
 
@@ -113,7 +113,7 @@ def _stage_figures(comp: Comparison, rows: list[CompareRow], run_id: str, mode: 
     kernel = defaultdict(dict)  # case -> arm -> stage -> median
     ffn = defaultdict(dict)  # case -> arm -> median
     for r in _timed(rows):
-        if r.regime == "kernel" and r.stage in STAGES:
+        if r.regime == "kernel" and r.stage in PREFILL_STAGES:
             kernel[r.case_id].setdefault(r.arm, {})[r.stage] = r.median_us
         elif r.regime == "ffn" and r.stage == "ffn":
             ffn[r.case_id][r.arm] = r.median_us
@@ -128,7 +128,7 @@ def _stage_figures(comp: Comparison, rows: list[CompareRow], run_id: str, mode: 
             scale, unit = _unit([*ffn[case].values(),
                                  *(sum(st.values()) for st in kernel[case].values())])  # fmt: skip
             bottoms = [0.0] * len(arms)
-            for stage in STAGES:
+            for stage in PREFILL_STAGES:
                 heights = [kernel[case].get(a, {}).get(stage, 0.0) / scale for a in arms]
                 if not any(heights):
                     continue
@@ -150,7 +150,7 @@ def _stage_figures(comp: Comparison, rows: list[CompareRow], run_id: str, mode: 
         for ax in axes[: len(page)]:
             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
                 seen.setdefault(label, handle)
-        labels = [x for x in (FFN_LABEL, *reversed(STAGES)) if x in seen]
+        labels = [x for x in (FFN_LABEL, *reversed(PREFILL_STAGES)) if x in seen]
         fig.legend([seen[x] for x in labels], labels, loc="outside lower center",
                    ncols=len(labels), fontsize=8,
                    title="stacked: stage medians, kernel regime (each stage alone)")  # fmt: skip

@@ -8,12 +8,26 @@ the distributed runners: a ``CaseRows`` collects the samples, checks and routing
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 
-from moebench.gates import checks as gates
 from moebench.core import faults
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    """One gate's verdict on one arm: a row of the ``checks`` table once the rank is known."""
+
+    name: str
+    status: str  # pass | fail | error | skip
+    error: float = math.nan
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status not in ("pass", "skip")
 
 
 @dataclass(kw_only=True)
@@ -28,7 +42,7 @@ class CaseRows:
     # clocks that looked throttled; cold weights that memory could not fully rotate
     warnings: list[str] = field(default_factory=list)
 
-    def add(self, rank_cols: dict, arm: str, c: gates.Check) -> None:
+    def add(self, rank_cols: dict, arm: str, c: Check) -> None:
         self.checks.append(
             {
                 "run_id": rank_cols["run_id"],
@@ -56,6 +70,6 @@ def record_failure(
         kind = "fatal"
     text = faults.describe(exc, kind)
     for arm in arms:
-        out.add(rank_cols, arm, gates.Check(name=check, status="error", detail=text))
+        out.add(rank_cols, arm, Check(name=check, status="error", detail=text))
     if kind == "fatal":
         raise DeviceLost(text)

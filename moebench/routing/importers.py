@@ -42,16 +42,8 @@ import numpy as np
 
 from moebench.core.errors import TraceError
 from moebench.core.models import PRESETS
-from moebench.routing.traces import (
-    Trace,
-    count_array,
-    first_line,
-    npy_load,
-    read_bytes,
-    read_csv,
-    read_json,
-    validate,
-)
+from moebench.routing.raw_files import count_array, npy_load, read_bytes, read_csv, read_json
+from moebench.routing.traces import Trace, first_line, validate
 
 
 def torch_load(raw: bytes, where: str):

@@ -6,8 +6,8 @@ token) for all T = tokens_per_rank * dp tokens of the step. In the simulated top
 the global experts [r * E_local, (r + 1) * E_local) and sees every token; the slots routed elsewhere
 are skipped by its scatter and combine.
 
-Trace files are read by ``traces``, replayed by ``trace_replay`` (load traces with the recorded
-histogram exactly, per-token traces as recorded).
+Trace files are read by ``raw_files.load_any``, replayed by ``trace_replay`` (load traces with
+the recorded histogram exactly, per-token traces as recorded).
 
 Legend: T tokens, K top-k, E experts (global unless said).
 """
@@ -23,10 +23,9 @@ import torch
 
 from moebench.core.errors import TraceError
 from moebench.core.layout import align_up
+from moebench.core.vocabulary import ROUTING_FAMILIES
 from moebench.routing import replay as trace_replay
-from moebench.routing import traces
-
-FAMILIES = ("uniform", "balanced", "zipf", "hot_rank", "empty_experts", "full_capacity", "trace")
+from moebench.routing.raw_files import load_any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,8 +71,8 @@ def _balanced(tokens: int, experts: int, top_k: int, g: torch.Generator) -> torc
 def load_trace_counts(path: str | Path, layer: int | None) -> tuple[np.ndarray, str]:
     """Per-expert counts (float64 [E], steps summed) of one layer of a load trace, and the
     trace's content sha256: what a trace scenario replays. ``layer`` None takes the first layer
-    with load. Any malformed file is one TraceError naming it (moebench.traces)."""
-    t = traces.load_any(path)
+    with load. Any malformed file is one TraceError naming it (moebench.routing.raw_files)."""
+    t = load_any(path)
     if t.kind != "load":
         raise TraceError(f"{path}: a per-token trace has no load counts; replay it as recorded")
     counts_LE = t.counts_SLE.sum(axis=0)
@@ -157,7 +156,7 @@ def synthesize(
         ids = _gumbel_topk(log_w, tokens, top_k, g)
         label = f"empty_experts(fraction={empty_fraction:g})"
     elif family == "trace":
-        trace = traces.load_any(trace_path)
+        trace = load_any(trace_path)
         ids, recorded_weights, layer, notes = trace_replay.replay(
             trace,
             layer=trace_layer,
@@ -172,7 +171,7 @@ def synthesize(
         label = f"trace({Path(trace_path).name},layer={layer}{''.join(',' + n for n in notes)})"
         sha = trace.sha256
     else:
-        raise ValueError(f"unknown routing family {family!r}; expected one of {FAMILIES}")
+        raise ValueError(f"unknown routing family {family!r}; expected one of {ROUTING_FAMILIES}")
     weights = _weights(tokens, top_k, g)
     if recorded_weights is not None:
         weights = recorded_weights.float()

@@ -1,6 +1,6 @@
 """Routing traces: what a model's router did, as moebench stores, reads and summarises it.
 
-Two kinds (DESIGN section 10):
+Two kinds (docs/DESIGN.md section 10):
 
 - ``load``: per layer, per expert token counts, optionally per step (``counts_SLE``, float64
   [steps, layers, E]; counts may be fractional, e.g. shares per prompt). Replayed by sampling
@@ -19,9 +19,9 @@ holds JSON: format, kind, model_id, revision, experts, top_k, layers, source, so
 imported file) and sha256 (of the content, see ``Trace.sha256``). A trace read back whose content
 does not hash to its recorded sha256 is refused.
 
-Raw files without model metadata are read too (``load_any``): SGLang's ``stat`` JSON
-(``{"logical_count": [[E] x layers]}``) and count matrices (.npy [layers, E] or [steps, layers, E],
-.csv [layers, E]). Their ``model_id`` is None: they are not pinned to a model.
+Raw files without model metadata (SGLang ``stat`` JSON, count matrices) are read by
+``moebench.routing.raw_files``; the statistics of a layer's load are
+``moebench.routing.trace_stats``.
 
 Legend: S steps, L layers (of the trace), E experts, T tokens, K top-k.
 """
@@ -29,11 +29,8 @@ Legend: S steps, L layers (of the trace), E experts, T tokens, K top-k.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import math
 import os
-import stat
 import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -46,7 +43,6 @@ from moebench.core.errors import TraceError
 KINDS = ("load", "token")
 FORMAT = 1
 META_KEY = b"moebench.trace"
-MAX_BYTES = 1 << 31  # 2 GiB: a trace file larger than this is not read into memory
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)  # arrays inside: identity, not value, equality
@@ -319,206 +315,7 @@ def _fixed_lists(column, n: int) -> np.ndarray:
     return values.to_numpy(zero_copy_only=False)
 
 
-# --- raw load files ------------------------------------------------------------------------------
-
-
-def read_bytes(path: str | os.PathLike) -> bytes:
-    """The file's bytes: a regular file only (never /dev/zero or a FIFO), read with a bound."""
-    p = Path(path)
-    try:
-        with open(p, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise TraceError(f"{p}: not a regular file")
-            raw = f.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise TraceError(f"{p}: cannot read trace ({exc.strerror or exc})") from None
-    if len(raw) > MAX_BYTES:
-        raise TraceError(f"{p}: more than {MAX_BYTES} bytes, more than moebench reads")
-    return raw
-
-
-def _check_npy_header(raw: bytes, where: str) -> None:
-    """Refuse an .npy whose header declares objects or a shape its bytes do not hold, before
-    numpy reads (or allocates) anything."""
-    f = io.BytesIO(raw)
-    try:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-        elif version in ((2, 0), (3, 0)):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-        else:
-            raise TraceError(f"{where}: .npy format version {version} is not supported")
-    except (ValueError, EOFError, SyntaxError) as exc:
-        raise TraceError(
-            f"{where}: not a NumPy file moebench can read ({first_line(exc)})"
-        ) from None
-    if dtype.hasobject:
-        raise TraceError(
-            f"{where}: not a NumPy file moebench can read: expected integer or float "
-            f"counts, got dtype {dtype.str} (pickled objects are never loaded)"
-        )
-    if dtype.kind not in "biuf" or dtype.fields is not None:
-        raise TraceError(
-            f"{where}: counts must be numbers: expected integer or float counts, "
-            f"got dtype {dtype.str}"
-        )
-    if math.prod(shape) * dtype.itemsize != len(raw) - f.tell():
-        raise TraceError(
-            f"{where}: not a NumPy file moebench can read: truncated or padded .npy "
-            f"(header declares shape {list(shape)})"
-        )
-
-
-def npy_load(raw: bytes, where: str):
-    """np.load that never unpickles: an ndarray (.npy) or a dict of ndarrays (.npz)."""
-    if raw.startswith(b"\x93NUMPY"):
-        _check_npy_header(raw, where)
-    try:
-        out = np.load(io.BytesIO(raw), allow_pickle=False)
-        if isinstance(out, np.lib.npyio.NpzFile):
-            with out:
-                return {k: out[k] for k in out.files}
-        return out
-    except (ValueError, OSError, EOFError, KeyError) as exc:
-        raise TraceError(
-            f"{where}: not a NumPy file moebench can read ({first_line(exc)})"
-        ) from None
-
-
-def count_array(a, where: str, name: str = "counts") -> np.ndarray:
-    """A finite, non-negative [layers, E] or [steps, layers, E] array, as float64 [S, L, E]."""
-    try:
-        arr = np.asarray(a)
-    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
-        raise TraceError(f"{where}: {name} is not a numeric array ({first_line(exc)})") from None
-    if arr.dtype.kind not in "iuf":
-        raise TraceError(f"{where}: {name} must be numbers, got dtype {arr.dtype}")
-    if arr.ndim == 2:
-        arr = arr[None]
-    if arr.ndim != 3 or 0 in arr.shape:
-        raise TraceError(
-            f"{where}: {name} must be [layers, experts] or [steps, layers, experts], "
-            f"got shape {list(np.shape(a))}"
-        )
-    try:
-        arr = arr.astype(np.float64)
-    except OverflowError as exc:
-        raise TraceError(f"{where}: {name} does not fit float64 ({first_line(exc)})") from None
-    if not np.isfinite(arr).all():
-        raise TraceError(f"{where}: {name} holds NaN or infinite values")
-    if (arr < 0).any():
-        raise TraceError(f"{where}: {name} holds negative counts")
-    return arr
-
-
-def read_json(raw: bytes, where: str):
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise TraceError(f"{where}: malformed JSON ({first_line(exc)})") from None
-
-
-def read_csv(raw: bytes, where: str) -> np.ndarray:
-    try:
-        a = np.loadtxt(io.StringIO(raw.decode("utf-8")), delimiter=",", comments="#", ndmin=2)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{where}: malformed CSV count matrix ({first_line(exc)})") from None
-    return a
-
-
-def load_raw(path: str | os.PathLike) -> Trace:
-    """A raw load file: SGLang ``stat`` JSON, or a .npy / .csv count matrix; not pinned."""
-    p = Path(path)
-    raw = read_bytes(p)
-    where = str(p)
-    suffix = p.suffix.lower()
-    if suffix == ".json":
-        doc = read_json(raw, where)
-        if not isinstance(doc, dict) or "logical_count" not in doc:
-            raise TraceError(f"{where}: expected a JSON object with 'logical_count'")
-        counts, source = count_array(doc["logical_count"], where, "logical_count"), "sglang-stat"
-    elif suffix == ".npy":
-        a = npy_load(raw, where)
-        if isinstance(a, dict):
-            raise TraceError(f"{where}: an .npz archive; import it with moebench trace import")
-        counts, source = count_array(a, where), "counts"
-    elif suffix == ".csv":
-        counts, source = count_array(read_csv(raw, where), where), "counts"
-    else:
-        raise TraceError(
-            f"{where}: unknown trace type {suffix or '(no suffix)'}: use a moebench .parquet trace "
-            f"(moebench trace import), SGLang stat .json, or a .npy/.csv count matrix"
-        )
-    return validate(
-        Trace(
-            kind="load", experts=counts.shape[2], layers=tuple(range(counts.shape[1])),
-            counts_SLE=counts, source=f"{source}:{p.name}",
-            source_sha256=hashlib.sha256(raw).hexdigest(),
-        ),
-        where,
-    )  # fmt: skip
-
-
-def load_any(path: str | os.PathLike) -> Trace:
-    """A moebench Parquet trace (pinned) or a raw load file (not pinned)."""
-    if Path(path).suffix.lower() == ".parquet":
-        return read_parquet(path)
-    return load_raw(path)
-
-
 def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (at most 160 characters), for one-line errors."""
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:160]
-
-
-# --- statistics ----------------------------------------------------------------------------------
-
-
-def layer_stats(counts_E: np.ndarray, ep: int | None = None) -> dict:
-    """Load statistics of one layer's expert histogram.
-
-    max_mean and min_mean are the busiest and quietest expert over the mean expert; entropy is in
-    bits over the experts' shares (log2 E when balanced). With ``ep`` ranks (experts split evenly,
-    rank r owning [r * E/ep, (r+1) * E/ep)): each rank's rows and the overload factor, the busiest
-    rank's rows over the mean rank's (1.0 when balanced), as the ``routing`` table defines it.
-    """
-    c = np.asarray(counts_E, dtype=np.float64)
-    total = float(c.sum())
-    mean = total / c.size
-    share = c / total if total else c
-    nz = share[share > 0]
-    out = {
-        "rows": total,
-        "max_mean": float(c.max()) / mean if mean else math.nan,
-        "min_mean": float(c.min()) / mean if mean else math.nan,
-        "empty_experts": int((c == 0).sum()),
-        "entropy": float(-(nz * np.log2(nz)).sum()) if total else math.nan,
-    }
-    if ep is not None:
-        if ep < 1 or c.size % ep:
-            raise TraceError(f"--ep {ep} does not divide the {c.size} experts")
-        ranks = c.reshape(ep, -1).sum(axis=1)
-        out["rank_rows"] = ranks.tolist()
-        out["overload"] = float(ranks.max() / ranks.mean()) if total else math.nan
-    return out
-
-
-def summary(rows: list[dict]) -> dict:
-    """Over the layers that routed anything: mean and range of max/mean and min/mean."""
-    live = [r for r in rows if r["rows"] > 0]
-    if not live:
-        return {}
-    mx = np.array([r["max_mean"] for r in live])
-    mn = np.array([r["min_mean"] for r in live])
-    out = {
-        "layers": len(live),
-        "max_mean_avg": float(mx.mean()), "max_mean_max": float(mx.max()),
-        "max_mean_layer": live[int(mx.argmax())].get("layer"),
-        "min_mean_avg": float(mn.mean()), "min_mean_min": float(mn.min()),
-        "min_mean_max": float(mn.max()),
-    }  # fmt: skip
-    if "overload" in live[0]:
-        ov = np.array([r["overload"] for r in live])
-        out["overload_avg"], out["overload_max"] = float(ov.mean()), float(ov.max())
-    return out

@@ -1,11 +1,11 @@
 """``--isolate``: each case in a child process, so that a crash or a lost CUDA context costs only
 that case.
 
-The parent writes a job file into ``run_dir/.scratch/<case_id>/`` and starts
-``python -m moebench.cli run-case JOB``. The child parses the scenario text from the job (the
-file on disk may have changed since), plans its one case, runs it exactly as an in-process run
-would, and leaves three Parquet tables and ``result.json`` beside the job; the parent, which
-alone holds the run's lock, reads them back and writes the case's parts.
+The parent (this module) writes a job file into ``run_dir/.scratch/<case_id>/`` and starts
+``python -m moebench.cli run-case JOB``, whose side is ``run.child``. The child parses the
+scenario text from the job (the file on disk may have changed since), plans its one case, runs it
+exactly as an in-process run would, and leaves three Parquet tables and ``result.json`` beside the
+job; the parent, which alone holds the run's lock, reads them back and writes the case's parts.
 
 When no result comes back (the child was killed, segfaulted, or passed its time limit plus a
 grace period and was killed), the parent records the case itself: its routing rows, which it
@@ -30,8 +30,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from moebench.core import faults
-from moebench.gates.checks import Check
-from moebench.results.store import TABLES, RunWriter, rows_to_table
+from moebench.plan.cases import arm_names, routing_rows
+from moebench.results.rows import CaseRows, Check
+from moebench.results.schema import TABLES
+from moebench.results.writer import RunWriter
 from moebench.run.provenance import REPO_ROOT
 
 GRACE_S = 30.0  # past the case time limit before the child is killed (the child checks first)
@@ -40,8 +42,6 @@ _POLL_S = 0.05
 
 def run_case_in_child(p, writer: RunWriter, options, stop: faults.Stopper, limit_s: float | None):
     """Run planned case ``p`` in a child process; returns the case's ``CaseRows``."""
-    from moebench.run.simulated import CaseRows, arm_names, routing_rows
-
     s = p.case.scenario
     job_dir = writer.scratch(p.case.case_id)
     job = {
@@ -113,7 +113,7 @@ def run_case_in_child(p, writer: RunWriter, options, stop: faults.Stopper, limit
             )
         for rank in p.ranks:
             rank_cols = {"run_id": writer.run_id, "case_id": p.case.case_id, "rank": rank}
-            for arm in arm_names(s, options):
+            for arm in arm_names(s, options.aa):
                 rows.add(rank_cols, arm, Check(name=check, status="error", detail=detail[:300]))
     shutil.rmtree(job_dir, ignore_errors=True)
     return rows
@@ -133,32 +133,3 @@ def _last_line(log: Path) -> str:
         return ""
     lines = [ln.strip() for ln in lines if ln.strip()]
     return lines[-1][:200] if lines else ""
-
-
-def child_main(job_path: Path) -> int:
-    """The child's side: run one case from a job file, leave its tables beside the job.
-    Returns 0, or 3 when a device fault stopped the case (its rows are written either way)."""
-    from moebench.measure.clock import Clock
-    from moebench.run.simulated import Progress, RunOptions, plan_case, run_case, select_device
-    from moebench.spec.scenario import expand, parse_scenario
-
-    job = json.loads(Path(job_path).read_text(encoding="utf-8"))
-    s = parse_scenario(job["scenario_text"], path=job["scenario_path"])
-    case = next(c for c in expand(s) if c.case_id == job["case_id"])
-    p = plan_case(case)
-    device = select_device(s)
-    stop = faults.Stopper(parent_pid=job["parent_pid"])
-    options = RunOptions(allow_mismatch=job["allow_mismatch"], aa=job.get("aa", False))
-    with stop.signals():
-        stop.check("start")
-        clock = Clock(device)
-        rows = run_case(
-            p, device, clock, job["run_id"], options, stop, job["case_timeout_s"], Progress()
-        )
-    out = Path(job["out"])
-    for table in TABLES:
-        pq.write_table(rows_to_table(table, getattr(rows, table)), out / f"{table}.parquet")
-    tmp = out / ".result.json.tmp"
-    tmp.write_text(json.dumps({"fault": rows.fault, "warnings": rows.warnings}), encoding="utf-8")
-    os.replace(tmp, out / "result.json")  # last: its presence says the tables are complete
-    return 3 if rows.fault else 0

@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 
 from moebench.core.errors import MoebenchError
-from moebench.run.simulated import arm_provenance, plan
-from moebench.spec.scenario import load_scenario, parse_scenario
+from moebench.plan.cases import plan
+from moebench.run.provenance import arm_provenance
+from moebench.spec.load import load_scenario, parse_scenario
 
 _TOP_KEY = re.compile(r"^expect_sources\s*:")
 

@@ -1,4 +1,4 @@
-"""Provenance: which code ran (source hashes) and where (environment). DESIGN section 8."""
+"""Provenance: which code ran (source hashes) and where (environment). docs/DESIGN.md section 8."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from moebench import __version__
+from moebench.arm import registry
 from moebench.core.errors import SourceDriftError
+from moebench.core.version import __version__
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,6 +30,20 @@ def combined_hash(files: dict[str, str]) -> str:
     for rel, digest in sorted(files.items()):
         h.update(f"{rel}\0{digest}\n".encode())
     return h.hexdigest()
+
+
+def arm_provenance(names: tuple[str, ...]) -> dict[str, dict]:
+    """{arm: {hash, files, kernels}} for the arms ``names`` (their sources hashed now)."""
+    out = {}
+    for name in names:
+        arm = registry.resolve(name)
+        files = source_hashes(arm.SOURCES)
+        out[name] = {
+            "hash": combined_hash(files),
+            "files": files,
+            "kernels": list(arm.KERNELS),
+        }
+    return out
 
 
 def check_pins(pins: dict[str, str], actual: dict[str, str], *, allow_drift: bool) -> list[str]:

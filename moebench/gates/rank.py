@@ -1,0 +1,141 @@
+"""Every gate of one rank, in order, before anything of it is timed (docs/DESIGN.md section 5).
+
+For each arm: a fresh workspace poisoned, one eager run, then its family's gates (reference,
+poison, sentinels), the memory record, the device gates (graph replay, dispatch); then the
+cross-arm gate over every arm that ran. An arm that raises gets an ``error`` row named after
+the gate and is not timed; an arm with a failed gate is not timed unless ``allow_mismatch``.
+Both case loops (simulated and distributed) call ``gate_rank``; ``post_timing`` is the check
+after timing that the timed replays still produce the gated output.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from moebench.arm import registry
+from moebench.arm.base import run_all
+from moebench.core import faults
+from moebench.core.numerics import bitwise_compare
+from moebench.gates import dispatch as dispatch_gate
+from moebench.gates import graph as graph_gate
+from moebench.gates.families import Family
+from moebench.results.rows import CaseRows, Check, record_failure
+
+
+def gate_rank(
+    problem,
+    ref: torch.Tensor,
+    names: tuple[str, ...],
+    *,
+    allow_mismatch: bool,
+    device: torch.device,
+    stop: faults.Stopper,
+    out: CaseRows,
+    rank_cols: dict,
+    family: Family,
+):
+    """Gates 1-6 for every arm of ``names`` on this rank, rows into ``out``. Returns the
+    workspaces and stages of the arms that ran ({arm: (workspace, stages)}), their captures, and
+    the arms to time."""
+    stage_sets = {}
+    captures = {}
+    bad: set[str] = set()
+    for name in names:
+        stop.check(f"rank {rank_cols['rank']}, gates of {name}")
+        arm = registry.resolve(name)
+        try:
+            before = 0
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats(device)
+                before = torch.cuda.memory_allocated(device)
+            ws = family.workspace(arm, problem)
+            stages = arm.build(ws)
+            ws.poison()
+            run_all(stages)
+            if problem.x_TD.is_cuda:
+                torch.cuda.synchronize()
+            memory = _memory_row(ws, device, before)
+            cap = family.capture(ws)
+            rows = family.checks(arm, ws, cap, ref, problem) + [memory]
+        except Exception as exc:  # a kernel that cannot run this case: a row, not a crash
+            record_failure(out, rank_cols, [name], "run", exc, device)
+            bad.add(name)
+            ws = stages = cap = None
+        if name in bad:
+            faults.release(device)
+            continue
+        captures[name] = cap
+        stage_sets[name] = (ws, stages)
+        more, raised = _device_gates(arm, name, problem, stages, family, device, out, rank_cols)
+        rows += more
+        if raised:
+            bad.add(name)
+        for c in rows:
+            out.add(rank_cols, name, c)
+        if any(c.failed for c in rows):
+            bad.add(name)
+    if captures:
+        base = next(iter(captures))
+        try:
+            cross = family.cross_arm(base, captures, problem)
+        except Exception as exc:
+            record_failure(out, rank_cols, list(captures), "cross_arm", exc, device)
+            bad |= set(captures)
+            cross = {}
+        for name, rows in cross.items():
+            for c in rows:
+                out.add(rank_cols, name, c)
+            if any(c.failed for c in rows):
+                bad.add(name)
+    timed = [n for n in names if n in stage_sets and (allow_mismatch or n not in bad)]
+    return stage_sets, captures, timed
+
+
+def post_timing(y_TD: torch.Tensor, gated_TD: torch.Tensor, what: str = "output") -> Check:
+    """After timing: the output the timed replays left must be bitwise the gated one."""
+    same = bitwise_compare(y_TD, gated_TD)
+    return Check(
+        name="post_timing",
+        status="pass" if same.equal else "fail",
+        detail=f"{what} after timing vs gated run: {same.describe()}",
+    )
+
+
+def _memory_row(ws, device: torch.device, before: int) -> Check:
+    """Peak device memory of the arm's gate run (its workspace built and one eager run) above
+    what was allocated before it (``before``: the rank's inputs and earlier arms' workspaces), the
+    process's peak, and the bytes of its workspace: a ``memory`` row, figures in ``detail``."""
+    ws_mib = graph_gate.workspace_bytes(ws) / 2**20
+    if device.type != "cuda":
+        return Check(name="memory", status="skip",
+                     detail=f"workspace {ws_mib:.3f} MiB; peak device memory: CPU run, "
+                     "not measured")  # fmt: skip
+    peak = torch.cuda.max_memory_allocated(device)
+    return Check(name="memory", status="pass",
+                 detail=f"workspace {ws_mib:.3f} MiB; peak device memory of the arm's gate "
+                 f"run {(peak - before) / 2**20:.3f} MiB above the {before / 2**20:.3f} MiB "
+                 f"allocated before it (process peak {peak / 2**20:.3f} MiB)")  # fmt: skip
+
+
+def _device_gates(
+    arm, name, problem, stages, family, device, out, rank_cols
+) -> tuple[list[Check], bool]:
+    """Gates 5 and 6 (graph replay, dispatch) for one arm that ran: their rows, and whether one
+    raised (then it is an ``error`` row of that gate, already in ``out``; ``DeviceLost`` when it
+    took the CUDA context)."""
+    rows, raised = [], False
+    for gate, fn in (
+        ("graph_replay", lambda: graph_gate.graph_replay(
+            arm, problem, lambda: family.workspace(arm, problem))),
+        ("dispatch", lambda: [dispatch_gate.dispatch(arm, stages, problem.precision, device,
+                                                     getattr(problem, "gemm", "triton"))]),
+    ):  # fmt: skip
+        try:
+            rows += fn()
+        except Exception as exc:
+            record_failure(out, rank_cols, [name], gate, exc, device)
+            raised = True
+    if device.type == "cuda":
+        faults.release(device)  # the replay gate's two workspaces and graph
+    return rows, raised

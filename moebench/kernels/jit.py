@@ -1,0 +1,187 @@
+"""The `@triton.jit` device helpers that several kernel files share, one section per topic.
+
+Kernels read no module globals: the helpers take every choice as an argument (a ``tl.constexpr``
+where it picks code), and the host-side constants the launchers check against live in
+`moebench.kernels.launch`.
+
+FP8 e4m3fn conversion and UE8M0 group scales (`fp32_to_e4m3_bits`, `ue8m0_scale`). They must match
+`moebench.reference` bit for bit: `fp32_to_e4m3_bits` matches
+`torch.Tensor.to(torch.float8_e4m3fn)` and `ue8m0_scale` matches `reference.ue8m0_exponent` and
+`reference.exponent_to_scale(254 - exp)`. `fp32_to_bf16` sits with them because it answers the same
+interpreter trap: the Triton interpreter (3.9) truncates fp32 -> bf16 instead of rounding to
+nearest even (its "rtne" mode rounds half up and drops the carry), about half the values off by an
+ulp, so the bf16 outputs of every kernel need it to be exact on the CPU.
+
+e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, 0x7F/0xFF are NaN; normals
+from 2^-6 to 448 (0x7E), subnormals k * 2^-9 for k = 1..7.
+
+MXFP4 weights dequantised in registers (`e2m1_pair`, `e8m0_scale`), for the decode kernels. They
+must match `reference.dequant_weight_mxfp4` exactly. A byte holds two e2m1 values, the low nibble
+first (value 2j of a row in the low nibble of byte j); a block of 32 values along K shares one
+e8m0 scale byte, 2^(byte - 127).
+
+e2m1 is 1 sign, 2 exponent (bias 1) and 1 mantissa bit: magnitudes 0, 0.5 (the one subnormal),
+1, 1.5, 2, 3, 4, 6. Placing the three magnitude bits at bits 11..9 of an fp16 (exponent field e,
+top mantissa bit m) gives exactly value * 2^-14 for every code, the subnormal included, because
+fp16's own subnormals continue e2m1's; the fp16 -> fp32 conversion is exact and one instruction.
+The 2^14 is put back once per output row (an exact power of two), and the block scale is built
+from its bits, so nothing here rounds.
+
+The GEMV decodes a 32-bit word (four bytes, eight values) at a time: for one byte of the word, a
+mask and one integer multiply move both nibbles' magnitude bits into the two fp16 halves of a
+word (low nibble to bits 11..9, high nibble to bits 27..25; the cross terms of the multiply land
+outside the kept bits), and the same for the two sign bits; one bit-select keeps the wanted
+bits. Five integer instructions give two values when compiled (the bit-select as one inline-PTX
+``lop3``; the compiler's own form takes two); a nibble-at-a-time decode took about eleven (sm_90a
+SASS compiled offline).
+
+The gated activation (`gated_activation`) of a (gate, up) pair in fp32, shared by the prefill
+`act` stage and the decode kernels' fused GLU, in the order of `reference.activation`.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# --- FP8 e4m3fn, UE8M0 scales and bf16 rounding ---------------------------------------------------
+
+# fp32 +inf; larger magnitudes are NaN.
+_F32_BITS_INF = tl.constexpr(0x7F800000)
+# 2^-6, the smallest e4m3 normal: below it the step is fixed at 2^-9 (subnormals).
+_F32_EXP_MIN_NORMAL = tl.constexpr(121)
+
+
+@triton.jit
+def fp32_to_e4m3_bits(x, EXACT_RNE: tl.constexpr):
+    """uint8 e4m3fn bit patterns of fp32 ``x`` (any shape), rounded to nearest even.
+
+    ``x`` should already lie in [-448, 448]. With ``EXACT_RNE`` the rounding is done on the fp32
+    bits with integers only (for the Triton interpreter, whose native conversion misrounds ~3% of
+    values); otherwise the native conversion is used (the GPU: cvt.rn.satfinite).
+    Out of range both saturate as torch does (+-inf and |x| > 448 give +-448); NaN stays NaN.
+    """
+    if EXACT_RNE:
+        bits = x.to(tl.int32, bitcast=True)
+        sign = (bits >> 24) & 0x80
+        mag = bits & 0x7FFFFFFF
+        exp = mag >> 23
+        # Normal range: rebias the exponent (127 -> 7) and round the 23-bit mantissa to 3 bits by
+        # adding just under half an ulp plus the lowest kept bit (ties go to even); a carry out of
+        # the mantissa correctly bumps the exponent.
+        keep_odd = (mag >> 20) & 1
+        normal = (mag - (120 << 23) + 0x7FFFF + keep_odd) >> 20
+        # Subnormal range: the value is mant * 2^(exp - 150) and the result counts steps of 2^-9,
+        # i.e. mant >> (141 - exp), rounded half to even. Shifts of 25 or more all give 0 (the
+        # 24-bit mantissa is below half a step), so the shift is clamped to [1, 25] to stay defined
+        # also in lanes whose (normal) result is discarded.
+        mant = (mag & 0x7FFFFF) | 0x800000
+        shift = tl.maximum(tl.minimum(141 - exp, 25), 1)
+        q = mant >> shift
+        rem = mant & ((1 << shift) - 1)
+        half = 1 << (shift - 1)
+        round_up = (rem > half) | ((rem == half) & ((q & 1) == 1))
+        sub = q + round_up.to(tl.int32)
+        out = tl.where(exp >= _F32_EXP_MIN_NORMAL, normal, sub)
+        # Saturate like torch and the GPU's satfinite conversion: finite or infinite magnitudes past
+        # 448 give 448 (0x7E), NaN gives NaN (0x7F), each keeping its sign.
+        out = tl.minimum(out, 0x7E)
+        out = tl.where(mag > _F32_BITS_INF, 0x7F, out)
+        return (out | sign).to(tl.uint8)
+    else:
+        return x.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+
+
+@triton.jit
+def ue8m0_scale(amax):
+    """(exponent byte int32, inverse scale fp32) of the power-of-two scale of group maxima ``amax``.
+
+    The scale is the smallest power of two >= max(amax, 1e-4) / 448: the fp32 exponent field of the
+    quotient, plus one when any mantissa bit is set. The division is the IEEE one (div_rn), as in
+    torch; Triton's `/` is approximate on the GPU and could move a quotient across a power of two.
+    The inverse 2^(127 - exp) is built from its bits, so multiplying by it is exact.
+    """
+    s = tl.math.div_rn(tl.maximum(amax, 1e-4), 448.0)
+    bits = s.to(tl.int32, bitcast=True)
+    exp = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(tl.int32)
+    inv = ((254 - exp) << 23).to(tl.float32, bitcast=True)
+    return exp, inv
+
+
+@triton.jit
+def fp32_to_bf16(x, EXACT_RNE: tl.constexpr):
+    """bf16 of fp32 ``x`` (any shape), rounded to nearest even as torch and the GPU do.
+
+    With ``EXACT_RNE`` the rounding is done on the fp32 bits (for the interpreter, whose native
+    conversion truncates); otherwise the native conversion. NaN stays NaN (payload not kept).
+    """
+    if EXACT_RNE:
+        # Add just under half an ulp of bf16 plus the lowest kept bit (ties to even); a carry
+        # correctly bumps the exponent, up to inf. Two's complement leaves the sign bit alone.
+        bits = x.to(tl.int32, bitcast=True)
+        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        nan = (bits & 0x7FFFFFFF) > _F32_BITS_INF
+        out = tl.where(nan, (bits >> 16) | 0x40, rounded)
+        return out.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        return x.to(tl.bfloat16)
+
+
+# --- MXFP4: e2m1 values, e8m0 scales --------------------------------------------------------------
+
+
+@triton.jit
+def _halves(mag, sgn, ASM: tl.constexpr):
+    """(mag & 0x0E080E00) | (sgn & ~0x0E080E00) on uint32. ASM (compiled only; the interpreter
+    runs no PTX): one ``lop3`` with the mask as its immediate (LUT 0xE4: c ? a : b), which the
+    compiler does not find by itself (it emits two logic instructions)."""
+    if ASM:
+        return tl.inline_asm_elementwise(
+            "lop3.b32 $0, $1, $2, 0x0E080E00, 0xE4;", "=r,r,r", [mag, sgn], dtype=tl.uint32,
+            is_pure=True, pack=1,
+        )  # fmt: skip
+    else:
+        return (mag & 0x0E080E00) | (sgn & 0xF1F7F1FF)
+
+
+@triton.jit
+def e2m1_pair(word, BYTE: tl.constexpr, ASM: tl.constexpr = False):
+    """(low, high) nibble of byte ``BYTE`` (0 or 1) of uint32 ``word`` as fp32 values * 2^-14.
+
+    Bytes 2 and 3 are bytes 0 and 1 of ``word >> 16``. With t the byte's magnitude bits
+    (mask 0x77 at the byte), t * (2^9 + 2^21) >> 8*BYTE puts the low nibble's bits 0..2 at 9..11
+    and the high nibble's bits 4..6 at 25..27; the sign bits (mask 0x88) times
+    (2^12 + 2^24) >> 8*BYTE land at 15 and 31. Everything else is dropped by one bit-select.
+    """
+    mag = (word & (0x77 << (8 * BYTE))) * (0x00200200 >> (8 * BYTE))
+    sgn = (word & (0x88 << (8 * BYTE))) * (0x01001000 >> (8 * BYTE))
+    # mag's bits are 9-11, 13-15, 21-23 and 25-27; sgn's 15, 19, 27 and 31. One bit-select with
+    # a mask holding mag's wanted bits and bit 19 keeps mag's 9-11, 25-27 and sgn's 15, 31.
+    halves = _halves(mag, sgn, ASM)
+    lo = halves.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+    hi = (halves >> 16).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@triton.jit
+def e8m0_scale(s):
+    """fp32 2^(s - 127) of e8m0 bytes ``s``, built from the bits: exact for bytes 1..254; byte 255
+    (NaN in the format) gives inf, so the output turns non-finite as NaN would; byte 0 (2^-127)
+    gives 0."""
+    return (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
+
+
+# --- the gated activation -------------------------------------------------------------------------
+
+
+@triton.jit
+def gated_activation(gate, up, ACTIVATION: tl.constexpr):
+    # fp32 in, fp32 out, evaluated in the order of `reference.activation` (gate * sigmoid * up).
+    if ACTIVATION == "silu":
+        return gate * tl.sigmoid(gate) * up
+    else:
+        # swiglu_oai (gpt-oss): limit 7.0 and alpha 1.702 as in `reference`; the gate is clamped
+        # from above only, the up projection both ways.
+        gate = tl.minimum(gate, 7.0)
+        up = tl.minimum(tl.maximum(up, -7.0), 7.0)
+        return gate * tl.sigmoid(1.702 * gate) * (up + 1.0)

@@ -1,0 +1,264 @@
+"""The text that the terminal table and the Markdown report share.
+
+Figures as text (``fmt_us``, ``fmt_change``, ``fmt_pct``), the rows as cells (``display_rows``),
+the title, and the sections below the rows: the A/A control (the false-positive rate of the
+procedure on this machine), the noise of each regime, the reconciliation of profiled stage sums
+with the FFN time, the distributed passes, and the work model's weight bandwidth and crossovers
+(``moebench.analysis.workmodel`` computes them; the headers, notes and cells are here).
+"""
+
+from __future__ import annotations
+
+import math
+
+from moebench.analysis.rows import CompareRow, Comparison
+from moebench.analysis.workmodel import COPY_CEILING_GBPS, WorkModel
+
+
+def fmt_us(x: float) -> str:
+    if math.isnan(x):
+        return ""
+    if x >= 100:
+        return f"{x:,.1f}"
+    if x >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def fmt_change(row: CompareRow) -> str:
+    if math.isnan(row.change_pct):
+        return ""
+    return f"{row.change_pct:+.1f}% [{row.ci_low_pct:+.1f}, {row.ci_high_pct:+.1f}]"
+
+
+def fmt_pct(x: float, digits: int = 2) -> str:
+    return "" if math.isnan(x) else f"{x:.{digits}f}%"
+
+
+def _spread(row: CompareRow) -> str:
+    if math.isnan(row.rank_min_us):
+        return ""
+    return " / ".join(fmt_us(v) for v in (row.rank_min_us, row.rank_median_us, row.rank_max_us))
+
+
+def _count(n: int | None) -> str:
+    return "" if n is None else str(n)
+
+
+# (header, right-aligned). Text columns (run, case, stage, arm, note) may fold inside a word when
+# the terminal is narrow; figure columns never do.
+_COLUMNS = (
+    ("case", False), ("stage", False), ("arm", False), ("result", False), ("median us", True),
+    ("cv %", True), ("rank min / med / max us", True), ("slowest rank", True),
+    ("ranks / blocks / samples", True), ("change [CI]", True), ("note", False),
+)  # fmt: skip
+
+
+def _result(r: CompareRow) -> str:
+    if r.status == "ok":
+        return r.decision
+    return f"{r.decision} ({r.status})" if r.decision else r.status
+
+
+def display_rows(comp: Comparison) -> tuple[list[tuple[str, bool]], list[list[str]]]:
+    columns = list(_COLUMNS)
+    multi = len(comp.run_ids) > 1
+    modes = any(r.mode for r in comp.rows)
+    if modes:
+        columns.insert(2, ("mode", False))
+    if multi:
+        columns.insert(0, ("run", False))
+    body = []
+    for r in comp.rows:
+        stage = r.stage if r.regime in ("ffn", "") else f"{r.regime}/{r.stage}"
+        counts = " / ".join(_count(n) for n in (r.n_ranks, r.n_blocks, r.n_samples))
+        cells = [r.case_id, stage, r.arm, _result(r), fmt_us(r.median_us),
+                 "" if math.isnan(r.cv_pct) else f"{r.cv_pct:.2f}", _spread(r),
+                 _count(r.slowest_rank), "" if r.n_ranks is None else counts, fmt_change(r),
+                 r.reason]  # fmt: skip
+        if modes:
+            cells.insert(2, r.mode)
+        body.append(([r.run_id] if multi else []) + cells)
+    return columns, body
+
+
+CRITICAL_PATH_NOTE = (
+    "median us: median over blocks of the critical path (per block, the slowest rank's median). "
+    "cv %: coefficient of variation of those block values (the cell's noise). "
+    "rank min / med / max: spread of the per-rank medians."
+)
+
+
+def title(comp: Comparison) -> str:
+    """The one line that heads every document: what was compared, how, on what."""
+    pct = f"{comp.confidence * 100:g}%"
+    m = comp.comparisons
+    if m <= 1:
+        ci = f"{pct} CI ({m} comparison, nothing to correct)"
+    elif comp.correction == "none":
+        ci = f"{pct} CI per comparison, uncorrected ({m} comparisons)"
+    else:
+        ci = (
+            f"{pct} CIs Bonferroni-corrected for {m} comparisons "
+            f"(each {_pct_text(comp.cell_confidence)})"
+        )
+    head = (
+        f"moebench compare vs '{comp.baseline}': {ci}, {comp.resamples} block-bootstrap "
+        f"resamples, SAME within +-{comp.threshold_pct:g}%"
+    )
+    if "cpu" in comp.devices:
+        mixed = " mixed with GPU runs," if "cuda" in comp.devices else ""
+        return f"{head}. CPU timings (Triton interpreter),{mixed} not comparable with GPU"
+    if comp.devices == ("cuda",):
+        return f"{head}. GPU timings (device events)"
+    return head
+
+
+def _pct_text(level: float) -> str:
+    """99.583% rather than 99.58333333%: enough digits to tell the level from 100%."""
+    miss = (1 - level) * 100
+    digits = max(0, -math.floor(math.log10(miss))) if miss > 0 else 0
+    return f"{level * 100:.{digits}f}%"
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections shared by the table and the report
+
+
+def aa_lines(comp: Comparison) -> list[str]:
+    aa = comp.aa
+    if aa is None:
+        return ["A/A control: none in these runs (run --aa measures the false-positive rate)"]
+    pairs = sorted({f"{r.arm} vs {r.baseline}" for r in aa.rows})
+    verdict = (
+        "every cell SAME"
+        if not aa.not_same
+        else (f"{aa.false_positives} FASTER/SLOWER, {aa.ambiguous} AMBIGUOUS")
+    )
+    return [
+        f"A/A control ({', '.join(pairs)}): false-positive rate {aa.not_same} of {aa.cells} "
+        f"cell(s) not SAME = {aa.rate * 100:.1f}% ({verdict}); largest |change| "
+        f"{aa.max_abs_change_pct:.2f}%, widest CI +-{aa.max_half_width_pct:.2f}%"
+    ]
+
+
+def noise_lines(comp: Comparison) -> list[str]:
+    lines = []
+    multi = len(comp.run_ids) > 1
+    for n in comp.noise():
+        where = (f"{n.run_id} " if multi else "") + n.regime + (f" [{n.mode}]" if n.mode else "")
+        goal = ""
+        if not math.isnan(n.goal_pct):
+            met = "met" if not n.over_goal else f"{n.over_goal} cell(s) over"
+            goal = f"; goal under {n.goal_pct:g}%: {met}"
+        lines.append(
+            f"noise {where}: cv of block critical paths median {n.median_cv_pct:.2f}%, max "
+            f"{n.max_cv_pct:.2f}% ({n.worst}) over {n.cells} cell(s){goal}"
+        )
+    return lines
+
+
+def per_rank(values: list[float]) -> str:
+    return " / ".join(fmt_us(v) or "-" for v in values)
+
+
+def pass_lines(comp: Comparison) -> list[str]:
+    """Distributed runs: per (case, arm) the critical path per pass, the straggler and each
+    rank's stages (moebench/analysis/critical.py)."""
+    multi = len(comp.run_ids) > 1
+    return [
+        f"distributed {f'{p.run_id} ' if multi else ''}{p.case_id}"
+        f"{f' [{p.mode}]' if p.mode else ''} {p.arm}: critical path per pass (max over "
+        f"{p.ranks} ranks of layer) median {fmt_us(p.critical_median_us)} us, min "
+        f"{fmt_us(p.critical_min_us)}, max {fmt_us(p.critical_max_us)} over {p.passes} passes; "
+        f"straggler rank {p.straggler_rank} ({p.straggler_passes} of {p.passes} passes); "
+        f"per rank ({' / '.join(str(r) for r in range(p.ranks))}) median us: "
+        + ", ".join(f"{stage} {per_rank(v)}" for stage, v in p.rank_medians.items())
+        for p in comp.passes
+    ]
+
+
+def reconciliation_lines(comp: Comparison) -> list[str]:
+    return [
+        f"profile {r.case_id}{f' [{r.mode}]' if r.mode else ''} {r.arm}: stage sum "
+        f"{fmt_us(r.stage_sum_us)} us / ffn {fmt_us(r.ffn_us)} us = {r.ratio:.3f}"
+        for r in comp.reconciliation()
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The work model's sections (plain cells; the table and the report lay them out)
+
+BANDWIDTH_HEADER = ("case", "stage", "arm", "tokens", "weight MB", "GB/s", "of copy")
+CROSSOVER_HEADER = ("series", "arm vs baseline", "arm / baseline time by tokens",
+                    "baseline faster from", "ledger")  # fmt: skip
+BANDWIDTH_NOTE = (
+    "expert weight bytes the step (or stage) reads on the slowest rank over that "
+    f"rank's median time; 'of copy' against the {COPY_CEILING_GBPS / 1000:g} TB/s device-copy "
+    "ceiling (GPU runs only)."
+)
+CROSSOVER_NOTE = (
+    "on the ffn regime, the smallest token count from which the baseline is faster at it "
+    "and every larger count; ledger: where the busiest rank's routed slots first reach its local "
+    "experts (a per-slot GEMV then streams as many expert weights as a dense pass)."
+)
+
+
+def workmodel_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[list[str]]]]:
+    """(title, note, header, rows) of the work-model sections that have rows."""
+    wm = comp.workmodel
+    if not wm:
+        return []
+    multi = len(comp.run_ids) > 1
+    lead = ["run"] if multi else []
+    sections = []
+    if wm.bandwidth:
+        sections.append(("Weight bandwidth", BANDWIDTH_NOTE, lead + list(BANDWIDTH_HEADER),
+                         bandwidth_cells(wm, multi)))  # fmt: skip
+    if wm.crossover:
+        sections.append(("Crossover", CROSSOVER_NOTE, lead + list(CROSSOVER_HEADER),
+                         crossover_cells(wm, multi)))  # fmt: skip
+    return sections
+
+
+def _tokens(t: int | None) -> str:
+    if t is None:
+        return ""
+    return f"{t} token" if t == 1 else f"{t} tokens"
+
+
+def _gbps(x: float) -> str:
+    """GB/s with one decimal, or three significant digits below 10 (interpreter runs on the CPU
+    reach a few MB/s, which one decimal would print as 0.0)."""
+    if math.isnan(x):
+        return ""
+    return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
+
+
+def bandwidth_cells(wm: WorkModel, multi_run: bool) -> list[list[str]]:
+    out = []
+    for b in wm.bandwidth:
+        stage = b.stage if b.regime == "ffn" else f"{b.regime}/{b.stage}"
+        frac = "" if math.isnan(b.copy_fraction) else f"{b.copy_fraction:.0%}"
+        cells = [b.case_id, stage, b.arm, str(b.tokens_per_rank), f"{b.weight_bytes / 1e6:,.2f}",
+                 _gbps(b.gbps), frac]  # fmt: skip
+        out.append(([b.run_id] if multi_run else []) + cells)
+    return out
+
+
+def crossover_cells(wm: WorkModel, multi_run: bool) -> list[list[str]]:
+    out = []
+    for c in wm.crossover:
+        ratios = ", ".join(
+            f"{t}: {'' if math.isnan(q) else f'{q:.2f}x'}"
+            for t, q in zip(c.tokens, c.ratios, strict=True)
+        )
+        if c.crossover_tokens is None:
+            cross = "never (arm faster at every count)" if not c.note.startswith("fewer") else ""
+        else:
+            cross = _tokens(c.crossover_tokens)
+        if c.note:
+            cross = f"{cross} ({c.note})" if cross else c.note
+        cells = [c.series, f"{c.arm} vs {c.baseline}", ratios, cross, _tokens(c.ledger_tokens)]
+        out.append(([c.run_id] if multi_run else []) + cells)
+    return out

@@ -1,0 +1,173 @@
+"""Raw routing files, read without model metadata: SGLang's ``stat`` JSON
+(``{"logical_count": [[E] x layers]}``) and count matrices (.npy [layers, E] or [steps, layers, E],
+.csv [layers, E]). Their ``model_id`` is None: they are not pinned to a model. ``load_any`` reads
+either a raw file or a moebench Parquet trace (``moebench.routing.traces``).
+
+Every read is bounded and safe: a regular file only, at most ``MAX_BYTES``; an .npy header is
+checked before numpy reads anything, and pickled objects are never loaded. The importers of other
+formats (``moebench.routing.importers``) share these readers.
+
+Legend: S steps, L layers (of the trace), E experts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+
+from moebench.core.errors import TraceError
+from moebench.routing.traces import Trace, first_line, read_parquet, validate
+
+MAX_BYTES = 1 << 31  # 2 GiB: a trace file larger than this is not read into memory
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The file's bytes: a regular file only (never /dev/zero or a FIFO), read with a bound."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise TraceError(f"{p}: not a regular file")
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read trace ({exc.strerror or exc})") from None
+    if len(raw) > MAX_BYTES:
+        raise TraceError(f"{p}: more than {MAX_BYTES} bytes, more than moebench reads")
+    return raw
+
+
+def _check_npy_header(raw: bytes, where: str) -> None:
+    """Refuse an .npy whose header declares objects or a shape its bytes do not hold, before
+    numpy reads (or allocates) anything."""
+    f = io.BytesIO(raw)
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version in ((2, 0), (3, 0)):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise TraceError(f"{where}: .npy format version {version} is not supported")
+    except (ValueError, EOFError, SyntaxError) as exc:
+        raise TraceError(
+            f"{where}: not a NumPy file moebench can read ({first_line(exc)})"
+        ) from None
+    if dtype.hasobject:
+        raise TraceError(
+            f"{where}: not a NumPy file moebench can read: expected integer or float "
+            f"counts, got dtype {dtype.str} (pickled objects are never loaded)"
+        )
+    if dtype.kind not in "biuf" or dtype.fields is not None:
+        raise TraceError(
+            f"{where}: counts must be numbers: expected integer or float counts, "
+            f"got dtype {dtype.str}"
+        )
+    if math.prod(shape) * dtype.itemsize != len(raw) - f.tell():
+        raise TraceError(
+            f"{where}: not a NumPy file moebench can read: truncated or padded .npy "
+            f"(header declares shape {list(shape)})"
+        )
+
+
+def npy_load(raw: bytes, where: str):
+    """np.load that never unpickles: an ndarray (.npy) or a dict of ndarrays (.npz)."""
+    if raw.startswith(b"\x93NUMPY"):
+        _check_npy_header(raw, where)
+    try:
+        out = np.load(io.BytesIO(raw), allow_pickle=False)
+        if isinstance(out, np.lib.npyio.NpzFile):
+            with out:
+                return {k: out[k] for k in out.files}
+        return out
+    except (ValueError, OSError, EOFError, KeyError) as exc:
+        raise TraceError(
+            f"{where}: not a NumPy file moebench can read ({first_line(exc)})"
+        ) from None
+
+
+def count_array(a, where: str, name: str = "counts") -> np.ndarray:
+    """A finite, non-negative [layers, E] or [steps, layers, E] array, as float64 [S, L, E]."""
+    try:
+        arr = np.asarray(a)
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+        raise TraceError(f"{where}: {name} is not a numeric array ({first_line(exc)})") from None
+    if arr.dtype.kind not in "iuf":
+        raise TraceError(f"{where}: {name} must be numbers, got dtype {arr.dtype}")
+    if arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3 or 0 in arr.shape:
+        raise TraceError(
+            f"{where}: {name} must be [layers, experts] or [steps, layers, experts], "
+            f"got shape {list(np.shape(a))}"
+        )
+    try:
+        arr = arr.astype(np.float64)
+    except OverflowError as exc:
+        raise TraceError(f"{where}: {name} does not fit float64 ({first_line(exc)})") from None
+    if not np.isfinite(arr).all():
+        raise TraceError(f"{where}: {name} holds NaN or infinite values")
+    if (arr < 0).any():
+        raise TraceError(f"{where}: {name} holds negative counts")
+    return arr
+
+
+def read_json(raw: bytes, where: str):
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(f"{where}: malformed JSON ({first_line(exc)})") from None
+
+
+def read_csv(raw: bytes, where: str) -> np.ndarray:
+    try:
+        a = np.loadtxt(io.StringIO(raw.decode("utf-8")), delimiter=",", comments="#", ndmin=2)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{where}: malformed CSV count matrix ({first_line(exc)})") from None
+    return a
+
+
+def load_raw(path: str | os.PathLike) -> Trace:
+    """A raw load file: SGLang ``stat`` JSON, or a .npy / .csv count matrix; not pinned."""
+    p = Path(path)
+    raw = read_bytes(p)
+    where = str(p)
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        doc = read_json(raw, where)
+        if not isinstance(doc, dict) or "logical_count" not in doc:
+            raise TraceError(f"{where}: expected a JSON object with 'logical_count'")
+        counts, source = count_array(doc["logical_count"], where, "logical_count"), "sglang-stat"
+    elif suffix == ".npy":
+        a = npy_load(raw, where)
+        if isinstance(a, dict):
+            raise TraceError(f"{where}: an .npz archive; import it with moebench trace import")
+        counts, source = count_array(a, where), "counts"
+    elif suffix == ".csv":
+        counts, source = count_array(read_csv(raw, where), where), "counts"
+    else:
+        raise TraceError(
+            f"{where}: unknown trace type {suffix or '(no suffix)'}: use a moebench .parquet trace "
+            f"(moebench trace import), SGLang stat .json, or a .npy/.csv count matrix"
+        )
+    return validate(
+        Trace(
+            kind="load", experts=counts.shape[2], layers=tuple(range(counts.shape[1])),
+            counts_SLE=counts, source=f"{source}:{p.name}",
+            source_sha256=hashlib.sha256(raw).hexdigest(),
+        ),
+        where,
+    )  # fmt: skip
+
+
+def load_any(path: str | os.PathLike) -> Trace:
+    """A moebench Parquet trace (pinned) or a raw load file (not pinned)."""
+    if Path(path).suffix.lower() == ".parquet":
+        return read_parquet(path)
+    return load_raw(path)

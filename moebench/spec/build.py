@@ -1,0 +1,160 @@
+"""One scenario from one document: every section checked (``moebench.spec.sections``), then the
+checks that span sections (the arms' family decides the precisions and GEMMs; ep divides the
+experts; a trace is pinned to the scenario's model; a case's samples, capacity rows and routing
+draws stay within bounds).
+
+A document with a sweep is built once per case by ``moebench.spec.sweep``; reading a file or a
+string is ``moebench.spec.load``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+from moebench.core.layout import capacity_rows
+from moebench.core.vocabulary import ACTIVATIONS, FAMILY_PRECISIONS, PRECISIONS
+from moebench.spec import fields as yf
+from moebench.spec.schema import (
+    DEFAULT_ARMS,
+    DEVICES,
+    GEMMS,
+    KNOWN_ARMS,
+    MAX_DRAWS,
+    MAX_ROWS,
+    MAX_SAMPLES,
+    TOP_KEYS,
+    Scenario,
+)
+from moebench.spec.sections import (
+    Origin,
+    arm_family,
+    check_trace_model,
+    expect_sources_section,
+    measure_section,
+    model_section,
+    optional_section,
+    routing_section,
+    shape_section,
+    sweep_section,
+    topology_section,
+)
+
+
+def build_scenario(doc: dict, origin: Origin) -> Scenario:
+    """One scenario from a document (its sweep parsed, not expanded)."""
+    yf.section(doc, "", TOP_KEYS)
+    for k in ("name", "model", "shape"):
+        if k not in doc:
+            raise yf.Invalid(k, "required")
+    arms = yf.choices(doc.get("arms", DEFAULT_ARMS), "arms", KNOWN_ARMS)
+    family = arm_family(arms)
+    model = model_section(doc["model"], family)
+    topology = topology_section(optional_section(doc, "topology"))
+    routing = routing_section(optional_section(doc, "routing"), origin)
+    shape = shape_section(doc["shape"])
+    measure = measure_section(optional_section(doc, "measure"), family)
+    precision = yf.choice(
+        doc.get("precision", FAMILY_PRECISIONS[family][0]), "precision", PRECISIONS
+    )
+    if precision not in FAMILY_PRECISIONS[family]:
+        raise yf.Invalid(
+            "precision",
+            f"{precision!r} is not a precision of the {family} arms ({', '.join(arms)}); "
+            f"they take {', '.join(FAMILY_PRECISIONS[family])}",
+        )
+    gemm = yf.choice(doc.get("gemm", "triton"), "gemm", GEMMS)
+    if gemm == "torch" and (family != "prefill" or precision != "bf16"):
+        raise yf.Invalid(
+            "gemm",
+            "torch runs the prefill arms' GEMMs through torch._grouped_mm, with precision bf16 "
+            "only: torch._scaled_grouped_mm on SM90 takes tensorwise or rowwise fp8 scales, not "
+            "the 128-column UE8M0 groups this pipeline quantises to",
+        )
+    ep, local = topology.ep, model.experts // topology.ep
+    if model.experts % ep:
+        raise yf.Invalid("topology.ep", f"must divide model.experts ({model.experts}), got {ep}")
+    if routing.family == "trace":
+        check_trace_model(routing.path, model)
+    if measure.cold_weights and topology.mode == "distributed":
+        raise yf.Invalid(
+            "measure.cold_weights", "rotates weights in simulated mode only, not distributed"
+        )
+    if routing.hot_rank >= ep:
+        raise yf.Invalid(
+            "routing.hot_rank", f"must be < topology.ep ({ep}), got {routing.hot_rank}"
+        )
+    for i, r in enumerate(measure.ranks or ()):
+        if r >= ep:
+            raise yf.Invalid(f"measure.ranks[{i}]", f"must be in [0, topology.ep = {ep}), got {r}")
+    if measure.baseline not in arms:
+        raise yf.Invalid(
+            "measure.baseline",
+            f"must be one of the scenario's arms ({', '.join(arms)}); "
+            f"got {yf.show(measure.baseline)}",
+        )
+    if routing.family == "empty_experts":
+        left = model.experts - int(round(routing.empty_fraction * model.experts))
+        if left < model.top_k:
+            raise yf.Invalid(
+                "routing.empty_fraction",
+                f"{routing.empty_fraction:g} leaves {left} of {model.experts} experts, "
+                f"fewer than model.top_k ({model.top_k})",
+            )
+    tokens = shape.tokens_per_rank * topology.dp
+    n_ranks = len(measure.ranks) if measure.ranks is not None else ep
+    n_timed = ("ffn" in measure.regimes) + len(measure.stages) * ("kernel" in measure.regimes)
+    n_samples = n_ranks * len(arms) * measure.blocks * measure.iterations * n_timed
+    if n_samples > MAX_SAMPLES:
+        raise yf.Invalid(
+            "measure.iterations",
+            f"a case would record {n_samples:,} samples (ranks x arms x blocks x iterations x "
+            f"timed stages); at most {MAX_SAMPLES:,}",
+        )
+    if routing.family == "full_capacity":
+        slots = tokens * model.top_k
+        if slots % model.experts or (slots // model.experts) % shape.alignment:
+            step = (
+                model.experts
+                * shape.alignment
+                // math.gcd(model.experts * shape.alignment, model.top_k)
+            )
+            raise yf.Invalid(
+                "shape.tokens_per_rank",
+                f"full_capacity routing needs tokens_per_rank * dp * top_k / experts to"
+                f" be a multiple of shape.alignment: tokens_per_rank * dp must be a "
+                f"multiple of {step}, got {shape.tokens_per_rank} * {topology.dp}",
+            )
+    if isinstance(shape.capacity, str):  # 'tight' never exceeds the formula
+        rows = capacity_rows(shape.tokens_per_rank, ep, model.top_k, local, shape.alignment)
+        if rows > MAX_ROWS:
+            raise yf.Invalid(
+                "shape.tokens_per_rank",
+                f"the capacity buffer would need {rows} rows (tokens_per_rank * ep * "
+                f"top_k + local_experts * alignment); row indices are int32",
+            )
+    if tokens * model.experts > MAX_DRAWS:
+        raise yf.Invalid(
+            "shape.tokens_per_rank",
+            f"the routing would draw tokens_per_rank * dp * experts = {tokens * model.experts:,} "
+            f"random numbers on the host; at most {MAX_DRAWS:,}",
+        )
+    return Scenario(
+        name=yf.text(doc["name"], "name"),
+        description=yf.string(doc.get("description", ""), "description"),
+        model=model,
+        topology=topology,
+        routing=routing,
+        shape=shape,
+        precision=precision,
+        activation=yf.choice(doc.get("activation", "silu"), "activation", ACTIVATIONS),
+        gemm=gemm,
+        arms=arms,
+        measure=measure,
+        sweep=sweep_section(optional_section(doc, "sweep")),
+        expect_sources=expect_sources_section(optional_section(doc, "expect_sources"), arms),
+        device=yf.choice(doc.get("device", "auto"), "device", DEVICES),
+        path=str(origin.path) if origin.path is not None else None,
+        text=origin.text,
+        sha256=hashlib.sha256(origin.text.encode("utf-8", "surrogatepass")).hexdigest(),
+    )

@@ -1,0 +1,231 @@
+"""Scenarios as values: the frozen dataclasses a scenario maps onto, the words and limits its fields
+take, and the normalised document written into a run's manifest.
+
+A scenario names a model (a preset from ``models.PRESETS``, a preset with overrides, or a full
+shape), the topology (docs/DESIGN.md section 7), the routing (section 10), the buffer shape
+(section 2), the precision and activation, the arms and how to measure them, and an optional
+sweep: a mapping of dotted field paths to lists whose product gives the cases. The arms share one
+family (``prefill`` or ``decode``), which decides the valid precisions, stages, width multiple and
+the default baseline.
+
+Reading a document into these values is ``moebench.spec.load``; the checks of each section are
+``moebench.spec.sections``, the sweep's cases ``moebench.spec.sweep``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from moebench.arm import registry
+from moebench.core.vocabulary import DEFAULT_BASELINE, DEFAULT_REGIMES, PREFILL_STAGES
+
+# The arms come from the registry (moebench/arm/registry.py), the shared words from the vocabulary.
+# A scenario runs the arms of one family: `prefill` (the capacity-buffer pipeline) or `decode`
+# (dense all-experts against the sparse top-k GEMV).
+KNOWN_ARMS = registry.builtin_names()
+DEFAULT_ARMS = ("stock", "prefix_sum", "prefix_sum_masked")
+DEVICES = ("auto", "cpu", "cuda")
+MODES = ("simulated", "distributed")
+CAPACITIES = ("formula", "tight")
+GEMMS = ("triton", "torch")
+
+MAX_CASES = 10_000
+MAX_TEXT = 1 << 20  # characters of YAML
+MAX_ROWS = 2**31 - 1  # `ends` and row indices are int32
+MAX_TOKENS = 1 << 20
+MAX_WIDTH = 1 << 17
+MAX_EXPERTS = 1 << 14
+MAX_RANKS = 1 << 12
+MAX_SEED = 2**63 - 1
+MAX_DRAWS = 1 << 28  # routing draws tokens_per_rank * dp * experts random numbers on the host
+MAX_SAMPLES = 4_000_000  # sample rows one case holds in memory before its part is written
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MAX_WEIGHT_COPIES = 64
+CASE_ID_MAX = 100
+
+
+# --- the values that travel --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    preset: str | None
+    id: str
+    revision: str
+    hidden: int
+    intermediate: int
+    experts: int
+    top_k: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopologySpec:
+    ep: int = 1
+    dp: int | None = None  # None: the same as ep (filled in on construction)
+    tp: int = 1
+    mode: str = "simulated"
+
+    def __post_init__(self) -> None:
+        if self.dp is None:
+            object.__setattr__(self, "dp", self.ep)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoutingSpec:
+    family: str = "uniform"
+    seed: int = 0
+    alpha: float = 1.2
+    hot_rank: int = 0
+    hot_fraction: float = 0.5
+    empty_fraction: float = 0.25
+    path: str | None = None  # trace file, resolved against the scenario's folder
+    layer: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShapeSpec:
+    tokens_per_rank: int
+    alignment: int = 128
+    capacity: str | int = "formula"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureSpec:
+    regimes: tuple[str, ...] = DEFAULT_REGIMES
+    stages: tuple[str, ...] = PREFILL_STAGES
+    warmup: int = 2
+    blocks: int = 5
+    iterations: int = 5
+    ranks: tuple[int, ...] | None = None  # None: every rank
+    baseline: str = DEFAULT_BASELINE
+    graph: bool = True
+    aa: bool = False  # also time a second copy of the baseline, "<baseline>~aa" (A/A control)
+    case_timeout_s: float | None = None  # None: no limit
+    # Kernel regime: evict L2 (by reading a 256 MB buffer) before each sample.
+    flush_l2: bool = True
+    # Rotate copies of the rank's expert weights between samples so that no weight read is an L2
+    # hit (moebench/measure/cold.py); weight_copies None: as many as it takes.
+    cold_weights: bool = False
+    weight_copies: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    name: str
+    description: str = ""
+    model: ModelSpec
+    topology: TopologySpec = field(default_factory=TopologySpec)
+    routing: RoutingSpec = field(default_factory=RoutingSpec)
+    shape: ShapeSpec
+    precision: str = "fp8"
+    activation: str = "silu"
+    gemm: str = "triton"  # grouped GEMMs of the prefill arms: ours, or torch._grouped_mm
+    arms: tuple[str, ...] = DEFAULT_ARMS
+    measure: MeasureSpec = field(default_factory=MeasureSpec)
+    sweep: tuple[tuple[str, tuple], ...] = ()
+    expect_sources: tuple[tuple[str, str], ...] = ()
+    device: str = "auto"
+    path: str | None = None
+    text: str = ""
+    sha256: str = ""
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Pinned source hashes, {arm: sha256}."""
+        return dict(self.expect_sources)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    case_id: str
+    index: int
+    scenario: Scenario  # sweep values applied, sweep emptied; text and sha256 of the file
+    params: tuple[tuple[str, Any], ...]
+
+
+def global_tokens(s: Scenario) -> int:
+    """Tokens of one step across the data-parallel replicas."""
+    return s.shape.tokens_per_rank * s.topology.dp
+
+
+def local_experts(s: Scenario) -> int:
+    return s.model.experts // s.topology.ep
+
+
+# --- the fields a document may hold --------------------------------------------------------------
+
+TOP_KEYS = (
+    "name",
+    "description",
+    "model",
+    "topology",
+    "routing",
+    "shape",
+    "precision",
+    "activation",
+    "gemm",
+    "arms",
+    "measure",
+    "sweep",
+    "expect_sources",
+    "device",
+)
+MODEL_FIELDS = ("id", "revision", "hidden", "intermediate", "experts", "top_k")
+ROUTING_KEYS = (
+    "family",
+    "source",
+    "seed",
+    "alpha",
+    "hot_rank",
+    "hot_fraction",
+    "empty_fraction",
+    "path",
+    "layer",
+)
+SWEEPABLE = (
+    *(f"model.{k}" for k in ("preset", *MODEL_FIELDS)),
+    *(f"topology.{f.name}" for f in fields(TopologySpec)),
+    *(f"routing.{f.name}" for f in fields(RoutingSpec)),
+    *(f"shape.{f.name}" for f in fields(ShapeSpec)),
+    *(f"measure.{f.name}" for f in fields(MeasureSpec)),
+    "precision",
+    "activation",
+    "gemm",
+    "arms",
+    "device",
+)
+
+
+# --- the normalised document ---------------------------------------------------------------------
+
+
+def to_plain(v: Any) -> Any:
+    """Tuples to lists, recursively (YAML and JSON friendly)."""
+    if isinstance(v, tuple | list):
+        return [to_plain(x) for x in v]
+    return v
+
+
+def to_dict(scenario: Scenario) -> dict:
+    """The normalised document (every default filled in), for the manifest."""
+
+    def plain(spec) -> dict:
+        return {f.name: to_plain(getattr(spec, f.name)) for f in fields(spec)}
+
+    return {
+        "name": scenario.name,
+        "description": scenario.description,
+        "model": plain(scenario.model),
+        "topology": plain(scenario.topology),
+        "routing": plain(scenario.routing),
+        "shape": plain(scenario.shape),
+        "precision": scenario.precision,
+        "gemm": scenario.gemm,
+        "activation": scenario.activation,
+        "arms": list(scenario.arms),
+        "measure": plain(scenario.measure),
+        "sweep": {p: to_plain(v) for p, v in scenario.sweep},
+        "expect_sources": dict(scenario.expect_sources),
+        "device": scenario.device,
+    }
