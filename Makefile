@@ -22,17 +22,19 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# Style, then the architecture: import-linter's contracts (pyproject.toml) keep imports one way.
 lint: $(STAMP)
-	$(BIN)/ruff check moebench arms tests
-	$(BIN)/ruff format --check moebench arms tests
+	$(BIN)/ruff check moebench arms tests tools
+	$(BIN)/ruff format --check moebench arms tests tools
+	$(BIN)/lint-imports
 
 # Hostile input outside pytest: 10,000 scenario documents and 10,000 trace files (docs/ROBUSTNESS.md).
 fuzz: $(STAMP)
 	$(BIN)/python tools/fuzz_scenarios.py
 
 fmt: $(STAMP)
-	$(BIN)/ruff format moebench arms tests
-	$(BIN)/ruff check --fix moebench arms tests
+	$(BIN)/ruff format moebench arms tests tools
+	$(BIN)/ruff check --fix moebench arms tests tools
 
 # GPU benchmarks (run on the H200; see README "Running on a GPU").
 bench: $(STAMP)

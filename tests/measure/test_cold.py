@@ -8,7 +8,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 import torch
-from test_cli import TINY, one_line_error, runner, write
+from cli_support import TINY, one_line_error, runner, write
 
 from moebench.analysis.blocks import _with_mode
 from moebench.arm import decode, prefill, registry

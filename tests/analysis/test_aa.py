@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 import pytest
-from test_compare import checks, make_run, row_of, samples
+from synthetic_runs import checks, make_run, row_of, samples
 
 from moebench.analysis import stats
 from moebench.analysis.compare import compare_runs

@@ -22,7 +22,7 @@ from moebench.results.reader import load_run
 from moebench.spec.load import parse_scenario
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # The brief's tiny case: 4 experts over ep = dp = 2 ranks, 4 tokens per rank, top-2.
 TINY = """\

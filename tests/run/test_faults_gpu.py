@@ -24,7 +24,7 @@ try:
     pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 except ImportError:  # run as a script (see the docstring)
     pytest = None
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 POKE = """
 import triton

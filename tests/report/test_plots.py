@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import TINY, runner, write
-from test_compare import checks, make_run, samples
+from cli_support import TINY, runner, write
+from synthetic_runs import checks, make_run, samples
 
 from moebench.analysis.compare import compare_runs
 from moebench.cli.app import app

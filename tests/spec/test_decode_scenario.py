@@ -12,7 +12,7 @@ from moebench.core.errors import ScenarioError
 from moebench.spec.load import load_scenario, parse_scenario
 from moebench.spec.sweep import expand
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 DECODE = {
     "name": "d",

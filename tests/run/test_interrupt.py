@@ -20,7 +20,7 @@ import pytest
 
 from moebench.results.reader import load_run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 THREE_CASES = """\
 name: interrupt
 model: {id: test/tiny, revision: unpinned, hidden: 128, intermediate: 128, experts: 4, top_k: 2}
