@@ -1,0 +1,71 @@
+"""Reading a run: the manifest and the parts of its finished cases, checked (docs/DESIGN.md 9).
+
+Readers trust the manifest, never a directory listing: a part left by a crash between the parts
+and the manifest is ignored here (and deleted by ``RunWriter.resume``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from moebench.core.errors import ResultsError
+from moebench.results.files import checked_manifest, one_line
+from moebench.results.schema import LATER_SAMPLES, SAMPLES_SCHEMA, SCHEMAS, TABLES
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    """A run as stored: manifest and the concatenated parts of its finished cases only."""
+
+    run_dir: Path
+    manifest: dict
+    samples: pa.Table
+    checks: pa.Table
+    routing: pa.Table
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest["run_id"]
+
+
+def _read_part(path: Path, table: str, run_id: str, case_id: str) -> pa.Table:
+    schema = SCHEMAS[table]
+    try:
+        part = pq.read_table(path)
+    except FileNotFoundError:
+        raise ResultsError(f"missing part {path} of finished case {case_id!r}") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise ResultsError(f"corrupt part {path}: {one_line(exc)}") from None
+    if table == "samples" and set(part.schema.names) < set(schema.names):
+        for name, fill in LATER_SAMPLES.items():  # parts written before these columns
+            if name not in part.schema.names:
+                field = SAMPLES_SCHEMA.field(name)
+                part = part.append_column(field, pa.array([fill] * part.num_rows, field.type))
+        if set(part.schema.names) == set(schema.names):
+            part = part.select(schema.names)
+    if not part.schema.equals(schema, check_metadata=False):
+        raise ResultsError(f"corrupt part {path}: columns do not match the {table} schema")
+    for column, want in (("run_id", run_id), ("case_id", case_id)):
+        got = set(pc.unique(part[column]).to_pylist()) - {want}
+        if got:
+            raise ResultsError(f"corrupt part {path}: holds {column} {sorted(got)}, not {want!r}")
+    return part.replace_schema_metadata(None)
+
+
+def load_run(path: Path | str) -> Run:
+    """Load a run folder; ResultsError (one line, naming the path) when anything is wrong."""
+    run_dir = Path(path)
+    manifest = checked_manifest(run_dir)
+    tables = {}
+    for table in TABLES:
+        parts = [
+            _read_part(run_dir / table / f"{case}.parquet", table, manifest["run_id"], case)
+            for case in manifest["finished_cases"]
+        ]
+        tables[table] = pa.concat_tables(parts) if parts else SCHEMAS[table].empty_table()
+    return Run(run_dir=run_dir, manifest=manifest, **tables)
