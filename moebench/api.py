@@ -6,16 +6,18 @@ importing triton (the moebench command does this itself).
 
 from __future__ import annotations
 
+import os
+
 import torch
 
-from moebench.arm import registry
-from moebench.arm.base import run_all
+from moebench.arm import assemble, registry
+from moebench.arm.base import Arm, run_all
 from moebench.arm.prefill import Workspace
 from moebench.plan.inputs import build_problem, default_capacity
 
 
 def run_arm(
-    name: str,
+    arm: str | Arm,
     x_TD: torch.Tensor,
     topk_ids_TK: torch.Tensor,
     topk_weights_TK: torch.Tensor,
@@ -26,20 +28,30 @@ def run_arm(
     alignment: int = 128,
     activation: str = "silu",
 ) -> torch.Tensor:
-    """y_TD (bf16 [T, D]) of the MoE FFN computed by arm ``name``.
+    """y_TD (bf16 [T, D]) of the MoE FFN computed by ``arm``: a built-in arm's name, an arm
+    reference as a scenario names one (``module:ATTR``, ``file.py:ATTR``) or an ``Arm`` itself.
 
     x_TD: [T, D] tokens; topk_ids_TK: int [T, K] expert ids in [0, E); topk_weights_TK: [T, K];
     w13_EFD: [E, 2F, D] gate rows then up rows; w2_EDF: [E, D, F] (any float dtype; fp8 precision
     quantises tokens per 128 columns and weights per 128x128 block, as the benchmark does).
-    D and F must be multiples of 128.
+    D and F must be multiples of 128. Tensors on the CPU run the kernels in the Triton
+    interpreter, which must be chosen before triton is imported (``TRITON_INTERPRET=1``).
     """
-    if name not in registry.builtin_names():
-        raise ValueError(f"unknown arm {name!r}; known: {', '.join(registry.builtin_names())}")
-    arm = registry.resolve(name)
-    if arm.FAMILY != "prefill":
+    if not isinstance(arm, Arm):
+        try:
+            arm = registry.resolve(arm)
+        except registry.ArmError as exc:
+            raise ValueError(str(exc)) from None
+    if arm.family != "prefill":
         raise ValueError(
-            f"run_arm runs the prefill arms; {name!r} is a {arm.FAMILY} arm "
-            "(build it with moebench.inputs.build_decode_problem and moebench.arm.decode.Workspace)"
+            f"run_arm runs the prefill arms; {arm.name!r} is a {arm.family} arm (build its "
+            "problem with moebench.plan.inputs.build_decode_problem and its workspace with "
+            "moebench.arm.decode.Workspace)"
+        )
+    if not x_TD.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError(
+            "CPU tensors run the Triton kernels in the interpreter: set TRITON_INTERPRET=1 in "
+            "the environment before anything imports triton (the moebench command does this)"
         )
     T, K = topk_ids_TK.shape
     E = w13_EFD.shape[0]
@@ -47,6 +59,11 @@ def run_arm(
         raise ValueError("x_TD, topk_ids_TK and topk_weights_TK disagree on T or K")
     if w13_EFD.shape[1] != 2 * w2_EDF.shape[2] or w13_EFD.shape[2] != x_TD.shape[1]:
         raise ValueError("w13_EFD must be [E, 2F, D] and w2_EDF [E, D, F]")
+    if topk_ids_TK.numel() and (int(topk_ids_TK.min()) < 0 or int(topk_ids_TK.max()) >= E):
+        bad = topk_ids_TK[(topk_ids_TK < 0) | (topk_ids_TK >= E)][0].item()
+        raise ValueError(f"topk_ids_TK holds expert id {bad}; the experts are [0, {E})")
+    if not arm.runs(precision):
+        raise ValueError(f"arm {arm.name!r} runs precision {', '.join(arm.precisions)} only")
     problem = build_problem(
         x_TD=x_TD,
         topk_ids_TK=topk_ids_TK,
@@ -59,6 +76,6 @@ def run_arm(
         precision=precision,
         activation=activation,
     )
-    ws = Workspace(problem)
-    run_all(arm.build(ws))
+    ws = assemble.workspace(arm, problem, lambda a, p: Workspace(p))
+    run_all(assemble.build(arm, ws))
     return ws.y_TD.clone()

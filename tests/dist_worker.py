@@ -142,7 +142,9 @@ def runner_failure(out: Path) -> dict:
 def arm_error(out: Path) -> dict:
     """An arm that raises on every rank: ``error`` rows and a run that ends ``errors`` (exit 1),
     the other arms gated and timed, as in simulated mode."""
-    import arms.prefill.prefix_sum as arm
+    import dataclasses
+
+    import arms.prefill.prefix_sum as module
     from moebench.run import start
     from moebench.run.options import RunOptions
 
@@ -150,7 +152,7 @@ def arm_error(out: Path) -> dict:
         raise RuntimeError("injected arm error")
 
     options = RunOptions(results_dir=out / "results", dist_timeout_s=30.0)
-    with mock.patch.object(arm, "build", broken):
+    with mock.patch.object(module, "ARM", dataclasses.replace(module.ARM, build=broken)):
         summary = start.run(scenario(), options)
     return {"status": summary.status, "errors": summary.errors, "mismatches": summary.mismatches}
 

@@ -6,30 +6,27 @@ a step whatever the token count, and a weighted sum over the token's local top-k
 the other (expert, token) products instead of multiplying them by zero.
 """
 
-from pathlib import Path
+import functools
 
-from arms.decode import pipeline as decode
-from moebench.arm.base import Stage
-from moebench.arm.decode import Problem, Workspace
+from arms.decode import pipeline
+from moebench.arm.base import Arm
 
-NAME = "dense_decode"
-FAMILY = "decode"
-LAYOUT = "ETD"
-KERNELS = ("batched_gemm[fc1+glu]", "batched_gemm[fc2]", "combine_topk")
 # Triton kernel functions the stages launch, per precision, and those they must not (checked under
-# the profiler by moebench/dispatch_gate.py).
-LAUNCHES = {
+# the profiler by moebench/gates/dispatch.py).
+_LAUNCHES = {
     "w8a16": ("_batched_gemm", "_combine_topk"),
     "w4a16": ("_batched_gemm", "_combine_topk"),
 }
-FORBIDDEN = ("_sparse_gemv_fp8", "_sparse_gemv_mxfp4")
-SOURCES: tuple[Path, ...] = (Path(__file__), *decode.sources())
+_FORBIDDEN = ("_sparse_gemv_fp8", "_sparse_gemv_mxfp4")
 
-
-def build(ws: Workspace) -> tuple[Stage, ...]:
-    return decode.build_stages(ws)
-
-
-def weight_bytes(p: Problem) -> dict[str, int]:
-    """Expert weight bytes each stage reads in one step on this rank (the work model)."""
-    return decode.weight_bytes(p, layout=LAYOUT)
+ARM = Arm(
+    name="dense_decode",
+    family="decode",
+    summary="every token times every local expert (batched GEMMs), only the token's top-k kept",
+    build=pipeline.build_stages,
+    weight_bytes=functools.partial(pipeline.weight_bytes, layout="ETD"),
+    kernels=("batched_gemm[fc1+glu]", "batched_gemm[fc2]", "combine_topk"),
+    launches=_LAUNCHES,
+    forbidden=_FORBIDDEN,
+    layout="ETD",
+)

@@ -19,11 +19,8 @@ Legend: T tokens, K top-k, E local experts, D hidden, F intermediate.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
-import moebench.kernels
 from moebench.arm.base import Stage
 from moebench.arm.decode import Problem, Workspace
 from moebench.core.vocabulary import DECODE_STAGES, WHOLE_FFN
@@ -31,8 +28,6 @@ from moebench.kernels.batched_gemm import batched_gemm
 from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.sparse_gemv import sparse_gemv
 from moebench.routing.synthetic import local_counts
-
-KERNEL_DIR = Path(moebench.kernels.__file__).parent
 
 
 def build_stages(ws: Workspace) -> tuple[Stage, ...]:
@@ -92,9 +87,3 @@ def weight_bytes(p: Problem, *, layout: str) -> dict[str, int]:
     out["fc1"], out["fc2"] = hit * per["fc1"], hit * per["fc2"]
     out[WHOLE_FFN] = out["fc1"] + out["fc2"]
     return out
-
-
-def sources() -> tuple[Path, ...]:
-    """Files the decode arms are built from (hashed into their provenance)."""
-    kernels = ["sparse_gemv.py", "batched_gemm.py", "combine_topk.py", "jit.py", "launch.py"]
-    return (Path(__file__),) + tuple(KERNEL_DIR / k for k in kernels)

@@ -6,30 +6,27 @@ kernel does gate/up (GLU fused) and down, with the expert scale and bias in the 
 is read back to the host: one CUDA graph replays with any routing.
 """
 
-from pathlib import Path
+import functools
 
-from arms.decode import pipeline as decode
-from moebench.arm.base import Stage
-from moebench.arm.decode import Problem, Workspace
+from arms.decode import pipeline
+from moebench.arm.base import Arm
 
-NAME = "sparse_decode"
-FAMILY = "decode"
-LAYOUT = "TKD"
-KERNELS = ("sparse_gemv[fc1+glu]", "sparse_gemv[fc2]", "combine_topk")
 # Triton kernel functions the stages launch, per precision, and those they must not (checked under
-# the profiler by moebench/dispatch_gate.py).
-LAUNCHES = {
+# the profiler by moebench/gates/dispatch.py).
+_LAUNCHES = {
     "w8a16": ("_sparse_gemv_fp8", "_combine_topk"),
     "w4a16": ("_sparse_gemv_mxfp4", "_combine_topk"),
 }
-FORBIDDEN = ("_batched_gemm",)
-SOURCES: tuple[Path, ...] = (Path(__file__), *decode.sources())
+_FORBIDDEN = ("_batched_gemm",)
 
-
-def build(ws: Workspace) -> tuple[Stage, ...]:
-    return decode.build_stages(ws)
-
-
-def weight_bytes(p: Problem) -> dict[str, int]:
-    """Expert weight bytes each stage reads in one step on this rank (the work model)."""
-    return decode.weight_bytes(p, layout=LAYOUT)
+ARM = Arm(
+    name="sparse_decode",
+    family="decode",
+    summary="a GEMV per (token, slot) whose programs read only the experts routed here",
+    build=pipeline.build_stages,
+    weight_bytes=functools.partial(pipeline.weight_bytes, layout="TKD"),
+    kernels=("sparse_gemv[fc1+glu]", "sparse_gemv[fc2]", "combine_topk"),
+    launches=_LAUNCHES,
+    forbidden=_FORBIDDEN,
+    layout="TKD",
+)

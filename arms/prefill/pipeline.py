@@ -11,11 +11,8 @@ G4 packed UE8M0 scale words.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
-import moebench.kernels
 from moebench.arm.base import Stage
 from moebench.arm.prefill import Problem, Workspace
 from moebench.core.vocabulary import PREFILL_STAGES, WHOLE_FFN
@@ -24,8 +21,6 @@ from moebench.kernels.combine import combine
 from moebench.kernels.grouped_gemm import grouped_gemm
 from moebench.kernels.scatter import scatter
 from moebench.routing.synthetic import local_counts
-
-KERNEL_DIR = Path(moebench.kernels.__file__).parent
 
 
 def gemm_block_m(alignment: int) -> int:
@@ -172,13 +167,6 @@ def _torch_gemms(ws: Workspace, *, gemm_mode: str):
         ws.o_MD = torch._grouped_mm(ws.a_MF, w2_EFN, offs=ws.offs_E)
 
     return run_fc1, run_fc2
-
-
-def sources(*, masked_act: bool) -> tuple[Path, ...]:
-    """Files the arm is built from (hashed into its provenance)."""
-    kernels = ["scatter.py", "grouped_gemm.py", "grouped_gemm_tiles.py", "act_quant.py",
-               "combine.py", "jit.py", "launch.py"]  # fmt: skip
-    return (Path(__file__),) + tuple(KERNEL_DIR / k for k in kernels)
 
 
 def weight_bytes(p: Problem, *, gemm_mode: str) -> dict[str, int]:

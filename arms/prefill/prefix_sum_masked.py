@@ -5,21 +5,15 @@ programs, column groups, experts) and each program walks only its expert's [star
 padding rows are never touched (not zeroed: every consumer obeys the same ranges).
 """
 
-from pathlib import Path
+import functools
 
 from arms.prefill import pipeline
-from moebench.arm.base import Stage
-from moebench.arm.prefill import Problem, Workspace
+from moebench.arm.base import Arm
 
-NAME = "prefix_sum_masked"
-FAMILY = "prefill"
-GEMM_MODE = "psum"
-MASKED_ACT = True
-KERNELS = ("scatter", "grouped_gemm[psum]", "act_quant_masked", "combine")
 # Triton kernel functions the stages launch, per precision, and those they must not (checked under
-# the profiler by moebench/dispatch_gate.py): the masked activation (grid schedule), never the
+# the profiler by moebench/gates/dispatch.py): the masked activation (grid schedule), never the
 # dense one; fp8 GEMMs are the persistent live-tile kernel (bf16: PSUM is invisible in the name).
-LAUNCHES = {
+_LAUNCHES = {
     "fp8": (
         "_scatter_count",
         "_scatter_assign_maps",
@@ -37,14 +31,16 @@ LAUNCHES = {
         "_combine",
     ),
 }
-FORBIDDEN = ("_act_quant_dense_kernel", "_act_quant_masked_kernel", "_grouped_gemm_fp8")
-SOURCES: tuple[Path, ...] = (Path(__file__), *pipeline.sources(masked_act=MASKED_ACT))
+_FORBIDDEN = ("_act_quant_dense_kernel", "_act_quant_masked_kernel", "_grouped_gemm_fp8")
 
-
-def build(ws: Workspace) -> tuple[Stage, ...]:
-    return pipeline.build_stages(ws, gemm_mode=GEMM_MODE, masked_act=MASKED_ACT)
-
-
-def weight_bytes(p: Problem) -> dict[str, int]:
-    """Expert weight bytes each stage reads in one step on this rank (the work model)."""
-    return pipeline.weight_bytes(p, gemm_mode=GEMM_MODE)
+ARM = Arm(
+    name="prefix_sum_masked",
+    family="prefill",
+    summary="both GEMMs and the activation visit only each expert's live rows [start, end)",
+    build=functools.partial(pipeline.build_stages, gemm_mode="psum", masked_act=True),
+    weight_bytes=functools.partial(pipeline.weight_bytes, gemm_mode="psum"),
+    kernels=("scatter", "grouped_gemm[psum]", "act_quant_masked", "combine"),
+    launches=_LAUNCHES,
+    forbidden=_FORBIDDEN,
+    masked_act=True,
+)

@@ -5,21 +5,15 @@ included (their results are ignored), and the activation + quant kernel runs ove
 This is what a CUDA-graph-friendly MoE does when nothing carries the live-row boundary.
 """
 
-from pathlib import Path
+import functools
 
 from arms.prefill import pipeline
-from moebench.arm.base import Stage
-from moebench.arm.prefill import Problem, Workspace
+from moebench.arm.base import Arm
 
-NAME = "stock"
-FAMILY = "prefill"
-GEMM_MODE = "all"
-MASKED_ACT = False
-KERNELS = ("scatter", "grouped_gemm[all]", "act_quant_dense", "combine")
 # Triton kernel functions the stages launch, per precision, and those they must not (checked under
-# the profiler by moebench/dispatch_gate.py). Kernel names carry no constexpr values: the GEMM's
+# the profiler by moebench/gates/dispatch.py). Kernel names carry no constexpr values: the GEMM's
 # PSUM=False is invisible, and _grouped_gemm_fp8 is also what a non-persistent psum GEMM launches.
-LAUNCHES = {
+_LAUNCHES = {
     "fp8": (
         "_scatter_count",
         "_scatter_assign_maps",
@@ -37,14 +31,16 @@ LAUNCHES = {
         "_combine",
     ),
 }
-FORBIDDEN = ("_act_quant_masked_grid_kernel", "_act_quant_masked_kernel", "_grouped_gemm_fp8_live")
-SOURCES: tuple[Path, ...] = (Path(__file__), *pipeline.sources(masked_act=MASKED_ACT))
+_FORBIDDEN = ("_act_quant_masked_grid_kernel", "_act_quant_masked_kernel", "_grouped_gemm_fp8_live")
 
-
-def build(ws: Workspace) -> tuple[Stage, ...]:
-    return pipeline.build_stages(ws, gemm_mode=GEMM_MODE, masked_act=MASKED_ACT)
-
-
-def weight_bytes(p: Problem) -> dict[str, int]:
-    """Expert weight bytes each stage reads in one step on this rank (the work model)."""
-    return pipeline.weight_bytes(p, gemm_mode=GEMM_MODE)
+ARM = Arm(
+    name="stock",
+    family="prefill",
+    summary="every capacity block through both GEMMs; the dense activation over the whole buffer",
+    build=functools.partial(pipeline.build_stages, gemm_mode="all", masked_act=False),
+    weight_bytes=functools.partial(pipeline.weight_bytes, gemm_mode="all"),
+    kernels=("scatter", "grouped_gemm[all]", "act_quant_dense", "combine"),
+    launches=_LAUNCHES,
+    forbidden=_FORBIDDEN,
+    masked_act=False,
+)

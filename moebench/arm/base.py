@@ -1,14 +1,41 @@
-"""What every arm hands the harness: named stages, run in order (docs/DESIGN.md section 3).
+"""The arm interface: what every arm hands the harness, built-in or a user's (docs/DESIGN.md 3, 13).
 
-An arm's ``build(workspace)`` returns its stages as argument-free closures over the workspace
-(nothing allocated inside), so that the harness can time each one alone, the whole pipeline as
-one CUDA graph, and replay it with other routing.
+An ``Arm`` is one frozen value: its name and family, how to prepare and run it, its stages, its
+weight-byte model, the kernels it must and must not launch. moebench's own five arms are defined
+with it (``arms/``); a user's arm is the same object in the user's file, named in a scenario by
+an import string or a path (``moebench.arm.registry``). Two contracts:
+
+- ``staged``: ``build(workspace) -> stages``. The arm gets moebench's workspace for its family
+  (``moebench.arm.prefill.Workspace``: capacity buffer, endpoints, packed UE8M0 scales; or
+  ``moebench.arm.decode.Workspace``) and writes into it, so every gate applies, bitwise
+  cross-arm equality included. Its stages are argument-free closures over the workspace (nothing
+  allocated inside), timed alone in the kernel regime and together as one CUDA graph.
+- ``whole_ffn``: ``prepare(problem, y_TD) -> run`` (or a ``Prepared`` with named sub-stages). The
+  arm gets the problem (tokens, routing, weights in moebench's layout: see the prefill and decode
+  ``Problem``), prepares whatever untimed state it needs (weight re-layout, workspaces), and
+  returns an argument-free callable that computes ``y_TD`` (bf16 [T, D]: the sum over the token's
+  local top-k slots, zero for a token with none) into the buffer it was given. A callable that
+  returns a tensor instead has it copied into ``y_TD``, and the copy is timed with it. Its
+  numerics are its own, so it is held to the float32 reference within the precision's tolerance,
+  never bitwise to other arms.
+
+Every arm, either contract, also passes the fresh-input gate after timing: the same prepared
+arm runs once more on new tokens and new routing written into the same input tensors, and must
+match the reference again, so an output cached on input addresses or shapes cannot pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from moebench.core.vocabulary import FAMILIES, FAMILY_PRECISIONS, FAMILY_STAGES
+
+STAGED = "staged"
+WHOLE_FFN = "whole_ffn"
+CONTRACTS = (STAGED, WHOLE_FFN)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,3 +47,91 @@ class Stage:
 def run_all(stages: tuple[Stage, ...]) -> None:
     for s in stages:
         s.run()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prepared:
+    """What a whole-FFN arm's ``prepare`` may return instead of a bare callable: the callable that
+    computes the whole FFN, and optional named sub-stages (names from the family's stages, e.g.
+    ``fc1``, ``act``) that the kernel regime times one by one."""
+
+    run: Callable[[], Any]
+    stages: tuple[Stage, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Arm:
+    """One arm of a comparison. ``origin`` and ``module`` are set by the registry when it resolves
+    the arm (where it came from, and the module that defines it: its sources start there)."""
+
+    name: str
+    family: str  # prefill | decode
+    summary: str  # one line: what this arm does differently
+    contract: str = STAGED
+    # staged: workspace -> stages (argument-free closures over the workspace)
+    build: Callable[[Any], tuple[Stage, ...]] | None = None
+    # whole_ffn: (problem, y_TD) -> a callable computing y_TD, or a Prepared
+    prepare: Callable[[Any, Any], Any] | None = None
+    # problem -> {stage: expert weight bytes read in one step on the rank}, "ffn" included
+    weight_bytes: Callable[[Any], dict[str, int]] | None = None
+    kernels: tuple[str, ...] = ()  # for people: what it launches
+    # {precision: Triton (or other) kernel function names that must launch}; checked on the GPU
+    launches: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    forbidden: tuple[str, ...] = ()  # kernel names that must not launch
+    precisions: tuple[str, ...] = ()  # the precisions it runs; empty: all of its family's
+    layout: str = ""  # decode, staged: the workspace's row layout (TKD or ETD)
+    masked_act: bool = False  # prefill, staged: padding rows must keep their poison
+    graph: bool = True  # its FFN may be captured in a CUDA graph (whole_ffn may say False)
+    origin: str = "builtin"  # builtin | import | file | entry point
+    module: str = ""
+
+    def __post_init__(self) -> None:
+        problems = arm_problems(self)
+        if problems:
+            raise ValueError(f"arm {self.name!r}: {problems[0]}")
+
+    @property
+    def staged(self) -> bool:
+        return self.contract == STAGED
+
+    def runs(self, precision: str) -> bool:
+        return not self.precisions or precision in self.precisions
+
+    def with_origin(self, origin: str, module: str) -> Arm:
+        return dataclasses.replace(self, origin=origin, module=module)
+
+
+def arm_problems(arm: Arm) -> list[str]:
+    """What is wrong with an arm's declaration (empty when nothing): a user's arm is checked
+    when it is defined, so a mistake is one line naming the field, not a failure mid-run."""
+    out = []
+    if not isinstance(arm.name, str) or not arm.name or "~" in arm.name or "/" in arm.name:
+        out.append(f"name must be a non-empty string without '~' or '/', got {arm.name!r}")
+    if arm.family not in FAMILIES:
+        out.append(f"family must be one of {', '.join(FAMILIES)}, got {arm.family!r}")
+        return out
+    if arm.contract not in CONTRACTS:
+        out.append(f"contract must be one of {', '.join(CONTRACTS)}, got {arm.contract!r}")
+    elif arm.contract == STAGED and not callable(arm.build):
+        out.append("a staged arm needs build(workspace) -> stages")
+    elif arm.contract == WHOLE_FFN and not callable(arm.prepare):
+        out.append("a whole_ffn arm needs prepare(problem, y_TD) -> callable")
+    if arm.weight_bytes is not None and not callable(arm.weight_bytes):
+        out.append("weight_bytes must be a callable problem -> {stage: bytes}")
+    bad = [p for p in arm.precisions if p not in FAMILY_PRECISIONS[arm.family]]
+    if bad:
+        out.append(
+            f"precisions {bad} are not {arm.family} precisions "
+            f"({', '.join(FAMILY_PRECISIONS[arm.family])})"
+        )
+    unknown = [p for p in arm.launches if p not in FAMILY_PRECISIONS[arm.family]]
+    if unknown:
+        out.append(f"launches names precisions {unknown} that are not {arm.family} precisions")
+    if arm.family == "decode" and arm.contract == STAGED and arm.layout not in ("TKD", "ETD"):
+        out.append(f"a staged decode arm needs layout 'TKD' or 'ETD', got {arm.layout!r}")
+    return out
+
+
+def stage_names(arm: Arm) -> tuple[str, ...]:
+    """The stage names an arm of this family may report in the kernel regime."""
+    return FAMILY_STAGES[arm.family]

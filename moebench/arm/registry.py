@@ -1,37 +1,152 @@
-"""Arm names -> arms. The built-in arms are found the way a user's arm is: by import string.
+"""Arm references -> arms: the one place that finds an arm, built-in or a user's (DESIGN 13).
 
-moebench never imports the ``arms`` package statically (import-linter checks it): the harness
-depends on the interface in ``moebench.arm``, the arms depend on moebench, never the reverse.
-The table below is the one list of built-in arms; an arm module states its own family, kernels
-and sources. A source tree run without installing finds them too, since ``arms`` sits beside
-``moebench`` on the path.
+A scenario's ``arms:`` entry is one of:
+
+- a built-in name (``stock``): the table below, the one list of moebench's own arms;
+- an import string ``package.module:ATTRIBUTE`` (``mypkg.moe:MY_ARM``), imported as Python
+  imports anything (the package on ``sys.path``, installed or beside the scenario's folder);
+- a file ``path/to/file.py:ATTRIBUTE``, relative to the scenario's folder, loaded as a module of
+  its own;
+- a name an installed package registers under the entry-point group ``moebench.arms``
+  (``[project.entry-points."moebench.arms"] my_arm = "mypkg.moe:MY_ARM"``).
+
+The attribute must be a ``moebench.arm.base.Arm``. moebench never imports the ``arms`` package
+statically (import-linter checks it): the built-in arms are found here by import string, exactly
+as a user's are, and a source tree run without installing finds them too, since ``arms`` sits
+beside ``moebench`` on the path. Every mistake is an ``ArmError`` of one line; the scenario
+loader prefixes the field (``arms[2]``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
-from types import ModuleType
+import importlib.metadata
+import importlib.util
+import os
+import sys
+from pathlib import Path
 
+from moebench.arm.base import Arm
+from moebench.core.errors import MoebenchError
 from moebench.core.vocabulary import aa_twin
 
 BUILTIN = {
-    "stock": "arms.prefill.stock",
-    "prefix_sum": "arms.prefill.prefix_sum",
-    "prefix_sum_masked": "arms.prefill.prefix_sum_masked",
-    "dense_decode": "arms.decode.dense_decode",
-    "sparse_decode": "arms.decode.sparse_decode",
+    "stock": "arms.prefill.stock:ARM",
+    "prefix_sum": "arms.prefill.prefix_sum:ARM",
+    "prefix_sum_masked": "arms.prefill.prefix_sum_masked:ARM",
+    "dense_decode": "arms.decode.dense_decode:ARM",
+    "sparse_decode": "arms.decode.sparse_decode:ARM",
 }
+ENTRY_POINT_GROUP = "moebench.arms"
+FILE_MODULE_PREFIX = "moebench_user_arm_"
+
+
+class ArmError(MoebenchError):
+    """An arm reference that names no arm (one line, without the field: the caller adds it)."""
 
 
 def builtin_names() -> tuple[str, ...]:
     return tuple(BUILTIN)
 
 
-def resolve(name: str) -> ModuleType:
-    """The arm named ``name``; an A/A copy (``stock~aa``) resolves to the arm it copies.
-    KeyError for a name that is not an arm."""
-    return importlib.import_module(BUILTIN[aa_twin(name) or name])
+def entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """The arms installed packages register (group ``moebench.arms``), by name."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def family(name: str) -> str:
-    return resolve(name).FAMILY
+def kind_of(ref: str) -> str:
+    """``builtin``, ``file``, ``import`` or ``entry point``: how ``ref`` names its arm."""
+    if ref in BUILTIN:
+        return "builtin"
+    if ":" in ref:
+        target = ref.rsplit(":", 1)[0]
+        return "file" if target.endswith(".py") or "/" in target or os.sep in target else "import"
+    return "entry point"
+
+
+def resolve(ref: str, base_dir: str | os.PathLike | None = None) -> Arm:
+    """The arm ``ref`` names (module docstring); an A/A copy (``stock~aa``) resolves to the arm
+    it copies. ``base_dir``: the folder a file reference is relative to (the scenario's)."""
+    ref = aa_twin(ref) or ref
+    if not isinstance(ref, str) or not ref.strip():
+        raise ArmError(f"an arm reference must be a non-empty string, got {ref!r}")
+    kind = kind_of(ref)
+    if kind == "builtin":
+        arm = _attribute(BUILTIN[ref], *BUILTIN[ref].split(":"), "builtin")
+        return arm
+    if kind == "entry point":
+        eps = entry_points()
+        if ref not in eps:
+            known = ", ".join(list(BUILTIN) + sorted(eps))
+            raise ArmError(
+                f"unknown arm {ref!r}: not a built-in arm, an installed entry point "
+                f"({ENTRY_POINT_GROUP}), 'module:ATTRIBUTE' or 'file.py:ATTRIBUTE'; known: {known}"
+            )
+        module, attr = (
+            eps[ref].value.split(":", 1) if ":" in eps[ref].value else (eps[ref].value, "")
+        )
+        return _attribute(ref, module.strip(), attr.strip(), "entry point")
+    target, attr = ref.rsplit(":", 1)
+    if not attr.isidentifier():
+        raise ArmError(f"{ref!r}: {attr!r} after ':' is not a Python name")
+    if kind == "file":
+        path = Path(target)
+        if not path.is_absolute():
+            path = Path(base_dir or ".") / path
+        return _from_file(ref, path, attr)
+    return _attribute(ref, target, attr, "import")
+
+
+def _check(ref: str, obj: object, module: str, origin: str) -> Arm:
+    if not isinstance(obj, Arm):
+        raise ArmError(
+            f"{ref!r} is a {type(obj).__name__}, not a moebench.arm.base.Arm "
+            "(define ARM = Arm(name=..., family=..., ...))"
+        )
+    if origin != "builtin" and obj.name in BUILTIN:
+        raise ArmError(
+            f"{ref!r} defines an arm named {obj.name!r}, the name of a built-in arm; "
+            "give it a name of its own"
+        )
+    return obj.with_origin(origin, module)
+
+
+def _attribute(ref: str, module: str, attr: str, origin: str) -> Arm:
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise ArmError(f"{ref!r}: cannot import {module!r}: {_first_line(exc)}") from None
+    except Exception as exc:  # the user's module raised while importing
+        raise ArmError(f"{ref!r}: importing {module!r} raised {_first_line(exc)}") from None
+    if not attr or not hasattr(mod, attr):
+        raise ArmError(f"{ref!r}: module {module!r} has no attribute {attr!r}")
+    return _check(ref, getattr(mod, attr), module, origin)
+
+
+def _from_file(ref: str, path: Path, attr: str) -> Arm:
+    if not path.is_file():
+        raise ArmError(f"{ref!r}: no such file {path}")
+    resolved = path.resolve()
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:16]
+    name = FILE_MODULE_PREFIX + digest  # one module per file, reused on the next resolution
+    mod = sys.modules.get(name)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(name, resolved)
+        if spec is None or spec.loader is None:
+            raise ArmError(f"{ref!r}: {path} is not a Python file")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except Exception as exc:
+            del sys.modules[name]
+            raise ArmError(f"{ref!r}: loading {path} raised {_first_line(exc)}") from None
+    if not hasattr(mod, attr):
+        raise ArmError(f"{ref!r}: {path} has no attribute {attr!r}")
+    return _check(ref, getattr(mod, attr), name, "file")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -8,6 +8,7 @@ gated regression, 2 bad input, 3 a device fault stopped the run, 130 interrupted
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
@@ -16,6 +17,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -396,25 +398,47 @@ def validate(scenario: ScenarioArg) -> None:
 
 
 @app.command()
-def arms() -> None:
-    """Each arm: what it does, the kernels it launches, its sources and their hash."""
+def arms(
+    scenario: Annotated[
+        Path | None,
+        typer.Option(help="Also list this scenario's arms (import strings, files beside it)."),
+    ] = None,
+    format: Annotated[str, typer.Option(help="table | json")] = "table",
+) -> None:
+    """Every arm (built-in, installed entry points, a scenario's): origin, sources hash, files."""
     _use_interpreter_without_gpu()
     from moebench.arm import registry
+    from moebench.plan.cases import run_arms
     from moebench.run.provenance import arm_provenance
 
-    prov = arm_provenance(registry.builtin_names())
-    t = Table(title="arms")
-    for col in ("arm", "kernels", "sources sha256", "files"):
-        t.add_column(col, overflow="fold")
-    for name in registry.builtin_names():
-        mod = registry.resolve(name)
-        doc = (mod.__doc__ or "").strip().splitlines()[0]
-        t.add_row(
-            f"{name}\n{doc}",
-            "\n".join(mod.KERNELS),
-            prov[name]["hash"],
-            "\n".join(prov[name]["files"]),
-        )
+    if format not in ("table", "json"):
+        raise _fail(MoebenchError(f"--format: expected table or json, got {format!r}"))
+    try:
+        found = {name: registry.resolve(name) for name in registry.builtin_names()}
+        for name in sorted(registry.entry_points()):
+            found.setdefault(name, registry.resolve(name))
+        if scenario is not None:
+            found.update(run_arms(_load(scenario)))
+        prov = arm_provenance(found)
+    except MoebenchError as exc:
+        raise _fail(exc) from None
+    if format == "json":
+        doc = {name: {"family": a.family, "contract": a.contract, "summary": a.summary,
+                      **prov[name]} for name, a in found.items()}  # fmt: skip
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return
+    t = Table(title="arms (moebench arms --format json: every file and distribution)")
+    t.add_column("arm", no_wrap=True)
+    t.add_column("what it does", overflow="fold")
+    t.add_column("sources", no_wrap=True)
+    for name, a in found.items():
+        p = prov[name]
+        dists = ", ".join(f"{d} {v['version']}" for d, v in p["distributions"].items())
+        t.add_row(*(escape(cell) for cell in (
+            f"{name}\n{a.family}, {a.contract}\n{a.origin}",
+            f"{a.summary}\nkernels: {', '.join(a.kernels) or '-'}\n{dists}",
+            f"{p['hash'][:16]}\n{len(p['files'])} files",
+        )))  # fmt: skip
     out.print(t)
 
 

@@ -43,6 +43,13 @@ def capture(ws: Workspace) -> Capture:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class WholeCapture:
+    """What a whole-FFN arm's gated run left: its output (it has no moebench workspace)."""
+
+    y_TD: torch.Tensor
+
+
 def check_reference(y_TD: torch.Tensor, ref_TD: torch.Tensor, precision: str) -> Check:
     bad = nonfinite(y_TD)
     if bad:

@@ -17,26 +17,27 @@ On the CPU the Triton interpreter runs kernels as Python and launches no device 
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import sys
 from collections.abc import Iterable
-from types import ModuleType
 
 import torch
 
-from moebench.arm.base import run_all
+from moebench.arm.base import Arm, run_all
 from moebench.results.rows import Check
 
 GEMM_KERNELS = ("_grouped_gemm_fp8", "_grouped_gemm_fp8_live", "_grouped_gemm_bf16")
 
 
 def declared(
-    arm: ModuleType, precision: str, gemm: str = "triton"
+    arm: Arm, precision: str, gemm: str = "triton"
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(expected, forbidden) kernel function names of ``arm`` at ``precision``. With ``gemm:
     torch`` the GEMMs are torch._grouped_mm (cuBLAS/CUTLASS names, not ours): none of moebench's
     grouped-GEMM kernels may run, and the rest of the declaration stands."""
-    launches = tuple(getattr(arm, "LAUNCHES", {}).get(precision, ()))
-    forbidden = tuple(getattr(arm, "FORBIDDEN", ()))
+    launches = tuple(arm.launches.get(precision, ()))
+    forbidden = tuple(arm.forbidden)
     if gemm == "torch":
         launches = tuple(k for k in launches if k not in GEMM_KERNELS)
         forbidden = tuple(dict.fromkeys((*forbidden, *GEMM_KERNELS)))
@@ -68,15 +69,15 @@ def judge(expected: Iterable[str], forbidden: Iterable[str], ran: Iterable[str])
     )  # fmt: skip
 
 
-def dispatch(
-    arm: ModuleType, stages, precision: str, device: torch.device, gemm: str = "triton"
-) -> Check:
-    """Run ``stages`` once under the profiler and judge the kernel names."""
+def dispatch(arm: Arm, stages, precision: str, device: torch.device, gemm: str = "triton") -> Check:
+    """Run ``stages`` once under the profiler and judge the kernel names. The row's detail also
+    names the Triton JIT functions that launched with their ``cache_key`` (the hash Triton
+    compiles under: source and dependencies), so the provenance shows the kernels that ran."""
 
     expected, forbidden = declared(arm, precision, gemm)
     if not expected:
         return Check(name="dispatch", status="skip",
-                     detail=f"arm declares no LAUNCHES for precision {precision}")  # fmt: skip
+                     detail=f"arm declares no launches for precision {precision}")  # fmt: skip
     if device.type != "cuda":
         return Check(name="dispatch", status="skip",
                      detail="CPU run: the Triton interpreter launches no device kernels "
@@ -91,4 +92,28 @@ def dispatch(
         e.name for e in prof.events()
         if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
     }  # fmt: skip
-    return judge(expected, forbidden, ran)
+    verdict = judge(expected, forbidden, ran)
+    keys = jit_cache_keys({base_name(k) for k in ran})
+    if keys:
+        listed = ", ".join(f"{name} {key[:16]}" for name, key in sorted(keys.items()))
+        verdict = dataclasses.replace(verdict, detail=f"{verdict.detail}; JIT cache keys: {listed}")
+    return verdict
+
+
+def jit_cache_keys(names: set[str]) -> dict[str, str]:
+    """{kernel name: Triton cache_key} of the JIT functions named ``names`` among the modules
+    loaded now (a kernel that is not a Triton function, e.g. cuBLAS, has none)."""
+    try:
+        from triton.runtime.jit import JITFunction
+    except ImportError:  # triton is a dependency; without it there is nothing to report
+        return {}
+    out = {}
+    for mod in list(sys.modules.values()):
+        for name in names - set(out):
+            fn = getattr(mod, name, None)
+            if isinstance(fn, JITFunction):
+                try:
+                    out[name] = str(fn.cache_key)
+                except Exception:  # a key that cannot be computed here is not reported
+                    continue
+    return out

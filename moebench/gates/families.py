@@ -1,27 +1,28 @@
 """Arm families: what the runner needs to build, check and account for each kind of arm.
 
-``prefill`` is the capacity-buffer pipeline of `arms.pipeline` (scatter, fc1, act, fc2, combine);
-``decode`` is `arms.decode` (fc1 with the GLU fused, fc2, combine). Each arm module names its
-family (``FAMILY``) and a scenario runs arms of one family. The runner asks the family for a
-rank's problem, each arm's workspace, the reference output, the gates and the work model, and
-never needs to know which family it holds.
+``prefill`` is the capacity-buffer pipeline (scatter, fc1, act, fc2, combine; the workspace of
+``moebench.arm.prefill``); ``decode`` is a decode step (fc1 with the GLU fused, fc2, combine;
+``moebench.arm.decode``). Each arm names its family and a scenario runs arms of one family. The
+runner asks the family for a rank's problem, each arm's workspace, the reference output, the
+gates and the work model, for either contract (staged or whole-FFN, docs/DESIGN.md section 13),
+and never needs to know which family or contract it holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 import torch
 
-from moebench.arm import decode, prefill, registry
-from moebench.core.vocabulary import DECODE_STAGES, PREFILL_STAGES
+from moebench.arm import assemble, decode, prefill
+from moebench.arm.base import Arm
+from moebench.core.vocabulary import DECODE_STAGES, PREFILL_STAGES, WHOLE_FFN
 from moebench.gates import checks as gates
 from moebench.plan import inputs
 from moebench.results.rows import Check
-from moebench.routing.synthetic import Routing
+from moebench.routing.synthetic import Routing, local_counts
 from moebench.spec.schema import Scenario, local_experts
 
 
@@ -31,20 +32,63 @@ class Family:
     stages: tuple[str, ...]
     # (scenario, routing, capacity rows, tokens x_TD, rank, device) -> one rank's problem
     problem: Callable[[Scenario, Routing, int, torch.Tensor, int, torch.device], Any]
-    # (arm module, problem) -> a fresh workspace for that arm
-    workspace: Callable[[ModuleType, Any], Any]
+    # (arm, problem) -> a fresh workspace for a staged arm of this family
+    staged_workspace: Callable[[Arm, Any], Any]
     # problem -> float32 [T, D] reference output
     reference: Callable[[Any], torch.Tensor]
-    # workspace -> what the cross-arm gate compares (copied)
-    capture: Callable[[Any], Any]
-    # (arm module, workspace, capture, reference, problem) -> the arm's own gates
-    checks: Callable[[ModuleType, Any, Any, torch.Tensor, Any], list[Check]]
+    # workspace -> what the cross-arm gate of the staged arms compares (copied)
+    staged_capture: Callable[[Any], Any]
+    # (arm, workspace, capture, reference, problem) -> a staged arm's own gates
+    staged_checks: Callable[[Arm, Any, Any, torch.Tensor, Any], list[Check]]
     # (first arm, {arm: capture}, problem) -> {arm: cross-arm gates}
     cross_arm: Callable[[str, dict[str, Any], Any], dict[str, list[Check]]]
-    # (arm module, problem) -> {stage: expert weight bytes read in one step}, "ffn" included
-    weight_bytes: Callable[[ModuleType, Any], dict[str, int]]
-    # the problem's expert weight tensors (moebench/cold.py copies them)
+    # the problem's expert weight tensors (moebench/measure/cold.py copies them; the default
+    # weight-byte model counts them)
     weight_fields: tuple[str, ...]
+
+    def workspace(self, arm: Arm, problem) -> Any:
+        """A fresh workspace of ``arm`` (either contract) for ``problem``."""
+        return assemble.workspace(arm, problem, self.staged_workspace)
+
+    def capture(self, arm: Arm, ws) -> Any:
+        """What the gates compare later, copied: the family's capture for a staged arm, the
+        output alone for a whole-FFN arm."""
+        return self.staged_capture(ws) if arm.staged else gates.WholeCapture(y_TD=ws.y_TD.clone())
+
+    def checks(self, arm: Arm, ws, cap, ref: torch.Tensor, problem) -> list[Check]:
+        """The arm's own gates after its gated run. A whole-FFN arm is held to the reference
+        within the precision's tolerance and must write every output row (its buffer started as
+        NaN); sentinels of moebench's workspace do not apply to it."""
+        if arm.staged:
+            return self.staged_checks(arm, ws, cap, ref, problem)
+        return [
+            gates.check_reference(ws.y_TD, ref, problem.precision),
+            gates.check_nan_poison(ws.y_TD, "the output buffer"),
+        ]
+
+    def weight_bytes(self, arm: Arm, problem) -> dict[str, int]:
+        """{stage: expert weight bytes one step reads on the rank}: the arm's own model, else
+        every local expert some slot routes to, once (the DRAM minimum), counted for ``ffn``."""
+        if arm.weight_bytes is not None:
+            return dict(arm.weight_bytes(problem))
+        return routed_expert_bytes(problem, self.weight_fields, self.stages)
+
+
+def routed_expert_bytes(
+    problem, fields: tuple[str, ...], stages: tuple[str, ...]
+) -> dict[str, int]:
+    """The default weight-byte model: each local expert with a routed slot read once, all its
+    weight tensors (values, scales, biases), for the whole FFN; stages are not split."""
+    counts = local_counts(problem.topk_ids_TK.cpu(), problem.expert_offset, problem.local_experts)
+    hit = int((counts > 0).sum())
+    per_expert = 0
+    for f in fields:
+        t = getattr(problem, f)
+        if isinstance(t, torch.Tensor) and t.dim() > 0:
+            per_expert += t[0].numel() * t.element_size() if t.dim() > 1 else t.element_size()
+    out = dict.fromkeys(stages, 0)
+    out[WHOLE_FFN] = hit * per_expert
+    return out
 
 
 def _rank_experts(s: Scenario, rank: int) -> range:
@@ -70,7 +114,7 @@ def _prefill_checks(arm, ws, cap, ref, p) -> list[Check]:
     return [
         gates.check_reference(ws.y_TD, ref, p.precision),
         gates.check_nan_poison(ws.y_TD),
-        *gates.check_sentinels(ws, cap, masked_act=arm.MASKED_ACT),
+        *gates.check_sentinels(ws, cap, masked_act=arm.masked_act),
     ]
 
 
@@ -100,24 +144,22 @@ FAMILIES: dict[str, Family] = {
         name="prefill",
         stages=PREFILL_STAGES,
         problem=_prefill_problem,
-        workspace=lambda arm, p: prefill.Workspace(p),
+        staged_workspace=lambda arm, p: prefill.Workspace(p),
         reference=inputs.reference_output,
-        capture=gates.capture,
-        checks=_prefill_checks,
+        staged_capture=gates.capture,
+        staged_checks=_prefill_checks,
         cross_arm=lambda base, caps, p: gates.check_cross_arm(base, caps),
-        weight_bytes=lambda arm, p: arm.weight_bytes(p),
         weight_fields=("w13_EFD", "w13_scale", "w2_EDF", "w2_scale"),
     ),
     "decode": Family(
         name="decode",
         stages=DECODE_STAGES,
         problem=_decode_problem,
-        workspace=lambda arm, p: decode.Workspace(p, layout=arm.LAYOUT),
+        staged_workspace=lambda arm, p: decode.Workspace(p, layout=arm.layout),
         reference=inputs.decode_reference_output,
-        capture=gates.capture_decode,
-        checks=_decode_checks,
+        staged_capture=gates.capture_decode,
+        staged_checks=_decode_checks,
         cross_arm=lambda base, caps, p: gates.check_cross_arm_close(base, caps, p.precision),
-        weight_bytes=lambda arm, p: arm.weight_bytes(p),
         weight_fields=("w13", "w13_scale", "b13_E2F", "w2", "w2_scale", "b2_ED"),
     ),
 }
@@ -125,4 +167,4 @@ FAMILIES: dict[str, Family] = {
 
 def family_of(s: Scenario) -> Family:
     """The family of the scenario's arms (validation guarantees they share one)."""
-    return FAMILIES[registry.family(s.arms[0])]
+    return FAMILIES[s.family]

@@ -27,14 +27,14 @@ On the CPU there are no CUDA graphs: one ``skip`` row says so. Decode arms get a
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import ModuleType
 
 import torch
 
-from moebench.arm.base import run_all
+from moebench.arm import assemble
+from moebench.arm.base import Arm, run_all
 from moebench.arm.prefill import Problem
 from moebench.core.numerics import bitwise_compare
-from moebench.gates.checks import capture, check_sentinels
+from moebench.gates.checks import capture, check_reference, check_sentinels
 from moebench.measure.graphs import capture_replay
 from moebench.results.rows import Check
 from moebench.routing.synthetic import local_counts, rows_needed
@@ -71,7 +71,7 @@ def routing_variants(
     return {k: v.to(topk_ids_TK.dtype).to(topk_ids_TK.device) for k, v in out.items()}
 
 
-def _compare(name: str, arm: ModuleType, ws_graph, ws_eager) -> Check:
+def _compare(name: str, arm: Arm, ws_graph, ws_eager) -> Check:
     """The graph replay's workspace against the eager run's: bitwise on live data, poison kept."""
     g, e = capture(ws_graph), capture(ws_eager)
     parts = [("ends", g.ends_E, e.ends_E), ("y", g.y_TD, e.y_TD)]
@@ -86,12 +86,12 @@ def _compare(name: str, arm: ModuleType, ws_graph, ws_eager) -> Check:
         r = bitwise_compare(a, b)
         if not r.equal:
             bad.append(f"{what}: {r.describe()}")
-    sentinels = check_sentinels(ws_graph, g, masked_act=arm.MASKED_ACT)
+    sentinels = check_sentinels(ws_graph, g, masked_act=arm.masked_act)
     bad += [f"{c.name}: {c.detail}" for c in sentinels if c.failed]
     live = int(g.live_M.sum())
     if bad:
         return Check(name=name, status="fail", detail="; ".join(bad))
-    pad = " and padding kept its poison" if arm.MASKED_ACT else ""
+    pad = " and padding kept its poison" if arm.masked_act else ""
     return Check(
         name=name, status="pass",
         detail=f"{live} live rows: y, FP8 bytes and scales equal the eager run bitwise{pad}",
@@ -99,15 +99,19 @@ def _compare(name: str, arm: ModuleType, ws_graph, ws_eager) -> Check:
 
 
 def graph_replay(
-    arm: ModuleType, problem, workspace: Callable[[], object],
+    arm: Arm, problem, workspace: Callable[[], object],
+    reference: Callable[[object], torch.Tensor] | None = None,
     capture_fn: Callable[[Callable[[], None]], Callable[[], None]] | None = None,
 ) -> list[Check]:  # fmt: skip
     """Gate 5 for one arm; ``workspace`` builds a fresh workspace for ``problem``. One row per
-    variant (``graph_replay_<variant>``), or one ``skip`` row.
+    variant (``graph_replay_<variant>``), or one ``skip`` row. A staged arm's replay must equal
+    a fresh eager run bitwise (its workspace, sentinels included); a whole-FFN arm's replay must
+    match ``reference`` of the variant's routing within the precision's tolerance, since its
+    numerics are its own.
 
     ``capture_fn`` turns the FFN into its replay (default: a CUDA graph, GPU only); tests on the
     CPU pass the eager function itself to exercise the variants, the comparison and the restore."""
-    if getattr(arm, "FAMILY", "") != "prefill" or not isinstance(problem, Problem):
+    if arm.family != "prefill" or not isinstance(problem, Problem):
         return [
             Check(
                 name="graph_replay",
@@ -115,6 +119,10 @@ def graph_replay(
                 detail="the graph replay gate covers the prefill (capacity-buffer) arms",
             )
         ]
+    if not arm.graph:
+        return [Check(name="graph_replay", status="skip",
+                      detail="the arm declares that it cannot be captured in a CUDA graph "
+                      "(graph=False): its ffn regime runs eagerly")]  # fmt: skip
     if capture_fn is None and not problem.x_TD.is_cuda:
         return [Check(name="graph_replay", status="skip",
                       detail="CPU run: no CUDA graphs (the gate runs on the GPU)")]  # fmt: skip
@@ -125,7 +133,8 @@ def graph_replay(
     )  # fmt: skip
     original = p.topk_ids_TK.clone()
     ws_g, ws_e = workspace(), workspace()
-    st_g, st_e = arm.build(ws_g), arm.build(ws_e)
+    st_g = assemble.build(arm, ws_g)
+    st_e = assemble.build(arm, ws_e) if arm.staged else None
     rows = []
     try:
         ws_g.poison()
@@ -145,14 +154,25 @@ def graph_replay(
             p.topk_ids_TK.copy_(ids)
             ws_g.poison()
             replay()
-            ws_e.poison()
-            run_all(st_e)
-            _sync(p)
-            rows.append(_compare(check, arm, ws_g, ws_e))
+            if arm.staged:
+                ws_e.poison()
+                run_all(st_e)
+                _sync(p)
+                rows.append(_compare(check, arm, ws_g, ws_e))
+            else:
+                _sync(p)
+                rows.append(_against_reference(check, ws_g.y_TD, reference(p), p.precision))
     finally:
         p.topk_ids_TK.copy_(original)
         _sync(p)
     return rows
+
+
+def _against_reference(name: str, y_TD: torch.Tensor, ref: torch.Tensor, precision: str) -> Check:
+    """A whole-FFN arm's replay against the reference of the variant's routing."""
+    c = check_reference(y_TD, ref, precision)
+    return Check(name=name, status=c.status, error=c.error,
+                 detail=f"replay with this routing vs reference.moe_ffn: {c.detail}")  # fmt: skip
 
 
 def _sync(p) -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from moebench.arm import registry
-from moebench.arm.base import run_all
+from moebench.arm import assemble
+from moebench.arm.base import Arm, run_all
 from moebench.core import faults
 from moebench.core.numerics import bitwise_compare
 from moebench.gates import dispatch as dispatch_gate
@@ -25,7 +25,7 @@ from moebench.results.rows import CaseRows, Check, record_failure
 def gate_rank(
     problem,
     ref: torch.Tensor,
-    names: tuple[str, ...],
+    arms: dict[str, Arm],
     *,
     allow_mismatch: bool,
     device: torch.device,
@@ -34,15 +34,17 @@ def gate_rank(
     rank_cols: dict,
     family: Family,
 ):
-    """Gates 1-6 for every arm of ``names`` on this rank, rows into ``out``. Returns the
-    workspaces and stages of the arms that ran ({arm: (workspace, stages)}), their captures, and
-    the arms to time."""
+    """Gates 1-6 for every arm of ``arms`` ({name: arm}) on this rank, rows into ``out``. Returns
+    the workspaces and stages of the arms that ran ({name: (workspace, stages)}), their captures,
+    and the names of the arms to time. The cross-arm gate compares the staged arms (moebench's
+    workspace, the same numerics); a whole-FFN arm's numerics are its own, so it is held to the
+    reference alone."""
     stage_sets = {}
     captures = {}
     bad: set[str] = set()
-    for name in names:
+    names = tuple(arms)
+    for name, arm in arms.items():
         stop.check(f"rank {rank_cols['rank']}, gates of {name}")
-        arm = registry.resolve(name)
         try:
             before = 0
             if device.type == "cuda":
@@ -50,13 +52,13 @@ def gate_rank(
                 torch.cuda.reset_peak_memory_stats(device)
                 before = torch.cuda.memory_allocated(device)
             ws = family.workspace(arm, problem)
-            stages = arm.build(ws)
+            stages = assemble.build(arm, ws)
             ws.poison()
             run_all(stages)
             if problem.x_TD.is_cuda:
                 torch.cuda.synchronize()
             memory = _memory_row(ws, device, before)
-            cap = family.capture(ws)
+            cap = family.capture(arm, ws)
             rows = family.checks(arm, ws, cap, ref, problem) + [memory]
         except Exception as exc:  # a kernel that cannot run this case: a row, not a crash
             record_failure(out, rank_cols, [name], "run", exc, device)
@@ -75,13 +77,14 @@ def gate_rank(
             out.add(rank_cols, name, c)
         if any(c.failed for c in rows):
             bad.add(name)
-    if captures:
-        base = next(iter(captures))
+    staged = {n: c for n, c in captures.items() if arms[n].staged}
+    if staged:
+        base = next(iter(staged))
         try:
-            cross = family.cross_arm(base, captures, problem)
+            cross = family.cross_arm(base, staged, problem)
         except Exception as exc:
-            record_failure(out, rank_cols, list(captures), "cross_arm", exc, device)
-            bad |= set(captures)
+            record_failure(out, rank_cols, list(staged), "cross_arm", exc, device)
+            bad |= set(staged)
             cross = {}
         for name, rows in cross.items():
             for c in rows:
@@ -127,7 +130,7 @@ def _device_gates(
     rows, raised = [], False
     for gate, fn in (
         ("graph_replay", lambda: graph_gate.graph_replay(
-            arm, problem, lambda: family.workspace(arm, problem))),
+            arm, problem, lambda: family.workspace(arm, problem), family.reference)),
         ("dispatch", lambda: [dispatch_gate.dispatch(arm, stages, problem.precision, device,
                                                      getattr(problem, "gemm", "triton"))]),
     ):  # fmt: skip

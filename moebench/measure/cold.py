@@ -82,12 +82,12 @@ def weight_copies(problem: Any, fields: Sequence[str], n: int) -> list[Any]:
     return out
 
 
-def stages_on(build: Callable[[Any], tuple], ws: Any, problem: Any) -> tuple:
-    """The arm's stages over ``ws``'s buffers but ``problem``'s weights: a shallow copy of the
-    workspace (same tensors) that points at the other problem."""
+def stages_on(build: Callable[[Any], tuple], ws: Any, problem: Any) -> tuple[Any, tuple]:
+    """(workspace, stages): the arm's stages over ``ws``'s buffers but ``problem``'s weights,
+    built on a shallow copy of the workspace (same tensors) that points at the other problem."""
     other = copy.copy(ws)
     other.problem = problem
-    return build(other)
+    return other, build(other)
 
 
 def bytes_of(problem: Any, fields: Sequence[str]) -> int:

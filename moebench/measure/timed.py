@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import torch
 
-from moebench.arm import registry
-from moebench.arm.base import run_all
+from moebench.arm import assemble
+from moebench.arm.base import Arm, run_all
 from moebench.core import faults
 from moebench.measure import cold
 from moebench.measure.clock import Clock
@@ -35,18 +35,20 @@ def time_rank(
     device: torch.device,
     out: CaseRows,
     weight_bytes: dict[str, dict[str, int]],
-    weight_fields: tuple[str, ...] = (),
+    weight_fields: tuple[str, ...],
+    arms: dict[str, Arm],
 ) -> list[str]:
     """Samples of the ``timed`` arms into ``out.samples``, checking ``stop`` after each one. An arm
     that fails while being timed gets a ``timing`` error row and leaves the rotation; returns the
     arms that finished. Each row carries the expert weight bytes its stage (or the whole FFN)
-    reads in one step on this rank (the family's work model)."""
+    reads in one step on this rank (the family's work model). ``arms``: {name: arm}."""
     m = s.measure
     active = list(timed)
     if not active:
         return active
-    use_graph = m.graph and clock.cuda
-    mode = "graph" if use_graph else "eager"  # every sample of this rank replays a graph, or none
+    # Every arm replays CUDA graphs on the GPU, unless it declares that it cannot (graph=False):
+    # its samples then say mode eager, and compare keeps them apart from the graph replays.
+    graphs = {a: m.graph and clock.cuda and arms[a].graph for a in active}
     where = f"rank {rank_cols['rank']}, timing"
 
     def fail(arm: str, exc: Exception) -> None:
@@ -70,9 +72,15 @@ def time_rank(
     problems = weight_rotation(active, stage_sets, m, weight_bytes, weight_fields, device, out)
     for arm in list(active):
         ws, gated = stage_sets[arm]
+        build = lambda w, a=arms[arm]: assemble.build(a, w)  # noqa: E731
         # One stage set per weight copy: the gated stages on the gated weights, then (cold
         # weights only) the same stages over the other copies.
-        sets = [gated] + [cold.stages_on(registry.resolve(arm).build, ws, p) for p in problems[1:]]
+        pairs = [(ws, gated)] + [cold.stages_on(build, ws, p) for p in problems[1:]]
+        sets = [st for _, st in pairs]
+        # The kernel regime's stages of each copy: a staged arm's own, a whole-FFN arm's
+        # sub-stages (none unless it names them).
+        ksets = [assemble.kernel_stages(arms[arm], w, st) for w, st in pairs]
+        use_graph = graphs[arm]
         try:
             if "ffn" in m.regimes:
                 calls = [lambda st=st: run_all(st) for st in sets]
@@ -82,11 +90,11 @@ def time_rank(
                 # One graph per stage: a stage of several launches is timed on the device, not at
                 # the speed the host issues them. A stage that reads no weights needs one copy.
                 kernel[arm] = []
-                for i, st in enumerate(sets[0]):
+                for i, st in enumerate(ksets[0]):
                     if st.name not in m.stages:
                         continue
-                    rotate = weight_bytes[arm][st.name] > 0
-                    runs = [s[i].run for s in (sets if rotate else sets[:1])]
+                    rotate = weight_bytes[arm].get(st.name, 0) > 0
+                    runs = [s[i].run for s in (ksets if rotate else ksets[:1])]
                     runs = [clock.capture(r) if use_graph else r for r in runs]
                     kernel[arm].append(
                         (st.name, runs[0] if len(runs) == 1 else cold.Rotation(runs))
@@ -107,7 +115,7 @@ def time_rank(
                 "block": block,
                 "position": position,
                 "device": device_label,
-                "mode": mode,
+                "mode": "graph" if graphs[arm] else "eager",
                 **weight_cols,
                 **telemetry,
             }
@@ -121,7 +129,7 @@ def time_rank(
                         )  # fmt: skip
                         stop.check(where)
                 if "kernel" in m.regimes:
-                    for name, call in kernel[arm]:
+                    for name, call in kernel.get(arm, ()):
                         for it in range(m.iterations):
                             t = clock.sample_us(call, flush_l2=m.flush_l2)
                             out.samples.append(
@@ -131,21 +139,22 @@ def time_rank(
                                     "regime": "kernel",
                                     "iteration": it,
                                     "time_us": t,
-                                    "weight_bytes": weight_bytes[arm][name],
+                                    "weight_bytes": weight_bytes[arm].get(name, 0),
                                 }
                             )
                             stop.check(where)
             except Exception as exc:
                 fail(arm, exc)
-    if "profile" in m.regimes and use_graph and active:
+    profiled = [a for a in active if graphs[a]]
+    if "profile" in m.regimes and profiled:
         # Per-stage device time inside the same graph replays, one profiler session per rank.
         try:
             _profile(
-                active, stage_sets, ffn, m, {**rank_cols, **weight_cols}, device_label, mode,
-                weight_bytes, out,
+                profiled, stage_sets, ffn, m, {**rank_cols, **weight_cols}, device_label,
+                "graph", weight_bytes, out,
             )  # fmt: skip
         except Exception as exc:
-            for arm in list(active):
+            for arm in profiled:
                 fail(arm, exc)
     return active
 

@@ -13,13 +13,15 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from moebench.arm import registry
+from moebench.arm.base import Arm
 from moebench.core.errors import MoebenchError, ScenarioError
 from moebench.core.layout import align_up, capacity_rows
-from moebench.core.vocabulary import AA_SUFFIX
+from moebench.core.vocabulary import AA_SUFFIX, aa_twin
 from moebench.routing import synthetic as routing
 from moebench.spec.schema import Case, Scenario, global_tokens, local_experts
 from moebench.spec.sweep import expand
@@ -32,6 +34,19 @@ class PlannedCase:
     capacity_rows: int
     ranks: tuple[int, ...]
     counts_RE: torch.Tensor  # int64 [ep, local experts]: rows each expert of each rank receives
+
+
+def run_arms(s: Scenario, aa: bool = False) -> dict[str, Arm]:
+    """{name: arm} of the arms a run gates and times, in the scenario's order, then for the A/A
+    control its copy of the baseline (``arm_names``). The scenario's references are resolved
+    again (the loader checked them): a child process or a torchrun rank finds the same arms."""
+    folder = Path(s.path).parent if s.path is not None else Path.cwd()
+    arms = {
+        name: registry.resolve(ref, folder) for name, ref in zip(s.arms, s.arm_refs, strict=True)
+    }
+    for name in arm_names(s, aa)[len(s.arms) :]:
+        arms[name] = arms[aa_twin(name)]
+    return arms
 
 
 def arm_names(s: Scenario, aa: bool = False) -> tuple[str, ...]:
@@ -102,12 +117,7 @@ def plan_case(case: Case) -> PlannedCase:
 
 
 def plan(s: Scenario) -> list[PlannedCase]:
-    known = registry.builtin_names()
-    unknown = [a for a in s.arms if a not in known]
-    if unknown:
-        raise ScenarioError(
-            f"{s.path or s.name}: arms: unknown arm {unknown[0]!r}; known: {', '.join(known)}"
-        )
+    """Every case of ``s``, planned (module docstring)."""
     return [plan_case(c) for c in expand(s)]
 
 

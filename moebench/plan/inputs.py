@@ -42,6 +42,17 @@ def make_tokens(*, tokens: int, hidden: int, seed: int, device: torch.device) ->
     )
 
 
+def prefill_tokens(x_TD: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The tokens as a prefill problem carries them: FP8 e4m3 with packed UE8M0 scales per 128
+    columns for ``fp8`` (as a serving engine's dispatch carries FP8 rows), bf16 otherwise."""
+    if precision == "fp8":
+        q, exp = reference.quant_fp8_ue8m0(x_TD)
+        return q, reference.pack_ue8m0(exp)
+    if precision == "bf16":
+        return x_TD.to(torch.bfloat16).contiguous(), None
+    raise ValueError(f"unknown precision {precision!r}")
+
+
 def build_problem(
     *,
     x_TD: torch.Tensor,
@@ -61,13 +72,11 @@ def build_problem(
     fp8: tokens are quantised per (token, 128 columns) before the scatter, as a serving engine's
     dispatch carries FP8 rows; weights get 128x128 block scales.
     """
+    x, x_sf = prefill_tokens(x_TD, precision)
     if precision == "fp8":
-        q, exp = reference.quant_fp8_ue8m0(x_TD)
-        x, x_sf = q, reference.pack_ue8m0(exp)
         w13, w13_s = reference.quant_weight_fp8_block(w13_EFD)
         w2, w2_s = reference.quant_weight_fp8_block(w2_EDF)
     elif precision == "bf16":
-        x, x_sf = x_TD.to(torch.bfloat16).contiguous(), None
         w13, w13_s = w13_EFD.to(torch.bfloat16).contiguous(), None
         w2, w2_s = w2_EDF.to(torch.bfloat16).contiguous(), None
     else:

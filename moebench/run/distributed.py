@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import torch
 
-from moebench.arm import registry
+from moebench.arm import assemble
 from moebench.arm.base import run_all
 from moebench.arm.prefill import Workspace
 from moebench.comm import world as distributed
@@ -42,6 +42,7 @@ from moebench.core.errors import ScenarioError
 from moebench.core.numerics import bitwise_compare
 from moebench.gates.distributed import check_layer
 from moebench.gates.families import family_of
+from moebench.gates.fresh import fresh_input_gate
 from moebench.gates.rank import gate_rank, post_timing
 from moebench.measure.clock import Clock
 from moebench.measure.graphs import capture_replay
@@ -52,6 +53,7 @@ from moebench.plan.cases import (
     case_columns,
     plan,
     routing_row,
+    run_arms,
     select_device,
 )
 from moebench.plan.inputs import build_problem, make_tokens, make_weights
@@ -166,13 +168,14 @@ def run_case(
     """The phases of one case (module docstring); the case's rows on rank 0, None elsewhere."""
     s = p.case.scenario
     cid = p.case.case_id
-    names = arm_names(s, options.aa)
+    arms = run_arms(s, options.aa)
+    names = tuple(arms)
     c = phase(world, f"building the inputs of case {cid}", lambda: _inputs(world, p, run_id))
     phase(world, f"in the first dispatch of case {cid}",
           lambda: _settle(world, c.exchange.dispatch))  # fmt: skip
     out = CaseRows()
     timed, stage_sets, captures = phase(
-        world, f"in the gates of case {cid}", lambda: _gates(world, c, s, options, names, out)
+        world, f"in the gates of case {cid}", lambda: _gates(world, c, s, options, arms, out)
     )
     everywhere = distributed.all_gather(world, timed)
     layer_arms = [a for a in names if all(a in t for t in everywhere)]
@@ -191,12 +194,12 @@ def run_case(
     }) if world.leader else None)  # fmt: skip
     timed = [a for a in layer_arms if options.allow_mismatch or a not in failed]
     samples = phase(
-        world, f"timing case {cid}", lambda: _time(world, c, timed, stage_sets, s, clock)
+        world, f"timing case {cid}", lambda: _time(world, c, timed, stage_sets, s, clock, arms)
     )
     phase(
         world,
         f"in the check after timing case {cid}",
-        lambda: _post_timing(world, c, timed, stage_sets, captures, outputs, out),
+        lambda: _post_timing(world, c, s, timed, stage_sets, captures, outputs, out),
     )
     for arm in names:
         progress.step(f"{cid} {arm}" + ("" if arm in timed else " (not timed)"))
@@ -210,13 +213,13 @@ def run_case(
     )
 
 
-def _gates(world: World, c: _Case, s: Scenario, options: RunOptions, names, out: CaseRows):
+def _gates(world: World, c: _Case, s: Scenario, options: RunOptions, arms, out: CaseRows):
     """The simulated runner's gates on this rank's received rows, rows into ``out``; returns
     (arms to time, workspaces and stages, captures). A gate failure or an arm that raises is a
     row, as in simulated mode."""
     family = family_of(s)
     stage_sets, captures, timed = gate_rank(
-        c.problem, family.reference(c.problem), names, allow_mismatch=options.allow_mismatch,
+        c.problem, family.reference(c.problem), arms, allow_mismatch=options.allow_mismatch,
         device=world.device, stop=faults.Stopper(), out=out, rank_cols=c.rank_cols, family=family,
     )  # fmt: skip
     return timed, stage_sets, captures
@@ -288,18 +291,18 @@ def _layer_outputs(world, c: _Case, arms, stage_sets) -> dict[str, torch.Tensor]
     return out
 
 
-def _time(world, c: _Case, timed, stage_sets, s: Scenario, clock: Clock) -> list[dict]:
+def _time(world, c: _Case, timed, stage_sets, s: Scenario, clock: Clock, arms) -> list[dict]:
     """The samples of this rank: the layer's passes and the local stages of every timed arm."""
     # Expert weight bytes each stage reads on this rank (the family's work model); the whole pass
     # (`layer`) reads what the local FFN reads, the exchanges read no weights.
     family = family_of(s)
     wbytes = {}
     for arm in timed:
-        per_stage = dict(family.weight_bytes(registry.resolve(arm), c.problem))
+        per_stage = family.weight_bytes(arms[arm], c.problem)
         per_stage["layer"] = per_stage.get("ffn", 0)
         wbytes[arm] = per_stage
     m = s.measure
-    use_graph = m.graph and clock.cuda
+    use_graph = m.graph and clock.cuda and all(arms[a].graph for a in timed)
     # NCCL's watchdog thread queries events while this thread captures: thread-local capture.
     capture = (lambda fn: capture_replay(fn, thread_local=True)) if use_graph else (lambda fn: fn)
     ex = c.exchange
@@ -311,7 +314,9 @@ def _time(world, c: _Case, timed, stage_sets, s: Scenario, clock: Clock) -> list
             passes[arm] = (("dispatch", ex.dispatch), ("ffn", ffn), ("sync_wait", ex.sync),
                            ("combine_a2a", lambda y=ws.y_TD: ex.combine(y)))  # fmt: skip
         if "kernel" in m.regimes:
-            kernel[arm] = [(st.name, capture(st.run)) for st in stages if st.name in m.stages]
+            kernel[arm] = [(st.name, capture(st.run))
+                           for st in assemble.kernel_stages(arms[arm], ws, stages)
+                           if st.name in m.stages]  # fmt: skip
     return sample_passes(
         timed, passes, kernel, blocks=m.blocks, iterations=m.iterations, warmup=m.warmup,
         flush_l2=m.flush_l2, graph=use_graph, clock=clock, rank_cols=c.rank_cols,
@@ -321,8 +326,10 @@ def _time(world, c: _Case, timed, stage_sets, s: Scenario, clock: Clock) -> list
     )  # fmt: skip
 
 
-def _post_timing(world, c: _Case, timed, stage_sets, captures, outputs, out: CaseRows) -> None:
-    """After timing: the local FFN output and the whole layer's output are the gated ones."""
+def _post_timing(world, c: _Case, s: Scenario, timed, stage_sets, captures, outputs,
+                 out: CaseRows) -> None:  # fmt: skip
+    """After timing: the local FFN output and the whole layer's output are the gated ones; then
+    every arm's local FFN on fresh received rows (``gates.fresh``)."""
     for arm in timed:
         ws, stages = stage_sets[arm]
         out.add(c.rank_cols, arm, post_timing(ws.y_TD, captures[arm].y_TD, "local FFN output"))
@@ -332,3 +339,7 @@ def _post_timing(world, c: _Case, timed, stage_sets, captures, outputs, out: Cas
             name="distributed_post_timing", status="pass" if same.equal else "fail",
             detail=f"layer output after timing vs gated run: {same.describe()}",
         ))  # fmt: skip
+    fresh = fresh_input_gate(c.problem, timed, stage_sets, family_of(s).reference,
+                             experts=s.model.experts, seed=s.routing.seed + 1)  # fmt: skip
+    for arm, check in fresh.items():
+        out.add(c.rank_cols, arm, check)

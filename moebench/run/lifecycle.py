@@ -15,12 +15,13 @@ import datetime as dt
 from pathlib import Path
 
 from moebench.core.errors import MoebenchError, SourceDriftError
-from moebench.plan.cases import PlannedCase, arm_names
+from moebench.plan.cases import PlannedCase, arm_names, run_arms
 from moebench.results.files import read_manifest
 from moebench.results.rows import CaseRows
 from moebench.results.schema import DEFAULT_MIN_FREE_MB, new_run_id
 from moebench.results.writer import RunWriter
 from moebench.run import provenance
+from moebench.run.lock import read_lock
 from moebench.run.options import RunOptions, RunSummary
 from moebench.spec.schema import Scenario, to_dict
 
@@ -29,12 +30,12 @@ BYTES_PER_SAMPLE = 200  # on disk, generously: the free-space check before a run
 
 def sources_and_pins(s: Scenario, options: RunOptions) -> tuple[dict, list[str]]:
     """The arms' sources as they are now, and the drift from the scenario's pins (raises
-    SourceDriftError on drift unless ``--allow-source-drift``)."""
-    sources = provenance.arm_provenance(s.arms)
+    SourceDriftError on drift unless ``--allow-source-drift``; the lock file beside the scenario,
+    when there is one, lets the error name the file or distribution that changed)."""
+    arms = run_arms(s)
+    sources = provenance.arm_provenance(arms)
     drift = provenance.check_pins(
-        s.sources,
-        {a: v["hash"] for a, v in sources.items()},
-        allow_drift=options.allow_source_drift,
+        s.sources, sources, allow_drift=options.allow_source_drift, lock=read_lock(s)
     )
     return sources, drift
 
@@ -117,11 +118,14 @@ def _reopen(
     recorded = manifest.get("sources") if isinstance(manifest.get("sources"), dict) else {}
     drift = []
     for arm in s.arms:
-        was = recorded.get(arm, {}).get("hash") if isinstance(recorded.get(arm), dict) else None
-        now = sources[arm]["hash"]
+        before = recorded.get(arm) if isinstance(recorded.get(arm), dict) else {}
+        was, now = before.get("hash"), sources[arm]["hash"]
         if was != now:
+            what = provenance.differences(before, sources[arm])
+            why = f": {'; '.join(what[:3])}" if what else ""
             drift.append(
-                f"arm {arm!r}: sources {str(was)[:16]}... when the run started, {now[:16]}... now"
+                f"arm {arm!r}: sources {str(was)[:16]}... when the run started, {now[:16]}... "
+                f"now{why}"
             )
     if drift and not options.allow_source_drift:
         raise SourceDriftError(

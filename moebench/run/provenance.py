@@ -2,63 +2,88 @@
 
 from __future__ import annotations
 
-import hashlib
 import platform
 import subprocess
 import sys
 from pathlib import Path
 
-from moebench.arm import registry
+from moebench.arm.base import Arm
 from moebench.core.errors import SourceDriftError
 from moebench.core.version import __version__
+from moebench.run.closure import closure_of, combined_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def source_hashes(paths: tuple[Path, ...]) -> dict[str, str]:
-    """{path relative to the repository: sha256} for an arm's source files."""
-    return {_rel(p): file_sha256(p) for p in sorted(paths)}
-
-
-def combined_hash(files: dict[str, str]) -> str:
-    """One sha256 over (path, file hash) pairs: the value a scenario pins per arm."""
-    h = hashlib.sha256()
-    for rel, digest in sorted(files.items()):
-        h.update(f"{rel}\0{digest}\n".encode())
-    return h.hexdigest()
-
-
-def arm_provenance(names: tuple[str, ...]) -> dict[str, dict]:
-    """{arm: {hash, files, kernels}} for the arms ``names`` (their sources hashed now)."""
+def arm_provenance(arms: dict[str, Arm]) -> dict[str, dict]:
+    """{name: provenance} of ``arms``: the hash a scenario pins, the files of the arm's import
+    closure with their sha256 (paths relative to the repository where they lie in it), the
+    installed distributions it reaches (version, sha256 of RECORD), the kernels it declares,
+    its contract and where it came from (``moebench.run.closure``)."""
     out = {}
-    for name in names:
-        arm = registry.resolve(name)
-        files = source_hashes(arm.SOURCES)
+    for name, arm in arms.items():
+        mod = sys.modules.get(arm.module)
+        file = Path(mod.__file__) if mod is not None and getattr(mod, "__file__", None) else None
+        roots = [REPO_ROOT] + ([file.parent] if file is not None else [])
+        c = closure_of(arm.module, roots=roots, file=file)
         out[name] = {
-            "hash": combined_hash(files),
-            "files": files,
-            "kernels": list(arm.KERNELS),
+            "hash": combined_hash(c, _rel),
+            "files": {_rel(f): d for f, d in sorted(c.files.items(), key=lambda x: _rel(x[0]))},
+            "distributions": dict(sorted(c.distributions.items())),
+            "kernels": list(arm.kernels),
+            "contract": arm.contract,
+            "origin": arm.origin,
+            "module": arm.module,
         }
     return out
 
 
-def check_pins(pins: dict[str, str], actual: dict[str, str], *, allow_drift: bool) -> list[str]:
-    """Compare pinned arm hashes with the code about to run.
+def differences(was: dict, now: dict) -> list[str]:
+    """What changed between two provenance records of one arm: files changed, added or no
+    longer reached, distributions upgraded, added or gone (empty when the details are unknown)."""
+    out = []
+    before, after = was.get("files") or {}, now.get("files") or {}
+    out += [f"{f} changed" for f in sorted(before.keys() & after.keys()) if before[f] != after[f]]
+    out += [f"{f} is new in its import closure" for f in sorted(after.keys() - before.keys())]
+    out += [f"{f} is no longer reached" for f in sorted(before.keys() - after.keys())]
+    db, da = was.get("distributions") or {}, now.get("distributions") or {}
+    for d in sorted(db.keys() | da.keys()):
+        x, y = db.get(d), da.get(d)
+        if x is None:
+            out.append(f"distribution {d} {y['version']} is new")
+        elif y is None:
+            out.append(f"distribution {d} {x['version']} is no longer reached")
+        elif x != y:
+            how = (
+                f"{x['version']} -> {y['version']}"
+                if x["version"] != y["version"]
+                else (f"{x['version']}, files changed")
+            )
+            out.append(f"distribution {d} {how}")
+    return out
+
+
+def check_pins(
+    pins: dict[str, str], sources: dict[str, dict], *, allow_drift: bool, lock: dict | None = None
+) -> list[str]:
+    """Compare pinned arm hashes with the code about to run (``sources``: ``arm_provenance``).
+    ``lock``: the per-file record ``moebench lock`` wrote beside the scenario, which lets a drift
+    name the file or distribution that changed.
 
     Returns the drift messages (for the manifest) when ``allow_drift``; raises otherwise.
     """
     drift = []
     for arm, want in sorted(pins.items()):
-        have = actual.get(arm)
+        have = sources.get(arm, {}).get("hash")
         if have is None:
             continue  # the scenario validator rejects pins for arms that are not run
         if have != want:
+            recorded = (lock or {}).get("arms", {}).get(arm, {})
+            what = differences(recorded, sources[arm]) if recorded.get("hash") == want else []
+            why = f": {'; '.join(what[:3])}" if what else ""
             drift.append(
-                f"arm {arm!r}: sources hash {have[:16]}... but the scenario pins {want[:16]}..."
+                f"arm {arm!r}: sources hash {have[:16]}... but the scenario pins "
+                f"{want[:16]}...{why}"
             )
     if drift and not allow_drift:
         raise SourceDriftError(

@@ -20,10 +20,10 @@ import signal
 
 import torch
 
-from moebench.arm import registry
 from moebench.core import faults
 from moebench.core.errors import DeviceFault
 from moebench.gates.families import family_of
+from moebench.gates.fresh import fresh_input_gate
 from moebench.gates.rank import gate_rank, post_timing
 from moebench.measure.clock import Clock
 from moebench.measure.timed import time_rank
@@ -33,6 +33,7 @@ from moebench.plan.cases import (
     case_columns,
     plan,
     routing_rows,
+    run_arms,
     select_device,
 )
 from moebench.plan.inputs import make_tokens
@@ -131,7 +132,8 @@ def run_case(
     progress = progress or Progress()
     s = p.case.scenario
     family = family_of(s)
-    names = arm_names(s, options.aa)
+    arms = run_arms(s, options.aa)
+    names = tuple(arms)
     out = CaseRows(routing=routing_rows(p, run_id))
     live = {r["rank"]: r["live_rows"] for r in out.routing}
     cols = case_columns(p, run_id)
@@ -159,13 +161,13 @@ def run_case(
                 progress.step(f"{p.case.case_id} rank {rank} (inputs failed)", len(names))
                 continue
             stage_sets, captures, timed = gate_rank(
-                problem, ref, names, allow_mismatch=options.allow_mismatch, device=device,
+                problem, ref, arms, allow_mismatch=options.allow_mismatch, device=device,
                 stop=stop, out=out, rank_cols=rank_cols, family=family,
             )  # fmt: skip
-            weight_bytes = {a: family.weight_bytes(registry.resolve(a), problem) for a in timed}
+            weight_bytes = {a: family.weight_bytes(arms[a], problem) for a in timed}
             done = time_rank(
                 timed, stage_sets, s, clock, rank_cols, stop, device, out, weight_bytes,
-                family.weight_fields,
+                family.weight_fields, arms,
             )  # fmt: skip
             for arm in done:
                 try:
@@ -173,6 +175,14 @@ def run_case(
                 except Exception as exc:
                     record_failure(out, rank_cols, [arm], "post_timing", exc, device)
                     continue
+                out.add(rank_cols, arm, check)
+            try:  # the same prepared arms on new inputs: a cached output cannot pass
+                fresh = fresh_input_gate(problem, done, stage_sets, family.reference,
+                                         experts=s.model.experts, seed=s.routing.seed + 1)
+            except Exception as exc:
+                record_failure(out, rank_cols, done, "fresh_input", exc, device)
+                fresh = {}
+            for arm, check in fresh.items():
                 out.add(rank_cols, arm, check)
             for arm in names:
                 note = "" if arm in done else " (not timed)"

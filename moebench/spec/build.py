@@ -19,7 +19,6 @@ from moebench.spec.schema import (
     DEFAULT_ARMS,
     DEVICES,
     GEMMS,
-    KNOWN_ARMS,
     MAX_DRAWS,
     MAX_ROWS,
     MAX_SAMPLES,
@@ -28,7 +27,7 @@ from moebench.spec.schema import (
 )
 from moebench.spec.sections import (
     Origin,
-    arm_family,
+    arms_section,
     check_trace_model,
     expect_sources_section,
     measure_section,
@@ -47,8 +46,8 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
     for k in ("name", "model", "shape"):
         if k not in doc:
             raise yf.Invalid(k, "required")
-    arms = yf.choices(doc.get("arms", DEFAULT_ARMS), "arms", KNOWN_ARMS)
-    family = arm_family(arms)
+    resolved, arm_refs, family = arms_section(doc.get("arms", DEFAULT_ARMS), origin)
+    arms = tuple(a.name for a in resolved)
     model = model_section(doc["model"], family)
     topology = topology_section(optional_section(doc, "topology"))
     routing = routing_section(optional_section(doc, "routing"), origin)
@@ -63,6 +62,12 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
             f"{precision!r} is not a precision of the {family} arms ({', '.join(arms)}); "
             f"they take {', '.join(FAMILY_PRECISIONS[family])}",
         )
+    for i, arm in enumerate(resolved):
+        if not arm.runs(precision):
+            raise yf.Invalid(
+                f"arms[{i}]",
+                f"{arm.name!r} runs precision {', '.join(arm.precisions)} only, not {precision!r}",
+            )
     gemm = yf.choice(doc.get("gemm", "triton"), "gemm", GEMMS)
     if gemm == "torch" and (family != "prefill" or precision != "bf16"):
         raise yf.Invalid(
@@ -150,6 +155,8 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
         activation=yf.choice(doc.get("activation", "silu"), "activation", ACTIVATIONS),
         gemm=gemm,
         arms=arms,
+        arm_refs=arm_refs,
+        family=family,
         measure=measure,
         sweep=sweep_section(optional_section(doc, "sweep")),
         expect_sources=expect_sources_section(optional_section(doc, "expect_sources"), arms),

@@ -17,13 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from moebench.arm import registry
 from moebench.core.vocabulary import DEFAULT_BASELINE, DEFAULT_REGIMES, PREFILL_STAGES
 
 # The arms come from the registry (moebench/arm/registry.py), the shared words from the vocabulary.
 # A scenario runs the arms of one family: `prefill` (the capacity-buffer pipeline) or `decode`
 # (dense all-experts against the sparse top-k GEMV).
-KNOWN_ARMS = registry.builtin_names()
 DEFAULT_ARMS = ("stock", "prefix_sum", "prefix_sum_masked")
 DEVICES = ("auto", "cpu", "cuda")
 MODES = ("simulated", "distributed")
@@ -121,7 +119,9 @@ class Scenario:
     precision: str = "fp8"
     activation: str = "silu"
     gemm: str = "triton"  # grouped GEMMs of the prefill arms: ours, or torch._grouped_mm
-    arms: tuple[str, ...] = DEFAULT_ARMS
+    arms: tuple[str, ...] = DEFAULT_ARMS  # the arms' names (the `arm` column)
+    arm_refs: tuple[str, ...] = DEFAULT_ARMS  # as the scenario names them (moebench.arm.registry)
+    family: str = "prefill"  # the arms' family (vocabulary.FAMILIES)
     measure: MeasureSpec = field(default_factory=MeasureSpec)
     sweep: tuple[tuple[str, tuple], ...] = ()
     expect_sources: tuple[tuple[str, str], ...] = ()
@@ -223,7 +223,7 @@ def to_dict(scenario: Scenario) -> dict:
         "precision": scenario.precision,
         "gemm": scenario.gemm,
         "activation": scenario.activation,
-        "arms": list(scenario.arms),
+        "arms": list(scenario.arm_refs),  # as written: what parsing it again resolves
         "measure": plain(scenario.measure),
         "sweep": {p: to_plain(v) for p, v in scenario.sweep},
         "expect_sources": dict(scenario.expect_sources),

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from moebench.arm import registry
+from moebench.arm.base import Arm
 from moebench.core.errors import TraceError
 from moebench.core.models import PRESETS
 from moebench.core.vocabulary import (
@@ -27,7 +28,6 @@ from moebench.routing.traces import read_meta
 from moebench.spec import fields as yf
 from moebench.spec.schema import (
     CAPACITIES,
-    KNOWN_ARMS,
     MAX_CASES,
     MAX_EXPERTS,
     MAX_RANKS,
@@ -275,7 +275,13 @@ def measure_section(v: Any, family: str) -> MeasureSpec:
 
 
 def expect_sources_section(v: Any, arms: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    pins = yf.section(v, "expect_sources", KNOWN_ARMS)
+    pins = yf.section(v, "expect_sources", tuple(dict.fromkeys((*arms, *registry.BUILTIN))))
+    for arm in pins:
+        if not isinstance(arm, str) or arm not in arms:
+            raise yf.Invalid(
+                f"expect_sources.{arm}",
+                f"pins an arm this scenario does not run ({', '.join(arms)})",
+            )
     out = []
     for arm, digest in pins.items():
         path = f"expect_sources.{arm}"
@@ -288,18 +294,38 @@ def expect_sources_section(v: Any, arms: tuple[str, ...]) -> tuple[tuple[str, st
     return tuple(sorted(out))
 
 
-def arm_family(arms: tuple[str, ...]) -> str:
-    """The one family of the scenario's arms (arms of two families need two scenarios: their
-    inputs, precisions and stages differ)."""
-    family = registry.family(arms[0])
-    for i, arm in enumerate(arms):
-        if registry.family(arm) != family:
+def arms_section(v: Any, origin: Origin) -> tuple[tuple[Arm, ...], tuple[str, ...], str]:
+    """(arms, references, family) of the scenario's arms. An entry is a built-in name, an import
+    string ``module:ATTR``, a file ``path.py:ATTR`` relative to the scenario or an installed
+    entry point (moebench/arm/registry.py); each is resolved now, so that a bad reference is one
+    line naming ``arms[i]`` before any work. The arms share one family (arms of two families
+    need two scenarios: their inputs, precisions and stages differ)."""
+    refs = yf.sequence(v, "arms")
+    if not refs:
+        raise yf.Invalid("arms", "lists no arm")
+    arms, names, family = [], [], None
+    for i, ref in enumerate(refs):
+        path = f"arms[{i}]"
+        ref = yf.string(ref, path)
+        if "~" in ref:
+            raise yf.Invalid(path, f"{ref!r}: '~' is reserved for the A/A copy (measure.aa)")
+        try:
+            arm = registry.resolve(ref, origin.folder)
+        except registry.ArmError as exc:
+            raise yf.Invalid(path, str(exc)) from None
+        if arm.name in names:
+            raise yf.Invalid(path, f"{ref!r}: an arm named {arm.name!r} is listed twice")
+        if family is None:
+            family = arm.family
+        elif arm.family != family:
             raise yf.Invalid(
-                f"arms[{i}]",
-                f"{arm!r} is a {registry.family(arm)} arm but {arms[0]!r} is a {family} arm; "
+                path,
+                f"{arm.name!r} is a {arm.family} arm but {names[0]!r} is a {family} arm; "
                 "a scenario runs arms of one family",
             )
-    return family
+        names.append(arm.name)
+        arms.append(arm)
+    return tuple(arms), tuple(str(r) for r in refs), family
 
 
 def optional_section(doc: dict, key: str) -> Any:

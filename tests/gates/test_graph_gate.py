@@ -142,14 +142,14 @@ def test_graph_replay_fails_when_the_replay_ignores_the_new_routing():
 def test_declared_kernel_names_are_real_triton_functions():
     real = jit_functions()
     for name, arm in ARMS.items():
-        assert arm.LAUNCHES and arm.FORBIDDEN, name
-        for precision, launches in arm.LAUNCHES.items():
+        assert arm.launches and arm.forbidden, name
+        for precision, launches in arm.launches.items():
             assert set(launches) <= real, (name, precision, set(launches) - real)
-            assert not set(launches) & set(arm.FORBIDDEN), (name, precision)
-        assert set(arm.FORBIDDEN) <= real, (name, set(arm.FORBIDDEN) - real)
-    assert "_act_quant_masked_grid_kernel" in ARMS["prefix_sum_masked"].LAUNCHES["fp8"]
-    assert "_act_quant_masked_grid_kernel" in ARMS["stock"].FORBIDDEN
-    assert "_grouped_gemm_fp8_live" in ARMS["prefix_sum"].LAUNCHES["fp8"]
+            assert not set(launches) & set(arm.forbidden), (name, precision)
+        assert set(arm.forbidden) <= real, (name, set(arm.forbidden) - real)
+    assert "_act_quant_masked_grid_kernel" in ARMS["prefix_sum_masked"].launches["fp8"]
+    assert "_act_quant_masked_grid_kernel" in ARMS["stock"].forbidden
+    assert "_grouped_gemm_fp8_live" in ARMS["prefix_sum"].launches["fp8"]
 
 
 def test_dispatch_judge():
@@ -182,7 +182,7 @@ def test_cpu_clock_reports_unknown_telemetry_and_no_warning():
 
 
 def test_torch_gemm_backend_expects_none_of_our_gemm_kernels():
-    import arms.prefill.prefix_sum as arm
+    from arms.prefill.prefix_sum import ARM as arm
     from moebench.gates.dispatch import GEMM_KERNELS, declared
 
     launches, forbidden = declared(arm, "bf16", "torch")

@@ -108,10 +108,10 @@ def test_stages_on_a_copy_read_the_copy_and_write_the_shared_buffers(arm_name):
             getattr(same, f).view(torch.uint8), getattr(problem, f).view(torch.uint8)
         )
     ws.y_TD.fill_(float("nan"))
-    run_all(cold.stages_on(arm.build, ws, same))
+    run_all(cold.stages_on(arm.build, ws, same)[1])
     assert torch.equal(ws.y_TD.view(torch.int16), gated.view(torch.int16))
     changed.w2_scale.mul_(2.0)  # a power of two: every live output doubles exactly
-    run_all(cold.stages_on(arm.build, ws, changed))
+    run_all(cold.stages_on(arm.build, ws, changed)[1])
     assert torch.equal(ws.y_TD.float(), 2 * gated.float())
     assert ws.problem is problem  # the workspace itself still points at the gated weights
 

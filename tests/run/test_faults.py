@@ -7,6 +7,7 @@ other arm and case.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -77,6 +78,14 @@ def fail_once(monkeypatch, owner, name: str, exc: BaseException, call: int = 1) 
         return real(*args, **kwargs)
 
     monkeypatch.setattr(owner, name, flaky)
+
+
+def fail_arm_once(monkeypatch, module, exc: BaseException, call: int = 1) -> None:
+    """Make the ``call``-th build of the arm that ``module.ARM`` defines raise ``exc``: the
+    registry resolves ``module:ARM`` afresh at each run, so the run sees the patched arm."""
+    holder = type("Holder", (), {"build": staticmethod(module.ARM.build)})
+    fail_once(monkeypatch, holder, "build", exc, call)
+    monkeypatch.setattr(module, "ARM", dataclasses.replace(module.ARM, build=holder.build))
 
 
 OOM = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 158.00 GiB")
@@ -161,9 +170,7 @@ def test_out_of_memory_building_inputs_fails_every_arm_of_that_case(tmp_path, mo
 
 
 def test_compile_error_is_a_row(tmp_path, monkeypatch):
-    fail_once(
-        monkeypatch, arms.prefill.stock, "build", OutOfResources(300000, 232448, "shared memory")
-    )
+    fail_arm_once(monkeypatch, arms.prefill.stock, OutOfResources(300000, 232448, "shared memory"))
     result, run_dir = run_cli(tmp_path)
     assert result.exit_code == 1, result.output
     (row,) = [c for c in checks_of(run_dir, C0) if c["arm"] == "stock"]
@@ -212,7 +219,7 @@ def test_case_timeout_option_and_its_validation(tmp_path):
 
 def test_device_fault_stops_cleanly_and_resume_finishes(tmp_path, monkeypatch):
     lost = RuntimeError("CUDA error: an illegal memory access was encountered\nCompile with ...")
-    fail_once(monkeypatch, arms.prefill.prefix_sum_masked, "build", lost)
+    fail_arm_once(monkeypatch, arms.prefill.prefix_sum_masked, lost)
     result, run_dir = run_cli(tmp_path)
     assert result.exit_code == 3, result.output
     assert "Traceback" not in result.output

@@ -55,17 +55,18 @@ else:
 FAULTY_RUN = (
     POKE
     + """
+import dataclasses
 import sys
-import arms.prefill.prefix_sum_masked
+import arms.prefill.prefix_sum_masked as masked
 from moebench.arm.base import Stage
 
-real = arms.prefill.prefix_sum_masked.build
+real = masked.ARM.build
 
 def build(ws):  # the masked arm's activation writes far outside its buffer
     stages = real(ws)
     return stages[:2] + (Stage(name="act", run=lambda: poke[(1,)](ws.y_TD)),) + stages[3:]
 
-arms.prefill.prefix_sum_masked.build = build
+masked.ARM = dataclasses.replace(masked.ARM, build=build)
 from moebench.cli.app import main
 sys.argv = ["moebench", "run", sys.argv[1], "--results", sys.argv[2]]
 main()
