@@ -177,8 +177,14 @@ def run_case(
                     continue
                 out.add(rank_cols, arm, check)
             try:  # the same prepared arms on new inputs: a cached output cannot pass
-                fresh = fresh_input_gate(problem, done, stage_sets, family.reference,
-                                         experts=s.model.experts, seed=s.routing.seed + 1)
+                fresh = fresh_input_gate(
+                    problem,
+                    done,
+                    stage_sets,
+                    family.reference,
+                    experts=s.model.experts,
+                    seed=s.routing.seed + 1,
+                )
             except Exception as exc:
                 record_failure(out, rank_cols, done, "fresh_input", exc, device)
                 fresh = {}
