@@ -121,6 +121,29 @@ def main() -> None:
     row(s, "`seed: three`", "validate", scenario(TINY.replace("seed: 3", "seed: three")))
     row(s, "`alpha: .nan`", "validate", scenario(TINY.replace("seed: 3", "seed: 3, alpha: .nan")))
     row(s, "`measure: {blockz: 2}`", "validate", scenario(TINY.replace("blocks: 2", "blockz: 2")))
+    # Arm references (README "Bring your own arm"): each one line naming arms[i], nothing written.
+    scenario(
+        "from moebench.arm.base import Arm\nNOT_AN_ARM = 42\n"
+        "CLASH = Arm(name='stock', family='prefill', summary='s', build=lambda ws: ())\n"
+        "DECODE = Arm(name='d', family='decode', summary='s', build=lambda ws: (), layout='TKD')\n",
+        "bad_arm.py",
+    )
+    scenario("raise RuntimeError('broken at import')\n", "raises.py")
+    arm_refs = [
+        ("a file that does not exist", "missing.py:ARM"),
+        ("a file without that attribute", "bad_arm.py:NOPE"),
+        ("an attribute that is not an Arm", "bad_arm.py:NOT_AN_ARM"),
+        ("a user's arm named like a built-in arm", "bad_arm.py:CLASH"),
+        ("a decode arm among prefill arms", "bad_arm.py:DECODE"),
+        ("a file that raises while importing", "raises.py:ARM"),
+        ("an import string of no module", "no_such_pkg.moe:ARM"),
+        ("a name that is no arm", "nonsense"),
+        ("the same arm twice", "stock"),
+    ]
+    for what, ref in arm_refs:
+        text = TINY.replace("arms: [stock, prefix_sum_masked]", f"arms: [stock, '{ref}']")
+        row(s, f"arm reference: {what} (`{ref}`)", "run", scenario(text), "--results",
+            tmp / "never-written")  # fmt: skip
     row(
         s,
         "`name: '\\u202e'` (right-to-left override)",

@@ -4,9 +4,10 @@ A scenario's ``arms:`` entry is one of:
 
 - a built-in name (``stock``): the table below, the one list of moebench's own arms;
 - an import string ``package.module:ATTRIBUTE`` (``mypkg.moe:MY_ARM``), imported as Python
-  imports anything (the package on ``sys.path``, installed or beside the scenario's folder);
+  imports anything: an installed package, one on ``PYTHONPATH``, or one in the scenario's folder
+  (which is put on ``sys.path`` for it, as fastapi-cli does for an app);
 - a file ``path/to/file.py:ATTRIBUTE``, relative to the scenario's folder, loaded as a module of
-  its own;
+  its own (its folder put on ``sys.path``, so that it can import the files beside it);
 - a name an installed package registers under the entry-point group ``moebench.arms``
   (``[project.entry-points."moebench.arms"] my_arm = "mypkg.moe:MY_ARM"``).
 
@@ -95,7 +96,23 @@ def resolve(ref: str, base_dir: str | os.PathLike | None = None) -> Arm:
         if not path.is_absolute():
             path = Path(base_dir or ".") / path
         return _from_file(ref, path, attr)
+    if base_dir is not None and _not_importable(target.split(".")[0]):
+        _on_path(Path(base_dir))
     return _attribute(ref, target, attr, "import")
+
+
+def _not_importable(top: str) -> bool:
+    try:
+        return importlib.util.find_spec(top) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def _on_path(folder: Path) -> None:
+    """Put ``folder`` on ``sys.path`` (once) so that a user's module finds the modules beside it."""
+    entry = str(folder.resolve())
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
 
 
 def _check(ref: str, obj: object, module: str, origin: str) -> Arm:
@@ -136,6 +153,7 @@ def _from_file(ref: str, path: Path, attr: str) -> Arm:
         if spec is None or spec.loader is None:
             raise ArmError(f"{ref!r}: {path} is not a Python file")
         mod = importlib.util.module_from_spec(spec)
+        _on_path(resolved.parent)
         sys.modules[name] = mod
         try:
             spec.loader.exec_module(mod)

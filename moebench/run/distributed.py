@@ -186,7 +186,8 @@ def run_case(
     layer_checks = phase(
         world,
         f"checking the gathered outputs of case {cid}",
-        lambda: check_layer(p, c.x_all, gathered, ranges, c.rank_cols, world.device)
+        lambda: check_layer(p, c.x_all, gathered, ranges, c.rank_cols, world.device,
+                            {a for a, arm in arms.items() if arm.staged})
         if world.leader else None,
     )  # fmt: skip
     failed = distributed.broadcast(world, sorted({

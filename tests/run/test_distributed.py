@@ -208,6 +208,26 @@ def test_an_arm_that_raises_is_an_error_row_and_the_run_ends_errors(tmp_path):
     assert timed == {"stock", "prefix_sum_masked"}
 
 
+def test_torchrun_ranks_resolve_a_users_file_arm(tmp_path):
+    arm = REPO / "examples" / "arms" / "torch_grouped.py"
+    scenario = tmp_path / "user.yaml"
+    scenario.write_text(TINY.replace("measure:", f"arms: [stock, '{arm}:ARM']\nmeasure:").replace(
+        "regimes: [ffn, kernel], stages: [act]", "regimes: [ffn]"))  # fmt: skip
+    cmd = [sys.executable, "-m", "moebench.cli", "run", str(scenario), "--nproc", "2",
+           "--results", str(tmp_path / "results")]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, env=child_env(), capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "results").iterdir()
+    run = load_run(run_dir)
+    mine = [c for c in run.checks.to_pylist() if c["arm"] == "torch_grouped"]
+    names = {(c["rank"], c["check"]) for c in mine if c["status"] == "pass"}
+    for rank in (0, 1):
+        for check in ("reference", "distributed_reference", "fresh_input"):
+            assert (rank, check) in names, (rank, check)
+    assert run.manifest["sources"]["torch_grouped"]["origin"] == "file"
+
+
 def _copy_run(run_dir: Path, tmp_path: Path, edit=None) -> Path:
     copy = tmp_path / "results" / run_dir.name
     shutil.copytree(run_dir, copy)
