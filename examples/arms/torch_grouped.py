@@ -52,7 +52,11 @@ def prepare(p, y_TD: torch.Tensor):
         key = torch.where(local, e, E).flatten()  # other ranks' slots sort last
         order = torch.argsort(key, stable=True)
         token = order // K
-        offs = torch.cumsum(torch.bincount(key, minlength=E + 1)[:E], 0).to(torch.int32)
+        # Per-expert slot counts by scatter_add (bincount reads its maximum back to the host,
+        # which a CUDA graph cannot capture).
+        counts = torch.zeros(E + 1, dtype=torch.int64, device=key.device)
+        counts.scatter_add_(0, key, torch.ones_like(key))
+        offs = torch.cumsum(counts[:E], 0).to(torch.int32)
         h = torch._grouped_mm(x[token], w13_EDN, offs=offs)  # rows past offs[-1]: not computed
         a = torch.nn.functional.silu(h[:, :F].float()) * h[:, F:].float()
         if fp8:
