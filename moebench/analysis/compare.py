@@ -10,14 +10,17 @@ What one row says, for a (run, case, regime, stage, mode, arm):
 - ``rank_min_us / rank_median_us / rank_max_us``: spread of the per-rank medians, each the median
   of all that rank's samples, with ``slowest_rank``, ``n_ranks``, ``n_blocks``, ``n_samples``.
 - ``change_pct [ci_low_pct, ci_high_pct]``: ``median_b (c_arm[b] / c_base[b]) - 1`` over the
-  blocks both arms have, with a percentile bootstrap that resamples block indices. Arms interleave
-  inside a block, so blocks pair them: the ratio is taken inside each block, where whatever the
-  block shares between arms (clocks, temperature) cancels, and only then summarised. It can
-  differ slightly from the ratio of the two ``median_us``.
+  blocks both arms have, with the exact order-statistic interval for that median
+  (``stats.paired_change``: distribution-free, its coverage true at the block count). Arms
+  interleave inside a block, so blocks pair them: the ratio is taken inside each block, where
+  whatever the block shares between arms (clocks, temperature) cancels, and only then summarised.
+  It can differ slightly from the ratio of the two ``median_us``.
 - ``decision``: the CI excludes 0 -> FASTER / SLOWER, or SAME when ``|change| < threshold``; the CI
   includes 0 -> SAME when the whole CI lies within +-threshold, else AMBIGUOUS; fewer than 2 paired
-  blocks -> AMBIGUOUS. The baseline's own rows say ``baseline``; no decision ("") when there is
-  nothing honest to compare against, with the reason.
+  blocks -> AMBIGUOUS; fewer blocks than the corrected level needs (``stats.blocks_needed``: 6 at
+  95%, 10 for 22 cells) -> ``TOO FEW BLOCKS``, with the point change but no interval. The
+  baseline's own rows say ``baseline``; no decision ("") when there is nothing honest to compare
+  against, with the reason.
 
 Many cells, one verdict: a sweep asks the same question of every (case, regime, stage, arm), and
 at 95% per cell one cell in twenty would be "significant" by chance. By default every interval is
@@ -104,7 +107,8 @@ def _check_status(checks: pa.Table) -> dict[tuple[str, str, str], tuple[str, str
             worst = max((e for e in errors if not math.isnan(e)), default=_NAN)
             err = "" if math.isnan(worst) else f", error {worst:.3g}"
             which = ",".join(str(r) for r in sorted(set(ranks)))
-            first = next((d for d in details if d), "")
+            # A detail that leads with its check's name ("timeout: ...") says it once.
+            first = next((d for d in details if d), "").removeprefix(f"{check}: ")
             detail = f": {first[:160]}" if first else ""
             parts.append(f"{check} {status} (rank {which}{err}){detail}")
         out[key] = ("mismatch", "; ".join(parts)) if parts else ("ok", "")
@@ -116,14 +120,16 @@ def _case_infos(runs: list[Run], samples: pa.Table) -> dict[tuple[str, str], Cas
     else from the samples (which carry the same columns)."""
     per_rank: dict[tuple[str, str], dict[int, tuple]] = defaultdict(dict)
     meta: dict[tuple[str, str], tuple] = {}
+    precision: dict[tuple[str, str], str] = {}
     agg = [("live_rows", "max"), ("capacity_rows", "max"), ("tokens_per_rank", "max"),
-           ("routing", "min"), ("params", "min")]  # fmt: skip
+           ("routing", "min"), ("params", "min"), ("precision", "min")]  # fmt: skip
     if samples.num_rows:
         table = samples.group_by(["run_id", "case_id", "rank"], use_threads=False).aggregate(agg)
         for row in table.to_pylist():
             key = (row["run_id"], row["case_id"])
             per_rank[key][row["rank"]] = (row["live_rows_max"], row["capacity_rows_max"])
             meta[key] = (row["routing_min"], row["tokens_per_rank_max"], row["params_min"])
+            precision[key] = row["precision_min"]
     for run in runs:
         cols = ("case_id", "rank", "live_rows", "capacity_rows", "routing", "tokens_per_rank")
         if run.routing.num_rows == 0:
@@ -150,6 +156,7 @@ def _case_infos(runs: list[Run], samples: pa.Table) -> dict[tuple[str, str], Cas
         out[key] = CaseInfo(
             run_id=key[0], case_id=key[1], routing=label, tokens_per_rank=int(tokens),
             capacity_rows=int(max(caps)), live_rows=live, live_fraction=fraction, params=params,
+            precision=precision.get(key, ""),
         )  # fmt: skip
     return out
 
@@ -199,21 +206,18 @@ def compare_runs(
     baseline: str = DEFAULT_BASELINE,
     threshold_pct: float = 2.0,
     confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
     correction: str = "bonferroni",
     force: bool = False,
 ) -> Comparison:
     """Compare every arm against ``baseline`` (an A/A copy against the arm it copies) inside
-    each run; see the module docstring. ``resamples`` is a floor: a corrected interval far in
-    the tails gets more (``stats.resamples_for``). ``force`` turns the refusal of runs that do
-    not belong together into a warning."""
+    each run; see the module docstring. ``force`` turns the refusal of runs that do not belong
+    together into a warning."""
     if not runs:
         raise MoebenchError("compare needs at least one run")
-    if not (threshold_pct >= 0 and 0 < confidence < 1 and resamples >= 100):
+    if not (threshold_pct >= 0 and 0 < confidence < 1):
         raise MoebenchError(
             f"bad compare settings: threshold {threshold_pct}% (>= 0), confidence {confidence} "
-            f"(0..1), resamples {resamples} (>= 100)"
+            "(0..1)"
         )
     if correction not in CORRECTIONS:
         raise MoebenchError(f"unknown correction {correction!r}; choose {' or '.join(CORRECTIONS)}")
@@ -269,11 +273,11 @@ def compare_runs(
 
     m = sum(paired is not None for _, _, paired in cells)
     alpha = stats.cell_alpha(1 - confidence, m, correction)
-    drawn = stats.resamples_for(alpha, resamples)
+    needed = stats.blocks_needed(alpha)
     rows = []
     for ident, change, paired in cells:
         if paired is not None:
-            change = _interval(paired, alpha, drawn, seed, threshold_pct)
+            change = _interval(paired, alpha, needed, threshold_pct)
         rows.append(_empty_row(**ident, **change))
 
     # Mismatched arms that were never timed still get a row: the failure must be visible.
@@ -307,7 +311,7 @@ def compare_runs(
     comparison = Comparison(
         rows=rows, warnings=warnings, baseline=baseline, threshold_pct=threshold_pct,
         confidence=confidence, correction=correction, comparisons=m, cell_confidence=1 - alpha,
-        resamples=drawn, devices=devices, run_ids=tuple(run_ids),
+        blocks_needed=needed, devices=devices, run_ids=tuple(run_ids),
         timings={k: Timing(rank_medians=g.rank_medians, critical=g.critical)
                  for k, g in groups.items()},
         cases=_case_infos(runs, samples), runs=tuple(_run_info(r) for r in runs),
@@ -358,13 +362,18 @@ def _pair(
     )
 
 
-def _interval(p: _Paired, alpha: float, resamples: int, seed: int, threshold: float) -> dict:
-    point, low, high = (
-        x * 100
-        for x in stats.bootstrap_paired_change(
-            p.arm, p.base, resamples=resamples, seed=seed, alpha=alpha
-        )
-    )
+def _interval(p: _Paired, alpha: float, needed: int, threshold: float) -> dict:
+    found = stats.paired_change(p.arm, p.base, alpha)
+    n = len(p.arm)
+    if found is None:  # the blocks cannot reach the corrected level: no verdict, say so
+        point = float(np.median(p.arm / p.base) - 1) * 100
+        reason = (f"n={n} paired blocks, need >= {needed} for {_pct(1 - alpha)} per cell "
+                  "(measure.blocks)")  # fmt: skip
+        if p.note:
+            reason = f"{reason}; {p.note}"
+        return {"decision": stats.TOO_FEW, "reason": reason, "n_paired_blocks": n,
+                "change_pct": point}  # fmt: skip
+    point, low, high, _ = (x * 100 for x in found)
     decision, reason = stats.decide(point, low, high, threshold)
     if p.note:
         reason = f"{reason}; {p.note}" if reason else p.note
@@ -376,3 +385,9 @@ def _interval(p: _Paired, alpha: float, resamples: int, seed: int, threshold: fl
         "ci_low_pct": low,
         "ci_high_pct": high,
     }
+
+
+def _pct(level: float) -> str:
+    """A confidence level as a percent with the digits it needs (99.77%, not 100%)."""
+    digits = max(0, math.ceil(-math.log10(max(1 - level, 1e-12))))
+    return f"{level * 100:.{digits}f}".rstrip("0").rstrip(".") + "%"

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from moebench.analysis import critical, workmodel
+from moebench.analysis.stats import TOO_FEW
 from moebench.core.vocabulary import aa_twin
 
-DECISIONS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", "baseline", "")
+DECISIONS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", TOO_FEW, "baseline", "")
 NOISE_GOAL_PCT = {"ffn": 1.0}  # coefficient of variation of block medians to stay under
 REGIME_ORDER = {"ffn": 0, "profile": 1, "kernel": 2}  # the order tables list regimes in
 _NAN = math.nan
@@ -73,6 +74,7 @@ class CaseInfo:
     live_rows: tuple[int, ...]  # per rank, in rank order
     live_fraction: float  # mean over ranks of live_rows / capacity_rows
     params: str  # the case's sweep values, JSON
+    precision: str = ""  # the case's precision (w8a16 / w4a16: the decode family)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,10 +98,20 @@ class AASummary:
     max_abs_change_pct: float
     max_half_width_pct: float  # widest half-interval: the smallest change the run could resolve
     rows: tuple[CompareRow, ...]
+    too_few: int = 0  # A/A cells whose blocks cannot reach the corrected level: no decision
 
     @property
     def rate(self) -> float:
+        """The share of decided A/A cells not decided SAME (claimed differences and cells too
+        noisy to decide)."""
         return self.not_same / self.cells if self.cells else _NAN
+
+    @property
+    def fp_rate(self) -> float:
+        """The false-positive rate: the share of decided A/A cells that claim a difference
+        (FASTER or SLOWER) where there is none; at most alpha when the intervals keep their
+        coverage."""
+        return self.false_positives / self.cells if self.cells else _NAN
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,7 +152,7 @@ class Comparison:
     correction: str  # bonferroni | none
     comparisons: int  # m: cells that got an interval
     cell_confidence: float  # the level each interval is built at
-    resamples: int  # bootstrap resamples actually drawn per interval
+    blocks_needed: int  # paired blocks an interval needs to reach cell_confidence
     devices: tuple[str, ...]
     run_ids: tuple[str, ...]
     timings: dict[tuple, Timing] = field(default_factory=dict, repr=False)
@@ -166,8 +178,9 @@ class Comparison:
     @property
     def aa(self) -> AASummary | None:
         """The A/A cells (arm ``X~aa`` against X) that got a decision; None without any."""
+        undecided = sum(r.is_aa and r.decision == TOO_FEW for r in self.rows)
         rows = tuple(r for r in self.rows if r.is_aa and r.decision in DECISIONS[:4])
-        if not rows:
+        if not rows and not undecided:
             return None
         faster_slower = sum(r.decision in ("FASTER", "SLOWER") for r in rows)
         ambiguous = sum(r.decision == "AMBIGUOUS" for r in rows)
@@ -176,7 +189,7 @@ class Comparison:
         return AASummary(
             cells=len(rows), not_same=faster_slower + ambiguous, false_positives=faster_slower,
             ambiguous=ambiguous, max_abs_change_pct=max(changes, default=_NAN),
-            max_half_width_pct=max(widths, default=_NAN), rows=rows,
+            max_half_width_pct=max(widths, default=_NAN), rows=rows, too_few=undecided,
         )  # fmt: skip
 
     def noise(self) -> list[NoiseRow]:

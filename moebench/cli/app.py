@@ -340,7 +340,7 @@ def compare(
         bool, typer.Option(help="Put runs side by side even when they share no case.")
     ] = False,
 ) -> None:
-    """Medians, noise, per-rank spread, change against the baseline with a block-bootstrap CI
+    """Medians, noise, per-rank spread, change against the baseline with an exact interval
     corrected for the number of cells, a decision, the A/A false-positive rate; plots."""
     if format not in ("table", "markdown", "csv", "json"):
         raise _fail(

@@ -24,3 +24,17 @@ class ResultsError(MoebenchError):
 class DeviceFault(Exception):
     """A device error that left the CUDA context unusable stopped the run (not a user mistake:
     the CLI exits 3). Finished cases are kept; the message says how to resume."""
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """``text`` on one line of at most ``limit`` characters: runs of whitespace become one space,
+    and a longer text is cut at the last word boundary that fits and ends in "...", so that a
+    one-line error never stops mid-word (only a single word longer than the limit is cut)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    head = text[: max(limit - 3, 1)]
+    cut = head.rfind(" ")
+    if cut > 0 and text[len(head)] != " ":
+        head = head[:cut]
+    return head.rstrip(" ,;:") + "..."

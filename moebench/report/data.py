@@ -50,7 +50,7 @@ def render_json(comp: Comparison, plots: Sequence[str]) -> str:
         "correction": comp.correction,
         "comparisons": comp.comparisons,
         "cell_confidence": comp.cell_confidence,
-        "resamples": comp.resamples,
+        "blocks_needed": comp.blocks_needed,
         "devices": list(comp.devices),
         "run_ids": list(comp.run_ids),
         "runs": _plain(list(comp.runs)),

@@ -8,11 +8,14 @@ and the warnings.
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from moebench.analysis.rows import Comparison
+from moebench.analysis.rows import CompareRow, Comparison
+from moebench.analysis.stats import TOO_FEW
 from moebench.core.vocabulary import PASS_STAGES
 from moebench.report.sections import (
     CRITICAL_PATH_NOTE,
@@ -43,14 +46,25 @@ def _machine(env: dict, device: str) -> str:
     return "CPU (Triton interpreter)"
 
 
+def _timed_out(r: CompareRow) -> bool:
+    """A row whose case passed its time limit: its status is ``mismatch`` (no figure of it can be
+    trusted) but no gate failed, and the report says which it was."""
+    return r.status == "mismatch" and any(
+        part.startswith("timeout ") for part in r.reason.split("; ")
+    )
+
+
 def _decision_lines(comp: Comparison) -> list[str]:
     per_arm: dict[str, Counter] = {}
     for r in comp.rows:
         if r.is_aa or r.decision == "baseline":
             continue
         label = r.decision or (r.status if r.status == "mismatch" else "no comparison")
+        if _timed_out(r):
+            label = "timeout"
         per_arm.setdefault(r.arm, Counter())[label] += 1
-    order = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", "mismatch", "no comparison")
+    order = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", TOO_FEW, "mismatch", "timeout",
+             "no comparison")  # fmt: skip
     lines = []
     for arm, counts in sorted(per_arm.items()):
         total = sum(counts.values())
@@ -64,12 +78,37 @@ def _decision_lines(comp: Comparison) -> list[str]:
             or "none"
         )  # fmt: skip
     )
-    mismatches = comp.mismatches()
+    mismatches = [r for r in comp.mismatches() if not _timed_out(r)]
     lines.append(
         "- arms that failed a correctness gate (not timed or not trusted): "
         + (", ".join(sorted({f"{r.case_id} {r.arm}" for r in mismatches})) or "none")
     )
+    timeouts = sorted({f"{r.case_id} {r.arm}" for r in comp.rows if _timed_out(r)})
+    if timeouts:
+        lines.append(
+            "- arms whose case passed its time limit (figures not trusted): " + ", ".join(timeouts)
+        )
     return lines
+
+
+def plot_link(path: str | os.PathLike, start: str | os.PathLike | None = None) -> str:
+    """Where the report links a plot: a relative path as given, an absolute one relative to
+    ``start`` (the current directory by default). The report goes to stdout and people redirect
+    it beside the plots, so a link must not carry this machine's absolute folders."""
+    path = Path(path)
+    if path.is_absolute():
+        try:
+            path = Path(os.path.relpath(path, Path.cwd() if start is None else start))
+        except ValueError:  # another drive (Windows): no relative path exists
+            pass
+    return path.as_posix()
+
+
+def _md_image(link: str) -> str:
+    """An image whose path may hold spaces or brackets: the target goes in <...>."""
+    alt = link.replace("[", "\\[").replace("]", "\\]")
+    target = f"<{link}>" if any(c in link for c in " ()<>") else link
+    return f"![{alt}]({target})"
 
 
 def render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
@@ -116,7 +155,7 @@ def render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
     ]  # fmt: skip
     lines += [*(_md_table(header, body) if noise else ["No cell has two blocks."]), ""]
 
-    lines += ["## A/A control", "", *aa_lines(comp), ""]
+    lines += ["## A/A control", "", *aa_lines(comp, heading=False), ""]
     aa = comp.aa
     if aa is not None:
         cv = {(r.run_id, r.case_id, r.regime, r.stage, r.mode, r.arm): r.cv_pct for r in comp.rows}
@@ -166,7 +205,7 @@ def render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
 
     if plots:
         lines += ["## Plots", ""]
-        lines += [f"![{name}]({name})" for name in plots]
+        lines += [_md_image(plot_link(name)) for name in plots]
         lines.append("")
     if comp.warnings:
         lines += ["## Warnings", "", *(f"- {_md_cell(w)}" for w in comp.warnings), ""]

@@ -15,15 +15,16 @@ A run in eager and graph mode gets one set per mode (``-<mode>`` in the name).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from moebench.analysis.rows import CompareRow, Comparison
+from moebench.analysis.rows import CaseInfo, CompareRow, Comparison
 from moebench.core.errors import MoebenchError
-from moebench.core.vocabulary import PREFILL_STAGES, aa_twin
+from moebench.core.vocabulary import DECODE, FAMILY_PRECISIONS, PREFILL_STAGES, aa_twin
 
 # Decode's stages (fc1, fc2, combine) are among prefill's and keep their colours.
 _STAGE_COLORS = dict(zip(PREFILL_STAGES, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3"),
@@ -249,7 +250,43 @@ def _arm_colors(comp: Comparison, arms: set[str]) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Speedup against live / capacity
+# Speedup against live / capacity (prefill) or tokens per rank (decode)
+
+# Sweep keys that move a prefill case along the live/capacity axis: the routing and the shape.
+# Every other swept key (precision, gemm, activation, model, topology) makes a series of its own.
+_LIVE_KEYS = ("routing.", "shape.")
+_TOKENS_KEY = "shape.tokens_per_rank"
+_SERIES_STYLES = ("-", "-.", ":", (0, (5, 1, 1, 1)))
+_SERIES_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def is_decode(comp: Comparison, run_id: str) -> bool:
+    """Whether a run's cases are decode steps: their precision is one of the decode family's
+    (w8a16, w4a16). Decode arms read no capacity buffer, so live/capacity means nothing there;
+    the question is the token count."""
+    return any(
+        info.precision in FAMILY_PRECISIONS[DECODE] or _params(info).get("precision")
+        in FAMILY_PRECISIONS[DECODE]
+        for (rid, _), info in comp.cases.items()
+        if rid == run_id
+    )  # fmt: skip
+
+
+def _params(info: CaseInfo) -> dict:
+    try:
+        params = json.loads(info.params) if info.params else {}
+    except ValueError:
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
+def series_label(info: CaseInfo, decode: bool) -> str:
+    """The sweep values that make a case's line, those that set its x left out: tokens per rank
+    for decode, the routing and shape for prefill. "" when nothing else is swept."""
+    keep = (lambda k: k != _TOKENS_KEY) if decode else (lambda k: not k.startswith(_LIVE_KEYS))
+    return ", ".join(
+        f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(_params(info).items()) if keep(k)
+    )
 
 
 def _speedup_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode: str):
@@ -260,45 +297,117 @@ def _speedup_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode:
     ]  # fmt: skip
     if not cells:
         return
+    decode = is_decode(comp, run_id)
+    lines: dict[tuple[str, str], list] = defaultdict(list)  # (arm, series) -> [(x, row)]
+    for r in cells:
+        info = comp.cases[(run_id, r.case_id)]
+        x = info.tokens_per_rank if decode else info.live_fraction
+        lines[(r.arm, series_label(info, decode))].append((x, r))
+    series = sorted({key[1] for key in lines})
+    colors = _arm_colors(comp, {arm for arm, _ in lines})
+    xs_all = [x for points in lines.values() for x, _ in points]
     fig = _figure(7.5, 4.8)
     ax = fig.subplots()
-    arms = sorted({r.arm for r in cells})
-    colors = _arm_colors(comp, set(arms))
-    top = max(comp.cases[(run_id, r.case_id)].live_fraction for r in cells)
-    right = min(1.02, top * 1.15 + 0.02)
-    for k, arm in enumerate(arms):
-        # Cases of a sweep can share a live fraction (a gemm sweep, say): order by case id then.
-        points = sorted(
-            ((comp.cases[(run_id, r.case_id)].live_fraction, r) for r in cells if r.arm == arm),
-            key=lambda point: (point[0], point[1].case_id),
-        )
-        # Arms of one case share an x; shift each arm a little so their intervals stay apart.
-        dodge = (k - (len(arms) - 1) / 2) * right * 0.008
-        xs = [x + dodge for x, _ in points]
+    log = decode and min(xs_all) > 0 and max(xs_all) >= 4 * min(xs_all)
+    right = min(1.02, max(xs_all) * 1.15 + 0.02)
+    keys = sorted(lines, key=lambda key: (key[0] != comp.baseline, aa_twin(key[0]) or "", key))
+    for k, (arm, label) in enumerate(keys):
+        # Cases can share an x (a gemm sweep, say): order by case id then.
+        points = sorted(lines[(arm, label)], key=lambda point: (point[0], point[1].case_id))
+        # Lines of one case share an x; shift each a little so that their intervals stay apart.
+        offset = k - (len(keys) - 1) / 2
+        if log:
+            xs = [x * 2 ** (offset * 0.03) for x, _ in points]
+        elif decode:
+            span = max(xs_all) - min(xs_all) or 1.0
+            xs = [x + offset * span * 0.008 for x, _ in points]
+        else:
+            xs = [x + offset * right * 0.008 for x, _ in points]
         ys = [1 / (1 + r.change_pct / 100) for _, r in points]
         # The interval of the change maps to speedups the other way round.
         low = [y - 1 / (1 + r.ci_high_pct / 100) for y, (_, r) in zip(ys, points, strict=True)]
         high = [1 / (1 + r.ci_low_pct / 100) - y for y, (_, r) in zip(ys, points, strict=True)]
         twin = aa_twin(arm)
-        ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, color=colors[arm],
-                    linestyle="--" if twin else "-",
-                    label=f"{arm} (A/A control, against {twin})" if twin else arm)  # fmt: skip
+        name = f"{arm} (A/A control, against {twin})" if twin else arm
+        i = series.index(label)
+        ax.errorbar(xs, ys, yerr=[low, high], marker=_SERIES_MARKERS[i % len(_SERIES_MARKERS)],
+                    capsize=3, color=colors[arm],
+                    linestyle="--" if twin else _SERIES_STYLES[i % len(_SERIES_STYLES)],
+                    label=f"{name}, {label}" if label else name)  # fmt: skip
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xlabel("live rows / capacity rows (mean over ranks; arms of a case shifted apart)")
     ax.set_ylabel(f"speedup over {comp.baseline} = {comp.baseline} time / arm time (x)")
-    ax.set_xlim(0, right)
-    ax.xaxis.set_major_formatter(_percent())
+    if decode:
+        _tokens_axis(ax, sorted(set(xs_all)), log)
+        ax.set_xlabel("tokens per rank (decode step; lines of a count shifted apart)")
+        what = "FFN speedup against the tokens per rank"
+    else:
+        ax.set_xlabel("live rows / capacity rows (mean over ranks; lines of a case shifted apart)")
+        ax.set_xlim(0, right)
+        ax.xaxis.set_major_formatter(StepPercentFormatter())
+        what = "FFN speedup against the live share of the buffer"
     ax.grid(alpha=0.3)
-    ax.legend(title=f"arm (FFN regime; bars: {_ci_text(comp)})", fontsize=8)
-    fig.suptitle(_title(comp, "FFN speedup against the live share of the buffer", run_id, mode),
-                 fontsize=10)  # fmt: skip
+    ax.legend(title=f"{'arm, series' if any(series) else 'arm'} (FFN regime; bars: "
+                    f"{_ci_text(comp)})", fontsize=8)  # fmt: skip
+    fig.suptitle(_title(comp, what, run_id, mode), fontsize=10)
     yield fig
 
 
-def _percent():
-    from matplotlib.ticker import PercentFormatter
+def _tokens_axis(ax, tokens: list[int], log: bool) -> None:
+    """Token counts as ticks: each count of the sweep where they are few, whole numbers always;
+    a base-2 log axis when the counts span a factor of four or more (1, 2, 4, ... 128)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
-    return PercentFormatter(xmax=1.0, decimals=0)
+    if log:
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(tokens[0] / 2**0.4, tokens[-1] * 2**0.4)
+    else:
+        pad = max((tokens[-1] - tokens[0]) * 0.08, 0.5)
+        ax.set_xlim(tokens[0] - pad, tokens[-1] + pad)
+    if len(tokens) <= 12:
+        ax.xaxis.set_major_locator(FixedLocator(tokens))
+    elif not log:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+
+
+def percent_decimals(locs) -> int:
+    """The fewest decimals (of a percent) that print every tick at its own value: ticks 0.25%
+    apart need two, 2.5% apart one, 20% apart none. So no two ticks ever share a label."""
+    values = sorted(float(v) * 100 for v in locs)
+    steps = [b - a for a, b in zip(values, values[1:], strict=False) if b > a]
+    tol = min(steps, default=1.0) * 1e-6
+    for decimals in range(7):
+        labels = [round(v, decimals) for v in values]
+        exact = all(abs(t - v) <= tol for t, v in zip(labels, values, strict=True))
+        if exact and len(set(labels)) == len(set(values)):
+            return decimals
+    return 6
+
+
+def _step_percent_formatter():
+    from matplotlib.ticker import Formatter
+
+    class _StepPercent(Formatter):
+        """Fractions as percents with as many decimals as the locator's step needs."""
+
+        decimals = 0
+
+        def set_locs(self, locs) -> None:
+            super().set_locs(locs)
+            self.decimals = percent_decimals(locs)
+
+        def __call__(self, x, pos=None) -> str:
+            value = round(x * 100, self.decimals)
+            return f"{value + 0.0 if value else 0.0:.{self.decimals}f}%"  # no "-0.0%"
+
+    return _StepPercent
+
+
+def StepPercentFormatter():  # noqa: N802 (reads like the matplotlib class it makes)
+    """A matplotlib formatter for fractions as percents whose decimals follow the tick step
+    (``percent_decimals``); matplotlib is imported only when a figure is drawn."""
+    return _step_percent_formatter()()
 
 
 def _ci_text(comp: Comparison) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from moebench.analysis.rows import CompareRow, Comparison
+from moebench.analysis.stats import TOO_FEW
 from moebench.analysis.workmodel import COPY_CEILING_GBPS, WorkModel
 
 
@@ -103,8 +104,9 @@ def title(comp: Comparison) -> str:
             f"(each {_pct_text(comp.cell_confidence)})"
         )
     head = (
-        f"moebench compare vs '{comp.baseline}': {ci}, {comp.resamples} block-bootstrap "
-        f"resamples, SAME within +-{comp.threshold_pct:g}%"
+        f"moebench compare vs '{comp.baseline}': {ci}, exact order-statistic intervals over "
+        f"paired blocks (>= {comp.blocks_needed} blocks needed), SAME within "
+        f"+-{comp.threshold_pct:g}%"
     )
     if "cpu" in comp.devices:
         mixed = " mixed with GPU runs," if "cuda" in comp.devices else ""
@@ -125,20 +127,35 @@ def _pct_text(level: float) -> str:
 # Sections shared by the table and the report
 
 
-def aa_lines(comp: Comparison) -> list[str]:
+def aa_lines(comp: Comparison, *, heading: bool = True) -> list[str]:
+    """The A/A control in one line. ``heading`` leads it with "A/A control" (the terminal table,
+    where it stands among other lines); a report that puts it under its own "A/A control"
+    heading passes False, so that the name is not said twice."""
     aa = comp.aa
     if aa is None:
-        return ["A/A control: none in these runs (run --aa measures the false-positive rate)"]
-    pairs = sorted({f"{r.arm} vs {r.baseline}" for r in aa.rows})
+        none = "none in these runs (run --aa measures the false-positive rate)"
+        return [f"A/A control: {none}" if heading else f"None{none[4:]}."]
+    pairs = sorted({f"{r.arm} vs {r.baseline}" for r in comp.rows if r.is_aa and r.baseline})
+    head = f"A/A control ({', '.join(pairs)})" if heading else ", ".join(pairs)
+    few = (
+        f"; {aa.too_few} cell(s) {TOO_FEW} for a verdict (need >= {comp.blocks_needed})"
+        if aa.too_few
+        else ""
+    )
+    if not aa.cells:
+        return [f"{head}: no cell decided{few}"]
     verdict = (
         "every cell SAME"
         if not aa.not_same
         else (f"{aa.false_positives} FASTER/SLOWER, {aa.ambiguous} AMBIGUOUS")
     )
+    nominal = (1 - comp.confidence) * 100
     return [
-        f"A/A control ({', '.join(pairs)}): false-positive rate {aa.not_same} of {aa.cells} "
-        f"cell(s) not SAME = {aa.rate * 100:.1f}% ({verdict}); largest |change| "
-        f"{aa.max_abs_change_pct:.2f}%, widest CI +-{aa.max_half_width_pct:.2f}%"
+        f"{head}: false-positive rate {aa.false_positives} of {aa.cells} cell(s) claim a "
+        f"difference = {aa.fp_rate * 100:.1f}% (at most {nominal:g}% of the corrected family); "
+        f"{aa.not_same} of {aa.cells} cell(s) not SAME = {aa.rate * 100:.1f}% ({verdict}); "
+        f"largest |change| {aa.max_abs_change_pct:.2f}%, widest CI "
+        f"+-{aa.max_half_width_pct:.2f}%{few}"
     ]
 
 

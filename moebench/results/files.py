@@ -2,52 +2,29 @@
 
 Every file is written to a temp file in its own folder (name starting with ``.`` and ending in
 ``.tmp``), fsynced, then renamed over its final name with ``os.replace``; the folder is fsynced
-after the rename, so only whole files are ever visible (docs/DESIGN.md section 9).
+after the rename, so only whole files are ever visible (docs/DESIGN.md section 9). The write is
+``moebench.core.atomic.atomic_write`` (re-exported here), which gives every file the mode a plain
+``open()`` would under the umask; so does the lock file, which holds nothing secret.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import fcntl
 import json
 import math
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from moebench.core.atomic import atomic_write
 from moebench.core.errors import ResultsError
 from moebench.results.schema import DEFAULT_MIN_FREE_MB, LOCK, MANIFEST, RESULTS_FORMAT
 
 
 def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call ``write(binary_file)`` on a temp file beside ``path``, fsync, rename over ``path``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
 
 
 def jsonable(value: Any, where: str = "manifest") -> Any:

@@ -17,7 +17,9 @@ import io
 import json
 import math
 import os
+import re
 import stat
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -76,20 +78,77 @@ def _check_npy_header(raw: bytes, where: str) -> None:
         )
 
 
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip with entries, an empty zip
+PARQUET_MAGIC = b"PAR1"
+# torch.save's legacy (non-zip) format: a protocol-2 pickle whose first object is this long.
+TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+
+
+def zip_names(raw: bytes) -> list[str] | None:
+    """The entry names of a zip file (.npz, torch.save), or None when ``raw`` is not one."""
+    if not raw.startswith(ZIP_MAGIC):
+        return None
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as z:
+            return z.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return None
+
+
+def sniff(raw: bytes) -> str | None:
+    """What kind of file ``raw`` is, from its signature and never by loading it: ``npy``,
+    ``npz``, ``torch`` (torch.save, zip or legacy), ``pickle`` (any other pickle), ``zip``,
+    ``parquet``, ``json``, ``csv`` (lines of comma-separated numbers), or None."""
+    if raw.startswith(NPY_MAGIC):
+        return "npy"
+    if raw.startswith(PARQUET_MAGIC):
+        return "parquet"
+    if raw.startswith(TORCH_LEGACY_MAGIC):
+        return "torch"
+    if raw[:1] == b"\x80":
+        return "pickle"
+    names = zip_names(raw)
+    if names is not None:
+        if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+            return "torch"
+        return "npz" if names and all(n.endswith(".npy") for n in names) else "zip"
+    if raw.startswith(ZIP_MAGIC):
+        return "zip"
+    try:
+        text = raw[: 1 << 16].decode("utf-8")
+    except UnicodeDecodeError as exc:  # a multi-byte character cut at the 64 KiB mark is fine
+        if exc.start < (1 << 16) - 4:
+            return None
+        text = raw[: exc.start].decode("utf-8")
+    head = text.lstrip("\ufeff \t\r\n")
+    if head[:1] in ("{", "["):
+        return "json"
+    lines = text.splitlines()
+    if len(raw) > len(text.encode()):  # the last line may be cut at the 64 KiB mark
+        lines = lines[:-1]
+    rows = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")][:20]
+    if rows and all(re.fullmatch(r"[\s\d.eE+\-]+(,[\s\d.eE+\-]+)*,?\s*", ln) for ln in rows):
+        return "csv"
+    return None
+
+
 def npy_load(raw: bytes, where: str):
-    """np.load that never unpickles: an ndarray (.npy) or a dict of ndarrays (.npz)."""
-    if raw.startswith(b"\x93NUMPY"):
+    """np.load that never unpickles: an ndarray (.npy) or a dict of ndarrays (.npz). A file
+    with neither signature is refused before numpy sees it (numpy would try it as a pickle)."""
+    if raw.startswith(NPY_MAGIC):
         _check_npy_header(raw, where)
+    elif zip_names(raw) is None:
+        raise TraceError(f"{where}: not a NumPy file moebench can read (no .npy or .npz signature)")
     try:
         out = np.load(io.BytesIO(raw), allow_pickle=False)
         if isinstance(out, np.lib.npyio.NpzFile):
             with out:
                 return {k: out[k] for k in out.files}
         return out
-    except (ValueError, OSError, EOFError, KeyError) as exc:
-        raise TraceError(
-            f"{where}: not a NumPy file moebench can read ({first_line(exc)})"
-        ) from None
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        reason = "it holds pickled objects" if "pickle" in str(exc) else first_line(exc)
+        raise TraceError(f"{where}: not a NumPy file moebench can read ({reason})") from None
 
 
 def count_array(a, where: str, name: str = "counts") -> np.ndarray:

@@ -31,14 +31,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
-from moebench.core.errors import TraceError
+from moebench.core.atomic import atomic_write
+from moebench.core.errors import TraceError, clip
+from moebench.core.models import PRESETS
 
 KINDS = ("load", "token")
 FORMAT = 1
@@ -182,8 +184,10 @@ def meta_of(t: Trace) -> dict:
     }  # fmt: skip
 
 
-def write_parquet(t: Trace, path: str | os.PathLike) -> None:
-    """Write a pinned trace atomically (temp file in the same folder, then rename)."""
+def write_parquet(t: Trace, path: str | os.PathLike, *, overwrite: bool = True) -> None:
+    """Write a pinned trace atomically (temp file in the same folder, fsync, rename), with the
+    mode a plain ``open()`` gives under the umask. ``overwrite=False``: TraceError when ``path``
+    exists, which is left untouched (``moebench trace import`` without ``--force``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -216,16 +220,28 @@ def write_parquet(t: Trace, path: str | os.PathLike) -> None:
     table = pa.table(cols).replace_schema_metadata({META_KEY: json.dumps(meta_of(t)).encode()})
     p = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+        atomic_write(p, lambda f: pq.write_table(table, f), overwrite=overwrite)
+    except FileExistsError:
+        raise TraceError(f"{p}: already exists; pass --force to replace it") from None
     except OSError as exc:
         raise TraceError(f"{p}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            pq.write_table(table, f)
-        os.replace(tmp, p)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise TraceError(f"{p}: cannot write ({exc.strerror or exc})") from None
+
+
+def replay_hint(model_id: str, revision: str) -> str:
+    """How a scenario replays a trace recorded on ``model_id`` at ``revision``: by naming that
+    revision. The same words end the import's warning and the scenario's pin error, so that the
+    advice a user reads first is the one that later fixes the scenario."""
+    preset = preset_revision(model_id)
+    rev = revision if re.fullmatch(r"[\w./-]+", revision) else json.dumps(revision)
+    example = f" (model: {{preset: {preset[0]}, revision: {rev}}})" if preset else ""
+    return f"to replay this trace, set model.revision: {rev} in the scenario{example}"
+
+
+def preset_revision(model_id: str) -> tuple[str, str] | None:
+    """(preset name, pinned revision) of the preset whose ``id`` is ``model_id``, if any."""
+    return next(
+        ((name, p["revision"]) for name, p in PRESETS.items() if p["id"] == model_id), None
+    )
 
 
 def read_meta(path: str | os.PathLike) -> dict:
@@ -315,7 +331,22 @@ def _fixed_lists(column, n: int) -> np.ndarray:
     return values.to_numpy(zero_copy_only=False)
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (at most 160 characters), for one-line errors."""
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:160]
+# torch's and numpy's advice to load a file unsafely (weights_only=False, allow_pickle=True,
+# pickle.load) is never passed on: moebench never does, and a user should not be told to.
+_UNSAFE_ADVICE = re.compile(
+    r"unsafe|allow_pickle|weights_only|pickle\.load|trusted? (the )?source|arbitrary code|"
+    r"add_safe_globals|safe_globals|if you trust|file an issue",
+    re.IGNORECASE,
+)
+
+
+def first_line(exc: BaseException, limit: int = 160) -> str:
+    """The first non-empty line of an exception's message for a one-line error: sentences that
+    advise loading the file unsafely are dropped, and a long line is cut at a word boundary
+    with "..." (``core.errors.clip``), never mid-word."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    sentences = re.split(r"(?<=[.!?])\s+", lines[0])
+    kept = [x for x in sentences if not _UNSAFE_ADVICE.search(x)]
+    return clip(" ".join(kept), limit) if kept else type(exc).__name__

@@ -93,7 +93,7 @@ class MeasureSpec:
     regimes: tuple[str, ...] = DEFAULT_REGIMES
     stages: tuple[str, ...] = PREFILL_STAGES
     warmup: int = 2
-    blocks: int = 5
+    blocks: int = 10  # exact intervals need >= 6 blocks at 95% per cell, more when corrected
     iterations: int = 5
     ranks: tuple[int, ...] | None = None  # None: every rank
     baseline: str = DEFAULT_BASELINE

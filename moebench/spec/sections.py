@@ -261,7 +261,7 @@ def measure_section(v: Any, family: str) -> MeasureSpec:
             m.get("stages", FAMILY_STAGES[family]), "measure.stages", FAMILY_STAGES[family]
         ),
         warmup=yf.integer(m.get("warmup", 2), "measure.warmup", 0, 10_000),
-        blocks=yf.integer(m.get("blocks", 5), "measure.blocks", 1, 10_000),
+        blocks=yf.integer(m.get("blocks", MeasureSpec.blocks), "measure.blocks", 1, 10_000),
         iterations=yf.integer(m.get("iterations", 5), "measure.iterations", 1, 100_000),
         ranks=ranks,
         baseline=yf.string(m.get("baseline", FAMILY_BASELINE[family]), "measure.baseline"),
