@@ -70,7 +70,7 @@ _CASE_SHAPE = (
 )
 
 
-def _case_shapes(run: Run) -> dict[str, dict[str, Any]]:
+def case_shapes(run: Run) -> dict[str, dict[str, Any]]:
     """case_id -> the shape columns its rows record (from samples, else routing)."""
     out: dict[str, dict[str, Any]] = {}
     for table in (run.samples, run.routing):
@@ -126,7 +126,7 @@ def belonging(runs: list[Run], force: bool) -> list[str]:
                 f"runs {first.run_id} and {run.run_id} come from different scenarios "
                 f"(sha256 {_short(sha[0])} vs {_short(sha[1])})"
             )
-        a_shapes, b_shapes = _case_shapes(first), _case_shapes(run)
+        a_shapes, b_shapes = case_shapes(first), case_shapes(run)
         for case in sorted(shared):
             a, b = a_shapes.get(case, {}), b_shapes.get(case, {})
             differ = [k for k in _CASE_SHAPE if k in a and k in b and a[k] != b[k]]

@@ -315,13 +315,25 @@ def compare(
             "measure.baseline, recorded in the run's manifest)."
         ),
     ] = None,
+    against: Annotated[
+        Path | None,
+        typer.Option(
+            help="Before/after: compare every cell of RUNS with the same case, stage and arm "
+            "of this baseline run (unpaired; refuses another environment or shape unless "
+            "--force)."
+        ),
+    ] = None,
     format: Annotated[str, typer.Option(help="table | markdown | csv | json")] = "table",
     threshold: Annotated[
         float, typer.Option(help="Changes smaller than this many percent count as SAME.")
     ] = 2.0,
     fail_on_regression: Annotated[
         float | None,
-        typer.Option(help="Exit 1 when a significant slowdown exceeds this many percent."),
+        typer.Option(
+            help="With --against: exit 1 when a cell is significantly slower than in the "
+            "baseline run by more than this many percent (arms are never regressions of "
+            "each other)."
+        ),
     ] = None,
     plot: Annotated[
         Path | None,
@@ -337,35 +349,60 @@ def compare(
         ),
     ] = False,
     force: Annotated[
-        bool, typer.Option(help="Put runs side by side even when they share no case.")
+        bool,
+        typer.Option(help="Compare runs that would be refused (no shared case, another "
+                     "environment or shape)."),  # fmt: skip
     ] = False,
 ) -> None:
-    """Medians, noise, per-rank spread, change against the baseline with an exact interval
-    corrected for the number of cells, a decision, the A/A false-positive rate; plots."""
+    """Medians, noise, per-rank spread, change against the baseline arm with an exact interval
+    corrected for the number of cells, a decision, the A/A false-positive rate; plots. With
+    --against BASE: each cell against the same cell of the baseline run."""
     if format not in ("table", "markdown", "csv", "json"):
         raise _fail(
             MoebenchError(f"--format: expected table, markdown, csv or json, got {format!r}")
         )
+    correction = "none" if no_correction else "bonferroni"
+    if fail_on_regression is not None and against is None:
+        raise _fail(MoebenchError(
+            "--fail-on-regression gates a run against a baseline run: give --against BASE "
+            "(a difference between arms is what the arms measure, not a regression)"
+        ))  # fmt: skip
+    if against is not None:
+        try:
+            result = _print_against(runs, against, format, threshold, correction, force)
+        except MoebenchError as exc:
+            raise _fail(exc) from None
+        if fail_on_regression is not None:
+            bad = result.regressions(fail_on_regression)
+            if bad:
+                worst = max(bad, key=lambda r: r.change_pct)
+                err.print(
+                    f"moebench: {len(bad)} significant regression(s) above "
+                    f"{fail_on_regression:g}% against {result.base_run} (worst: {worst.case_id} "
+                    f"{worst.stage} {worst.arm} {worst.change_pct:+.1f}%)",
+                    markup=False,
+                )
+                raise typer.Exit(1)
+        return
     try:
-        comparison = _print_comparison(
-            runs,
-            baseline,
-            format,
-            threshold,
-            "none" if no_correction else "bonferroni",
-            plot,
-            force,
-        )
+        _print_comparison(runs, baseline, format, threshold, correction, plot, force)
     except MoebenchError as exc:
         raise _fail(exc) from None
-    if fail_on_regression is not None:
-        bad = comparison.regressions(fail_on_regression)
-        if bad:
-            err.print(
-                f"moebench: {len(bad)} significant regression(s) above {fail_on_regression:g}%",
-                markup=False,
-            )
-            raise typer.Exit(1)
+
+
+def _print_against(runs, against, fmt, threshold, correction, force):
+    from moebench.analysis.against import compare_against
+    from moebench.report.against import render_against
+    from moebench.results.reader import load_run
+
+    base = load_run(against)
+    loaded = [load_run(r) for r in runs]
+    result = compare_against(loaded, base, threshold_pct=threshold, correction=correction,
+                             force=force)  # fmt: skip
+    for w in result.warnings:
+        err.print(f"moebench: warning: {w}", markup=False)
+    sys.stdout.write(render_against(result, fmt))
+    return result
 
 
 @app.command()

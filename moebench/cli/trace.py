@@ -1,11 +1,14 @@
 """``moebench trace``: import what serving engines record, and summarise a trace's expert load.
 
-Thin Typer commands over ``trace_import``, ``traces`` and ``trace_replay``; every user mistake is
-a MoebenchError printed on one line with exit code 2.
+Thin Typer commands over ``importers``, ``traces`` and ``replay``; every user mistake is a
+MoebenchError printed on one line with exit code 2. ``import`` never replaces its output unless
+``--force``, and warns (stderr, one line) when a preset's model is imported at another revision
+than the preset pins.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -44,7 +47,14 @@ def import_(
         ),
     ],
     model: Annotated[str, typer.Option(help="Model id the trace was recorded on.")],
-    revision: Annotated[str, typer.Option(help="Model revision (Hugging Face commit).")],
+    revision: Annotated[
+        str,
+        typer.Option(
+            help="Model revision (Hugging Face commit). For a preset's model, a revision other "
+            "than the preset's pin is kept, with a warning: a scenario replays it by setting "
+            "model.revision."
+        ),
+    ],
     output: Annotated[Path, typer.Option("-o", "--output", help="moebench trace .parquet.")],
     top_k: Annotated[
         int | None, typer.Option(help="Top-k, where neither the file nor a preset says it.")
@@ -55,21 +65,27 @@ def import_(
     select: Annotated[
         str | None, typer.Option(help="olmoe-counts: the text domain to import.")
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
 ) -> None:
     """Convert SRC to a moebench trace pinned to MODEL at REVISION."""
-    from moebench.routing.importers import import_trace
+    from moebench.routing.importers import import_trace, revision_warning
     from moebench.routing.traces import write_parquet
 
     try:
         if output.suffix.lower() != ".parquet":
             raise TraceError(f"-o: {output}: a moebench trace is a .parquet file")
+        if not force and os.path.lexists(output):
+            raise TraceError(f"-o: {output} already exists; pass --force to replace it")
         t = import_trace(
             src, format, model_id=model, revision=revision, top_k=top_k, experts=experts,
             select=select,
         )  # fmt: skip
-        write_parquet(t, output)
+        write_parquet(t, output, overwrite=force)
     except MoebenchError as exc:
         raise _fail(exc) from None
+    warning = revision_warning(model, revision)
+    if warning:
+        err.print(f"moebench: warning: {warning}", markup=False)
     size = f"{t.steps} step(s)" if t.kind == "load" else f"{t.tokens} tokens"
     out.print(
         f"wrote {output}: {t.kind} trace of {t.model_id} at {t.revision}, {size}, "

@@ -38,7 +38,9 @@ def _open_temp(path: Path) -> tuple[int, Path]:
     raise FileExistsError(f"cannot create a temp file beside {path}")
 
 
-def atomic_write(path: Path, write: Callable[[BinaryIO], object], *, overwrite: bool = True) -> None:
+def atomic_write(
+    path: Path, write: Callable[[BinaryIO], object], *, overwrite: bool = True
+) -> None:
     """Call ``write(binary_file)`` on a temp file beside ``path``, fsync it and move it to
     ``path``. ``overwrite=False`` never replaces an existing ``path`` (FileExistsError, the old
     file untouched), even if one appears while ``write`` runs: the temp file is hard-linked to

@@ -69,7 +69,8 @@ def _decision_lines(comp: Comparison) -> list[str]:
     for arm, counts in sorted(per_arm.items()):
         total = sum(counts.values())
         parts = ", ".join(f"{k} {counts[k]}" for k in order if counts[k])
-        lines.append(f"- `{arm}` against `{comp.baseline}` over {total} cell(s): {parts}")
+        against = "(the baseline)" if arm == comp.baseline else f"against `{comp.baseline}`"
+        lines.append(f"- `{arm}` {against} over {total} cell(s): {parts}")
     regressions = comp.regressions(0)
     lines.append(
         "- significant regressions: "
@@ -157,7 +158,7 @@ def render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
 
     lines += ["## A/A control", "", *aa_lines(comp, heading=False), ""]
     aa = comp.aa
-    if aa is not None:
+    if aa is not None and aa.rows:
         cv = {(r.run_id, r.case_id, r.regime, r.stage, r.mode, r.arm): r.cv_pct for r in comp.rows}
         header = [*(["run"] if multi else []), "case", "stage", "arm", "change [CI]", "cv arm",
                   "cv copy", "decision"]  # fmt: skip

@@ -6,8 +6,11 @@
 - ``ranks-<run>.png``: per case and arm, every rank's median of the FFN as a point, its spread as
   a bar and the critical path (the slowest rank per block, the figure decisions use) as a tick.
 - ``speedup-<run>.png``: speedup of each arm over the baseline (baseline time / arm time, with
-  the interval of the decision) against the share of the capacity buffer that is live, one line
-  per arm, across the cases of a sweep.
+  the interval of the decision) across the cases of a sweep. Prefill: against the share of the
+  capacity buffer that is live. Decode (a decode precision, w8a16 or w4a16): against the tokens
+  per rank, since decode arms read no capacity buffer. One line per arm and swept series (the
+  sweep values other than those that set x: precision, gemm, model, ...), with a legend.
+  Percent ticks carry the decimals their step needs (0.25% apart: two), never two alike.
 
 Figures are drawn with matplotlib's object API on the Agg canvas: no display, no pyplot state.
 A run in eager and graph mode gets one set per mode (``-<mode>`` in the name).
@@ -176,6 +179,8 @@ def _case_title(comp: Comparison, run_id: str, case: str) -> str:
     info = comp.cases.get((run_id, case))
     if info is None:
         return case
+    if is_decode(comp, run_id):  # decode arms read no capacity buffer: no live share to show
+        return f"{case}\n{info.routing}, {info.tokens_per_rank} tokens/rank, {info.precision}"
     return (f"{case}\n{info.routing}, {info.tokens_per_rank} tokens/rank, "
             f"live {info.live_fraction:.1%} of {info.capacity_rows} rows")  # fmt: skip
 
@@ -343,7 +348,7 @@ def _speedup_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode:
     else:
         ax.set_xlabel("live rows / capacity rows (mean over ranks; lines of a case shifted apart)")
         ax.set_xlim(0, right)
-        ax.xaxis.set_major_formatter(StepPercentFormatter())
+        ax.xaxis.set_major_formatter(_percent())
         what = "FFN speedup against the live share of the buffer"
     ax.grid(alpha=0.3)
     ax.legend(title=f"{'arm, series' if any(series) else 'arm'} (FFN regime; bars: "
@@ -385,29 +390,27 @@ def percent_decimals(locs) -> int:
     return 6
 
 
-def _step_percent_formatter():
+def percent_label(x: float, locs) -> str:
+    """A fraction as a percent with the decimals that the ticks ``locs`` need."""
+    decimals = percent_decimals(locs) if len(locs) else 0
+    return f"{round(x * 100, decimals) + 0.0:.{decimals}f}%"  # + 0.0: never "-0%"
+
+
+def _percent():
+    """Percent ticks whose decimals follow the locator's step: the axis hands the formatter
+    every tick (``set_locs``) before it asks for one label."""
     from matplotlib.ticker import Formatter
 
-    class _StepPercent(Formatter):
-        """Fractions as percents with as many decimals as the locator's step needs."""
-
-        decimals = 0
+    class StepPercent(Formatter):
+        ticks: tuple[float, ...] = ()
 
         def set_locs(self, locs) -> None:
-            super().set_locs(locs)
-            self.decimals = percent_decimals(locs)
+            self.ticks = tuple(locs)
 
         def __call__(self, x, pos=None) -> str:
-            value = round(x * 100, self.decimals)
-            return f"{value + 0.0 if value else 0.0:.{self.decimals}f}%"  # no "-0.0%"
+            return percent_label(x, self.ticks)
 
-    return _StepPercent
-
-
-def StepPercentFormatter():  # noqa: N802 (reads like the matplotlib class it makes)
-    """A matplotlib formatter for fractions as percents whose decimals follow the tick step
-    (``percent_decimals``); matplotlib is imported only when a figure is drawn."""
-    return _step_percent_formatter()()
+    return StepPercent()
 
 
 def _ci_text(comp: Comparison) -> str:

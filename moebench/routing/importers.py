@@ -40,10 +40,25 @@ from pathlib import Path
 
 import numpy as np
 
-from moebench.core.errors import TraceError
+from moebench.core.errors import TraceError, clip
 from moebench.core.models import PRESETS
-from moebench.routing.raw_files import count_array, npy_load, read_bytes, read_csv, read_json
-from moebench.routing.traces import Trace, first_line, validate
+from moebench.routing.raw_files import (
+    count_array,
+    npy_load,
+    read_bytes,
+    read_csv,
+    read_json,
+    sniff,
+    zip_names,
+)
+from moebench.routing.traces import (
+    META_KEY,
+    Trace,
+    first_line,
+    preset_revision,
+    replay_hint,
+    validate,
+)
 
 
 def torch_load(raw: bytes, where: str):
@@ -55,8 +70,10 @@ def torch_load(raw: bytes, where: str):
     except Exception as exc:  # whatever fails to unpickle safely is the file's fault
         text = str(exc)
         if "WeightsUnpickler error:" in text:  # torch's long advice; keep the reason only
-            text = text.split("WeightsUnpickler error:", 1)[1].split(". ", 1)[0].strip()
-            reason = f"refused to unpickle an object ({text})"
+            after = text.split("WeightsUnpickler error:", 1)[1]
+            reason = next((ln.strip() for ln in after.splitlines() if ln.strip()), "")
+            reason = clip(reason.split(". ", 1)[0].rstrip("."), 120) or "unsupported content"
+            reason = f"refused to unpickle an object ({reason})"
         else:
             reason = first_line(exc)
         raise TraceError(
@@ -65,9 +82,9 @@ def torch_load(raw: bytes, where: str):
 
 
 def _is_torch(raw: bytes) -> bool:
-    """A torch.save file: a zip whose first entry is the pickle, or a legacy bare pickle (either
-    way read with weights_only). A .npz is a zip of .npy entries."""
-    return (raw[:2] == b"PK" and b"data.pkl" in raw[:512]) or raw[:1] == b"\x80"
+    """A torch.save file, zip or legacy (either way read with weights_only); a .npz is a zip of
+    .npy entries."""
+    return sniff(raw) == "torch"
 
 
 def _array(x, where: str, name: str) -> np.ndarray:
@@ -177,7 +194,7 @@ def _records(doc, where: str) -> list[dict]:
 def sglang_stat(raw: bytes, where: str, opts: dict) -> Trace:
     """``{"logical_count": [layers][E]}`` JSON, or SGLang's torch ``stat`` dump
     (``dict(rank, logical_count=int tensor [steps, layers, E], ...)``)."""
-    doc = read_json(raw, where) if raw.lstrip()[:1] == b"{" else torch_load(raw, where)
+    doc = read_json(raw, where) if sniff(raw) == "json" else torch_load(raw, where)
     counts = count_array(
         _array(_field(doc, "logical_count", where), where, "logical_count"), where, "logical_count"
     )
@@ -263,8 +280,9 @@ def vllm_eplb(raw: bytes, where: str, opts: dict) -> Trace:
 
 
 def counts_matrix(raw: bytes, where: str, opts: dict) -> Trace:
-    """.csv [layers, E] (comma separated, '#' comments) or .npy [layers, E] / [steps, layers, E]."""
-    if where.lower().endswith(".csv"):
+    """CSV [layers, E] (comma separated, '#' comments; a .csv name or text that reads as such) or
+    .npy [layers, E] / [steps, layers, E]."""
+    if where.lower().endswith(".csv") or sniff(raw) == "csv":
         return _load_trace(count_array(read_csv(raw, where), where))
     a = npy_load(raw, where)
     if isinstance(a, dict):
@@ -308,6 +326,131 @@ FORMATS: dict[str, Callable[[bytes, str, dict], Trace]] = {
 }
 
 
+# --- a file given the wrong --format --------------------------------------------------------------
+
+# The kinds of file (raw_files.sniff) each format reads, and how its message names them.
+READS: dict[str, tuple[frozenset[str], str]] = {
+    "sglang-stat": (frozenset({"torch", "json"}), "a torch.save dump or JSON with logical_count"),
+    "sglang-per-pass": (frozenset({"torch"}), "a torch.save dump of per_pass records"),
+    "sglang-per-token": (frozenset({"torch"}), "a torch.save dump of per_token records"),
+    "vllm-routed-experts": (frozenset({"npy"}), "an integer .npy array"),
+    "vllm-eplb": (frozenset({"npy", "npz", "torch"}), "a .npy, .npz or torch.save file"),
+    "counts": (frozenset({"npy", "csv"}), "a .csv or .npy count matrix"),
+    "olmoe-counts": (frozenset({"json"}), "the OLMoE/Mixtral expert-count JSON"),
+}
+# Keys a torch.save, .npz or JSON file holds, and the format they point to (first match wins:
+# SGLang's per_token records also hold a global_physical_count).
+_KEYS = (
+    (b"topk_ids_of_layer", "sglang-per-token", "SGLang per_token records"),
+    (b"global_physical_count", "sglang-per-pass", "SGLang per_pass records"),
+    (b"logical_count", "sglang-stat", "an SGLang stat dump (logical_count)"),
+    (b"expert_load_window", "vllm-eplb", "vLLM EPLB load (expert_load_window)"),
+    (b"expert_load_pass", "vllm-eplb", "vLLM EPLB load (expert_load_pass)"),
+    (b"topk_counts", "olmoe-counts", "OLMoE/Mixtral expert counts (topk_counts)"),
+)
+
+
+def _keyed(raw: bytes, container: str, detail: str = "") -> tuple[str, tuple[str, ...]]:
+    """What a container file holds, from the key names in its bytes (pickle and JSON store
+    names as plain text; nothing is loaded)."""
+    body = raw
+    if container.startswith("a torch.save") and raw.startswith(b"PK"):
+        body = _zip_entry(raw, "data.pkl") or raw
+    for key, fmt, what in _KEYS:
+        if key in body:
+            return f"{what} in {container}", (fmt,)
+    return container + detail, ()
+
+
+def _zip_entry(raw: bytes, suffix: str) -> bytes | None:
+    """The bytes of the zip entry whose name ends in ``suffix`` (bounded; None if unreadable)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as z:
+            info = next((i for i in z.infolist() if i.filename.endswith(suffix)), None)
+            if info is None or info.file_size > 1 << 26:
+                return None
+            return z.read(info)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return None
+
+
+def looks_like(raw: bytes, experts: int | None = None) -> tuple[str, tuple[str, ...]] | None:
+    """(what the file looks like, the formats that would read it) or None when moebench cannot
+    tell; from the file's signature, an .npy header and key names, never by loading it. An
+    integer [a, b, c] array is a count matrix when c is the number of ``experts`` (when known),
+    else routed ids when its integers are narrow (vLLM returns int16), else either."""
+    kind = sniff(raw)
+    if kind == "npy":
+        try:
+            f = io.BytesIO(raw)
+            version = np.lib.format.read_magic(f)
+            read = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read(f)
+        except (ValueError, EOFError, SyntaxError):
+            return "a NumPy .npy file", ("counts", "vllm-eplb")
+        what = f"a NumPy .npy array ({dtype} {list(shape)})"
+        if dtype.hasobject or dtype.kind not in "iuf":
+            return what, ()
+        if dtype.kind in "iu" and len(shape) == 3:
+            if experts is not None and shape[2] == experts:
+                return what, ("counts", "vllm-eplb")
+            if dtype.itemsize <= 2:
+                return what, ("vllm-routed-experts",)
+            return what, ("counts", "vllm-eplb", "vllm-routed-experts")
+        return what, ("counts", "vllm-eplb") if len(shape) in (2, 3) else ()
+    if kind == "npz":
+        names = ", ".join(n.removesuffix(".npy") for n in zip_names(raw) or [])
+        return _keyed(raw, "a NumPy .npz archive", f" ({names or 'empty'})")
+    if kind == "torch":
+        return _keyed(raw, "a torch.save file")
+    if kind == "pickle":
+        return (
+            "a plain Python pickle, not a torch.save file; refused to unpickle it (moebench "
+            "never loads pickled objects: save tensors with torch.save, arrays with np.save)",
+            (),
+        )
+    if kind == "json":
+        return _keyed(raw, "a JSON document")
+    if kind == "csv":
+        return "a CSV matrix of numbers", ("counts",)
+    if kind == "parquet":
+        if META_KEY in raw:
+            return (
+                "a moebench trace already (Parquet): it needs no import; use it as "
+                "routing.path or with moebench trace stats",
+                (),
+            )
+        return "a Parquet file (no --format reads Parquet)", ()
+    if kind == "zip":
+        return "a zip archive that is neither .npz nor torch.save", ()
+    return None
+
+
+def wrong_format_hint(
+    msg: str, raw: bytes, where: str, fmt: str, experts: int | None = None
+) -> str:
+    """``msg`` (the reader's error) when the file is of a kind ``fmt`` reads and nothing points
+    elsewhere; otherwise what the file looks like and the ``--format`` to try instead."""
+    seen = looks_like(raw, experts)
+    if seen is None:
+        return msg
+    what, formats = seen
+    others = [f for f in formats if f != fmt]
+    advice = f": try {' or '.join(f'--format {f}' for f in others)}" if others else ""
+    kinds, reads = READS[fmt]
+    if sniff(raw) not in kinds:
+        return f"{where}: --format {fmt} reads {reads}, but the file looks like {what}{advice}"
+    if fmt not in formats and others:
+        return f"{msg}; the file looks like {what}{advice}"
+    return msg
+
+
 def import_trace(
     src: str | Path,
     fmt: str,
@@ -318,7 +461,9 @@ def import_trace(
     experts: int | None = None,
     select: str | None = None,
 ) -> Trace:
-    """Read ``src`` in format ``fmt`` and pin it to ``model_id`` at ``revision``."""
+    """Read ``src`` in format ``fmt`` and pin it to ``model_id`` at ``revision``. When the
+    format's reader refuses the file, the error says what the file looks like and which
+    ``--format`` would read it (``wrong_format_hint``)."""
     if fmt not in FORMATS:
         raise TraceError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     for name, v in (("--model", model_id), ("--revision", revision)):
@@ -333,17 +478,37 @@ def import_trace(
     where = str(p)
     raw = read_bytes(p)
     opts = {"experts": experts, "model_id": model_id, "select": select}
-    t = FORMATS[fmt](raw, where, opts)
-    if experts is not None and t.experts != experts:
-        origin = f"{model_id} has" if preset is not None else "--experts says"
-        raise TraceError(f"{where}: the file has {t.experts} experts, {origin} {experts}")
-    if t.top_k is not None and top_k is not None and t.top_k != top_k:
-        raise TraceError(f"{where}: the file routes top-{t.top_k}, --top-k says {top_k}")
-    k = t.top_k or top_k or (preset["top_k"] if preset is not None else None)
-    if k is None:
-        raise TraceError(f"{where}: the file does not say the top-k of {model_id}; pass --top-k")
-    t = replace(
-        t, top_k=k, model_id=model_id, revision=revision,
-        source=f"{t.source or fmt}:{p.name}", source_sha256=hashlib.sha256(raw).hexdigest(),
-    )  # fmt: skip
-    return validate(t, where)
+    try:
+        t = FORMATS[fmt](raw, where, opts)
+        if experts is not None and t.experts != experts:
+            origin = f"{model_id} has" if preset is not None else "--experts says"
+            raise TraceError(f"{where}: the file has {t.experts} experts, {origin} {experts}")
+        if t.top_k is not None and top_k is not None and t.top_k != top_k:
+            raise TraceError(f"{where}: the file routes top-{t.top_k}, --top-k says {top_k}")
+        k = t.top_k or top_k or (preset["top_k"] if preset is not None else None)
+        if k is None:
+            raise TraceError(
+                f"{where}: the file does not say the top-k of {model_id}; pass --top-k"
+            )
+        t = replace(
+            t, top_k=k, model_id=model_id, revision=revision,
+            source=f"{t.source or fmt}:{p.name}", source_sha256=hashlib.sha256(raw).hexdigest(),
+        )  # fmt: skip
+        return validate(t, where)
+    except TraceError as exc:
+        raise TraceError(wrong_format_hint(str(exc), raw, where, fmt, experts)) from None
+
+
+def revision_warning(model_id: str, revision: str) -> str | None:
+    """A one-line warning when ``model_id`` is a preset's and ``revision`` is not the one it
+    pins. Such a trace is legitimate (recorded on another commit of the model), but a scenario
+    naming the preset replays it only with ``model.revision`` overridden; the warning says so,
+    in the words of the scenario's pin error (``traces.replay_hint``)."""
+    pinned = preset_revision(model_id)
+    if pinned is None or pinned[1] == revision:
+        return None
+    name, rev = pinned
+    return (
+        f"--revision {revision} is not the revision preset {name} pins ({rev}); "
+        f"{replay_hint(model_id, revision)}"
+    )

@@ -109,12 +109,12 @@ def sniff(raw: bytes) -> str | None:
     if raw[:1] == b"\x80":
         return "pickle"
     names = zip_names(raw)
+    if names is None and raw.startswith(ZIP_MAGIC[0]):  # a damaged zip: its first entry's name
+        names = [raw[30 : 30 + int.from_bytes(raw[26:28], "little")].decode("utf-8", "replace")]
     if names is not None:
         if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
             return "torch"
         return "npz" if names and all(n.endswith(".npy") for n in names) else "zip"
-    if raw.startswith(ZIP_MAGIC):
-        return "zip"
     try:
         text = raw[: 1 << 16].decode("utf-8")
     except UnicodeDecodeError as exc:  # a multi-byte character cut at the 64 KiB mark is fine

@@ -239,9 +239,7 @@ def replay_hint(model_id: str, revision: str) -> str:
 
 def preset_revision(model_id: str) -> tuple[str, str] | None:
     """(preset name, pinned revision) of the preset whose ``id`` is ``model_id``, if any."""
-    return next(
-        ((name, p["revision"]) for name, p in PRESETS.items() if p["id"] == model_id), None
-    )
+    return next(((name, p["revision"]) for name, p in PRESETS.items() if p["id"] == model_id), None)
 
 
 def read_meta(path: str | os.PathLike) -> dict:

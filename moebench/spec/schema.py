@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from moebench.core.models import PRESETS
 from moebench.core.vocabulary import DEFAULT_BASELINE, DEFAULT_REGIMES, PREFILL_STAGES
 
 # The arms come from the registry (moebench/arm/registry.py), the shared words from the vocabulary.
@@ -55,6 +56,27 @@ class ModelSpec:
     intermediate: int
     experts: int
     top_k: int
+
+    @property
+    def modified(self) -> tuple[tuple[str, Any], ...]:
+        """(field, value) of each field that differs from the preset's (shape fields first):
+        a preset with ``hidden: 1024`` is not that model, and must not be named as if it were.
+        Compared by value, so that a normalised document (every field written) is unmodified."""
+        if self.preset is None or self.preset not in PRESETS:
+            return ()
+        p = PRESETS[self.preset]
+        order = ("hidden", "intermediate", "experts", "top_k", "id", "revision")
+        return tuple((k, getattr(self, k)) for k in order if getattr(self, k) != p[k])
+
+    @property
+    def label(self) -> str:
+        """How a run names its model: the preset, ``deepseek-v4-flash (modified: hidden=1024)``
+        when a field differs from it, else the model id."""
+        if self.preset is None:
+            return self.id
+        if not self.modified:
+            return self.preset
+        return f"{self.preset} (modified: {', '.join(f'{k}={v}' for k, v in self.modified)})"
 
 
 @dataclass(frozen=True, kw_only=True)

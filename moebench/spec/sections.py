@@ -24,7 +24,7 @@ from moebench.core.vocabulary import (
     REGIMES,
     ROUTING_FAMILIES,
 )
-from moebench.routing.traces import read_meta
+from moebench.routing.traces import read_meta, replay_hint
 from moebench.spec import fields as yf
 from moebench.spec.schema import (
     CAPACITIES,
@@ -63,6 +63,8 @@ class Origin:
 
 
 def model_section(v: Any, family: str) -> ModelSpec:
+    """The model: a preset name, a preset with fields overridden, or every field. The value keeps
+    the preset's name; ``ModelSpec.label`` marks it modified wherever a field differs."""
     if isinstance(v, str):
         m, preset_path = {"preset": v}, "model"
     else:
@@ -188,10 +190,18 @@ def check_trace_model(path: str, model: ModelSpec) -> None:
     except TraceError as exc:
         raise yf.Invalid("routing.path", str(exc)) from None
     if (meta["model_id"], meta["revision"]) != (model.id, model.revision):
+        # Same model, another revision: legitimate (a trace recorded on another commit), and
+        # fixed by naming that revision, in the words of `trace import`'s warning.
+        hint = (
+            f"; {replay_hint(model.id, meta['revision'])}" if meta["model_id"] == model.id else ""
+        )
+        named = f" (preset {model.preset}{', modified' if model.modified else ''})"
+        named = named if model.preset else ""
         raise yf.Invalid(
             "routing.path",
             f"trace {Path(path).name} is pinned to {meta['model_id']} at revision "
-            f"{meta['revision']}, the scenario's model is {model.id} at revision {model.revision}",
+            f"{meta['revision']}, the scenario's model is {model.id} at revision "
+            f"{model.revision}{named}{hint}",
         )
     if meta["experts"] != model.experts:
         raise yf.Invalid(

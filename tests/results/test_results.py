@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -248,6 +249,51 @@ def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path: Path):
         results.atomic_write(target, explode)
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
+
+
+@contextlib.contextmanager
+def umask(mask: int):
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize(
+    "mask, mode",
+    [
+        (0o022, 0o644),  # the usual umask: files others may read, as a plain open() gives
+        (0o077, 0o600),  # a private umask: private files
+        (0o002, 0o664),  # a group-writable umask
+    ],
+)
+def test_every_run_file_gets_the_mode_of_the_umask(tmp_path: Path, mask: int, mode: int):
+    """mkstemp makes 0600 files; a run's parts, manifest and lock follow the umask instead."""
+    with umask(mask):
+        w = RunWriter.create(tmp_path / "results", RUN, {"sources": {"stock": "ab"}})
+        write(w, "c1")
+        w.finish("complete")
+        results.atomic_write(tmp_path / "plain.json", lambda f: f.write(b"{}"))
+    run_dir = w.run_dir
+    written = [run_dir / "manifest.json", run_dir / ".lock", tmp_path / "plain.json"]
+    written += [run_dir / t / "c1.parquet" for t in ("samples", "checks", "routing")]
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in written} == {
+        p.name: oct(mode) for p in written
+    }
+
+
+def test_atomic_write_without_overwrite_keeps_the_existing_file(tmp_path: Path):
+    target = tmp_path / "t.bin"
+    target.write_bytes(b"old")
+    with pytest.raises(FileExistsError):
+        results.atomic_write(target, lambda f: f.write(b"new"), overwrite=False)
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.bin"]  # no temp file left
+    fresh = tmp_path / "fresh.bin"
+    results.atomic_write(fresh, lambda f: f.write(b"new"), overwrite=False)
+    assert fresh.read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.bin", "t.bin"]
 
 
 def test_stray_temp_files_are_ignored_then_cleaned_on_resume(writer: RunWriter):

@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -278,7 +279,7 @@ CORRUPT = {
                              lambda m: npy_bytes(np.array([Payload(m)], dtype=object),
                                                  allow_pickle=True), "not a NumPy file"),
     "routed-raw-pickle": ("vllm-routed-experts", "r.npy", lambda m: raw_pickle(Payload(m)),
-                          "not a NumPy file"),
+                          REFUSED),
     "eplb-truncated": ("vllm-eplb", "e.npy", lambda m: truncated(vllm_eplb_npy()),
                        "not a NumPy file"),
     "eplb-strings": ("vllm-eplb", "e.npy", lambda m: npy_bytes(np.array([["a", "b"]])),
@@ -368,3 +369,92 @@ def test_mixtral_copy_in_the_project():
     t = import_trace(path, "counts", model_id="mistralai/Mixtral-8x7B-v0.1", revision="unpinned")
     assert (t.steps, len(t.layers), t.experts, t.top_k) == (100, 32, 8, 2)  # top-2: the preset's
     assert np.allclose(t.counts_SLE.sum(axis=2), 1.0, atol=1e-5)
+
+
+# --- a file given the wrong --format --------------------------------------------------------------
+
+# Advice to load a file unsafely, as torch and numpy word it; moebench never passes it on.
+UNSAFE = re.compile(
+    r"unsafe|allow_pickle|weights_only\W+(set to\W+)?False|pickle\.load|trust", re.I
+)
+# (file's format, --format given) pairs that read the same content: no error, nothing to say.
+SAME_CONTENT = {
+    ("vllm-eplb", "counts"), ("counts", "vllm-eplb"),  # an .npy [steps, layers, E] of counts
+    ("sglang-per-token", "sglang-per-pass"),  # per_token records also hold their load
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("key", VALID)
+def test_a_wrong_format_names_the_right_one_and_never_advises_unsafe_loading(tmp_path, key, fmt):
+    name, writer, *_ = VALID[key]
+    right = key.split("/")[0]
+    if fmt == right:
+        return  # test_import_valid
+    path = write(tmp_path, name, writer())
+    try:
+        import_trace(path, fmt, model_id=V3, revision=REV,
+                     select="arxiv" if fmt == "olmoe-counts" else None)  # fmt: skip
+    except TraceError as exc:
+        msg = str(exc)
+        assert len(msg.splitlines()) == 1 and msg.startswith(f"{path}: "), msg
+        assert not UNSAFE.search(msg), msg
+        suggested = re.findall(r"--format ([\w-]+)", msg.split(": try ", 1)[-1])
+        assert right in suggested and fmt not in suggested, msg
+    else:
+        assert (right, fmt) in SAME_CONTENT
+
+
+@pytest.mark.parametrize(
+    "name, data, fmt, what",
+    [
+        # a raw pickle given to a NumPy format: numpy would advise allow_pickle=True
+        ("p.npy", lambda: pickle.dumps({"a": 1}), "counts",
+         "looks like a plain Python pickle, not a torch.save file; refused to unpickle it"),
+        # a moebench trace given to the importer
+        ("t.parquet", None, "counts", "looks like a moebench trace already (Parquet)"),
+        # CSV without a .csv name is still read as CSV by counts
+        ("c.txt", lambda: b"# layers x experts\n" + counts_csv(), "sglang-stat",
+         "looks like a CSV matrix of numbers: try --format counts"),
+        # JSON of an SGLang stat dump given to a NumPy format
+        ("s.json", sglang_stat_json, "vllm-eplb",
+         "--format vllm-eplb reads a .npy, .npz or torch.save file, but the file looks like an "
+         "SGLang stat dump (logical_count) in a JSON document: try --format sglang-stat"),
+        # an int16 [tokens, layers, top_k] array read as counts: ids, not counts
+        ("r.npy", vllm_routed, "counts", "looks like a NumPy .npy array (int16 [5, 3, 8]): "
+         "try --format vllm-routed-experts"),
+        # a per_pass torch dump given as stat
+        ("p.pt", sglang_per_pass, "sglang-stat", "expected a mapping with 'logical_count'; the "
+         "file looks like SGLang per_pass records in a torch.save file: try --format "
+         "sglang-per-pass"),
+    ],
+)  # fmt: skip
+def test_wrong_format_messages(tmp_path, name, data, fmt, what):
+    if data is None:
+        from moebench.routing.traces import write_parquet
+
+        write_parquet(run("counts/npy", write(tmp_path, "c.npy", counts_npy())), tmp_path / name)
+        path = tmp_path / name
+    else:
+        path = write(tmp_path, name, data())
+    with pytest.raises(TraceError) as info:
+        import_trace(path, fmt, model_id=V3, revision=REV)
+    msg = str(info.value)
+    assert what in msg and len(msg.splitlines()) == 1 and not UNSAFE.search(msg), msg
+
+
+def test_a_csv_without_a_csv_name_imports_as_counts(tmp_path):
+    t = import_trace(write(tmp_path, "c.txt", counts_csv()), "counts", model_id=V3, revision=REV)
+    assert t.layer_counts(2).tolist() == counts_LE()[2].astype(float).tolist()
+
+
+def test_a_pickle_named_npy_is_refused_without_numpys_advice(tmp_path):
+    """`trace stats` reads by suffix: a pickle named .npy never reaches np.load's pickle path."""
+    from moebench.routing.raw_files import load_raw
+
+    marker = tmp_path / "payload-ran"
+    with pytest.raises(TraceError) as info:
+        load_raw(write(tmp_path, "x.npy", raw_pickle(Payload(marker))))
+    msg = str(info.value)
+    assert msg.endswith("x.npy: not a NumPy file moebench can read (no .npy or .npz signature)")
+    assert not marker.exists()

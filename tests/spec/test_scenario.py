@@ -146,6 +146,36 @@ def test_overrides_win():
     assert s.model.revision == "main" and s.model.hidden == 4096
 
 
+@pytest.mark.parametrize(
+    "model, label",
+    [
+        ("deepseek-v4-flash", "deepseek-v4-flash"),  # the preset as it is
+        ({"preset": "deepseek-v4-flash", "hidden": 4096}, "deepseek-v4-flash"),  # same value
+        ({"preset": "deepseek-v4-flash", "hidden": 1024},
+         "deepseek-v4-flash (modified: hidden=1024)"),  # a shape field differs
+        ({"preset": "deepseek-v4-flash", "top_k": 8, "experts": 128},
+         "deepseek-v4-flash (modified: experts=128, top_k=8)"),  # shape fields in one order
+        ({"preset": "deepseek-v4-flash", "revision": "main"},
+         "deepseek-v4-flash (modified: revision=main)"),  # another commit of the model
+        (BASE["model"], "x/tiny"),  # no preset: the model id
+    ],
+)  # fmt: skip
+def test_a_preset_with_fields_overridden_is_labelled_modified(model, label):
+    s = parse({**doc(topology={"ep": 8}), "model": model})
+    assert s.model.label == label
+    # the normalised document (every field written out) names the same model
+    again = parse_scenario(yaml.safe_dump(to_dict(s)), path="case.yaml")
+    assert again.model.label == label
+
+
+def test_each_case_of_a_model_sweep_has_its_own_label():
+    d = doc(topology={"ep": 8}, sweep={"model.hidden": [4096, 1024]})
+    s = parse({**d, "model": "deepseek-v4-flash"})
+    assert [c.scenario.model.label for c in expand(s)] == [
+        "deepseek-v4-flash", "deepseek-v4-flash (modified: hidden=1024)",
+    ]  # fmt: skip
+
+
 # --- sweeps ------------------------------------------------------------------------------------
 
 
