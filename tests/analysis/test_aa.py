@@ -144,7 +144,8 @@ def test_noisy_aa_is_reported_not_counted_as_a_regression():
     assert comp.regressions(0) == []
     assert any("A/A control: 1 of 1 cell(s) not SAME" in w for w in comp.warnings)
     text = render(comp, "table", width=200)
-    assert "1 of 1 cell(s) not SAME = 100.0% (0 FASTER/SLOWER, 1 AMBIGUOUS)" in " ".join(text.split())
+    flat = " ".join(text.split())
+    assert "1 of 1 cell(s) not SAME = 100.0% (0 FASTER/SLOWER, 1 AMBIGUOUS)" in flat
 
 
 def test_mismatched_aa_copy_shows_no_numbers():
