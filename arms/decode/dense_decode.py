@@ -25,6 +25,7 @@ ARM = Arm(
     summary="every token times every local expert (batched GEMMs), only the token's top-k kept",
     build=pipeline.build_stages,
     weight_bytes=functools.partial(pipeline.weight_bytes, layout="ETD"),
+    work=functools.partial(pipeline.work, layout="ETD"),
     kernels=("batched_gemm[fc1+glu]", "batched_gemm[fc2]", "combine_topk"),
     launches=_LAUNCHES,
     forbidden=_FORBIDDEN,

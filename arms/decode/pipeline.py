@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from moebench.arm.base import Stage
+from moebench.arm.base import Stage, Work
 from moebench.arm.decode import Problem, Workspace
 from moebench.core.vocabulary import DECODE_STAGES, WHOLE_FFN
 from moebench.kernels.batched_gemm import batched_gemm
@@ -86,4 +86,31 @@ def weight_bytes(p: Problem, *, layout: str) -> dict[str, int]:
     out = {s: 0 for s in DECODE_STAGES}
     out["fc1"], out["fc2"] = hit * per["fc1"], hit * per["fc2"]
     out[WHOLE_FFN] = out["fc1"] + out["fc2"]
+    return out
+
+
+def work(p: Problem, *, layout: str) -> dict[str, Work]:
+    """The work ledger of one decode step on this rank (moebench.arm.base.Work per stage, ``ffn``
+    the sum). Rows: ``ETD`` (dense) computes every (expert, token) pair, ``TKD`` (sparse) the
+    (token, slot) pairs routed here; the combine writes every token. Bytes: the weights of
+    ``weight_bytes``, the token read once, bf16 intermediates. FLOPs: 2 * rows * K * N of the two
+    projections."""
+    T, K = p.topk_ids_TK.shape
+    D, F, E = p.x_TD.shape[1], p.intermediate, p.local_experts
+    e = p.topk_ids_TK.cpu().to(torch.int64) - p.expert_offset
+    slots = int(((e >= 0) & (e < E)).sum())
+    rows = E * T if layout == "ETD" else slots
+    wb = weight_bytes(p, layout=layout)
+    out = {
+        "fc1": Work(rows=rows, bytes_read=wb["fc1"] + T * D * 2, bytes_written=rows * F * 2,
+                    flops=2 * rows * D * 2 * F),
+        "fc2": Work(rows=rows, bytes_read=wb["fc2"] + rows * F * 2, bytes_written=rows * D * 2,
+                    flops=2 * rows * F * D),
+        "combine": Work(rows=T, bytes_read=slots * D * 2 + T * K * 8, bytes_written=T * D * 2),
+    }  # fmt: skip
+    total = Work(rows=0, bytes_read=0, bytes_written=0)
+    for w in out.values():
+        total = total + w
+    out[WHOLE_FFN] = Work(rows=rows, bytes_read=total.bytes_read,
+                          bytes_written=total.bytes_written, flops=total.flops)  # fmt: skip
     return out

@@ -25,6 +25,7 @@ ARM = Arm(
     summary="a GEMV per (token, slot) whose programs read only the experts routed here",
     build=pipeline.build_stages,
     weight_bytes=functools.partial(pipeline.weight_bytes, layout="TKD"),
+    work=functools.partial(pipeline.work, layout="TKD"),
     kernels=("sparse_gemv[fc1+glu]", "sparse_gemv[fc2]", "combine_topk"),
     launches=_LAUNCHES,
     forbidden=_FORBIDDEN,

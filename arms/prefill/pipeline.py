@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from moebench.arm.base import Stage
+from moebench.arm.base import Stage, Work
 from moebench.arm.prefill import Problem, Workspace
 from moebench.core.vocabulary import PREFILL_STAGES, WHOLE_FFN
 from moebench.kernels.act_quant import act_quant_dense, act_quant_masked
@@ -196,4 +196,52 @@ def weight_bytes(p: Problem, *, gemm_mode: str) -> dict[str, int]:
     out["fc1"] = read * per_expert(p.w13_EFD, p.w13_scale)
     out["fc2"] = read * per_expert(p.w2_EDF, p.w2_scale)
     out[WHOLE_FFN] = out["fc1"] + out["fc2"]
+    return out
+
+
+def work(p: Problem, *, gemm_mode: str, masked_act: bool) -> dict[str, Work]:
+    """The work ledger of one step on this rank (moebench.arm.base.Work per stage, ``ffn`` the
+    sum), from the case's routing on the host before timing: what the layouts change.
+
+    Rows: the scatter writes the live rows; the GEMMs compute every capacity row (``all``) or the
+    row blocks that overlap some expert's live rows (``psum``; with ``gemm: torch`` each expert's
+    whole aligned span); the activation sweeps the capacity buffer (dense) or the live rows
+    (masked); the combine writes every token. Bytes: each input read once and each output
+    written once (FP8 rows with packed UE8M0 scale words, bf16 intermediates, the weights of the
+    experts the GEMMs read). FLOPs: the GEMMs' 2 * rows * K * N; the elementwise stages are
+    memory-bound and counted as 0.
+    """
+    T, K = p.topk_ids_TK.shape
+    D, F = p.x_TD.shape[1], p.w2_EDF.shape[2]
+    E, A, M = p.local_experts, p.alignment, p.capacity_rows
+    counts = local_counts(p.topk_ids_TK.cpu(), p.expert_offset, E).to(torch.int64)
+    live = int(counts.sum())
+    if gemm_mode == "all":
+        gemm_rows = M
+    elif p.gemm == "torch":
+        gemm_rows = int(((counts + A - 1) // A * A).sum())
+    else:
+        bm = gemm_block_m(A)
+        gemm_rows = int(((counts + bm - 1) // bm * bm).sum())
+    act_rows = live if masked_act else M
+    fp8 = p.precision == "fp8"
+    x_row = D * p.x_TD.element_size() + (4 * -(-D // 512) if p.x_sf_TG4 is not None else 0)
+    a_row = F * (1 if fp8 else 2) + (4 * -(-F // 512) if fp8 else 0)
+    wb = weight_bytes(p, gemm_mode=gemm_mode)
+    out = {
+        "scatter": Work(rows=live, bytes_read=T * K * 4 + live * x_row,
+                        bytes_written=live * x_row + M * 8 + T * K * 4 + E * 4),
+        "fc1": Work(rows=gemm_rows, bytes_read=wb["fc1"] + gemm_rows * x_row,
+                    bytes_written=gemm_rows * 2 * F * 2, flops=2 * gemm_rows * D * 2 * F),
+        "act": Work(rows=act_rows, bytes_read=act_rows * 2 * F * 2,
+                    bytes_written=act_rows * a_row),
+        "fc2": Work(rows=gemm_rows, bytes_read=wb["fc2"] + gemm_rows * a_row,
+                    bytes_written=gemm_rows * D * 2, flops=2 * gemm_rows * F * D),
+        "combine": Work(rows=T, bytes_read=live * D * 2 + T * K * 8, bytes_written=T * D * 2),
+    }  # fmt: skip
+    total = Work(rows=0, bytes_read=0, bytes_written=0)
+    for w in out.values():
+        total = total + w
+    out[WHOLE_FFN] = Work(rows=live, bytes_read=total.bytes_read,
+                          bytes_written=total.bytes_written, flops=total.flops)  # fmt: skip
     return out

@@ -38,6 +38,7 @@ ARM = Arm(
     summary="both GEMMs skip blocks with no live row; the dense activation over the whole buffer",
     build=functools.partial(pipeline.build_stages, gemm_mode="psum", masked_act=False),
     weight_bytes=functools.partial(pipeline.weight_bytes, gemm_mode="psum"),
+    work=functools.partial(pipeline.work, gemm_mode="psum", masked_act=False),
     kernels=("scatter", "grouped_gemm[psum]", "act_quant_dense", "combine"),
     launches=_LAUNCHES,
     forbidden=_FORBIDDEN,

@@ -39,6 +39,7 @@ ARM = Arm(
     summary="both GEMMs and the activation visit only each expert's live rows [start, end)",
     build=functools.partial(pipeline.build_stages, gemm_mode="psum", masked_act=True),
     weight_bytes=functools.partial(pipeline.weight_bytes, gemm_mode="psum"),
+    work=functools.partial(pipeline.work, gemm_mode="psum", masked_act=True),
     kernels=("scatter", "grouped_gemm[psum]", "act_quant_masked", "combine"),
     launches=_LAUNCHES,
     forbidden=_FORBIDDEN,

@@ -39,6 +39,7 @@ ARM = Arm(
     summary="every capacity block through both GEMMs; the dense activation over the whole buffer",
     build=functools.partial(pipeline.build_stages, gemm_mode="all", masked_act=False),
     weight_bytes=functools.partial(pipeline.weight_bytes, gemm_mode="all"),
+    work=functools.partial(pipeline.work, gemm_mode="all", masked_act=False),
     kernels=("scatter", "grouped_gemm[all]", "act_quant_dense", "combine"),
     launches=_LAUNCHES,
     forbidden=_FORBIDDEN,

@@ -36,6 +36,7 @@ ARM = Arm(
     summary="prefix_sum_masked with the persistent activation schedule",
     build=build,
     weight_bytes=MASKED.weight_bytes,
+    work=MASKED.work,
     kernels=("scatter", "grouped_gemm[psum]", "act_quant_masked[persistent]", "combine"),
     launches={precision: _launches(precision) for precision in MASKED.launches},
     forbidden=("_act_quant_dense_kernel", "_act_quant_masked_grid_kernel"),

@@ -66,11 +66,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from moebench.analysis import critical, stats, workmodel
+from moebench.analysis import critical, ledger, stats, workmodel
 from moebench.analysis.belonging import belonging, distinct, provenance_warnings
 from moebench.analysis.blocks import Group, concat_samples, timing_groups
 from moebench.analysis.rows import REGIME_ORDER, CaseInfo, CompareRow, Comparison, RunInfo, Timing
-from moebench.core.errors import MoebenchError
+from moebench.core.errors import MoebenchError, clip
 from moebench.core.vocabulary import DEFAULT_BASELINE, STAGE_ORDER, aa_twin
 from moebench.results.reader import Run
 
@@ -109,7 +109,7 @@ def _check_status(checks: pa.Table) -> dict[tuple[str, str, str], tuple[str, str
             which = ",".join(str(r) for r in sorted(set(ranks)))
             # A detail that leads with its check's name ("timeout: ...") says it once.
             first = next((d for d in details if d), "").removeprefix(f"{check}: ")
-            detail = f": {first[:160]}" if first else ""
+            detail = f": {clip(first, 160)}" if first else ""
             parts.append(f"{check} {status} (rank {which}{err}){detail}")
         out[key] = ("mismatch", "; ".join(parts)) if parts else ("ok", "")
     return out
@@ -319,6 +319,7 @@ def compare_runs(
         passes=tuple(critical.pass_paths(
             samples, {k for k, (st, _) in status.items() if st == "mismatch"}
         )),
+        gates=tuple(ledger.gate_rows(runs)), ledger=tuple(ledger.ledger_rows(runs)),
     )  # fmt: skip
     aa = comparison.aa
     if aa is not None and aa.not_same:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from moebench.analysis import critical, workmodel
+from moebench.analysis import critical, ledger, workmodel
 from moebench.analysis.stats import TOO_FEW
 from moebench.core.vocabulary import aa_twin
 
@@ -164,6 +164,10 @@ class Comparison:
     # Distributed runs: critical path per pass, straggler, per-rank stages
     # (moebench/analysis/critical.py).
     passes: tuple[critical.PassPath, ...] = ()
+    # What holds on any device (moebench/analysis/ledger.py): every arm's gates, and the work
+    # ledger per stage and arm with its floor on the H200.
+    gates: tuple[ledger.GateRow, ...] = ()
+    ledger: tuple[ledger.LedgerRow, ...] = ()
 
     def regressions(self, pct: float) -> list[CompareRow]:
         """Significantly SLOWER rows whose change exceeds ``pct`` percent. A/A copies are not

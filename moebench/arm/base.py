@@ -50,6 +50,24 @@ def run_all(stages: tuple[Stage, ...]) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Work:
+    """What one stage (or the whole FFN) does in one step on a rank, by the arm's own model:
+    rows it computes (padding and capacity tail included where it visits them), bytes it reads
+    and writes in device memory (each once: the DRAM minimum of that work), and matrix FLOPs.
+    The work ledger puts these beside the floor they would have on a GPU, on any device."""
+
+    rows: int
+    bytes_read: int
+    bytes_written: int
+    flops: int = 0
+
+    def __add__(self, other: Work) -> Work:
+        return Work(rows=self.rows + other.rows, bytes_read=self.bytes_read + other.bytes_read,
+                    bytes_written=self.bytes_written + other.bytes_written,
+                    flops=self.flops + other.flops)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
 class Prepared:
     """What a whole-FFN arm's ``prepare`` may return instead of a bare callable: the callable that
     computes the whole FFN, and optional named sub-stages (names from the family's stages, e.g.
@@ -74,6 +92,8 @@ class Arm:
     prepare: Callable[[Any, Any], Any] | None = None
     # problem -> {stage: expert weight bytes read in one step on the rank}, "ffn" included
     weight_bytes: Callable[[Any], dict[str, int]] | None = None
+    # problem -> {stage: Work} of one step on the rank, "ffn" included (the work ledger)
+    work: Callable[[Any], dict[str, Work]] | None = None
     kernels: tuple[str, ...] = ()  # for people: what it launches
     # {precision: Triton (or other) kernel function names that must launch}; checked on the GPU
     launches: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from moebench.arm.base import Arm
-from moebench.core.errors import MoebenchError
+from moebench.core.errors import MoebenchError, clip
 from moebench.core.vocabulary import aa_twin
 
 BUILTIN = {
@@ -166,5 +166,5 @@ def _from_file(ref: str, path: Path, attr: str) -> Arm:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())[:200]
+    text = clip(str(exc), 200)  # at a word boundary, never mid-word
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

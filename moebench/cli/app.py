@@ -8,6 +8,7 @@ gated regression, 2 bad input, 3 a device fault stopped the run, 130 interrupted
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -18,7 +19,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from moebench.cli.trace import trace_app
@@ -29,10 +29,13 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # -h beside --help on every command: click hands a group's help names to its subcommands.
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 out = Console()
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+DEFAULT_WIDTH = 120  # columns of the default output; --width asks for more
 ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML file.", show_default=False)]
 
 
@@ -63,16 +66,27 @@ def _load(path: Path):
     return load_scenario(path)
 
 
-class _RichProgress:
-    def __init__(self, progress: Progress):
-        self.p = progress
-        self.task = None
+def _version(value: bool) -> None:
+    if value:
+        from moebench.core.version import __version__
 
-    def start(self, total: int) -> None:
-        self.task = self.p.add_task("cases x ranks x arms", total=total)
+        out.print(f"moebench {__version__}", markup=False, highlight=False)
+        raise typer.Exit(0)
 
-    def step(self, label: str, advance: int = 1) -> None:
-        self.p.update(self.task, advance=advance, description=label)
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print moebench's version and exit.",
+            is_eager=True,
+            callback=_version,
+        ),
+    ] = False,
+) -> None:
+    """Prove that a Mixture-of-Experts FFN change is faster, where, and why."""
 
 
 @app.command()
@@ -126,16 +140,28 @@ def run(
 ) -> None:
     """Check, then time, every arm of every case of SCENARIO; write Parquet; print a summary."""
     _use_interpreter_without_gpu()
+    from moebench.cli import preflight
     from moebench.comm import world as distributed
     from moebench.run.options import RunOptions
     from moebench.run.start import run as run_scenario
 
+    options = RunOptions(
+        results_dir=results,
+        resume=resume,
+        allow_mismatch=allow_mismatch,
+        allow_source_drift=allow_source_drift,
+        isolate=isolate,
+        case_timeout_s=case_timeout,
+        aa=aa,
+        dist_timeout_s=dist_timeout,
+        command=launch_command or " ".join(sys.argv),
+    )
     if nproc is not None:  # distributed: this process only launches the ranks
-        raise typer.Exit(_launch(scenario, nproc, dict(
-            results=results, resume=resume, allow_mismatch=allow_mismatch,
-            allow_source_drift=allow_source_drift, baseline=baseline, aa=aa,
-            dist_timeout=dist_timeout,
-        )))  # fmt: skip
+        try:
+            preflight.check_run(_load(scenario), options, baseline, nproc)
+        except MoebenchError as exc:
+            raise _fail(exc) from None
+        raise typer.Exit(_launch(scenario, nproc, options, baseline))
     # Under torchrun only rank 0 talks; every rank exits with the run's code (_end_rank).
     ranked = distributed.env_world()
     leader = ranked is None or ranked[0] == 0
@@ -148,27 +174,10 @@ def run(
                 f"{scenario}: topology.mode is {s.topology.mode!r}; ranks "
                 "started by torchrun need topology.mode: distributed"
             )
-        options = RunOptions(
-            results_dir=results,
-            resume=resume,
-            allow_mismatch=allow_mismatch,
-            allow_source_drift=allow_source_drift,
-            isolate=isolate,
-            case_timeout_s=case_timeout,
-            aa=aa,
-            dist_timeout_s=dist_timeout,
-            command=launch_command or " ".join(sys.argv),
-        )
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-            disable=not leader,
-        ) as bar:
-            summary = run_scenario(s, options, _RichProgress(bar))
+        preflight.check_run(s, options, baseline)  # every option, before any work
+        progress = _run_progress(s, options) if leader else None
+        with progress or contextlib.nullcontext():
+            summary = run_scenario(s, options, progress)
     except MoebenchError as exc:
         if leader:
             _fail(exc)
@@ -191,7 +200,11 @@ def run(
         f"{summary.cases_skipped} already done -> {summary.run_dir}",
         soft_wrap=True,  # one line, however long the path
     )
-    _print_comparison([summary.run_dir], baseline or s.measure.baseline, "table", 2.0)
+    try:
+        _print_comparison([summary.run_dir], baseline or s.measure.baseline, "table", 2.0)
+    except MoebenchError as exc:  # the run is kept; only its summary could not be shown
+        err.print(f"moebench: error: the summary: {str(exc).splitlines()[0]}", markup=False)
+        raise end(1) from None
     if summary.warnings:
         err.print(f"moebench: warning: {'; '.join(summary.warnings[:3])}", markup=False)
     if summary.errors:
@@ -211,25 +224,34 @@ def run(
     raise end(0)
 
 
-def _launch(scenario: Path, nproc: int, opts: dict) -> int:
-    """``run --nproc N``: check that N ranks fit the scenario, then start them under torchrun."""
+def _run_progress(s, options):
+    """The leader's progress display, with the warnings that belong before the run starts: a
+    regime this device cannot record and, on the CPU, cases estimated past their time limit."""
+    from moebench.cli import preflight
+    from moebench.cli.progress import CliProgress
+    from moebench.plan.cases import plan
+
+    device = preflight.device_of(s)
+    notes = preflight.notes(s, device)
+    if device == "cpu":
+        slow = preflight.slow_cases(preflight.case_costs(plan(s), device, options.aa))
+        notes += [slow] if slow else []
+    return CliProgress(err, notes)
+
+
+def _launch(scenario: Path, nproc: int, options, baseline: str | None) -> int:
+    """``run --nproc N`` (its options checked): start N ranks under torchrun."""
     from moebench.comm import world as distributed
 
-    try:
-        if nproc < 1:
-            raise MoebenchError(f"--nproc: must be at least 1, got {nproc}")
-        distributed.check_world(_load(scenario), nproc)
-    except MoebenchError as exc:
-        raise _fail(exc) from None
-    args = ["run", str(scenario), "--results", str(opts["results"]),
-            "--dist-timeout", repr(opts["dist_timeout"])]  # fmt: skip
-    if opts["resume"] is not None:
-        args += ["--resume", str(opts["resume"])]
-    if opts["baseline"] is not None:
-        args += ["--baseline", opts["baseline"]]
-    args += [flag for flag, on in (("--allow-mismatch", opts["allow_mismatch"]),
-                                   ("--allow-source-drift", opts["allow_source_drift"]),
-                                   ("--aa", opts["aa"])) if on]  # fmt: skip
+    args = ["run", str(scenario), "--results", str(options.results_dir),
+            "--dist-timeout", repr(options.dist_timeout_s)]  # fmt: skip
+    if options.resume is not None:
+        args += ["--resume", str(options.resume)]
+    if baseline is not None:
+        args += ["--baseline", baseline]
+    args += [flag for flag, on in (("--allow-mismatch", options.allow_mismatch),
+                                   ("--allow-source-drift", options.allow_source_drift),
+                                   ("--aa", options.aa)) if on]  # fmt: skip
     try:
         return distributed.launch(nproc, args, command=" ".join(sys.argv))
     except KeyboardInterrupt:
@@ -276,6 +298,8 @@ def _print_comparison(
     correction: str = "bonferroni",
     plot: Path | None = None,
     force: bool = False,
+    timings: bool = False,
+    width: int | None = None,
 ):
     from moebench.analysis.compare import compare_runs
     from moebench.core.vocabulary import DEFAULT_BASELINE
@@ -298,9 +322,12 @@ def _print_comparison(
 
         plots = [str(p) for p in write_plots(comparison, plot)]
         err.print(f"moebench: {len(plots)} plot(s) written to {plot}", markup=False)
-    # A terminal gets its own width; a pipe or file gets a wide table rather than 80 columns.
-    width = out.width if sys.stdout.isatty() else 200
-    text = render(comparison, fmt, width=width, plots=plots)
+    # At most 120 columns unless asked (--width): a terminal's own width when narrower, 120 for
+    # a pipe or a file.
+    if width is None:
+        width = min(out.width, DEFAULT_WIDTH) if sys.stdout.isatty() else DEFAULT_WIDTH
+    view = ("cpu-timings" if timings else "auto") if comparison.devices == ("cpu",) else "timings"
+    text = render(comparison, fmt, width=width, plots=plots, view=view)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return comparison
 
@@ -350,9 +377,24 @@ def compare(
     ] = False,
     force: Annotated[
         bool,
-        typer.Option(help="Compare runs that would be refused (no shared case, another "
-                     "environment or shape)."),  # fmt: skip
+        typer.Option(
+            help="Compare runs that would be refused (no shared case, another "
+            "environment or shape)."
+        ),  # fmt: skip
     ] = False,
+    timings: Annotated[
+        bool,
+        typer.Option(
+            help="CPU runs: show the interpreter's timings too (never with verdicts; "
+            "by default a CPU run shows its gates and work ledger)."
+        ),  # fmt: skip
+    ] = False,
+    width: Annotated[
+        int | None,
+        typer.Option(
+            help="Columns of the table (default: the terminal's, at most 120).", show_default=False
+        ),  # fmt: skip
+    ] = None,
 ) -> None:
     """Medians, noise, per-rank spread, change against the baseline arm with an exact interval
     corrected for the number of cells, a decision, the A/A false-positive rate; plots. With
@@ -385,7 +427,8 @@ def compare(
                 raise typer.Exit(1)
         return
     try:
-        _print_comparison(runs, baseline, format, threshold, correction, plot, force)
+        _print_comparison(runs, baseline, format, threshold, correction, plot, force, timings,
+                          width)  # fmt: skip
     except MoebenchError as exc:
         raise _fail(exc) from None
 
@@ -407,19 +450,37 @@ def _print_against(runs, against, fmt, threshold, correction, force):
 
 @app.command()
 def validate(scenario: ScenarioArg) -> None:
-    """Validate SCENARIO completely (schema, sweep, routing, capacity) without running it."""
+    """Validate SCENARIO as fully as run would before any work (schema, sweep, routing, capacity,
+    the expect_sources pins against the code now); per case, the samples it records and on the
+    CPU an estimate of its time; warnings for what this device cannot record or finish."""
     _use_interpreter_without_gpu()
-    from moebench.plan.cases import plan
+    from moebench.cli import preflight
+    from moebench.plan.cases import arm_names, plan, select_device
+    from moebench.run.lifecycle import sources_and_pins
+    from moebench.run.options import RunOptions
 
     try:
         s = _load(scenario)
         planned = plan(s)
+        sources_and_pins(s, RunOptions(allow_source_drift=False))  # the pins, as run checks them
     except MoebenchError as exc:
         raise _fail(exc) from None
-    t = Table(title=f"{s.name}: {len(planned)} case(s), arms {', '.join(s.arms)}")
-    for col in ("case", "routing", "capacity rows", "ranks", "live rows min/max", "empty experts"):
-        t.add_column(col)
-    for p in planned:
+    device = preflight.device_of(s)
+    warnings = []
+    try:  # the machine, not the scenario: a warning here, since it may be run elsewhere
+        select_device(s)
+    except MoebenchError as exc:
+        warnings.append(f"{exc}; run refuses it on this machine")
+    warnings += preflight.notes(s, device)
+    costs = preflight.case_costs(planned, device)
+    slow = preflight.slow_cases(costs)
+    warnings += [slow] if slow else []
+    t = Table(title=f"{s.name}: {len(planned)} case(s), arms {', '.join(arm_names(s))}")
+    cols = ("case", "routing", "capacity rows", "ranks", "live rows min/max", "empty experts",
+            "samples", "est. time")  # fmt: skip
+    for col in cols:
+        t.add_column(col, overflow="fold")  # a case id is read whole, never cut short
+    for p, cost in zip(planned, costs, strict=True):
         counts = p.counts_RE[list(p.ranks)]
         live = counts.sum(dim=1).tolist()
         empty = (counts == 0).sum(dim=1).tolist()
@@ -430,8 +491,17 @@ def validate(scenario: ScenarioArg) -> None:
             str(len(p.ranks)),
             f"{min(live)} / {max(live)}",
             f"{min(empty)} / {max(empty)}",
+            f"{cost.samples:,}",
+            "-" if cost.seconds is None else f"~{preflight.duration(cost.seconds)}",
         )
+    t.caption = (
+        "samples: ranks x arms x blocks x iterations x timed stages; time: "
+        + ("an estimate for this CPU under the Triton interpreter (gates, warm-up and samples)"
+           if device == "cpu" else "estimated for CPU runs only")
+    )  # fmt: skip
     out.print(t)
+    for w in warnings:
+        err.print(f"moebench: warning: {w}", markup=False)
 
 
 @app.command()
@@ -480,14 +550,22 @@ def arms(
 
 
 @app.command()
-def env() -> None:
+def env(
+    format: Annotated[str, typer.Option(help="table | json")] = "table",
+) -> None:
     """Versions, GPU and git state, as every manifest records them."""
+    if format not in ("table", "json"):
+        raise _fail(MoebenchError(f"--format: expected table or json, got {format!r}"))
     _use_interpreter_without_gpu()
     from moebench.run.provenance import environment
 
+    found = environment()
+    if format == "json":  # the manifest's "environment", key for key
+        sys.stdout.write(json.dumps(found, indent=1, default=str) + "\n")
+        return
     t = Table(title="environment", show_header=False)
-    for k, v in environment().items():
-        t.add_row(k, str(v))
+    for k, v in found.items():
+        t.add_row(k, escape(str(v)))
     out.print(t)
 
 
@@ -495,15 +573,18 @@ def env() -> None:
 def lock(scenario: ScenarioArg) -> None:
     """Pin the current source hash of each of SCENARIO's arms into its expect_sources."""
     _use_interpreter_without_gpu()
-    from moebench.run.lock import write_pins
+    from moebench.run.lock import lock_path, write_pins
 
     try:
         pins = write_pins(scenario)
     except MoebenchError as exc:
         raise _fail(exc) from None
+    # Plain lines, never wrapped at the terminal's width: a pin is copied and grepped whole.
     for arm, h in pins.items():
-        out.print(f"{arm}: {h}")
-    out.print(f"pinned {len(pins)} arm(s) in {scenario}")
+        sys.stdout.write(f"{arm}: {h}\n")
+    sys.stdout.write(
+        f"pinned {len(pins)} arm(s) in {scenario}; what each hash covers: {lock_path(scenario)}\n"
+    )
 
 
 app.add_typer(trace_app, name="trace")

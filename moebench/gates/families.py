@@ -74,6 +74,20 @@ class Family:
         return routed_expert_bytes(problem, self.weight_fields, self.stages)
 
 
+def ledger_rows(arm: Arm, name: str, problem, rank_cols: dict) -> list[dict]:
+    """The ``ledger`` rows of one arm on one rank: its work model (``Arm.work``) per stage, or
+    none when the arm declares no model (its weight bytes still reach the samples)."""
+    if arm.work is None:
+        return []
+    return [
+        {"run_id": rank_cols["run_id"], "case_id": rank_cols["case_id"],
+         "rank": rank_cols["rank"], "arm": name, "stage": stage, "rows": int(w.rows),
+         "bytes_read": int(w.bytes_read), "bytes_written": int(w.bytes_written),
+         "flops": int(w.flops)}
+        for stage, w in arm.work(problem).items()
+    ]  # fmt: skip
+
+
 def routed_expert_bytes(
     problem, fields: tuple[str, ...], stages: tuple[str, ...]
 ) -> dict[str, int]:

@@ -12,10 +12,13 @@ and the report share is in ``sections``. ``render`` is the one entry point.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Sequence
 
 from moebench.analysis.rows import Comparison
 from moebench.core.errors import MoebenchError
+from moebench.report.cpu_view import render_cpu
 from moebench.report.data import render_csv, render_json
 from moebench.report.markdown import render_markdown
 from moebench.report.table import render_table
@@ -24,7 +27,12 @@ FORMATS = ("table", "markdown", "csv", "json")
 
 
 def render(
-    comparison: Comparison, fmt: str, *, width: int | None = None, plots: Sequence[str] = ()
+    comparison: Comparison,
+    fmt: str,
+    *,
+    width: int | None = None,
+    plots: Sequence[str] = (),
+    view: str = "timings",
 ) -> str:
     """Render as ``table`` (plain text via rich), ``markdown``, ``csv`` or ``json``.
 
@@ -35,7 +43,18 @@ def render(
     the title, the warnings and the names of ``plots`` (written by
     ``moebench.report.plots``); ``csv`` is
     the rows only, NaN as an empty cell.
+
+    ``view``: ``timings`` (the rows, as above), ``cpu`` (gates and work ledger, no timings:
+    ``report.cpu_view``), ``auto`` (``cpu`` when every run is a CPU run, else ``timings``) or
+    ``cpu-timings`` (the rows of a CPU run without verdicts: interpreter timings decide nothing).
     """
+    cpu_only = comparison.devices == ("cpu",)
+    if view == "auto":
+        view = "cpu" if cpu_only else "timings"
+    if view == "cpu" and fmt in ("table", "markdown"):
+        return render_cpu(comparison, markdown=fmt == "markdown", plots=plots)
+    if view == "cpu-timings" or (view == "cpu" and cpu_only):
+        comparison = without_verdicts(comparison)
     if fmt == "table":
         if width is None:
             from rich.console import Console
@@ -49,3 +68,14 @@ def render(
     if fmt == "json":
         return render_json(comparison, plots)
     raise MoebenchError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def without_verdicts(comp: Comparison) -> Comparison:
+    """The comparison with every decision and interval blanked (CPU timings decide nothing)."""
+    rows = [
+        r if r.decision == "baseline" or r.status == "mismatch" else dataclasses.replace(
+            r, decision="", change_pct=math.nan, ci_low_pct=math.nan, ci_high_pct=math.nan,
+            reason="CPU timing (Triton interpreter): no verdict")
+        for r in comp.rows
+    ]  # fmt: skip
+    return dataclasses.replace(comp, rows=rows)

@@ -29,6 +29,8 @@ def fmt_us(x: float) -> str:
 def fmt_change(row: CompareRow) -> str:
     if math.isnan(row.change_pct):
         return ""
+    if math.isnan(row.ci_low_pct):  # TOO FEW BLOCKS: the point change, no interval
+        return f"{row.change_pct:+.1f}% (no CI)"
     return f"{row.change_pct:+.1f}% [{row.ci_low_pct:+.1f}, {row.ci_high_pct:+.1f}]"
 
 

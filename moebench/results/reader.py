@@ -6,7 +6,7 @@ and the manifest is ignored here (and deleted by ``RunWriter.resume``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +15,13 @@ import pyarrow.parquet as pq
 
 from moebench.core.errors import ResultsError
 from moebench.results.files import checked_manifest, one_line
-from moebench.results.schema import LATER_SAMPLES, SAMPLES_SCHEMA, SCHEMAS, TABLES
+from moebench.results.schema import (
+    LATER_SAMPLES,
+    OPTIONAL_TABLES,
+    SAMPLES_SCHEMA,
+    SCHEMAS,
+    TABLES,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +33,7 @@ class Run:
     samples: pa.Table
     checks: pa.Table
     routing: pa.Table
+    ledger: pa.Table = field(default_factory=lambda: SCHEMAS["ledger"].empty_table())
 
     @property
     def run_id(self) -> str:
@@ -63,9 +70,9 @@ def load_run(path: Path | str) -> Run:
     manifest = checked_manifest(run_dir)
     tables = {}
     for table in TABLES:
-        parts = [
-            _read_part(run_dir / table / f"{case}.parquet", table, manifest["run_id"], case)
-            for case in manifest["finished_cases"]
-        ]
+        paths = [(case, run_dir / table / f"{case}.parquet") for case in manifest["finished_cases"]]
+        if table in OPTIONAL_TABLES:  # runs written before this table have no part of it
+            paths = [(case, path) for case, path in paths if path.is_file()]
+        parts = [_read_part(path, table, manifest["run_id"], case) for case, path in paths]
         tables[table] = pa.concat_tables(parts) if parts else SCHEMAS[table].empty_table()
     return Run(run_dir=run_dir, manifest=manifest, **tables)

@@ -38,6 +38,7 @@ class CaseRows:
     samples: list[dict] = field(default_factory=list)
     checks: list[dict] = field(default_factory=list)
     routing: list[dict] = field(default_factory=list)
+    ledger: list[dict] = field(default_factory=list)  # the work model's rows (results.schema)
     fault: str = ""
     # clocks that looked throttled; cold weights that memory could not fully rotate
     warnings: list[str] = field(default_factory=list)

@@ -24,7 +24,10 @@ from moebench.core.vocabulary import STAGE_ORDER
 RESULTS_FORMAT = 1
 MANIFEST = "manifest.json"
 LOCK = ".lock"
-TABLES = ("samples", "checks", "routing")
+TABLES = ("samples", "checks", "routing", "ledger")
+# Tables a run written before them does not have: a finished case may lack their part, which then
+# reads as no rows.
+OPTIONAL_TABLES = frozenset({"ledger"})
 RESERVED_KEYS = frozenset(
     {"results_format", "run_id", "status", "started_at", "ended_at", "resumed_at", "finished_cases"}
 )
@@ -81,10 +84,17 @@ ROUTING_SCHEMA = _schema(
     ("max_load", _f64), ("mean_load", _f64), ("overload", _f64), ("entropy", _f64),
     ("trace_sha256", _str),
 )  # fmt: skip
+# The work ledger: per case, rank, arm and stage, the work the arm's model says one step does
+# (rows computed, bytes read and written, matrix FLOPs), from the case's routing, before timing.
+LEDGER_SCHEMA = _schema(
+    ("run_id", _str), ("case_id", _str), ("rank", _i32), ("arm", _str), ("stage", _str),
+    ("rows", _i64), ("bytes_read", _i64), ("bytes_written", _i64), ("flops", _i64),
+)  # fmt: skip
 SCHEMAS: dict[str, pa.Schema] = {
     "samples": SAMPLES_SCHEMA,
     "checks": CHECKS_SCHEMA,
     "routing": ROUTING_SCHEMA,
+    "ledger": LEDGER_SCHEMA,
 }
 # Columns whose values come from a closed set; a typo here would silently vanish from compare.
 _ENUMS: dict[str, dict[str, frozenset[str]]] = {
@@ -97,6 +107,7 @@ _ENUMS: dict[str, dict[str, frozenset[str]]] = {
     },
     "checks": {"status": CHECK_STATUSES},
     "routing": {},
+    "ledger": {"stage": STAGES},
 }
 
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

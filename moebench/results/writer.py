@@ -48,6 +48,7 @@ from moebench.results.files import (
 from moebench.results.schema import (
     DEFAULT_MIN_FREE_MB,
     FINAL_STATUSES,
+    OPTIONAL_TABLES,
     RESERVED_KEYS,
     RESULTS_FORMAT,
     SCRATCH,
@@ -143,7 +144,7 @@ class RunWriter:
                     if path.name.endswith(".tmp") or (part and part not in finished):
                         path.unlink()
                 missing = [c for c in finished if not (folder / f"{c}.parquet").is_file()]
-                if missing:
+                if missing and table not in OPTIONAL_TABLES:
                     raise ResultsError(
                         f"run {run_dir} lists case {missing[0]!r} as finished but "
                         f"{table}/{missing[0]}.parquet is missing"
@@ -161,9 +162,14 @@ class RunWriter:
         return cls(run_dir, manifest, lock_file)
 
     def write_case(
-        self, case_id: str, samples: list[dict], checks: list[dict], routing: list[dict]
+        self,
+        case_id: str,
+        samples: list[dict],
+        checks: list[dict],
+        routing: list[dict],
+        ledger: list[dict] | tuple = (),
     ) -> None:
-        """Write the three parts of one case, then list it in the manifest's ``finished_cases``.
+        """Write the parts of one case, then list it in the manifest's ``finished_cases``.
 
         ValueError (a programming error) for a bad case id, a case already finished, rows that do
         not fit the schema, or rows that name another run or case.
@@ -173,7 +179,9 @@ class RunWriter:
         if case_id in self._manifest["finished_cases"]:
             raise ValueError(f"case {case_id!r} is already finished in run {self.run_id}")
         tables = {}
-        for name, rows in (("samples", samples), ("checks", checks), ("routing", routing)):
+        parts = (("samples", samples), ("checks", checks), ("routing", routing),
+                 ("ledger", list(ledger)))  # fmt: skip
+        for name, rows in parts:
             table = rows_to_table(name, rows)
             for column, want in (("run_id", self.run_id), ("case_id", case_id)):
                 got = set(pc.unique(table[column]).to_pylist()) - {want}

@@ -41,7 +41,7 @@ from moebench.core import faults
 from moebench.core.errors import ScenarioError
 from moebench.core.numerics import bitwise_compare
 from moebench.gates.distributed import check_layer
-from moebench.gates.families import family_of
+from moebench.gates.families import family_of, ledger_rows
 from moebench.gates.fresh import fresh_input_gate
 from moebench.gates.rank import gate_rank, post_timing
 from moebench.measure.clock import Clock
@@ -127,7 +127,7 @@ def _run(world: World, s: Scenario, options: RunOptions, progress: Progress) -> 
                 torch.cuda.empty_cache()  # the case's buffers went with run_case
             phase(world, f"writing case {p.case.case_id}",
                   lambda p=p, rows=rows: writer.write_case(
-                      p.case.case_id, rows.samples, rows.checks, rows.routing)
+                      p.case.case_id, rows.samples, rows.checks, rows.routing, rows.ledger)
                   if world.leader else None)  # fmt: skip
             if world.leader:
                 lifecycle.tally(summary, p.case.case_id, rows)
@@ -204,13 +204,16 @@ def run_case(
     )
     for arm in names:
         progress.step(f"{cid} {arm}" + ("" if arm in timed else " (not timed)"))
-    parts = distributed.gather(world, (samples, out.checks, c.routing_row))
+    ledger = [row for name, arm in arms.items()
+              for row in ledger_rows(arm, name, c.problem, c.rank_cols)]  # fmt: skip
+    parts = distributed.gather(world, (samples, out.checks, c.routing_row, ledger))
     if not world.leader:
         return None
     return CaseRows(
         samples=[row for part in parts for row in part[0]],
         checks=[row for part in parts for row in part[1]] + layer_checks,
         routing=[part[2] for part in parts],
+        ledger=[row for part in parts for row in part[3]],
     )
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from moebench.core import faults
+from moebench.core.errors import clip
 from moebench.plan.cases import arm_names, routing_rows
 from moebench.results.rows import CaseRows, Check
 from moebench.results.schema import TABLES
@@ -132,4 +133,4 @@ def _last_line(log: Path) -> str:
     except OSError:
         return ""
     lines = [ln.strip() for ln in lines if ln.strip()]
-    return lines[-1][:200] if lines else ""
+    return clip(lines[-1], 200) if lines else ""

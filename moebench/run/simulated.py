@@ -22,7 +22,7 @@ import torch
 
 from moebench.core import faults
 from moebench.core.errors import DeviceFault
-from moebench.gates.families import family_of
+from moebench.gates.families import family_of, ledger_rows
 from moebench.gates.fresh import fresh_input_gate
 from moebench.gates.rank import gate_rank, post_timing
 from moebench.measure.clock import Clock
@@ -72,7 +72,8 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
                     progress.step(f"{p.case.case_id} (isolated)", len(p.ranks) * len(names))
                 else:
                     rows = run_case(p, device, clock, writer.run_id, options, stop, limit, progress)
-                writer.write_case(p.case.case_id, rows.samples, rows.checks, rows.routing)
+                writer.write_case(p.case.case_id, rows.samples, rows.checks, rows.routing,
+                                  rows.ledger)  # fmt: skip
                 lifecycle.tally(summary, p.case.case_id, rows)
                 if rows.fault:
                     fault = (p.case.case_id, rows.fault)
@@ -160,6 +161,8 @@ def run_case(
                 faults.release(device)
                 progress.step(f"{p.case.case_id} rank {rank} (inputs failed)", len(names))
                 continue
+            for name, arm in arms.items():  # the work ledger: from the routing, on the host
+                out.ledger += ledger_rows(arm, name, problem, rank_cols)
             stage_sets, captures, timed = gate_rank(
                 problem, ref, arms, allow_mismatch=options.allow_mismatch, device=device,
                 stop=stop, out=out, rank_cols=rank_cols, family=family,

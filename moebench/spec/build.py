@@ -23,6 +23,7 @@ from moebench.spec.schema import (
     MAX_ROWS,
     MAX_SAMPLES,
     TOP_KEYS,
+    MeasureSpec,
     Scenario,
 )
 from moebench.spec.sections import (
@@ -38,6 +39,14 @@ from moebench.spec.sections import (
     sweep_section,
     topology_section,
 )
+
+
+def timed_samples(measure: MeasureSpec, ranks: int, arms: int) -> int:
+    """Samples one case records: ranks x arms x blocks x iterations x timed stages (``ffn``, and
+    each of ``measure.stages`` in the kernel regime). The bound below and ``moebench validate``
+    count the same way."""
+    n_timed = ("ffn" in measure.regimes) + len(measure.stages) * ("kernel" in measure.regimes)
+    return ranks * arms * measure.blocks * measure.iterations * n_timed
 
 
 def build_scenario(doc: dict, origin: Origin) -> Scenario:
@@ -108,8 +117,7 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
             )
     tokens = shape.tokens_per_rank * topology.dp
     n_ranks = len(measure.ranks) if measure.ranks is not None else ep
-    n_timed = ("ffn" in measure.regimes) + len(measure.stages) * ("kernel" in measure.regimes)
-    n_samples = n_ranks * len(arms) * measure.blocks * measure.iterations * n_timed
+    n_samples = timed_samples(measure, n_ranks, len(arms))
     if n_samples > MAX_SAMPLES:
         raise yf.Invalid(
             "measure.iterations",

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from moebench.core.errors import clip
+
 
 class Invalid(Exception):
     """A validation failure at a field path; becomes a ScenarioError with the file's name."""
@@ -76,7 +78,7 @@ def load_yaml(text: str, max_chars: int) -> Any:
     except RecursionError:
         raise Invalid("", "YAML error: nested too deeply") from None
     except (ValueError, OverflowError, TypeError) as exc:
-        detail = str(exc).split(";")[0][:100]
+        detail = clip(str(exc).split(";")[0], 100)
         raise Invalid("", f"YAML error: a value cannot be read ({detail})") from None
 
 

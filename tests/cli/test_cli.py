@@ -55,7 +55,16 @@ def test_run_writes_checked_results(tiny_run):
     routing = pq.read_table(run_dir / "routing" / "c000.parquet").to_pylist()
     assert sorted(r["rank"] for r in routing) == [0, 1]
     assert sum(r["live_rows"] for r in routing) == 2 * 4 * 2  # every slot lands on one rank
-    assert "CPU timings" in result.output
+    # The first run on a CPU leads with what holds anywhere: gates and the work ledger, within
+    # 120 columns, and no verdict on interpreter timings.
+    out = result.output
+    assert "Gates: every arm passed every gate" in out and "Work ledger:" in out
+    assert "none is shown and no verdict is made" in " ".join(out.split())
+    assert not any(v in out for v in ("FASTER", "SLOWER", "AMBIGUOUS"))
+    assert max(len(line) for line in out.splitlines() if not line.startswith("run ")) <= 120
+    ledger = pq.read_table(run_dir / "ledger" / "c000.parquet").to_pylist()
+    rows = {(r["rank"], r["arm"], r["stage"]): r["rows"] for r in ledger}
+    assert rows[(0, "prefix_sum_masked", "act")] < rows[(0, "stock", "act")]  # live vs capacity
 
 
 def test_cpu_run_records_device_gates_as_skips_and_eager_samples(tiny_run):
@@ -182,3 +191,50 @@ def test_project_scenarios_validate():
             continue  # replays ../shared/traces, absent here: test_traces checks it in that layout
         result = runner.invoke(app, ["validate", str(path)])
         assert result.exit_code == 0, (path.name, result.output)
+
+
+def test_lock_prints_each_pin_on_one_line_and_names_the_lock_file(tmp_path):
+    scenario = write(tmp_path, TINY)
+    # A narrow terminal: rich would wrap 'prefix_sum_masked: <64 hex digits>' onto two lines.
+    result = runner.invoke(app, ["lock", str(scenario)], env={"COLUMNS": "40"})
+    assert result.exit_code == 0, result.output
+    *pins, last = result.stdout.splitlines()
+    assert [re.fullmatch(r"(\w+): [0-9a-f]{64}", ln)[1] for ln in pins] == [
+        "stock",
+        "prefix_sum",
+        "prefix_sum_masked",
+    ]
+    lock_file = tmp_path / "s.lock.json"
+    assert last == f"pinned 3 arm(s) in {scenario}; what each hash covers: {lock_file}"
+    assert set(json.loads(lock_file.read_text())["arms"]) == {"stock", "prefix_sum",
+                                                              "prefix_sum_masked"}  # fmt: skip
+
+
+def test_validate_refuses_pins_that_run_refuses_with_the_same_line(tmp_path):
+    scenario = write(tmp_path, TINY)
+    assert runner.invoke(app, ["lock", str(scenario)]).exit_code == 0
+    text = scenario.read_text()
+    (pin,) = re.findall(r"^  stock: ([0-9a-f]{64})$", text, re.M)
+    scenario.write_text(text.replace(pin, "b" * 64))
+    refused = one_line_error(runner.invoke(app, ["validate", str(scenario)]))
+    assert "'stock'" in refused and "bbbbbbbbbbbbbbbb" in refused and "moebench lock" in refused
+    args = ["run", str(scenario), "--results", str(tmp_path / "r")]
+    assert one_line_error(runner.invoke(app, args)) == refused
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_summary_that_cannot_be_printed_is_one_line_and_keeps_the_run(tmp_path, monkeypatch):
+    from moebench.analysis import compare
+    from moebench.core.errors import MoebenchError
+
+    def refuse(*args, **kwargs):
+        raise MoebenchError("no comparison today\nsecond line")
+
+    monkeypatch.setattr(compare, "compare_runs", refuse)
+    scenario = write(tmp_path, TINY.replace("blocks: 2", "blocks: 1"))
+    result = runner.invoke(app, ["run", str(scenario), "--results", str(tmp_path / "r")])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines()[-1] == "moebench: error: the summary: no comparison today"
+    (run_dir,) = (tmp_path / "r").iterdir()
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "complete"

@@ -146,7 +146,7 @@ def test_compare_markdown_from_the_cli(timed_out_run, tmp_path, monkeypatch, rel
     monkeypatch.chdir(tmp_path)
     folder = "figs" if relative else str(tmp_path / "figs")
     result = runner.invoke(
-        app, ["compare", str(timed_out_run), "--format", "markdown", "--plot", folder]
+        app, ["compare", str(timed_out_run), "--format", "markdown", "--plot", folder, "--timings"]
     )
     assert result.exit_code == 0, result.output
     md = result.stdout

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -116,7 +117,7 @@ def test_sigkill_leaves_whole_parts_and_resume_finishes_with_the_same_run_id(tmp
         [".lock", "manifest.json"]
         + [
             f"{table}/{case}.parquet"
-            for table in ("checks", "routing", "samples")
+            for table in ("checks", "ledger", "routing", "samples")
             for case in CASES
         ]
     )  # no temp file, no orphan part, no scratch folder
@@ -133,7 +134,8 @@ def test_signal_stops_after_the_current_sample(tmp_path, scenario, sig, code):
     print(f"\n{sig.name}: exit {proc.returncode}; stderr: {err.strip()}")
     assert proc.returncode == code, err
     assert "Traceback" not in err
-    (line,) = [ln for ln in err.splitlines() if ln.strip()]
+    progress = re.compile(r"moebench: \d+(/\d+| step\(s\)) ")  # stderr is no terminal: lines
+    (line,) = [ln for ln in err.splitlines() if ln.strip() and not progress.match(ln)]
     assert line.startswith(f"moebench: interrupted by {sig.name}: ")
     assert f"--resume {run_dir}" in line
     manifest = json.loads((run_dir / "manifest.json").read_text())

@@ -173,3 +173,22 @@ def test_scratch_is_private_and_gone_after_finish_and_resume(tmp_path):
     resumed.scratch("c001")
     resumed.finish("complete")
     assert not (tmp_path / "run-1" / ".scratch").exists()
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--baseline", "nope"], "--baseline: must be one of the run's arms"),
+        (["--case-timeout", "-1"], "--case-timeout: must be > 0"),
+        (["--dist-timeout", "0"], "--dist-timeout: must be > 0"),
+    ],
+    ids=["baseline", "case-timeout", "dist-timeout"],
+)
+def test_a_bad_option_on_resume_changes_nothing(run_copy, options, message):
+    scenario, run_dir = run_copy
+    before = snapshot(run_dir)
+    line = one_line_error(
+        cli.invoke(app, ["run", str(scenario), "--resume", str(run_dir), *options])
+    )
+    assert message in line, line
+    assert snapshot(run_dir) == before

@@ -71,7 +71,7 @@ def test_ints_accepted_for_floats_and_nulls_for_optional_sections():
     assert s.routing.alpha == 2.0 and isinstance(s.routing.alpha, float)
     assert s.routing.hot_fraction == 1.0 and s.routing.empty_fraction == 0.0
     s = parse(doc(topology=None, routing=None) | {"measure": None, "sweep": None})
-    assert s.topology.ep == 1 and s.measure.blocks == 5 and s.sweep == ()
+    assert s.topology.ep == 1 and s.measure.blocks == 10 and s.sweep == ()
 
 
 def test_topology_and_measure_values():

@@ -1,0 +1,219 @@
+"""What ``run`` and ``validate`` check and say before any work.
+
+``check_run`` refuses every bad option of ``moebench run`` (one line, exit 2, nothing written):
+a run that times for minutes and only then finds that ``--baseline`` names no arm wastes the
+minutes and leaves a folder behind. ``notes`` are the warnings a run or a validation prints up
+front: a regime this device cannot record (``profile`` needs CUDA graphs), a limit this mode does
+not enforce. ``case_costs`` is what ``validate`` prints per case: the samples it will record and,
+on the CPU, an estimate of its time under the Triton interpreter, so that a shape that cannot
+finish on the CPU is flagged before anyone waits for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from moebench.arm.base import Arm
+from moebench.core.errors import MoebenchError
+from moebench.core.vocabulary import AA_SUFFIX, DECODE, FAMILY_STAGES
+from moebench.plan.cases import PlannedCase, arm_names, run_arms
+from moebench.results.files import check_room
+from moebench.run.options import RunOptions, case_timeout
+from moebench.spec.build import timed_samples
+from moebench.spec.schema import MAX_TIMEOUT_S, Scenario, local_experts
+
+# --- the interpreter's cost --------------------------------------------------------------------
+# Seconds of one whole-FFN run of one arm on one rank under TRITON_INTERPRET=1, fitted to the
+# ffn samples of runs measured on 2026-12-01 on this project's 2-core AMD EPYC (shared, so within
+# about a factor of two). The interpreter's cost follows the programs it steps through, not the
+# flops: a prefill pass costs per capacity row and width (stock, prefix_sum and prefix_sum_masked
+# within 20 % of each other: their padding tiles still launch), a dense decode pass per weight
+# element it dequantises, a sparse decode pass per (token, slot) program row.
+# prefill, M capacity rows, S live rows, D hidden, F intermediate:
+#   PREFILL_MDF * M*D*F + PREFILL_MW * M*(D+F) + PREFILL_SD * S*D
+#   (measured 0.30 s at M 80, D = F = 128; 6.98 s at M 640, S 512, D = F = 256)
+PREFILL_MDF = 1.3e-8
+PREFILL_MW = 1.16e-5
+PREFILL_SD = 5.0e-6
+# decode, dense (every local expert, layout ETD): DENSE_W * E_local * 3*D*F
+#   (measured 0.73 s at E 8, D = F = 256; 5.64 s at E 32, D 256, F 512)
+DENSE_W = 4.4e-7
+# decode, sparse (one GEMV per local slot, layout TKD): slots * (SPARSE_SLOT + SPARSE_W * 3*D*F)
+#   (fc1 alone measured 7.7 s for 4 slots at D = F = 128, 23.2 s for 4 slots at D 512, F 256)
+SPARSE_SLOT = 2.0
+SPARSE_W = 1.8e-5
+# Whole-FFN runs of each arm on each rank besides the timed ones: the eager gate, the fresh-input
+# gate and the cross-arm comparison (measured: 2 to 3 runs' worth).
+GATE_RUNS = 3
+# A case estimated longer than this (when it has no measure.case_timeout_s) gets a warning.
+LONG_CASE_S = 1800.0
+
+
+def check_run(
+    s: Scenario, options: RunOptions, baseline: str | None, nproc: int | None = None
+) -> None:
+    """MoebenchError for the first option of ``moebench run`` that cannot work with ``s``,
+    before any work: every check here is one the run would otherwise hit late or never."""
+    names = arm_names(s, options.aa)
+    if baseline is not None and baseline not in names:
+        hint = ""
+        if baseline.endswith(AA_SUFFIX) and not (options.aa or s.measure.aa):
+            hint = " (an A/A copy is run only with --aa or measure.aa: true)"
+        raise MoebenchError(
+            f"--baseline: must be one of the run's arms ({', '.join(names)}); "
+            f"got {baseline!r}{hint}"
+        )
+    case_timeout(s, options)  # the range of --case-timeout
+    timeout = options.dist_timeout_s
+    if not (isinstance(timeout, int | float) and 0 < timeout <= MAX_TIMEOUT_S):
+        raise MoebenchError(
+            f"--dist-timeout: must be > 0 and at most {MAX_TIMEOUT_S:g} seconds, got {timeout!r}"
+        )
+    distributed = s.topology.mode == "distributed"
+    if nproc is not None:
+        from moebench.comm import world
+
+        if nproc < 1:
+            raise MoebenchError(f"--nproc: must be at least 1, got {nproc}")
+        world.check_world(s, nproc)
+    if distributed and options.isolate:
+        raise MoebenchError(
+            "--isolate: runs the cases of a simulated run in child processes; "
+            "topology.mode distributed already runs each rank in a process of its own"
+        )
+    if distributed and options.case_timeout_s is not None:
+        raise MoebenchError(
+            "--case-timeout: limits the cases of a simulated run; in topology.mode distributed "
+            "--dist-timeout bounds how long a collective waits"
+        )
+    if options.resume is None:
+        check_room(options.results_dir)
+
+
+def device_of(s: Scenario) -> str:
+    """The kind of device a run of ``s`` would use here (``cpu`` or ``cuda``), without checking
+    that it can (``plan.cases.select_device`` does that)."""
+    import torch
+
+    if s.device != "auto":
+        return s.device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def notes(s: Scenario, device: str) -> list[str]:
+    """Warnings that belong before the run starts: what this run will not record or enforce."""
+    out = []
+    m = s.measure
+    if "profile" in m.regimes:
+        others = [r for r in m.regimes if r != "profile"]
+        records = " and ".join(others) + " only" if others else "no timed samples (gates only)"
+        if device != "cuda":
+            out.append(
+                "measure.regimes: profile needs a GPU with CUDA graphs; "
+                f"this CPU run records {records}"
+            )
+        elif s.topology.mode == "distributed":
+            out.append(
+                "measure.regimes: profile is not recorded in topology.mode distributed; "
+                f"this run records {records}"
+            )
+        elif not m.graph:
+            out.append(
+                "measure.regimes: profile reads the ffn CUDA graph replays, and measure.graph "
+                f"is false; this run records {records}"
+            )
+    if s.topology.mode == "distributed" and m.case_timeout_s is not None:
+        out.append(
+            "measure.case_timeout_s: not enforced in topology.mode distributed "
+            "(--dist-timeout bounds how long a collective waits)"
+        )
+    return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CaseCost:
+    case_id: str
+    samples: int  # ranks x arms x blocks x iterations x timed stages
+    seconds: float | None  # estimated wall time under the interpreter; None on a GPU
+    limit_s: float | None  # measure.case_timeout_s of the case
+
+
+def ffn_seconds(s: Scenario, arm: Arm, capacity_rows: int, live_rows: int) -> float:
+    """Estimated seconds of one whole-FFN run of ``arm`` on one rank under the interpreter
+    (the constants above; an arm from outside is costed as the built-in arms of its family)."""
+    D, F = s.model.hidden, s.model.intermediate
+    if s.family == DECODE:
+        if arm.layout == "TKD":
+            return live_rows * (SPARSE_SLOT + SPARSE_W * 3 * D * F)
+        return DENSE_W * local_experts(s) * 3 * D * F
+    M = capacity_rows
+    return PREFILL_MDF * M * D * F + PREFILL_MW * M * (D + F) + PREFILL_SD * live_rows * D
+
+
+def case_costs(planned: list[PlannedCase], device: str, aa: bool = False) -> list[CaseCost]:
+    """Per case: the samples it records and, on the CPU, its estimated time (every arm on every
+    rank: the gate runs, the warm-up and the timed runs; a kernel-regime sample counts as its
+    stage's share of a whole FFN)."""
+    out = []
+    for p in planned:
+        s = p.case.scenario
+        m = s.measure
+        arms = run_arms(s, aa)
+        seconds = None
+        if device == "cpu":
+            share = len(m.stages) / len(FAMILY_STAGES[s.family]) if "kernel" in m.regimes else 0
+            runs = GATE_RUNS + m.warmup + m.blocks * m.iterations * (("ffn" in m.regimes) + share)
+            live = p.counts_RE.sum(dim=1).tolist()
+            seconds = sum(
+                runs * ffn_seconds(s, arm, p.capacity_rows, int(live[rank]))
+                for rank in p.ranks
+                for arm in arms.values()
+            )
+            if s.topology.mode == "distributed":  # one process a rank, sharing the cores
+                seconds /= max(1, min(len(p.ranks), os.cpu_count() or 1))
+        out.append(
+            CaseCost(
+                case_id=p.case.case_id,
+                samples=timed_samples(m, len(p.ranks), len(arms)),
+                seconds=seconds,
+                limit_s=m.case_timeout_s,
+            )
+        )
+    return out
+
+
+def duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``2.4 h``, ``590 days``: an estimate needs no more digits."""
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:,.0f} days"
+
+
+def slow_cases(costs: list[CaseCost]) -> str | None:
+    """One warning line for the cases the CPU cannot finish in time, or None."""
+    slow = [
+        c
+        for c in costs
+        if c.seconds is not None
+        and c.seconds > (c.limit_s if c.limit_s is not None else LONG_CASE_S)
+    ]
+    if not slow:
+        return None
+    limits = {c.limit_s for c in slow}
+    if limits == {None}:
+        past = f"longer than {duration(LONG_CASE_S)}"
+    elif len(limits) == 1:
+        past = f"longer than measure.case_timeout_s ({duration(limits.pop())})"
+    else:
+        past = "longer than their measure.case_timeout_s"
+    listed = ", ".join(f"{c.case_id} ~{duration(c.seconds)}" for c in slow[:3])
+    more = f" and {len(slow) - 3} more" if len(slow) > 3 else ""
+    return (
+        f"{len(slow)} of {len(costs)} case(s) would take {past} on this CPU under the Triton "
+        f"interpreter (estimate: {listed}{more}); run them on a GPU or shrink the shapes"
+    )
