@@ -232,7 +232,7 @@ def _run_progress(s, options):
     from moebench.plan.cases import plan
 
     device = preflight.device_of(s)
-    notes = preflight.notes(s, device)
+    notes = preflight.notes(s, device, options.aa)
     if device == "cpu":
         slow = preflight.slow_cases(preflight.case_costs(plan(s), device, options.aa))
         notes += [slow] if slow else []
@@ -500,6 +500,14 @@ def validate(scenario: ScenarioArg) -> None:
            if device == "cpu" else "estimated for CPU runs only")
     )  # fmt: skip
     out.print(t)
+    cells = preflight.verdict_cells(s)
+    if cells:
+        from moebench.core.coverage import blocks_needed, cell_alpha
+
+        need = blocks_needed(cell_alpha(0.05, cells))
+        enough = "enough" if s.measure.blocks >= need else "TOO FEW on a GPU (CPU runs make none)"
+        out.print(f"verdicts: {cells} cell(s) at 95% corrected need >= {need} paired blocks; "
+                  f"measure.blocks is {s.measure.blocks}: {enough}", soft_wrap=True)  # fmt: skip
     for w in warnings:
         err.print(f"moebench: warning: {w}", markup=False)
 

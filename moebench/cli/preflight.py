@@ -15,6 +15,7 @@ import dataclasses
 import os
 
 from moebench.arm.base import Arm
+from moebench.core.coverage import blocks_needed, cell_alpha
 from moebench.core.errors import MoebenchError
 from moebench.core.vocabulary import AA_SUFFIX, DECODE, FAMILY_STAGES
 from moebench.plan.cases import PlannedCase, arm_names, run_arms
@@ -22,6 +23,7 @@ from moebench.results.files import check_room
 from moebench.run.options import RunOptions, case_timeout
 from moebench.spec.build import timed_samples
 from moebench.spec.schema import MAX_TIMEOUT_S, Scenario, local_experts
+from moebench.spec.sweep import expand
 
 # --- the interpreter's cost --------------------------------------------------------------------
 # Seconds of one whole-FFN run of one arm on one rank under TRITON_INTERPRET=1, fitted to the
@@ -101,10 +103,30 @@ def device_of(s: Scenario) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def notes(s: Scenario, device: str) -> list[str]:
-    """Warnings that belong before the run starts: what this run will not record or enforce."""
+def verdict_cells(s: Scenario, aa: bool = False) -> int:
+    """How many (case, regime, stage, arm) cells a comparison of this scenario decides: every
+    arm but the baseline, and the A/A copy, in every timed cell of every case."""
+    m = s.measure
+    per_case = ("ffn" in m.regimes) + len(m.stages) * (
+        ("kernel" in m.regimes) + ("profile" in m.regimes)
+    )
+    arms = len(s.arms) - 1 + (1 if aa or m.aa else 0)
+    return len(expand(s)) * per_case * max(arms, 0)
+
+
+def notes(s: Scenario, device: str, aa: bool = False) -> list[str]:
+    """Warnings that belong before the run starts: what this run will not record or enforce,
+    and, on a GPU, blocks too few for a verdict at the corrected level."""
     out = []
     m = s.measure
+    cells = verdict_cells(s, aa)
+    need = blocks_needed(cell_alpha(0.05, cells))
+    if device == "cuda" and cells and m.blocks < need:
+        out.append(
+            f"measure.blocks: {m.blocks} blocks cannot support a verdict for the {cells} cells "
+            f"of this scenario at 95% corrected (each exact interval needs >= {need} paired "
+            "blocks): compare will say TOO FEW BLOCKS"
+        )
     if "profile" in m.regimes:
         others = [r for r in m.regimes if r != "profile"]
         records = " and ".join(others) + " only" if others else "no timed samples (gates only)"

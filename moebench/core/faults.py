@@ -122,20 +122,36 @@ class Stopper:
 
     ``check(where)`` raises ``Interrupted`` once a signal arrived (or the parent process that
     started this one is gone) and ``CaseTimeout`` once the current case passed its deadline.
+
+    A check point comes after every sample, but one sample can run for minutes (a large shape
+    under the Triton interpreter), so within ``signals()`` an alarm backs the check points up:
+    ``GRACE_S`` after the first SIGINT or SIGTERM, or after the case's deadline, the exception is
+    raised wherever the case is (inside a sample too). Only while a case runs: what comes between
+    cases (writing its parts, the manifest) is never cut short. The case in progress is then
+    not finished, as after any interrupt, and a timeout keeps what the case measured.
     """
+
+    GRACE_S = 2.0
 
     def __init__(self, *, parent_pid: int | None = None):
         self.signal: int | None = None
         self._parent_pid = parent_pid
         self._limit_s: float | None = None
         self._started = 0.0
+        self._in_case = False
+        self._alarms = False  # signals() installed the SIGALRM handler
+        self._interrupt_at: float | None = None  # monotonic time of the interrupt's alarm
 
     def start_case(self, limit_s: float | None) -> None:
         self._limit_s = limit_s
         self._started = time.monotonic()
+        self._in_case = True
+        self._rearm()
 
     def end_case(self) -> None:
         self._limit_s = None
+        self._in_case = False
+        self._rearm()
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self._started
@@ -152,10 +168,38 @@ class Stopper:
         if self._limit_s is not None and self.elapsed_s() > self._limit_s:
             raise CaseTimeout(self._limit_s, self.elapsed_s(), where or "between steps")
 
+    def _deadlines(self) -> list[float]:
+        out = []
+        if self._in_case and self._limit_s is not None:
+            out.append(self._started + self._limit_s + self.GRACE_S)
+        if self._in_case and self._interrupt_at is not None:
+            out.append(self._interrupt_at)
+        return out
+
+    def _rearm(self) -> None:
+        """Set the one alarm to the nearest deadline (or clear it)."""
+        if not self._alarms:
+            return
+        due = self._deadlines()
+        delay = max(min(due) - time.monotonic(), 0.01) if due else 0.0
+        signal.setitimer(signal.ITIMER_REAL, delay)
+
+    def _alarm(self, signum, frame) -> None:
+        if not self._in_case:
+            return  # between cases the check points do it
+        now = time.monotonic()
+        if self._interrupt_at is not None and now >= self._interrupt_at and self.signal:
+            raise Interrupted(self.signal)
+        if self._limit_s is not None and self.elapsed_s() > self._limit_s:
+            where = f"inside a step, {self.GRACE_S:g} s past the deadline"
+            raise CaseTimeout(self._limit_s, self.elapsed_s(), where)
+        self._rearm()
+
     @contextlib.contextmanager
     def signals(self):
-        """Within the block, SIGINT and SIGTERM set the flag; a second one interrupts at once.
-        Outside the main thread (no signal handlers possible) nothing changes."""
+        """Within the block, SIGINT and SIGTERM set the flag and arm the alarm (module docstring);
+        a second one interrupts at once. Outside the main thread (no signal handlers possible)
+        nothing changes."""
         if threading.current_thread() is not threading.main_thread():
             yield self
             return
@@ -164,10 +208,17 @@ class Stopper:
             if self.signal is not None:
                 raise Interrupted(signum)
             self.signal = signum
+            self._interrupt_at = time.monotonic() + self.GRACE_S
+            self._rearm()
 
         previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._alarm)
+        self._alarms = True
+        self._rearm()
         try:
             yield self
         finally:
+            self._alarms = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
             for s, h in previous.items():
                 signal.signal(s, h if h is not None else signal.SIG_DFL)

@@ -217,3 +217,16 @@ def test_env_json():
     assert doc["moebench"] == __version__ and "torch" in doc and "triton" in doc
     line = one_line_error(runner.invoke(app, ["env", "--format", "yaml"]))
     assert "--format: expected table or json, got 'yaml'" in line
+
+
+def test_a_scenario_whose_blocks_cannot_support_a_verdict_is_warned_up_front(tmp_path):
+    from moebench.cli import preflight
+    from moebench.spec.load import load_scenario
+
+    smoke = load_scenario(REPO / "scenarios" / "smoke.yaml")
+    assert preflight.verdict_cells(smoke) == 12 and preflight.verdict_cells(smoke, aa=True) == 18
+    (note,) = [n for n in preflight.notes(smoke, "cuda") if n.startswith("measure.blocks")]
+    assert "3 blocks cannot support a verdict for the 12 cells" in note and ">= 9" in note
+    assert not [n for n in preflight.notes(smoke, "cpu") if n.startswith("measure.blocks")]
+    result = runner.invoke(app, ["validate", str(smoke.path)])
+    assert "need >= 9 paired blocks; measure.blocks is 3: TOO FEW on a GPU" in result.output
