@@ -11,8 +11,10 @@ row and leaves the rotation; the others go on.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from moebench.arm import assemble
@@ -37,15 +39,22 @@ def time_rank(
     weight_bytes: dict[str, dict[str, int]],
     weight_fields: tuple[str, ...],
     arms: dict[str, Arm],
-) -> list[str]:
+    blocks: int | None = None,
+) -> tuple[list[str], int]:
     """Samples of the ``timed`` arms into ``out.samples``, checking ``stop`` after each one. An arm
     that fails while being timed gets a ``timing`` error row and leaves the rotation; returns the
     arms that finished. Each row carries the expert weight bytes its stage (or the whole FFN)
-    reads in one step on this rank (the family's work model). ``arms``: {name: arm}."""
+    reads in one step on this rank (the family's work model). ``arms``: {name: arm}.
+
+    Returns the arms that finished and the number of blocks run: ``measure.blocks``, or with
+    ``measure.target_cv`` as many as it took for every arm's block medians to vary by at most
+    the target (``noise_reached``), up to ``measure.max_blocks`` and ``measure.time_budget_s``.
+    ``blocks`` fixes the count (the later ranks of a case run what the first rank ran, so that
+    every block has every rank)."""
     m = s.measure
     active = list(timed)
     if not active:
-        return active
+        return active, 0
     # Every arm replays CUDA graphs on the GPU, unless it declares that it cannot (graph=False):
     # its samples then say mode eager, and compare keeps them apart from the graph replays.
     graphs = {a: m.graph and clock.cuda and arms[a].graph for a in active}
@@ -103,8 +112,19 @@ def time_rank(
             fail(arm, exc)
     weight_cols = {"weights": "cold" if m.cold_weights else "warm", "weight_copies": len(problems)}
     device_label = "cuda" if clock.cuda else "cpu"
-    for block in range(m.blocks):
-        if not active:
+    started = time.monotonic()
+    first = len(out.samples)  # this rank's rows are the tail from here
+    block = 0
+    while active:
+        if blocks is not None:
+            if block >= blocks:
+                break
+        elif block >= m.blocks and (
+            m.target_cv is None
+            or block >= m.max_blocks
+            or (m.time_budget_s is not None and time.monotonic() - started > m.time_budget_s)
+            or noise_reached(out.samples[first:], rank_cols, active, m.target_cv)
+        ):
             break
         order = block_order(active, block)  # ABC, BCA, CAB, ...
         telemetry = clock.telemetry()  # clocks, temperature, power: once a block
@@ -145,18 +165,42 @@ def time_rank(
                             stop.check(where)
             except Exception as exc:
                 fail(arm, exc)
+        block += 1
+    ran = block
     profiled = [a for a in active if graphs[a]]
     if "profile" in m.regimes and profiled:
         # Per-stage device time inside the same graph replays, one profiler session per rank.
         try:
             _profile(
                 profiled, stage_sets, ffn, m, {**rank_cols, **weight_cols}, device_label,
-                "graph", weight_bytes, out,
+                "graph", weight_bytes, out, ran,
             )  # fmt: skip
         except Exception as exc:
             for arm in profiled:
                 fail(arm, exc)
-    return active
+    return active, ran
+
+
+def noise_reached(samples: list[dict], rank_cols: dict, arms: list[str], target_pct: float) -> bool:
+    """Whether every arm's blocks on this rank vary by at most ``target_pct`` (the coefficient of
+    variation of its block medians of the ``ffn`` regime, or of each kernel stage without one):
+    the noise-based stop. Reads the rows this rank has recorded so far."""
+    per: dict[tuple, dict[int, list[float]]] = {}
+    regimes = {r["regime"] for r in samples if r["rank"] == rank_cols["rank"]}
+    wanted = "ffn" if "ffn" in regimes else "kernel"
+    for r in samples:
+        if (r["rank"] == rank_cols["rank"] and r["case_id"] == rank_cols["case_id"]
+                and r["regime"] == wanted and r["arm"] in arms):  # fmt: skip
+            per.setdefault((r["arm"], r["stage"]), {}).setdefault(r["block"], []).append(
+                r["time_us"]
+            )
+    if not per:
+        return True
+    for blocks in per.values():
+        medians = np.array([float(np.median(v)) for v in blocks.values()])
+        if len(medians) < 2 or medians.std(ddof=1) / medians.mean() * 100 > target_pct:
+            return False
+    return True
 
 
 def weight_rotation(active, stage_sets, m, weight_bytes, weight_fields, device, out) -> list:
@@ -184,14 +228,14 @@ def weight_rotation(active, stage_sets, m, weight_bytes, weight_fields, device, 
     return cold.weight_copies(problem, weight_fields, plan.copies)
 
 
-def _profile(active, stage_sets, ffn, m, rank_cols, device_label, mode, weight_bytes, out):
-    """Samples of the ``profile`` regime (moebench/profile_regime.py): blocks in the rotating arm
-    order, ``iterations`` replays each, every stage's kernels summed per replay."""
+def _profile(active, stage_sets, ffn, m, rank_cols, device_label, mode, weight_bytes, out, blocks):
+    """Samples of the ``profile`` regime (moebench/measure/profile.py): ``blocks`` blocks in the
+    rotating arm order, ``iterations`` replays each, every stage's kernels summed per replay."""
     from moebench.measure import profile as profile_regime
 
     counts = {a: profile_regime.stage_kernel_counts(stage_sets[a][1]) for a in active}
     plan, keys = [], []
-    for block in range(m.blocks):
+    for block in range(blocks):
         for position, arm in enumerate(block_order(active, block)):
             for it in range(m.iterations):
                 plan.append((arm, ffn[arm], counts[arm]))

@@ -140,6 +140,7 @@ def run_case(
     cols = case_columns(p, run_id)
     rank_cols = {**cols, "rank": p.ranks[0], "live_rows": live[p.ranks[0]]}
     x = None
+    blocks = None  # the first rank's block count, which every later rank of the case runs
     stop.start_case(limit_s)
     try:
         for rank in p.ranks:
@@ -168,10 +169,12 @@ def run_case(
                 stop=stop, out=out, rank_cols=rank_cols, family=family,
             )  # fmt: skip
             weight_bytes = {a: family.weight_bytes(arms[a], problem) for a in timed}
-            done = time_rank(
+            done, ran = time_rank(
                 timed, stage_sets, s, clock, rank_cols, stop, device, out, weight_bytes,
-                family.weight_fields, arms,
+                family.weight_fields, arms, blocks,
             )  # fmt: skip
+            if blocks is None and ran:
+                blocks = ran
             for arm in done:
                 try:
                     check = post_timing(stage_sets[arm][0].y_TD, captures[arm].y_TD)

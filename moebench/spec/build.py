@@ -44,9 +44,10 @@ from moebench.spec.sections import (
 def timed_samples(measure: MeasureSpec, ranks: int, arms: int) -> int:
     """Samples one case records: ranks x arms x blocks x iterations x timed stages (``ffn``, and
     each of ``measure.stages`` in the kernel regime). The bound below and ``moebench validate``
-    count the same way."""
+    count the same way; with ``measure.target_cv``, at most ``max_blocks`` blocks."""
     n_timed = ("ffn" in measure.regimes) + len(measure.stages) * ("kernel" in measure.regimes)
-    return ranks * arms * measure.blocks * measure.iterations * n_timed
+    blocks = max(measure.blocks, measure.max_blocks or 0)
+    return ranks * arms * blocks * measure.iterations * n_timed
 
 
 def build_scenario(doc: dict, origin: Origin) -> Scenario:
@@ -93,6 +94,12 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
     if measure.cold_weights and topology.mode == "distributed":
         raise yf.Invalid(
             "measure.cold_weights", "rotates weights in simulated mode only, not distributed"
+        )
+    if measure.target_cv is not None and topology.mode == "distributed":
+        raise yf.Invalid(
+            "measure.target_cv",
+            "adds blocks in simulated mode only (the ranks of a distributed run would have to "
+            "agree on every extra block); set measure.blocks",
         )
     if routing.hot_rank >= ep:
         raise yf.Invalid(

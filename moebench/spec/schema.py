@@ -128,6 +128,12 @@ class MeasureSpec:
     # hit (moebench/measure/cold.py); weight_copies None: as many as it takes.
     cold_weights: bool = False
     weight_copies: int | None = None
+    # A noise-based stop (nvbench's --max-noise): past `blocks`, keep adding blocks until every
+    # arm's block medians vary by at most target_cv percent, up to max_blocks blocks and
+    # time_budget_s seconds of timing per rank (simulated mode).
+    target_cv: float | None = None
+    max_blocks: int | None = None
+    time_budget_s: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

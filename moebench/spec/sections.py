@@ -265,13 +265,33 @@ def measure_section(v: Any, family: str) -> MeasureSpec:
         copies = yf.integer(copies, "measure.weight_copies", 2, MAX_WEIGHT_COPIES)
         if not cold:
             raise yf.Invalid("measure.weight_copies", "needs measure.cold_weights: true")
+    blocks = yf.integer(m.get("blocks", MeasureSpec.blocks), "measure.blocks", 1, 10_000)
+    target = m.get("target_cv")
+    if target is not None:
+        target = yf.number(target, "measure.target_cv")
+        if not 0 < target <= 100:
+            raise yf.Invalid("measure.target_cv", f"must be a percent in (0, 100], got {target:g}")
+    most = m.get("max_blocks")
+    if most is not None:
+        most = yf.integer(most, "measure.max_blocks", blocks, 10_000)
+        if target is None:
+            raise yf.Invalid("measure.max_blocks", "needs measure.target_cv")
+    budget = m.get("time_budget_s")
+    if budget is not None:
+        budget = yf.number(budget, "measure.time_budget_s")
+        if not 0 < budget <= MAX_TIMEOUT_S:
+            raise yf.Invalid("measure.time_budget_s", f"must be > 0 seconds, got {budget:g}")
+        if target is None:
+            raise yf.Invalid("measure.time_budget_s", "needs measure.target_cv")
+    if target is not None and most is None:
+        most = min(10 * blocks, 10_000)
     return MeasureSpec(
         regimes=yf.choices(m.get("regimes", DEFAULT_REGIMES), "measure.regimes", REGIMES),
         stages=yf.choices(
             m.get("stages", FAMILY_STAGES[family]), "measure.stages", FAMILY_STAGES[family]
         ),
         warmup=yf.integer(m.get("warmup", 2), "measure.warmup", 0, 10_000),
-        blocks=yf.integer(m.get("blocks", MeasureSpec.blocks), "measure.blocks", 1, 10_000),
+        blocks=blocks,
         iterations=yf.integer(m.get("iterations", 5), "measure.iterations", 1, 100_000),
         ranks=ranks,
         baseline=yf.string(m.get("baseline", FAMILY_BASELINE[family]), "measure.baseline"),
@@ -281,6 +301,9 @@ def measure_section(v: Any, family: str) -> MeasureSpec:
         flush_l2=yf.boolean(m.get("flush_l2", True), "measure.flush_l2"),
         cold_weights=cold,
         weight_copies=copies,
+        target_cv=target,
+        max_blocks=most,
+        time_budget_s=budget,
     )
 
 
