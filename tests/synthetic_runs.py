@@ -78,7 +78,7 @@ def checks(run_id: str, arm: str, status: str = "pass", *, case_id: str = CASE) 
             case_id=case_id,
             arm=arm,
             rank=0,
-            check="reference",
+            gate="reference",
             status=status,
             error=error,
             detail="",

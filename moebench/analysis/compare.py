@@ -89,7 +89,7 @@ def _check_status(checks: pa.Table) -> dict[tuple[str, str, str], tuple[str, str
     failed check with its ranks, worst error and first detail."""
     failed: dict[tuple, dict[tuple, list]] = defaultdict(dict)
     seen = set()
-    cols = ("run_id", "case_id", "arm", "rank", "check", "status", "error", "detail")
+    cols = ("run_id", "case_id", "arm", "rank", "gate", "status", "error", "detail")
     for run_id, case_id, arm, rank, check, status, error, detail in zip(
         *(checks[c].to_pylist() for c in cols), strict=True
     ):

@@ -62,10 +62,10 @@ def gate_rows(runs: list[Run]) -> list[GateRow]:
             a = acc[(c["case_id"], c["arm"])]
             status = "fail" if c["status"] in ("fail", "error") else c["status"]
             a[status] = a.get(status, 0) + 1
-            if c["check"] == "reference" and not math.isnan(c["error"]):
+            if c["gate"] == "reference" and not math.isnan(c["error"]):
                 a["worst"] = c["error"] if math.isnan(a["worst"]) else max(a["worst"], c["error"])
             if status == "fail" and not a["first"]:
-                a["first"] = f"{c['check']} (rank {c['rank']}): {c['detail']}"
+                a["first"] = f"{c['gate']} (rank {c['rank']}): {c['detail']}"
         for (case_id, arm), a in sorted(acc.items()):
             out.append(GateRow(run_id=run.run_id, case_id=case_id, arm=arm, passed=a["pass"],
                                failed=a["fail"], skipped=a["skip"], worst_error=a["worst"],

@@ -138,6 +138,8 @@ def case_columns(p: PlannedCase, run_id: str) -> dict:
         "routing": p.routing.label,
         "gemm": s.gemm,
         "params": json.dumps(dict(p.case.params), sort_keys=True, default=str),
+        # Each swept key its own column as well (moebench.results.schema.SWEEP_PREFIX).
+        **{f"sweep.{key}": ("" if value is None else value) for key, value in p.case.params},
     }
 
 

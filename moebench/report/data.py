@@ -32,11 +32,21 @@ def _plain(value: Any) -> Any:
 
 
 def render_csv(comp: Comparison) -> str:
+    """The rows, one a cell, with each swept key of the case in a column of its own."""
+    swept: dict[tuple[str, str], dict] = {}
+    for key, info in comp.cases.items():
+        try:
+            swept[key] = {f"sweep.{k}": v for k, v in json.loads(info.params or "{}").items()}
+        except ValueError:
+            swept[key] = {}
+    sweep_cols = sorted({k for values in swept.values() for k in values})
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=[f.name for f in fields(CompareRow)])
+    writer = csv.DictWriter(buf, fieldnames=[f.name for f in fields(CompareRow)] + sweep_cols)
     writer.writeheader()
     for row in comp.rows:
-        writer.writerow({k: "" if v is None else v for k, v in _plain(row).items()})
+        values = {k: "" if v is None else v for k, v in _plain(row).items()}
+        values |= {k: "" for k in sweep_cols} | swept.get((row.run_id, row.case_id), {})
+        writer.writerow(values)
     return buf.getvalue()
 
 

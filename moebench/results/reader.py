@@ -20,6 +20,7 @@ from moebench.results.schema import (
     OPTIONAL_TABLES,
     SAMPLES_SCHEMA,
     SCHEMAS,
+    SWEEP_PREFIX,
     TABLES,
 )
 
@@ -48,6 +49,12 @@ def _read_part(path: Path, table: str, run_id: str, case_id: str) -> pa.Table:
         raise ResultsError(f"missing part {path} of finished case {case_id!r}") from None
     except (OSError, pa.ArrowException) as exc:
         raise ResultsError(f"corrupt part {path}: {one_line(exc)}") from None
+    if table == "checks" and "check" in part.schema.names:  # written before the column's rename
+        part = part.rename_columns(["gate" if n == "check" else n for n in part.schema.names])
+    sweep = [n for n in part.schema.names if n.startswith(SWEEP_PREFIX)]
+    sweep = sweep if table == "samples" else []
+    if sweep:  # each swept key's own column: kept beside the fixed schema
+        extra, part = part.select(sweep), part.drop_columns(sweep)
     if table == "samples" and set(part.schema.names) < set(schema.names):
         for name, fill in LATER_SAMPLES.items():  # parts written before these columns
             if name not in part.schema.names:
@@ -57,11 +64,49 @@ def _read_part(path: Path, table: str, run_id: str, case_id: str) -> pa.Table:
             part = part.select(schema.names)
     if not part.schema.equals(schema, check_metadata=False):
         raise ResultsError(f"corrupt part {path}: columns do not match the {table} schema")
+    if sweep:
+        for name in extra.schema.names:
+            part = part.append_column(name, extra[name])
     for column, want in (("run_id", run_id), ("case_id", case_id)):
         got = set(pc.unique(part[column]).to_pylist()) - {want}
         if got:
             raise ResultsError(f"corrupt part {path}: holds {column} {sorted(got)}, not {want!r}")
     return part.replace_schema_metadata(None)
+
+
+def _common_sweep_types(parts: list[pa.Table]) -> list[pa.Table]:
+    """Parts that concatenate: a sweep column that parts disagree on the type of (a key swept
+    over a word and a number, as ``shape.capacity: [formula, 4096]``) becomes strings, ints and
+    floats become floats, and a part without a column (a case that timed out before any sample,
+    written without its sweep columns) gets it as nulls, in one order everywhere."""
+    types: dict[str, set] = {}
+    for part in parts:
+        for f in part.schema:
+            if f.name.startswith(SWEEP_PREFIX):
+                types.setdefault(f.name, set()).add(f.type)
+    if not types:
+        return parts
+    want = {name: _one_type(ts) for name, ts in types.items()}
+    out = []
+    for part in parts:
+        for name, kind in want.items():
+            if name not in part.schema.names:
+                part = part.append_column(pa.field(name, kind), pa.nulls(part.num_rows, kind))
+            elif part.schema.field(name).type != kind:
+                i = part.schema.get_field_index(name)
+                part = part.set_column(i, pa.field(name, kind), pc.cast(part[name], kind))
+        fixed = [n for n in part.schema.names if not n.startswith(SWEEP_PREFIX)]
+        out.append(part.select(fixed + sorted(want)))
+    return out
+
+
+def _one_type(types: set) -> pa.DataType:
+    types = {t for t in types if not pa.types.is_null(t)}
+    if len(types) == 1:
+        return types.pop()
+    if types and all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in types):
+        return pa.float64()
+    return pa.string()
 
 
 def load_run(path: Path | str) -> Run:
@@ -74,5 +119,6 @@ def load_run(path: Path | str) -> Run:
         if table in OPTIONAL_TABLES:  # runs written before this table have no part of it
             paths = [(case, path) for case, path in paths if path.is_file()]
         parts = [_read_part(path, table, manifest["run_id"], case) for case, path in paths]
+        parts = _common_sweep_types(parts)
         tables[table] = pa.concat_tables(parts) if parts else SCHEMAS[table].empty_table()
     return Run(run_dir=run_dir, manifest=manifest, **tables)

@@ -50,7 +50,7 @@ class CaseRows:
                 "case_id": rank_cols["case_id"],
                 "rank": rank_cols["rank"],
                 "arm": arm,
-                "check": c.name,
+                "gate": c.name,
                 "status": c.status,
                 "error": c.error,
                 "detail": c.detail,

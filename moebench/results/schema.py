@@ -25,6 +25,9 @@ RESULTS_FORMAT = 1
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 TABLES = ("samples", "checks", "routing", "ledger")
+# Samples carry, beside the fixed columns, one column per swept key
+# (``sweep.shape.tokens_per_rank``), so that a query can filter on it without parsing ``params``.
+SWEEP_PREFIX = "sweep."
 # Tables a run written before them does not have: a finished case may lack their part, which then
 # reads as no rows.
 OPTIONAL_TABLES = frozenset({"ledger"})
@@ -74,7 +77,7 @@ MODES = frozenset({"eager", "graph"})
 # warm: the weights as the previous sample left them in L2; cold: rotated copies (moebench/cold.py)
 WEIGHTS = frozenset({"warm", "cold"})
 CHECKS_SCHEMA = _schema(
-    ("run_id", _str), ("case_id", _str), ("arm", _str), ("rank", _i32), ("check", _str),
+    ("run_id", _str), ("case_id", _str), ("arm", _str), ("rank", _i32), ("gate", _str),
     ("status", _str), ("error", _f64), ("detail", _str),
 )  # fmt: skip
 ROUTING_SCHEMA = _schema(
@@ -160,6 +163,10 @@ def rows_to_table(table: str, rows: list[dict]) -> pa.Table:
     schema = SCHEMAS[table]
     names = schema.names
     expected = set(names)
+    sweep = sorted(k for k in (rows[0] if rows else {}) if k.startswith(SWEEP_PREFIX))
+    if sweep and table != "samples":
+        raise ValueError(f"{table}: only samples carry sweep columns, got {sweep}")
+    expected |= set(sweep)
     for i, row in enumerate(rows):
         keys = set(row)
         if keys != expected:
@@ -178,6 +185,12 @@ def rows_to_table(table: str, rows: list[dict]) -> pa.Table:
             raise ValueError(f"{table}.{field.name}: None is not allowed (use NaN or '')")
         columns.append(array)
     result = pa.Table.from_arrays(columns, schema=schema)
+    for name in sweep:  # a swept key's own column: float64 for numbers, else string
+        values = [row[name] for row in rows]
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        array = pa.array([float(v) for v in values] if numeric else [str(v) for v in values],
+                         type=_f64 if numeric else _str)  # fmt: skip
+        result = result.append_column(pa.field(name, array.type, nullable=False), array)
     for column, allowed in _ENUMS[table].items():
         bad = set(pc.unique(result[column]).to_pylist()) - allowed
         if bad:

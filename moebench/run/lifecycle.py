@@ -177,11 +177,11 @@ def problems(check_rows: list[dict]) -> tuple[list[str], list[str]]:
     for c in check_rows:
         where = f"{c['case_id']}/rank{c['rank']}/{c['arm']}"
         if c["status"] == "fail":
-            name = f"{where}/{c['check']}" if c["check"].endswith("post_timing") else where
+            name = f"{where}/{c['gate']}" if c["gate"].endswith("post_timing") else where
             if name not in mismatches:
                 mismatches.append(name)
         elif c["status"] == "error":
-            errors.setdefault(where, f"{where}: {c['check']}: {c['detail']}")
+            errors.setdefault(where, f"{where}: {c['gate']}: {c['detail']}")
     return mismatches, list(errors.values())
 
 

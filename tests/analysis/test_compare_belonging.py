@@ -32,7 +32,7 @@ def sample(run_id: str, case: str, arm: str, block: int, t: float, hidden: int =
 
 
 def check(run_id: str, case: str, arm: str) -> dict:
-    return dict(run_id=run_id, case_id=case, arm=arm, rank=0, check="reference", status="pass",
+    return dict(run_id=run_id, case_id=case, arm=arm, rank=0, gate="reference", status="pass",
                 error=1e-6, detail="")  # fmt: skip
 
 

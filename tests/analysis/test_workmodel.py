@@ -47,7 +47,7 @@ def rows(case_id: str, tokens: int, arm: str, time_us: float, *, device="cuda", 
 def run(sample_rows) -> Run:
     cases = sorted({r["case_id"] for r in sample_rows})
     arms = ("dense_decode", "sparse_decode")
-    checks = [dict(run_id=RUN, case_id=c, arm=a, rank=0, check="reference", status="pass",
+    checks = [dict(run_id=RUN, case_id=c, arm=a, rank=0, gate="reference", status="pass",
                    error=1e-6, detail="") for c in cases for a in arms]  # fmt: skip
     return Run(
         run_dir=Path("/nonexistent"), manifest={"run_id": RUN, "finished_cases": cases},

@@ -64,7 +64,7 @@ def outside_run(tmp_path_factory):
 def test_a_users_arms_get_every_gate_the_statistics_and_pins(outside_run):
     run_dir, result = outside_run
     r = load_run(run_dir)
-    checks = {(c["arm"], c["rank"], c["check"]): c for c in r.checks.to_pylist()}
+    checks = {(c["arm"], c["rank"], c["gate"]): c for c in r.checks.to_pylist()}
     for rank in (0, 1):
         for arm in ("torch_grouped", "masked_persistent"):
             for name in ("reference", "nan_poison", "post_timing", "fresh_input"):
@@ -109,9 +109,9 @@ def test_the_cheating_arm_fails_the_fresh_input_gate_and_is_not_faster(tmp_path)
     r = load_run(run_dir)
     assert r.manifest["status"] == "mismatch"
     rows = [c for c in r.checks.to_pylist() if c["arm"] == "memoised"]
-    before = {c["check"]: c["status"] for c in rows}
+    before = {c["gate"]: c["status"] for c in rows}
     assert before["reference"] == "pass" and before["post_timing"] == "pass"  # same inputs
-    fresh = [c for c in rows if c["check"] == "fresh_input"]
+    fresh = [c for c in rows if c["gate"] == "fresh_input"]
     assert len(fresh) == 2 and all(c["status"] == "fail" for c in fresh)
     out = json.loads(runner.invoke(app, ["compare", str(run_dir), "--format", "json"]).output)
     (row,) = [x for x in out["rows"] if x["arm"] == "memoised"]

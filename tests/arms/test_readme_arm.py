@@ -29,6 +29,6 @@ def test_the_readme_arm_runs_with_every_gate(tmp_path):
     assert result.exit_code == 0, result.output
     (run_dir,) = (tmp_path / "results").iterdir()
     rows = [c for c in load_run(run_dir).checks.to_pylist() if c["arm"] == "einsum_loop"]
-    status = {(c["rank"], c["check"]): c["status"] for c in rows}
+    status = {(c["rank"], c["gate"]): c["status"] for c in rows}
     for check in ("reference", "nan_poison", "post_timing", "fresh_input"):
         assert status[(0, check)] == "pass", check

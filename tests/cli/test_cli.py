@@ -34,7 +34,7 @@ def test_run_writes_checked_results(tiny_run):
     assert set(manifest["sources"]) == {"stock", "prefix_sum", "prefix_sum_masked"}
     checks = pq.read_table(run_dir / "checks" / "c000.parquet").to_pylist()
     assert checks and all(c["status"] in ("pass", "skip") for c in checks)
-    names = {c["check"] for c in checks}
+    names = {c["gate"] for c in checks}
     assert {
         "reference",
         "nan_poison",
@@ -75,7 +75,7 @@ def test_cpu_run_records_device_gates_as_skips_and_eager_samples(tiny_run):
     checks = pq.read_table(run_dir / "checks" / "c000.parquet").to_pylist()
     for name, words in (("graph_replay", "CUDA graphs"), ("dispatch", "interpreter"),
                         ("memory", "workspace")):  # fmt: skip
-        rows = [c for c in checks if c["check"] == name]
+        rows = [c for c in checks if c["gate"] == name]
         assert len(rows) == 2 * 3, name  # every rank and arm
         assert all(c["status"] == "skip" and words in c["detail"] for c in rows), name
     samples = pq.read_table(run_dir / "samples" / "c000.parquet").to_pylist()
@@ -238,3 +238,18 @@ def test_a_summary_that_cannot_be_printed_is_one_line_and_keeps_the_run(tmp_path
     assert result.stderr.splitlines()[-1] == "moebench: error: the summary: no comparison today"
     (run_dir,) = (tmp_path / "r").iterdir()
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_a_sweep_gives_each_swept_key_a_parquet_and_a_csv_column(tmp_path):
+    text = TINY + "sweep: {routing.seed: [3, 4]}\n"
+    result = runner.invoke(app, ["run", str(write(tmp_path, text)), "--results",
+                                 str(tmp_path / "r")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "r").iterdir()
+    from moebench.results.reader import load_run
+
+    samples = load_run(run_dir).samples
+    assert sorted(set(samples["sweep.routing.seed"].to_pylist())) == [3.0, 4.0]
+    csv_text = runner.invoke(app, ["compare", str(run_dir), "--format", "csv"]).output
+    header = csv_text.splitlines()[0].split(",")
+    assert "sweep.routing.seed" in header

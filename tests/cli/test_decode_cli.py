@@ -40,7 +40,7 @@ def test_decode_sweep_end_to_end(tmp_path):
     for case in manifest["finished_cases"]:
         checks = pq.read_table(run_dir / "checks" / f"{case}.parquet").to_pylist()
         assert checks and all(c["status"] in ("pass", "skip") for c in checks), checks
-        names = {c["check"] for c in checks}
+        names = {c["gate"] for c in checks}
         assert {"reference", "nan_poison", "sentinel_live", "sentinel_nonlocal",
                 "cross_arm_output", "post_timing"} <= names  # fmt: skip
         samples = pq.read_table(run_dir / "samples" / f"{case}.parquet").to_pylist()

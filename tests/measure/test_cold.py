@@ -144,7 +144,7 @@ def test_cold_run_rotates_records_and_keeps_the_output(tmp_path):
     assert {s["weights"] for s in samples} == {"cold"}
     assert {s["weight_copies"] for s in samples} == {3}
     checks = pq.read_table(run_dir / "checks" / "c000.parquet").to_pylist()
-    post = [c for c in checks if c["check"] == "post_timing"]
+    post = [c for c in checks if c["gate"] == "post_timing"]
     assert len(post) == 6 and all(c["status"] == "pass" for c in post), post
     timed = runner.invoke(app, ["compare", str(run_dir), "--timings", "--width", "200"])
     assert "eager-cold" in timed.output  # compare keeps cold samples in a mode of their own

@@ -89,7 +89,7 @@ def timeout_run():
     check_rows = checks("run-a", "stock", case_id="c001") + checks("run-a", "fast", case_id="c001")
     for arm in ("stock", "fast"):
         (row,) = checks("run-a", arm, "error", case_id="c000")
-        check_rows.append(row | {"check": "timeout", "error": math.nan, "detail": TIMEOUT_DETAIL})
+        check_rows.append(row | {"gate": "timeout", "error": math.nan, "detail": TIMEOUT_DETAIL})
     return make_run("run-a", rows, check_rows, finished_cases=["c000", "c001"])
 
 

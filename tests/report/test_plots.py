@@ -141,7 +141,7 @@ def test_run_aa_times_a_gated_copy_of_the_baseline(aa_run):
     assert first == {0: "stock", 1: "prefix_sum_masked"}
     assert {(r["block"], r["position"]) for r in rows if r["arm"] == "stock~aa"} == {(0, 2), (1, 1)}
     copy_checks = [c for c in run.checks.to_pylist() if c["arm"] == "stock~aa"]
-    assert {"reference", "cross_arm_output", "post_timing"} <= {c["check"] for c in copy_checks}
+    assert {"reference", "cross_arm_output", "post_timing"} <= {c["gate"] for c in copy_checks}
     assert all(c["status"] in ("pass", "skip") for c in copy_checks)
     assert "Gates: every arm passed every gate" in result.output  # the CPU view of the run
     # The A/A copy is compared with the arm it copies (on the CPU the table shows no verdict).

@@ -71,7 +71,7 @@ def check_row(case_id: str, run_id: str = RUN, **kw) -> dict:
         case_id=case_id,
         arm="stock",
         rank=0,
-        check="reference",
+        gate="reference",
         status="pass",
         error=1e-6,
         detail="",
@@ -519,3 +519,26 @@ def test_samples_mode_is_eager_or_graph():
     table = rows_to_table("samples", [sample_row("c", mode="graph", temperature_c=41.0,
                                                  power_w=312.5)])  # fmt: skip
     assert table["power_w"].to_pylist() == [312.5]
+
+
+def test_a_part_written_before_the_gate_column_reads_with_it(writer: RunWriter, tmp_path):
+    write(writer, "case-a", n=1)
+    part = writer.run_dir / "checks" / "case-a.parquet"
+    old = pq.read_table(part)
+    old = old.rename_columns(["check" if n == "gate" else n for n in old.schema.names])
+    pq.write_table(old, part)
+    run = load_run(writer.run_dir)
+    assert "gate" in run.checks.schema.names and run.checks["gate"].to_pylist() == ["reference"]
+
+
+def test_each_swept_key_is_a_column_of_its_own_and_mixed_types_become_strings(writer: RunWriter):
+    rows_a = [sample_row("case-a") | {"sweep.shape.capacity": 4096, "sweep.routing.family": "zipf"}]
+    rows_b = [sample_row("case-b") | {"sweep.shape.capacity": "formula",
+                                      "sweep.routing.family": "uniform"}]  # fmt: skip
+    writer.write_case("case-a", rows_a, [check_row("case-a")], [])
+    writer.write_case("case-b", rows_b, [check_row("case-b")], [])
+    run = load_run(writer.run_dir)
+    assert run.samples["sweep.routing.family"].to_pylist() == ["zipf", "uniform"]
+    assert run.samples["sweep.shape.capacity"].to_pylist() == ["4096", "formula"]
+    with pytest.raises(ValueError, match="only samples carry sweep columns"):
+        rows_to_table("checks", [check_row("x") | {"sweep.a": 1}])

@@ -82,5 +82,5 @@ def test_a_case_limit_ends_a_minute_long_step_within_seconds(tmp_path):
     assert result.exit_code == 1, result.output
     assert took < 30, took  # the step alone would take a minute
     (run_dir,) = (tmp_path / "r").iterdir()
-    rows = [c for c in load_run(run_dir).checks.to_pylist() if c["check"] == "timeout"]
+    rows = [c for c in load_run(run_dir).checks.to_pylist() if c["gate"] == "timeout"]
     assert rows and all("case time limit of 1 s" in c["detail"] for c in rows)

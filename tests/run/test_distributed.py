@@ -89,7 +89,7 @@ def test_two_ranks_on_gloo_end_to_end(two_rank_run):
     assert all(c["status"] in ("pass", "skip") for c in checks), [
         c for c in checks if c["status"] not in ("pass", "skip")
     ]
-    names = {(c["check"], c["rank"]) for c in checks}
+    names = {(c["gate"], c["rank"]) for c in checks}
     for rank in (0, 1):
         for name in (
             "distributed_reference",
@@ -101,7 +101,7 @@ def test_two_ranks_on_gloo_end_to_end(two_rank_run):
             "post_timing",
         ):
             assert (name, rank) in names
-    ref = [c for c in checks if c["check"] == "distributed_reference"]
+    ref = [c for c in checks if c["gate"] == "distributed_reference"]
     assert len(ref) == 2 * 3 and all(c["error"] < 2e-3 for c in ref)
     routing = run.routing.to_pylist()
     assert sorted(r["rank"] for r in routing) == [0, 1]
@@ -200,7 +200,7 @@ def test_an_arm_that_raises_is_an_error_row_and_the_run_ends_errors(tmp_path):
     run = load_run(run_dir)
     assert run.manifest["status"] == "errors"
     bad = [c for c in run.checks.to_pylist() if c["arm"] == "prefix_sum"]
-    assert {(c["rank"], c["check"], c["status"]) for c in bad} == {
+    assert {(c["rank"], c["gate"], c["status"]) for c in bad} == {
         (0, "run", "error"),
         (1, "run", "error"),
     }
@@ -221,7 +221,7 @@ def test_torchrun_ranks_resolve_a_users_file_arm(tmp_path):
     (run_dir,) = (tmp_path / "results").iterdir()
     run = load_run(run_dir)
     mine = [c for c in run.checks.to_pylist() if c["arm"] == "torch_grouped"]
-    names = {(c["rank"], c["check"]) for c in mine if c["status"] == "pass"}
+    names = {(c["rank"], c["gate"]) for c in mine if c["status"] == "pass"}
     for rank in (0, 1):
         for check in ("reference", "distributed_reference", "fresh_input"):
             assert (rank, check) in names, (rank, check)

@@ -147,7 +147,7 @@ def test_out_of_memory_in_one_arm_is_a_row_and_the_rest_runs(tmp_path, monkeypat
     assert manifest["status"] == "errors"
     assert manifest["finished_cases"] == [C0, C1]
     (row,) = [c for c in checks_of(run_dir, C0) if c["arm"] == "prefix_sum_masked"]
-    assert (row["check"], row["status"]) == ("run", "error")
+    assert (row["gate"], row["status"]) == ("run", "error")
     assert row["detail"].startswith("oom: OutOfMemoryError: CUDA out of memory")
     assert timed_arms(run_dir, C0) == {"stock"}  # the other arm still gated and timed
     assert timed_arms(run_dir, C1) == {"stock", "prefix_sum_masked"}  # the next case: all
@@ -160,7 +160,7 @@ def test_out_of_memory_building_inputs_fails_every_arm_of_that_case(tmp_path, mo
     result, run_dir = run_cli(tmp_path)
     assert result.exit_code == 1, result.output
     rows = checks_of(run_dir, C0)
-    assert {(c["arm"], c["check"], c["status"]) for c in rows} == {
+    assert {(c["arm"], c["gate"], c["status"]) for c in rows} == {
         ("stock", "inputs", "error"),
         ("prefix_sum_masked", "inputs", "error"),
     }
@@ -183,7 +183,7 @@ def test_out_of_memory_while_timing_drops_only_that_arm(tmp_path, monkeypatch):
     result, run_dir = run_cli(tmp_path)
     assert result.exit_code == 1, result.output
     rows = [c for c in checks_of(run_dir, C0) if c["status"] == "error"]
-    assert [(c["arm"], c["check"]) for c in rows] == [("stock", "timing")]
+    assert [(c["arm"], c["gate"]) for c in rows] == [("stock", "timing")]
     assert timed_arms(run_dir, C0) == {"prefix_sum_masked"}
 
 
@@ -196,7 +196,7 @@ def test_case_time_limit_from_the_scenario(tmp_path):
     result, run_dir = run_cli(tmp_path, text=text)
     assert result.exit_code == 1, result.output
     c0, c1 = sorted(load_run(run_dir).manifest["finished_cases"])
-    rows = [c for c in checks_of(run_dir, c0) if c["check"] == "timeout"]
+    rows = [c for c in checks_of(run_dir, c0) if c["gate"] == "timeout"]
     assert {c["arm"] for c in rows} == {"stock", "prefix_sum_masked"}
     assert all(c["status"] == "error" and "case time limit of 0.001 s" in c["detail"] for c in rows)
     assert timed_arms(run_dir, c1) == {"stock", "prefix_sum_masked"}
@@ -208,7 +208,7 @@ def test_case_timeout_option_and_its_validation(tmp_path):
     manifest = load_run(run_dir).manifest
     assert manifest["options"]["case_timeout_s"] == 0.001
     assert all(
-        any(c["check"] == "timeout" for c in checks_of(run_dir, case))
+        any(c["gate"] == "timeout" for c in checks_of(run_dir, case))
         for case in manifest["finished_cases"]
     )
     (tmp_path / "x").mkdir()
@@ -230,7 +230,7 @@ def test_device_fault_stops_cleanly_and_resume_finishes(tmp_path, monkeypatch):
     assert manifest["status"] == "failed" and manifest["fault_case"] == C0
     assert "illegal memory access" in manifest["error"] and "--resume" in manifest["resume"]
     assert manifest["finished_cases"] == [C0]  # the faulting case, with its rows
-    rows = {(c["arm"], c["check"]) for c in checks_of(run_dir, C0) if c["status"] == "error"}
+    rows = {(c["arm"], c["gate"]) for c in checks_of(run_dir, C0) if c["status"] == "error"}
     assert rows == {("prefix_sum_masked", "run"), ("stock", "aborted")}
 
     monkeypatch.undo()

@@ -171,7 +171,7 @@ def test_isolate_a_killed_case_costs_only_that_case(tmp_path):
     run = load_run(run_dir)
     assert run.manifest["finished_cases"] == CASES[:2] and run.manifest["status"] == "errors"
     crashed = [c for c in run.checks.to_pylist() if c["case_id"] == CASES[0]]
-    assert {(c["arm"], c["check"], c["status"]) for c in crashed} == {
+    assert {(c["arm"], c["gate"], c["status"]) for c in crashed} == {
         ("stock", "run", "error"),
         ("prefix_sum_masked", "run", "error"),
     }
