@@ -35,8 +35,16 @@ import numpy as np
 from moebench.core.coverage import blocks_needed, cell_alpha
 
 TOO_FEW = "TOO FEW BLOCKS"
-__all__ = ["TOO_FEW", "blocks_needed", "cell_alpha", "decide", "median_interval",
-           "paired_change", "unpaired_change", "cv_pct"]
+__all__ = [
+    "TOO_FEW",
+    "blocks_needed",
+    "cell_alpha",
+    "decide",
+    "median_interval",
+    "paired_change",
+    "unpaired_change",
+    "cv_pct",
+]
 
 
 @lru_cache(maxsize=256)

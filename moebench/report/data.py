@@ -67,7 +67,7 @@ def render_json(comp: Comparison, plots: Sequence[str]) -> str:
         "warnings": comp.warnings,
         "aa": None if aa is None else {
             k: v for k, v in _plain(aa).items() if k != "rows"
-        } | {"rate": _plain(aa.rate), "cells_not_same": [
+        } | {"rate": _plain(aa.rate), "fp_rate": _plain(aa.fp_rate), "cells_not_same": [
             f"{r.run_id}/{r.case_id} {r.regime}/{r.stage} {r.arm}" for r in aa.rows
             if r.decision != "SAME"
         ]},

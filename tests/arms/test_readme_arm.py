@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from cli_support import runner
 
 from moebench.cli.app import app
@@ -21,6 +22,7 @@ def block(start: str) -> str:
     return m.group(1)
 
 
+@pytest.mark.slow
 def test_the_readme_arm_runs_with_every_gate(tmp_path):
     (tmp_path / "my_arm.py").write_text(block("# my_arm.py, beside my.yaml"))
     (tmp_path / "my.yaml").write_text(block("# my.yaml"))

@@ -240,6 +240,7 @@ def test_a_summary_that_cannot_be_printed_is_one_line_and_keeps_the_run(tmp_path
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "complete"
 
 
+@pytest.mark.slow
 def test_a_sweep_gives_each_swept_key_a_parquet_and_a_csv_column(tmp_path):
     text = TINY + "sweep: {routing.seed: [3, 4]}\n"
     result = runner.invoke(app, ["run", str(write(tmp_path, text)), "--results",

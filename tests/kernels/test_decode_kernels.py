@@ -175,6 +175,7 @@ GEMV_CASES += [
 REORDERING = ("split_k", "tensor_cores", "group_major")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fmt", "variant"), GEMV_CASES)
 def test_sparse_gemv_variants_match_the_default(fmt, variant):
     """R = 160 is five 32-value steps (a short last step at block_k 64, short or empty split-K
@@ -227,6 +228,7 @@ def test_sparse_gemv_split_k_partials_checked():
         sparse_gemv(x, ids, w, s, b, out, expert_offset=0, split_k=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fmt", "variant"), GEMV_CASES)
 def test_sparse_gemv_never_touches_other_ranks_experts(fmt, variant):
     """The local experts sit between NaN experts of other ranks (and ids point far outside):

@@ -301,6 +301,7 @@ def test_persistent_psum_matches_psum_bitwise(counts, alignment, block_m, block_
         assert calc_diff(outs[1][live].float(), ref[live]) < 1e-5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "counts, alignment, block_m, block_n, k",
     [

@@ -104,6 +104,7 @@ def check_rows(
     assert torch.equal(raw(xs)[~live], raw(before)[~live])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "T, K, n_global, E, offset, A, mode, tight, variant",
     [

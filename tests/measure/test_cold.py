@@ -129,6 +129,7 @@ def test_decode_copies_cover_every_weight_tensor():
 # --------------------------------------------------------------------------- a run
 
 
+@pytest.mark.slow
 def test_cold_run_rotates_records_and_keeps_the_output(tmp_path):
     text = TINY.replace(
         "warmup: 0, blocks: 2, iterations: 1}",

@@ -25,6 +25,7 @@ def blocks_of(tmp_path, measure: str) -> dict[int, set[int]]:
     return out
 
 
+@pytest.mark.slow
 def test_an_unreachable_target_runs_to_max_blocks_on_every_rank(tmp_path):
     blocks = blocks_of(tmp_path, "warmup: 0, blocks: 2, iterations: 2, target_cv: 0.000001, "
                                  "max_blocks: 4")  # fmt: skip

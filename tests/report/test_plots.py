@@ -183,6 +183,7 @@ def test_resume_needs_the_same_aa_setting(aa_run):
     assert "same A/A setting" in result.output
 
 
+@pytest.mark.slow
 def test_speedup_plot_of_cases_that_share_a_live_fraction(tmp_path):
     """A gemm sweep gives two cases with the same routing, hence the same live/capacity: the
     speedup plot must order them (it once compared result rows and raised)."""

@@ -150,6 +150,7 @@ def _torchrun(mode: str, out: Path) -> list[dict]:
     return seen
 
 
+@pytest.mark.slow
 def test_exchange_and_agreement_across_two_ranks(tmp_path):
     seen = _torchrun("units", tmp_path)
     for rank, s in enumerate(seen):
@@ -173,6 +174,7 @@ def test_exchange_and_agreement_across_two_ranks(tmp_path):
     assert seen[0]["blocked"]["kinds"] == ["timeout", "error"]
 
 
+@pytest.mark.slow
 def test_a_failing_rank_is_recorded_by_rank_zero(tmp_path):
     seen = _torchrun("runner_failure", tmp_path)
     want = "rank 1 failed timing case c000: RuntimeError: injected while timing"
@@ -190,6 +192,7 @@ def test_a_failing_rank_is_recorded_by_rank_zero(tmp_path):
     assert manifest["finished_cases"] == []
 
 
+@pytest.mark.slow
 def test_an_arm_that_raises_is_an_error_row_and_the_run_ends_errors(tmp_path):
     seen = _torchrun("arm_error", tmp_path)
     for s in seen:  # every rank reports rank 0's verdict
@@ -208,6 +211,7 @@ def test_an_arm_that_raises_is_an_error_row_and_the_run_ends_errors(tmp_path):
     assert timed == {"stock", "prefix_sum_masked"}
 
 
+@pytest.mark.slow
 def test_torchrun_ranks_resolve_a_users_file_arm(tmp_path):
     arm = REPO / "examples" / "arms" / "torch_grouped.py"
     scenario = tmp_path / "user.yaml"
@@ -252,6 +256,7 @@ def _drift(doc: dict) -> None:
     doc["sources"]["prefix_sum_masked"]["hash"] = "b" * 64
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -273,6 +278,7 @@ def test_a_distributed_resume_on_changed_sources_or_device_is_refused(
     assert {p.name: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
 
 
+@pytest.mark.slow
 def test_a_distributed_resume_records_its_history_and_the_drift_it_allowed(two_rank_run, tmp_path):
     run_dir, _ = two_rank_run
     copy = _copy_run(run_dir, tmp_path, _drift)

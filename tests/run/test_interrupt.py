@@ -82,6 +82,7 @@ def scenario(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_whole_parts_and_resume_finishes_with_the_same_run_id(tmp_path, scenario):
     results = tmp_path / "results"
     proc = start("run", str(scenario), "--results", str(results))
@@ -149,6 +150,7 @@ def test_signal_stops_after_the_current_sample(tmp_path, scenario, sig, code):
     assert not any(p.stem in unfinished for p in run_dir.glob("*/*.parquet"))
 
 
+@pytest.mark.slow
 def test_isolate_a_killed_case_costs_only_that_case(tmp_path):
     scenario = tmp_path / "two.yaml"
     scenario.write_text(THREE_CASES.replace("[1, 2, 3]", "[1, 2]"))
