@@ -126,7 +126,7 @@ def time_rank(
             or noise_reached(out.samples[first:], rank_cols, active, m.target_cv)
         ):
             break
-        order = block_order(active, block)  # ABC, BCA, CAB, ...
+        order = block_order(active, block)  # a row of the Williams design
         telemetry = clock.telemetry()  # clocks, temperature, power: once a block
         for position, arm in enumerate(order):
             base = {
