@@ -51,7 +51,7 @@ def samples(
                 power_w=math.nan,
                 mode="eager",
                 weights="warm",
-                weight_copies=1,
+                weight_copies=1, step=-1, layer=-1,
                 tokens_per_rank=16,
                 live_rows=40,
                 capacity_rows=256,

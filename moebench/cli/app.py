@@ -233,7 +233,18 @@ def _run_progress(s, options):
 
     device = preflight.device_of(s)
     notes = preflight.notes(s, device, options.aa)
-    if device == "cpu":
+    if s.step is not None:
+        from moebench.cli import step_preflight
+        from moebench.plan.steps import plan_step_case
+        from moebench.spec.sweep import expand
+
+        notes += step_preflight.step_notes(s, device, options.aa)
+        if device == "cpu":
+            planned = [plan_step_case(c) for c in expand(s)]
+            costs = step_preflight.step_costs(planned, device, options.aa)
+            slow = preflight.slow_cases(costs)
+            notes += [slow] if slow else []
+    elif device == "cpu":
         slow = preflight.slow_cases(preflight.case_costs(plan(s), device, options.aa))
         notes += [slow] if slow else []
     return CliProgress(err, notes)
@@ -461,10 +472,18 @@ def validate(scenario: ScenarioArg) -> None:
 
     try:
         s = _load(scenario)
-        planned = plan(s)
+        if s.step is not None:
+            from moebench.plan.steps import plan_step_case
+            from moebench.spec.sweep import expand
+
+            planned = [plan_step_case(c) for c in expand(s)]
+        else:
+            planned = plan(s)
         sources_and_pins(s, RunOptions(allow_source_drift=False))  # the pins, as run checks them
     except MoebenchError as exc:
         raise _fail(exc) from None
+    if s.step is not None:
+        return _validate_steps(s, planned)
     device = preflight.device_of(s)
     warnings = []
     try:  # the machine, not the scenario: a warning here, since it may be run elsewhere
@@ -508,6 +527,37 @@ def validate(scenario: ScenarioArg) -> None:
         enough = "enough" if s.measure.blocks >= need else "TOO FEW on a GPU (CPU runs make none)"
         out.print(f"verdicts: {cells} cell(s) at 95% corrected need >= {need} paired blocks; "
                   f"measure.blocks is {s.measure.blocks}: {enough}", soft_wrap=True)  # fmt: skip
+    for w in warnings:
+        err.print(f"moebench: warning: {w}", markup=False)
+
+
+def _validate_steps(s, planned) -> None:
+    """``validate`` of a step regime scenario: per case its layers, steps, samples and memory."""
+    from moebench.cli import preflight, step_preflight
+    from moebench.plan.cases import arm_names, select_device
+
+    device = preflight.device_of(s)
+    warnings = []
+    try:
+        select_device(s)
+    except MoebenchError as exc:
+        warnings.append(f"{exc}; run refuses it on this machine")
+    warnings += step_preflight.step_notes(s, device)
+    costs = step_preflight.step_costs(planned, device)
+    slow = preflight.slow_cases(costs)
+    warnings += [slow] if slow else []
+    rows, where = step_preflight.step_rows(planned, costs, device)
+    t = Table(title=f"{s.name}: {len(planned)} case(s) of the step regime, arms "
+                    f"{', '.join(arm_names(s))}")  # fmt: skip
+    for col in ("case", "MoE layers", "steps: tokens/rank x steps", "ranks", "samples", "memory",
+                "est. time"):  # fmt: skip
+        t.add_column(col, overflow="fold")
+    for case_id, layers, steps, ranks, samples, memory, seconds in rows:
+        t.add_row(case_id, layers, steps, ranks, samples, memory,
+                  "-" if seconds is None else f"~{preflight.duration(seconds)}")  # fmt: skip
+    t.caption = (f"samples: ranks x arms x steps x blocks x iterations x (layers + the whole "
+                 f"step); memory: the estimate against {where}")  # fmt: skip
+    out.print(t)
     for w in warnings:
         err.print(f"moebench: warning: {w}", markup=False)
 

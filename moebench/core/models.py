@@ -4,7 +4,9 @@ Each entry names the Hugging Face repository and the commit of the ``config.json
 read from, and which fields of that file they came from (the field names differ between model
 families). ``intermediate`` is the width of one routed expert (``moe_intermediate_size`` where the
 config has both a dense and an expert width); ``experts`` counts routed experts only (shared
-experts are not part of the grouped FFN measured here).
+experts are not part of the grouped FFN measured here). ``layers`` counts the model's layers and
+``dense_layers`` lists those without a routed MoE (the step regime times every other layer), with
+``layers_source`` saying where the figures come from.
 
 Revisions are Hugging Face commit hashes of the model repository. Each was found pinned in public
 material that links that exact revision's ``config.json`` or loads the model at it; the shapes
@@ -24,6 +26,12 @@ PRESETS: dict[str, dict] = {
         "top_k": 8,
         "source": "config.json: hidden_size, moe_intermediate_size, n_routed_experts, "
         "num_experts_per_tok",
+        "layers": 61,
+        "dense_layers": (0, 1, 2),
+        "layers_source": (
+            "config.json: num_hidden_layers 61, first_k_dense_replace 3 (layers "
+            "0-2 dense; the SGLang load files' rows 0-2 are zero)"
+        ),
     },
     "deepseek-v4-flash": {
         "id": "deepseek-ai/DeepSeek-V4-Flash",
@@ -34,6 +42,13 @@ PRESETS: dict[str, dict] = {
         "top_k": 6,
         "source": "config.json: hidden_size, moe_intermediate_size, n_routed_experts, "
         "num_experts_per_tok",
+        "layers": 43,
+        "dense_layers": (),
+        "layers_source": (
+            "43 layers, every one MoE (NeMo AutoModel's DeepseekV4Config "
+            "defaults: num_hidden_layers 43, an all-MoE backbone; the first "
+            "num_hash_layers 3 route by hash, still MoE)"
+        ),
     },
     "gpt-oss-20b": {
         "id": "openai/gpt-oss-20b",
@@ -44,6 +59,9 @@ PRESETS: dict[str, dict] = {
         "top_k": 4,
         "source": "config.json: hidden_size, intermediate_size, num_local_experts, "
         "num_experts_per_tok (= experts_per_token)",
+        "layers": 24,
+        "dense_layers": (),
+        "layers_source": ("config.json: num_hidden_layers 24, every layer MoE"),
     },
     "gpt-oss-120b": {
         "id": "openai/gpt-oss-120b",
@@ -54,6 +72,9 @@ PRESETS: dict[str, dict] = {
         "top_k": 4,
         "source": "config.json: hidden_size, intermediate_size, num_local_experts, "
         "num_experts_per_tok (= experts_per_token)",
+        "layers": 36,
+        "dense_layers": (),
+        "layers_source": ("config.json: num_hidden_layers 36, every layer MoE"),
     },
     "qwen3-30b-a3b": {
         "id": "Qwen/Qwen3-30B-A3B",
@@ -64,6 +85,11 @@ PRESETS: dict[str, dict] = {
         "top_k": 8,
         "source": "config.json: hidden_size, moe_intermediate_size, num_experts, "
         "num_experts_per_tok",
+        "layers": 48,
+        "dense_layers": (),
+        "layers_source": (
+            "config.json: num_hidden_layers 48, decoder_sparse_step 1, mlp_only_layers []"
+        ),
     },
     "mixtral-8x7b": {
         "id": "mistralai/Mixtral-8x7B-v0.1",
@@ -74,6 +100,9 @@ PRESETS: dict[str, dict] = {
         "top_k": 2,
         "source": "config.json: hidden_size, intermediate_size, num_local_experts, "
         "num_experts_per_tok",
+        "layers": 32,
+        "dense_layers": (),
+        "layers_source": ("config.json: num_hidden_layers 32, every layer MoE"),
     },
     "olmoe-1b-7b": {
         "id": "allenai/OLMoE-1B-7B-0924",
@@ -83,5 +112,8 @@ PRESETS: dict[str, dict] = {
         "experts": 64,
         "top_k": 8,
         "source": "config.json: hidden_size, intermediate_size, num_experts, num_experts_per_tok",
+        "layers": 16,
+        "dense_layers": (),
+        "layers_source": ("config.json: num_hidden_layers 16, every layer MoE"),
     },
 }

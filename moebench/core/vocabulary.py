@@ -23,10 +23,15 @@ WHOLE_FFN = "ffn"  # the stage name of the whole pipeline
 # topology.mode distributed: one pass of the layer, in order (the FFN between the exchanges).
 PASS_STAGES = ("dispatch", WHOLE_FFN, "sync_wait", "combine_a2a", "layer")
 DISTRIBUTED_STAGES = tuple(s for s in PASS_STAGES if s != WHOLE_FFN)
+# The ``step`` regime: one model step, every MoE layer of the model in order (each layer's own
+# samples are ``ffn``), timed as one graph per rank.
+WHOLE_STEP = "step"
 # Every stage a samples row may carry, in the order of the data: the order tables and plots use.
-STAGE_ORDER = ("dispatch", *PREFILL_STAGES, WHOLE_FFN, "sync_wait", "combine_a2a", "layer")
+STAGE_ORDER = (
+    "dispatch", *PREFILL_STAGES, WHOLE_FFN, "sync_wait", "combine_a2a", "layer", WHOLE_STEP,
+)  # fmt: skip
 
-REGIMES = ("ffn", "kernel", "profile")
+REGIMES = ("ffn", "kernel", "profile", "step")
 DEFAULT_REGIMES = ("ffn", "kernel")
 
 FAMILY_PRECISIONS = {PREFILL: ("fp8", "bf16"), DECODE: ("w8a16", "w4a16")}  # first: the default

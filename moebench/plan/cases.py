@@ -123,23 +123,34 @@ def plan(s: Scenario) -> list[PlannedCase]:
 
 def case_columns(p: PlannedCase, run_id: str) -> dict:
     """The columns every samples row of the case carries (the case's parameters)."""
-    s = p.case.scenario
+    return columns(p.case, run_id, tokens_per_rank=p.case.scenario.shape.tokens_per_rank,
+                   capacity_rows=p.capacity_rows, routing_label=p.routing.label)  # fmt: skip
+
+
+def columns(
+    case: Case, run_id: str, *, tokens_per_rank: int, capacity_rows: int, routing_label: str
+) -> dict:
+    """The columns of a case's samples rows, with the token count, capacity and routing label
+    of what they time (a step regime case has a token count and capacity per step group)."""
+    s = case.scenario
     return {
         "run_id": run_id,
-        "case_id": p.case.case_id,
-        "tokens_per_rank": s.shape.tokens_per_rank,
-        "capacity_rows": p.capacity_rows,
+        "case_id": case.case_id,
+        "tokens_per_rank": tokens_per_rank,
+        "capacity_rows": capacity_rows,
         "local_experts": local_experts(s),
         "hidden": s.model.hidden,
         "intermediate": s.model.intermediate,
         "top_k": s.model.top_k,
         "precision": s.precision,
         "activation": s.activation,
-        "routing": p.routing.label,
+        "routing": routing_label,
         "gemm": s.gemm,
-        "params": json.dumps(dict(p.case.params), sort_keys=True, default=str),
+        "params": json.dumps(dict(case.params), sort_keys=True, default=str),
+        "step": -1,  # the step regime's rows set these (moebench.results.schema)
+        "layer": -1,
         # Each swept key its own column as well (moebench.results.schema.SWEEP_PREFIX).
-        **{f"sweep.{key}": ("" if value is None else value) for key, value in p.case.params},
+        **{f"sweep.{key}": ("" if value is None else value) for key, value in case.params},
     }
 
 
@@ -159,6 +170,8 @@ def routing_row(p: PlannedCase, run_id: str, rank: int) -> dict:
         "routing": p.routing.label,
         "tokens_per_rank": s.shape.tokens_per_rank,
         "trace_sha256": p.routing.trace_sha256,
+        "step": -1,  # a step regime case's rows name their step and layer
+        "layer": -1,
         **stats,
     }
 

@@ -16,9 +16,8 @@ import pyarrow.parquet as pq
 from moebench.core.errors import ResultsError
 from moebench.results.files import checked_manifest, one_line
 from moebench.results.schema import (
-    LATER_SAMPLES,
+    LATER,
     OPTIONAL_TABLES,
-    SAMPLES_SCHEMA,
     SCHEMAS,
     SWEEP_PREFIX,
     TABLES,
@@ -55,10 +54,10 @@ def _read_part(path: Path, table: str, run_id: str, case_id: str) -> pa.Table:
     sweep = sweep if table == "samples" else []
     if sweep:  # each swept key's own column: kept beside the fixed schema
         extra, part = part.select(sweep), part.drop_columns(sweep)
-    if table == "samples" and set(part.schema.names) < set(schema.names):
-        for name, fill in LATER_SAMPLES.items():  # parts written before these columns
+    if table in LATER and set(part.schema.names) < set(schema.names):
+        for name, fill in LATER[table].items():  # parts written before these columns
             if name not in part.schema.names:
-                field = SAMPLES_SCHEMA.field(name)
+                field = schema.field(name)
                 part = part.append_column(field, pa.array([fill] * part.num_rows, field.type))
         if set(part.schema.names) == set(schema.names):
             part = part.select(schema.names)

@@ -64,15 +64,20 @@ SAMPLES_SCHEMA = _schema(
     ("local_experts", _i32), ("hidden", _i32), ("intermediate", _i32), ("top_k", _i32),
     ("precision", _str), ("activation", _str), ("routing", _str), ("gemm", _str),
     ("params", _str), ("weight_bytes", _i64), ("temperature_c", _f64), ("power_w", _f64),
-    ("mode", _str), ("weights", _str), ("weight_copies", _i32),
+    ("mode", _str), ("weights", _str), ("weight_copies", _i32), ("step", _i32), ("layer", _i32),
 )  # fmt: skip
 # Samples columns added after the first runs, and what a part written before them reads as:
 # weight bytes unknown (-1, never 0), temperature and power NaN, mode and weights "" (compare:
-# not said), weight copies 0 (not said).
+# not said), weight copies 0 (not said), step and layer -1 (not a model step).
 LATER_SAMPLES = {
     "weight_bytes": -1, "temperature_c": math.nan, "power_w": math.nan, "mode": "",
-    "weights": "", "weight_copies": 0,
+    "weights": "", "weight_copies": 0, "step": -1, "layer": -1,
 }  # fmt: skip
+# The ``step`` regime (a model step over every MoE layer): ``step`` is the step's index (its own
+# routing draw and token count; -1 in every other regime) and ``layer`` the model layer a
+# ``ffn`` sample timed, WHOLE_STEP_LAYER for a rank's whole step (stage ``step``) and for every
+# other regime.
+WHOLE_STEP_LAYER = -1
 MODES = frozenset({"eager", "graph"})
 # warm: the weights as the previous sample left them in L2; cold: rotated copies (moebench/cold.py)
 WEIGHTS = frozenset({"warm", "cold"})
@@ -85,8 +90,13 @@ ROUTING_SCHEMA = _schema(
     ("tokens_per_rank", _i64), ("local_experts", _i32), ("live_rows", _i64),
     ("capacity_rows", _i64), ("live_fraction", _f64), ("empty_experts", _i32),
     ("max_load", _f64), ("mean_load", _f64), ("overload", _f64), ("entropy", _f64),
-    ("trace_sha256", _str),
+    ("trace_sha256", _str), ("step", _i32), ("layer", _i32),
 )  # fmt: skip
+# Routing columns added later: a step regime case has a row per (step, layer, rank) it gated;
+# every other case one per rank, with -1 in both (what parts written before them read as).
+LATER_ROUTING = {"step": -1, "layer": -1}
+# Every table's later columns and their fills.
+LATER = {"samples": LATER_SAMPLES, "routing": LATER_ROUTING}
 # The work ledger: per case, rank, arm and stage, the work the arm's model says one step does
 # (rows computed, bytes read and written, matrix FLOPs), from the case's routing, before timing.
 LEDGER_SCHEMA = _schema(

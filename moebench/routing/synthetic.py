@@ -42,7 +42,7 @@ def _generator(seed: int) -> torch.Generator:
     return g
 
 
-def _gumbel_topk(log_w_E: torch.Tensor, tokens: int, top_k: int, g: torch.Generator):
+def gumbel_topk(log_w_E: torch.Tensor, tokens: int, top_k: int, g: torch.Generator):
     """K distinct experts per token, drawn without replacement with probabilities ~ exp(log_w).
 
     Adding Gumbel noise to log-weights and taking the top k is exact sampling without replacement.
@@ -52,7 +52,7 @@ def _gumbel_topk(log_w_E: torch.Tensor, tokens: int, top_k: int, g: torch.Genera
     return torch.topk(log_w_E[None, :].double() + gumbel, top_k, dim=1).indices
 
 
-def _weights(tokens: int, top_k: int, g: torch.Generator) -> torch.Tensor:
+def router_weights(tokens: int, top_k: int, g: torch.Generator) -> torch.Tensor:
     """Router weights: softmax of random logits over each token's k choices (never zero)."""
     return torch.softmax(torch.randn(tokens, top_k, generator=g), dim=1).float()
 
@@ -118,7 +118,7 @@ def synthesize(
     sha = ""
     recorded_weights = None
     if family == "uniform":
-        ids = _gumbel_topk(torch.zeros(experts), tokens, top_k, g)
+        ids = gumbel_topk(torch.zeros(experts), tokens, top_k, g)
     elif family == "balanced":
         ids = _balanced(tokens, experts, top_k, g)
     elif family == "full_capacity":
@@ -134,7 +134,7 @@ def synthesize(
         ids = _balanced(tokens, experts, top_k, g)
     elif family == "zipf":
         ranks = torch.randperm(experts, generator=g).double() + 1
-        ids = _gumbel_topk(-alpha * torch.log(ranks), tokens, top_k, g)
+        ids = gumbel_topk(-alpha * torch.log(ranks), tokens, top_k, g)
         label = f"zipf(alpha={alpha:g})"
     elif family == "hot_rank":
         # Weight h on the hot rank's experts so that about hot_fraction of slots land there.
@@ -142,7 +142,7 @@ def synthesize(
         h = f * (experts - local) / ((1 - f) * local) if experts > local else 1.0
         log_w = torch.zeros(experts, dtype=torch.float64)
         log_w[hot_rank * local : (hot_rank + 1) * local] = math.log(h)
-        ids = _gumbel_topk(log_w, tokens, top_k, g)
+        ids = gumbel_topk(log_w, tokens, top_k, g)
         label = f"hot_rank(rank={hot_rank},fraction={hot_fraction:g})"
     elif family == "empty_experts":
         n_empty = int(round(empty_fraction * experts))
@@ -153,7 +153,7 @@ def synthesize(
             )
         log_w = torch.zeros(experts, dtype=torch.float64)
         log_w[torch.randperm(experts, generator=g)[:n_empty]] = -math.inf
-        ids = _gumbel_topk(log_w, tokens, top_k, g)
+        ids = gumbel_topk(log_w, tokens, top_k, g)
         label = f"empty_experts(fraction={empty_fraction:g})"
     elif family == "trace":
         trace = load_any(trace_path)
@@ -172,7 +172,7 @@ def synthesize(
         sha = trace.sha256
     else:
         raise ValueError(f"unknown routing family {family!r}; expected one of {ROUTING_FAMILIES}")
-    weights = _weights(tokens, top_k, g)
+    weights = router_weights(tokens, top_k, g)
     if recorded_weights is not None:
         weights = recorded_weights.float()
     return Routing(

@@ -23,7 +23,9 @@ from moebench.results.writer import RunWriter
 from moebench.run import provenance
 from moebench.run.lock import read_lock
 from moebench.run.options import RunOptions, RunSummary
+from moebench.spec.build import timed_samples
 from moebench.spec.schema import Scenario, to_dict
+from moebench.spec.step import step_layers
 
 BYTES_PER_SAMPLE = 200  # on disk, generously: the free-space check before a run
 
@@ -44,9 +46,9 @@ def room_mb(planned: list[PlannedCase]) -> float:
     """Free space a run needs: a margin plus a generous estimate of its Parquet parts."""
     rows = 0
     for p in planned:
-        m = p.case.scenario.measure
-        timed = ("ffn" in m.regimes) + len(m.stages) * ("kernel" in m.regimes)
-        rows += len(p.ranks) * len(p.case.scenario.arms) * m.blocks * m.iterations * timed
+        s = p.case.scenario
+        layers = len(step_layers(s.step, s.model)) if s.step is not None else 0
+        rows += timed_samples(s.measure, len(p.ranks), len(s.arms), s.step, layers)
     return DEFAULT_MIN_FREE_MB + rows * BYTES_PER_SAMPLE / 2**20
 
 

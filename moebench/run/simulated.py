@@ -37,10 +37,13 @@ from moebench.plan.cases import (
     select_device,
 )
 from moebench.plan.inputs import make_tokens
+from moebench.plan.steps import check_memory, plan_step_case, step_manifest
 from moebench.results.rows import CaseRows, Check, DeviceLost, record_failure
 from moebench.run import isolate, lifecycle
 from moebench.run.options import Progress, RunOptions, RunSummary, case_timeout, resume_command
+from moebench.run.step import run_step_case
 from moebench.spec.schema import Scenario, global_tokens
+from moebench.spec.sweep import expand
 
 
 def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> RunSummary:
@@ -51,15 +54,21 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
     progress = progress or Progress()
     case_timeout(s, options)  # a bad --case-timeout is a user error before any work
     sources, drift = lifecycle.sources_and_pins(s, options)
-    planned = plan(s)
     device = select_device(s)
     names = arm_names(s, options.aa)
+    extra = None
+    if s.step is not None:  # the step regime: every case a model step (moebench.run.step)
+        planned = [plan_step_case(c) for c in expand(s)]
+        check_memory(planned, len(names), device)  # before anything is allocated
+        extra = {"step": step_manifest(s, planned)}
+    else:
+        planned = plan(s)
     clock = None if options.isolate else Clock(device)
-    writer = lifecycle.open_run(s, options, planned, sources, drift, device.type)
+    writer = lifecycle.open_run(s, options, planned, sources, drift, device.type, extra)
     summary = lifecycle.new_summary(writer, planned)
     resume = resume_command(s, options, writer.run_dir, None)
     todo = [p for p in planned if p.case.case_id not in writer.finished_cases]
-    progress.start(sum(len(p.ranks) * len(names) for p in todo))
+    progress.start(sum(_units(p, names) for p in todo))
     stop = faults.Stopper()
     fault = None
     with stop.signals():
@@ -69,7 +78,10 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
                 limit = case_timeout(p.case.scenario, options)
                 if options.isolate:
                     rows = isolate.run_case_in_child(p, writer, options, stop, limit)
-                    progress.step(f"{p.case.case_id} (isolated)", len(p.ranks) * len(names))
+                    progress.step(f"{p.case.case_id} (isolated)", _units(p, names))
+                elif s.step is not None:
+                    rows = run_step_case(p, device, clock, writer.run_id, options, stop, limit,
+                                         progress)  # fmt: skip
                 else:
                     rows = run_case(p, device, clock, writer.run_id, options, stop, limit, progress)
                 writer.write_case(p.case.case_id, rows.samples, rows.checks, rows.routing,
@@ -109,6 +121,12 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
         )
     lifecycle.finish(writer, summary)
     return summary
+
+
+def _units(p, names) -> int:
+    """Progress units of a case: one per (rank, arm), or per step of a step regime case."""
+    s = p.case.scenario
+    return s.step.steps if s.step is not None else len(p.ranks) * len(names)
 
 
 def _rank_inputs(p: PlannedCase, x_TD: torch.Tensor, rank: int, device: torch.device):

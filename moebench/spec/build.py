@@ -25,6 +25,7 @@ from moebench.spec.schema import (
     TOP_KEYS,
     MeasureSpec,
     Scenario,
+    StepSpec,
 )
 from moebench.spec.sections import (
     Origin,
@@ -39,12 +40,18 @@ from moebench.spec.sections import (
     sweep_section,
     topology_section,
 )
+from moebench.spec.step import step_layers, step_section
 
 
-def timed_samples(measure: MeasureSpec, ranks: int, arms: int) -> int:
+def timed_samples(
+    measure: MeasureSpec, ranks: int, arms: int, step: StepSpec | None = None, layers: int = 0
+) -> int:
     """Samples one case records: ranks x arms x blocks x iterations x timed stages (``ffn``, and
     each of ``measure.stages`` in the kernel regime). The bound below and ``moebench validate``
-    count the same way; with ``measure.target_cv``, at most ``max_blocks`` blocks."""
+    count the same way; with ``measure.target_cv``, at most ``max_blocks`` blocks. The step
+    regime: ranks x arms x steps x step blocks x iterations x (each layer, and the whole step)."""
+    if step is not None:
+        return ranks * arms * step.steps * step.blocks * measure.iterations * (layers + 1)
     n_timed = ("ffn" in measure.regimes) + len(measure.stages) * ("kernel" in measure.regimes)
     blocks = max(measure.blocks, measure.max_blocks or 0)
     return ranks * arms * blocks * measure.iterations * n_timed
@@ -63,6 +70,7 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
     routing = routing_section(optional_section(doc, "routing"), origin)
     shape = shape_section(doc["shape"])
     measure = measure_section(optional_section(doc, "measure"), family)
+    step = _step(doc, model, topology, routing, shape, measure)
     precision = yf.choice(
         doc.get("precision", FAMILY_PRECISIONS[family][0]), "precision", PRECISIONS
     )
@@ -124,7 +132,8 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
             )
     tokens = shape.tokens_per_rank * topology.dp
     n_ranks = len(measure.ranks) if measure.ranks is not None else ep
-    n_samples = timed_samples(measure, n_ranks, len(arms))
+    n_layers = len(step_layers(step, model)) if step is not None else 0
+    n_samples = timed_samples(measure, n_ranks, len(arms), step, n_layers)
     if n_samples > MAX_SAMPLES:
         raise yf.Invalid(
             "measure.iterations",
@@ -173,6 +182,7 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
         arm_refs=arm_refs,
         family=family,
         measure=measure,
+        step=step,
         sweep=sweep_section(optional_section(doc, "sweep")),
         expect_sources=expect_sources_section(optional_section(doc, "expect_sources"), arms),
         device=yf.choice(doc.get("device", "auto"), "device", DEVICES),
@@ -180,3 +190,39 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
         text=origin.text,
         sha256=hashlib.sha256(origin.text.encode("utf-8", "surrogatepass")).hexdigest(),
     )
+
+
+def _step(doc, model, topology, routing, shape, measure) -> StepSpec | None:
+    """The step section, when the step regime runs, and the rules it sets for the others."""
+    regime = "step" in measure.regimes
+    if not regime:
+        if doc.get("step") is not None:
+            raise yf.Invalid("step", "needs measure.regimes: [step]")
+        return None
+    if measure.regimes != ("step",):
+        raise yf.Invalid(
+            "measure.regimes",
+            "step runs alone: it times whole model steps (ffn, kernel and profile time one "
+            "layer: give them their own scenario)",
+        )
+    if topology.mode == "distributed":
+        raise yf.Invalid(
+            "measure.regimes",
+            "the step regime runs in topology.mode simulated; a distributed step (the real "
+            "exchange in every layer) is not built yet",
+        )
+    if routing.layer is not None:
+        raise yf.Invalid(
+            "routing.layer",
+            "the step regime replays each model layer's own row of the trace; leave it out",
+        )
+    if shape.capacity == "tight":
+        raise yf.Invalid(
+            "shape.capacity",
+            "tight fits one routing; every step draws its own: use formula or a number of rows",
+        )
+    for key, why in (("target_cv", "steps, not blocks, are the step regime's samples"),
+                     ("cold_weights", "every layer has its own weights already")):  # fmt: skip
+        if getattr(measure, key):
+            raise yf.Invalid(f"measure.{key}", f"not with the step regime: {why}")
+    return step_section(doc.get("step"), model)

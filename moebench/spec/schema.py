@@ -56,6 +56,14 @@ class ModelSpec:
     intermediate: int
     experts: int
     top_k: int
+    layers: int = 1  # the model's layers (the step regime times every MoE layer of them)
+    dense_layers: tuple[int, ...] = ()  # layers without a routed MoE
+
+    @property
+    def moe_layers(self) -> tuple[int, ...]:
+        """The model layer ids that hold a routed MoE, in order."""
+        dense = set(self.dense_layers)
+        return tuple(i for i in range(self.layers) if i not in dense)
 
     @property
     def modified(self) -> tuple[tuple[str, Any], ...]:
@@ -65,7 +73,8 @@ class ModelSpec:
         if self.preset is None or self.preset not in PRESETS:
             return ()
         p = PRESETS[self.preset]
-        order = ("hidden", "intermediate", "experts", "top_k", "id", "revision")
+        order = ("hidden", "intermediate", "experts", "top_k", "layers", "dense_layers", "id",
+                 "revision")  # fmt: skip
         return tuple((k, getattr(self, k)) for k in order if getattr(self, k) != p[k])
 
     @property
@@ -137,6 +146,24 @@ class MeasureSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StepSpec:
+    """The ``step`` regime (docs/DESIGN.md section 14): one model step over the MoE layers, each
+    layer its own weights and routing, ``steps`` steps each its own routing draw and token
+    count. ``tokens``: None (``shape.tokens_per_rank`` every step), a tuple of token counts per
+    rank (cycled over the steps) or a histogram ``((tokens, weight), ...)`` the steps are drawn
+    from (seeded). ``non_moe_us`` and ``slo_tpot_ms`` are givens for the derived TPOT and
+    goodput, not measurements."""
+
+    layers: tuple[int, ...] | None = None  # None: every MoE layer of the model
+    steps: int = 32
+    blocks: int = 1  # repetitions of each step (the arms are paired over steps)
+    tokens: tuple[int, ...] | None = None
+    histogram: tuple[tuple[int, float], ...] | None = None
+    non_moe_us: float = 0.0
+    slo_tpot_ms: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Scenario:
     name: str
     description: str = ""
@@ -151,6 +178,7 @@ class Scenario:
     arm_refs: tuple[str, ...] = DEFAULT_ARMS  # as the scenario names them (moebench.arm.registry)
     family: str = "prefill"  # the arms' family (vocabulary.FAMILIES)
     measure: MeasureSpec = field(default_factory=MeasureSpec)
+    step: StepSpec | None = None  # the step regime's section (None: no step regime)
     sweep: tuple[tuple[str, tuple], ...] = ()
     expect_sources: tuple[tuple[str, str], ...] = ()
     device: str = "auto"
@@ -195,11 +223,16 @@ TOP_KEYS = (
     "gemm",
     "arms",
     "measure",
+    "step",
     "sweep",
     "expect_sources",
     "device",
 )
 MODEL_FIELDS = ("id", "revision", "hidden", "intermediate", "experts", "top_k")
+# Model fields with a default for a model that names no preset (one layer, no dense layer).
+MODEL_LAYER_FIELDS = ("layers", "dense_layers")
+STEP_KEYS = ("layers", "steps", "blocks", "tokens", "non_moe_us", "slo_tpot_ms")
+MAX_STEPS = 100_000
 ROUTING_KEYS = (
     "family",
     "source",
@@ -235,6 +268,21 @@ def to_plain(v: Any) -> Any:
     return v
 
 
+def _step_plain(step: StepSpec) -> dict:
+    """The step section as a document writes it (a histogram as a mapping)."""
+    tokens: Any = list(step.tokens) if step.tokens is not None else None
+    if step.histogram is not None:
+        tokens = {t: w for t, w in step.histogram}
+    return {
+        "layers": "all" if step.layers is None else list(step.layers),
+        "steps": step.steps,
+        "blocks": step.blocks,
+        "tokens": tokens,
+        "non_moe_us": step.non_moe_us,
+        "slo_tpot_ms": step.slo_tpot_ms,
+    }
+
+
 def to_dict(scenario: Scenario) -> dict:
     """The normalised document (every default filled in), for the manifest."""
 
@@ -253,6 +301,7 @@ def to_dict(scenario: Scenario) -> dict:
         "activation": scenario.activation,
         "arms": list(scenario.arm_refs),  # as written: what parsing it again resolves
         "measure": plain(scenario.measure),
+        "step": None if scenario.step is None else _step_plain(scenario.step),
         "sweep": {p: to_plain(v) for p, v in scenario.sweep},
         "expect_sources": dict(scenario.expect_sources),
         "device": scenario.device,

@@ -38,6 +38,7 @@ from moebench.spec.schema import (
     MAX_WEIGHT_COPIES,
     MAX_WIDTH,
     MODEL_FIELDS,
+    MODEL_LAYER_FIELDS,
     MODES,
     ROUTING_KEYS,
     SWEEPABLE,
@@ -68,7 +69,8 @@ def model_section(v: Any, family: str) -> ModelSpec:
     if isinstance(v, str):
         m, preset_path = {"preset": v}, "model"
     else:
-        m, preset_path = yf.section(v, "model", ("preset", *MODEL_FIELDS)), "model.preset"
+        keys = ("preset", *MODEL_FIELDS, *MODEL_LAYER_FIELDS)
+        m, preset_path = yf.section(v, "model", keys), "model.preset"
     preset = m.get("preset")
     if preset is not None:
         preset = yf.string(preset, preset_path)
@@ -77,13 +79,26 @@ def model_section(v: Any, family: str) -> ModelSpec:
                 preset_path,
                 f"unknown preset {yf.show(preset)}; expected one of {', '.join(PRESETS)}",
             )
-        merged = {k: PRESETS[preset][k] for k in MODEL_FIELDS}
+        merged = {k: PRESETS[preset][k] for k in (*MODEL_FIELDS, *MODEL_LAYER_FIELDS)}
     else:
         for k in MODEL_FIELDS:
             if k not in m and k != "revision":
                 raise yf.Invalid(f"model.{k}", "required when the model names no preset")
-        merged = {"revision": "unpinned"}
-    merged.update({k: m[k] for k in MODEL_FIELDS if k in m})
+        merged = {"revision": "unpinned", "layers": 1, "dense_layers": ()}
+    merged.update({k: m[k] for k in (*MODEL_FIELDS, *MODEL_LAYER_FIELDS) if k in m})
+    layers = yf.integer(merged["layers"], "model.layers", 1, 10_000)
+    dense = []
+    raw = merged["dense_layers"]
+    listed = (
+        [] if isinstance(raw, list | tuple) and not raw else yf.sequence(raw, "model.dense_layers")
+    )
+    for i, d in enumerate(listed):
+        d = yf.integer(d, f"model.dense_layers[{i}]", 0, layers - 1)
+        if d in dense:
+            raise yf.Invalid(f"model.dense_layers[{i}]", f"layer {d} is listed twice")
+        dense.append(d)
+    if len(dense) == layers:
+        raise yf.Invalid("model.dense_layers", f"leaves none of the {layers} layers with an MoE")
     hidden = yf.integer(merged["hidden"], "model.hidden", 1, MAX_WIDTH)
     intermediate = yf.integer(merged["intermediate"], "model.intermediate", 1, MAX_WIDTH)
     multiple, why = FAMILY_WIDTH[family]
@@ -107,6 +122,8 @@ def model_section(v: Any, family: str) -> ModelSpec:
         intermediate=intermediate,
         experts=experts,
         top_k=top_k,
+        layers=layers,
+        dense_layers=tuple(sorted(dense)),
     )
 
 

@@ -24,7 +24,7 @@ def sample(run_id: str, case: str, arm: str, block: int, t: float, hidden: int =
         run_id=run_id, case_id=case, arm=arm, rank=0, stage="ffn", regime="ffn", block=block,
         position=0, iteration=0, time_us=t, weight_bytes=-1, device="cpu", sm_clock_mhz=math.nan,
         mem_clock_mhz=math.nan, temperature_c=math.nan, power_w=math.nan, mode="eager",
-        weights="warm", weight_copies=1,
+        weights="warm", weight_copies=1, step=-1, layer=-1,
         tokens_per_rank=16, live_rows=40, capacity_rows=256,
         local_experts=4, hidden=hidden, intermediate=128, top_k=2, precision="bf16",
         activation="silu", routing="uniform", gemm="triton", params="{}",

@@ -47,7 +47,7 @@ def sample_row(case_id: str, run_id: str = RUN, **kw) -> dict:
         power_w=math.nan,
         mode="eager",
         weights="warm",
-        weight_copies=1,
+        weight_copies=1, step=-1, layer=-1,
         tokens_per_rank=16,
         live_rows=40,
         capacity_rows=256,
@@ -96,6 +96,8 @@ def routing_row(case_id: str, run_id: str = RUN, **kw) -> dict:
         overload=1.25,
         entropy=1.98,
         trace_sha256="",
+        step=-1,
+        layer=-1,
     )
     return row | kw
 
@@ -500,7 +502,8 @@ def test_parts_written_before_the_later_columns_still_load(writer: RunWriter):
     schema's column order."""
     write(writer, "c1")
     path = writer.run_dir / "samples" / "c1.parquet"
-    later = ["weight_bytes", "temperature_c", "power_w", "mode", "weights", "weight_copies"]
+    later = ["weight_bytes", "temperature_c", "power_w", "mode", "weights", "weight_copies",
+             "step", "layer"]  # fmt: skip
     old = pq.read_table(path).drop_columns(later)
     pq.write_table(old, path)
     run = load_run(writer.run_dir)
@@ -511,6 +514,7 @@ def test_parts_written_before_the_later_columns_still_load(writer: RunWriter):
     assert math.isnan(run.samples["power_w"][0].as_py())
     assert run.samples["weights"].to_pylist()[0] == ""
     assert run.samples["weight_copies"].to_pylist()[0] == 0
+    assert run.samples["step"].to_pylist()[0] == -1 and run.samples["layer"].to_pylist()[0] == -1
 
 
 def test_samples_mode_is_eager_or_graph():

@@ -120,7 +120,9 @@ def test_expect_sources():
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_presets(name):
     p = PRESETS[name]
-    assert set(p) == {"id", "revision", "hidden", "intermediate", "experts", "top_k", "source"}
+    assert set(p) == {"id", "revision", "hidden", "intermediate", "experts", "top_k", "source",
+                      "layers", "dense_layers", "layers_source"}  # fmt: skip
+    assert 0 < len(p["dense_layers"]) < p["layers"] or p["dense_layers"] == ()
     assert p["revision"] == "unpinned" or re.fullmatch(r"[0-9a-f]{40}", p["revision"])
     d = doc(model=name, topology={"ep": 8}, shape={"tokens_per_rank": 4, "alignment": 128})
     if p["hidden"] % 128:  # gpt-oss: hidden 2880 does not fit the FP8 128x128 prefill arms
