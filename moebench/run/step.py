@@ -6,8 +6,8 @@ Per token group (the steps that share a token count; ``plan.steps``):
 1. Inputs. Each layer's expert weights are built once for the run (seeded per layer; the ranks
    of a layer share them, ``plan.steps``), the group's tokens once, and one routing tensor pair
    per layer, shared by the ranks (every simulated rank sees every token).
-2. Gates, before anything is timed: each rank's first layer of the first group through every gate
-   of a one-layer case (``gates.rank.gate_rank``), then every (rank, layer) through the
+2. Gates, before anything is timed: the first rank's first layer through every gate of a
+   one-layer case (``gates.rank.gate_rank``), then every other (rank, layer) through the
    layer gates (``gates.layers``). An arm that fails a gate on any rank is not timed (unless
    ``--allow-mismatch``). Each arm's workspace is one per group, shared by every layer and rank
    as a model's activation buffers are.
@@ -182,7 +182,9 @@ def _run_group(
             stop.check(f"rank {r}, layer {layer}, gates")
             problem = problems[(r, layer)]
             ref = family.reference(problem)
-            if gi == 0 and li == 0:  # the full gates of a one-layer case, once per rank
+            full = gi == 0 and li == 0 and r == p.ranks[0]
+            if full:  # the full gates of a one-layer case, once: graph replay and dispatch
+                # are properties of the arm's code, not of a rank's experts
                 scratch = CaseRows()
                 _, _, passed = gate_rank(
                     problem,
@@ -226,7 +228,7 @@ def _run_group(
                         arm,
                         [Check(name="run", status="error", detail=faults.describe(exc))],
                     )
-            if not (gi == 0 and li == 0):
+            if not full:
                 for arm, rows in gate_layer(problem, ref, arms, sets, family, device).items():
                     log.add(r, layer, arm, rows)
             else:
