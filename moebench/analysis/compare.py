@@ -54,6 +54,13 @@ sweep tokens_per_rank, the token count at which the baseline overtakes each arm.
 
 The rows and the comparison that holds them are in ``moebench.analysis.rows``; the grouping of
 samples into blocks and critical paths is in ``moebench.analysis.blocks``.
+
+The ``step`` regime (a model step over every MoE layer) makes cells of its own, not rows:
+``Comparison.step`` (``moebench.analysis.step``: percentiles, imbalance tax, TPOT share and
+goodput, each arm paired with its baseline over steps) and, over token sweeps,
+``Comparison.policy`` (``moebench.analysis.policy``: where each arm's advantage disappears, for
+every arm against the baseline and every pair of other arms). Their comparisons count toward the
+correction with the rows'.
 """
 
 from __future__ import annotations
@@ -66,7 +73,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from moebench.analysis import critical, ledger, stats, workmodel
+from moebench.analysis import critical, ledger, policy, stats, step, workmodel
 from moebench.analysis.belonging import belonging, distinct, provenance_warnings
 from moebench.analysis.blocks import Group, concat_samples, timing_groups
 from moebench.analysis.rows import REGIME_ORDER, CaseInfo, CompareRow, Comparison, RunInfo, Timing
@@ -208,10 +215,13 @@ def compare_runs(
     confidence: float = 0.95,
     correction: str = "bonferroni",
     force: bool = False,
+    slo_tpot_ms: float | None = None,
+    non_moe_us: float | None = None,
 ) -> Comparison:
     """Compare every arm against ``baseline`` (an A/A copy against the arm it copies) inside
     each run; see the module docstring. ``force`` turns the refusal of runs that do not belong
-    together into a warning."""
+    together into a warning. ``slo_tpot_ms`` and ``non_moe_us`` replace the step regime's SLO and
+    non-MoE time of every run (given values, not measured ones)."""
     if not runs:
         raise MoebenchError("compare needs at least one run")
     if not (threshold_pct >= 0 and 0 < confidence < 1):
@@ -219,6 +229,10 @@ def compare_runs(
             f"bad compare settings: threshold {threshold_pct}% (>= 0), confidence {confidence} "
             "(0..1)"
         )
+    if slo_tpot_ms is not None and not slo_tpot_ms > 0:
+        raise MoebenchError(f"--slo-tpot-ms must be > 0, got {slo_tpot_ms:g}")
+    if non_moe_us is not None and not non_moe_us >= 0:
+        raise MoebenchError(f"--non-moe-us must be >= 0, got {non_moe_us:g}")
     if correction not in CORRECTIONS:
         raise MoebenchError(f"unknown correction {correction!r}; choose {' or '.join(CORRECTIONS)}")
     run_ids = [r.run_id for r in runs]
@@ -227,9 +241,10 @@ def compare_runs(
         raise MoebenchError(f"run {dupes[0]} given more than once")
 
     warnings = belonging(runs, force) + provenance_warnings(runs)
-    samples = concat_samples(runs)
+    every = concat_samples(runs)
+    samples, step_samples = step.split(every)  # the step regime's rows make cells of their own
     checks = pa.concat_tables([r.checks for r in runs])
-    arms_seen = distinct(samples["arm"]) | distinct(checks["arm"])
+    arms_seen = distinct(every["arm"]) | distinct(checks["arm"])
     if baseline not in arms_seen:
         arms = ", ".join(sorted(arms_seen)) or "none"
         raise MoebenchError(f"baseline arm {baseline!r} is in none of the runs (arms: {arms})")
@@ -271,7 +286,11 @@ def compare_runs(
             missing_ref.append(f"{run_id}/{case_id} {regime}/{stage}{f' {mode}' if mode else ''}")
         cells.append((ident | timing, change, paired))
 
-    m = sum(paired is not None for _, _, paired in cells)
+    stepped = step.prepare(step_samples, runs, status, baseline, warnings,
+                           slo_tpot_ms=slo_tpot_ms, non_moe_us=non_moe_us)  # fmt: skip
+    cases = _case_infos(runs, step.without_whole_steps(every))
+    extra = policy.pairs(groups, stepped.series, cases, baseline, status)
+    m = sum(paired is not None for _, _, paired in cells) + stepped.comparisons + len(extra)
     alpha = stats.cell_alpha(1 - confidence, m, correction)
     needed = stats.blocks_needed(alpha)
     rows = []
@@ -305,7 +324,8 @@ def compare_runs(
             f"baseline arm {baseline!r} (or an A/A copy's arm) has no samples in "
             f"{len(missing_ref)} (case, stage) group(s): {shown}"
         )
-    devices = tuple(sorted(distinct(samples["device"])))
+    devices = tuple(sorted(distinct(every["device"])))
+    summary = step.summarise(stepped, alpha, threshold_pct, confidence)
     if len(devices) > 1:
         warnings.append("runs mix CPU and GPU timings; never compare figures across devices")
     comparison = Comparison(
@@ -314,12 +334,15 @@ def compare_runs(
         blocks_needed=needed, devices=devices, run_ids=tuple(run_ids),
         timings={k: Timing(rank_medians=g.rank_medians, critical=g.critical)
                  for k, g in groups.items()},
-        cases=_case_infos(runs, samples), runs=tuple(_run_info(r) for r in runs),
+        cases=cases, runs=tuple(_run_info(r) for r in runs),
         workmodel=workmodel.analyse(rows, samples, baseline),
         passes=tuple(critical.pass_paths(
             samples, {k for k, (st, _) in status.items() if st == "mismatch"}
         )),
         gates=tuple(ledger.gate_rows(runs)), ledger=tuple(ledger.ledger_rows(runs)),
+        step=summary, policy=policy.build(rows, summary.rows if summary else (),
+                                          policy.decide(extra, alpha, threshold_pct), cases,
+                                          baseline),
     )  # fmt: skip
     aa = comparison.aa
     if aa is not None and aa.not_same:

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from moebench.analysis import critical, ledger, workmodel
+from moebench.analysis.policy import Policy
 from moebench.analysis.stats import TOO_FEW
+from moebench.analysis.step import StepRow, StepSummary
 from moebench.core.vocabulary import aa_twin
 
 DECISIONS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", TOO_FEW, "baseline", "")
@@ -97,7 +99,7 @@ class AASummary:
     ambiguous: int
     max_abs_change_pct: float
     max_half_width_pct: float  # widest half-interval: the smallest change the run could resolve
-    rows: tuple[CompareRow, ...]
+    rows: tuple[CompareRow | StepRow, ...]
     too_few: int = 0  # A/A cells whose blocks cannot reach the corrected level: no decision
 
     @property
@@ -168,6 +170,11 @@ class Comparison:
     # ledger per stage and arm with its floor on the H200.
     gates: tuple[ledger.GateRow, ...] = ()
     ledger: tuple[ledger.LedgerRow, ...] = ()
+    # The step regime (moebench/analysis/step.py): per (run, case, mode, arm) the model step's
+    # percentiles, imbalance tax and TPOT share, the goodput per series; None without it.
+    step: StepSummary | None = None
+    # Over token sweeps, where each arm's advantage disappears (moebench/analysis/policy.py).
+    policy: list[Policy] = field(default_factory=list)
 
     def regressions(self, pct: float) -> list[CompareRow]:
         """Significantly SLOWER rows whose change exceeds ``pct`` percent. A/A copies are not
@@ -181,9 +188,11 @@ class Comparison:
 
     @property
     def aa(self) -> AASummary | None:
-        """The A/A cells (arm ``X~aa`` against X) that got a decision; None without any."""
-        undecided = sum(r.is_aa and r.decision == TOO_FEW for r in self.rows)
-        rows = tuple(r for r in self.rows if r.is_aa and r.decision in DECISIONS[:4])
+        """The A/A cells (arm ``X~aa`` against X) that got a decision, the model step's among
+        them (``step.StepRow``, regime ``step``); None without any."""
+        cells = [*self.rows, *(self.step.rows if self.step is not None else ())]
+        undecided = sum(r.is_aa and r.decision == TOO_FEW for r in cells)
+        rows = tuple(r for r in cells if r.is_aa and r.decision in DECISIONS[:4])
         if not rows and not undecided:
             return None
         faster_slower = sum(r.decision in ("FASTER", "SLOWER") for r in rows)

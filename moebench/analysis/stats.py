@@ -20,6 +20,9 @@ count used, not only asymptotically:
 - unpaired (one arm in two runs, not interleaved): the Hodges-Lehmann interval for the shift of
   log block times, between order statistics of all ``n * m`` pairwise differences, with the exact
   Mann-Whitney distribution (coverage exact under a shift of the log times).
+- a quantile (the model step's P50, P90, P99 over steps): the equal-tailed interval between two
+  order statistics, each tail at most ``alpha / 2`` under ``Bin(n, q)``; a tail quantile needs
+  many values for one (``quantile_needed``: P99 at 95% needs 368), and below that there is none.
 
 When n cannot reach the corrected level the cell says so (``TOO FEW BLOCKS``) instead of printing
 a verdict.
@@ -42,6 +45,8 @@ __all__ = [
     "decide",
     "median_interval",
     "paired_change",
+    "quantile_interval",
+    "quantile_needed",
     "unpaired_change",
     "cv_pct",
 ]
@@ -69,6 +74,53 @@ def median_interval(values: np.ndarray, alpha: float) -> tuple[float, float, flo
         return None
     coverage = 1 - 2 * cdf[r - 1]
     return float(x[r - 1]), float(x[n - r]), float(coverage)
+
+
+@lru_cache(maxsize=256)
+def _binom_cdf(n: int, q: float) -> tuple[float, ...]:
+    """P(Bin(n, q) <= k) for k = 0..n, from log-probabilities (no overflow at thousands)."""
+    lq, lp = math.log(q), math.log1p(-q)
+    logs = [math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * lq
+            + (n - k) * lp for k in range(n + 1)]  # fmt: skip
+    return tuple(np.minimum(np.cumsum(np.exp(logs)), 1.0))
+
+
+def quantile_interval(
+    values: np.ndarray, q: float, alpha: float
+) -> tuple[float, float, float] | None:
+    """(low, high, coverage) of the equal-tailed order-statistic interval for the ``q``-quantile
+    of the distribution ``values`` were drawn from, or None when ``len(values)`` is too small for
+    ``1 - alpha`` (``quantile_needed``).
+
+    With B = Bin(n, q) the number of values at or below the true quantile, ``[x_(l), x_(u)]``
+    misses it low with probability P(B <= l - 1) and high with P(B >= u), for any continuous
+    distribution of independent values; l is the largest and u the smallest rank that keep each
+    tail within ``alpha / 2``, and the coverage is P(l <= B < u), exact. At q = 1/2 it is
+    ``median_interval``. A tail quantile needs many values: the interval exists only when
+    ``q^n`` and ``(1 - q)^n`` are both at most ``alpha / 2`` (P99 at 95%: 368 values).
+    """
+    if not 0 < q < 1:
+        raise ValueError(f"quantile {q} outside (0, 1)")
+    x = np.sort(np.asarray(values, dtype=float))
+    n = len(x)
+    if n == 0:
+        return None
+    cdf = _binom_cdf(n, q)
+    tail = alpha / 2 * (1 + 1e-12)  # the log-space sum rounds: 0.125 must read as 0.125
+    lows = [k for k in range(1, n + 1) if cdf[k - 1] <= tail]
+    highs = [k for k in range(1, n + 1) if 1 - cdf[k - 1] <= tail]
+    if not lows or not highs:
+        return None
+    low, high = lows[-1], highs[0]
+    return float(x[low - 1]), float(x[high - 1]), float(cdf[high - 1] - cdf[low - 1])
+
+
+def quantile_needed(q: float, alpha: float) -> int:
+    """The fewest values whose ``quantile_interval`` for ``q`` reaches ``1 - alpha``."""
+    n = max(1, math.ceil(math.log(alpha / 2) / math.log(max(q, 1 - q))) - 1)
+    while max(q, 1 - q) ** n > alpha / 2:
+        n += 1
+    return n
 
 
 def paired_change(

@@ -14,7 +14,9 @@ Two sections that `compare` adds below its table (reads only results, like compa
   with the decode arms and the default baseline, where dense overtakes sparse. Beside it, the
   byte ledger's prediction: the smallest token count at which the busiest rank's routed slots
   reach its number of local experts, since a sparse GEMV streams its expert's weights once per
-  slot and a dense pass streams every local expert once.
+  slot and a dense pass streams every local expert once. The decision-based boundary (with its
+  interval, for every arm pair and the model step as well) is the policy's
+  (``moebench.analysis.policy``), whose run-finding code this shares.
 
 Undefined figures are NaN or None (rendered empty), never 0. The sections' headers, notes and
 cells are text and live with the rest of the text, in ``moebench.report.sections``.
@@ -28,6 +30,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import pyarrow as pa
+
+from moebench.analysis import policy
 
 COPY_CEILING_GBPS = 4270.0  # H200 device copy, bytes read + written (docs/PERF.md)
 TOKENS_KEY = "shape.tokens_per_rank"
@@ -151,14 +155,12 @@ def _crossover(rows, cases: dict, baseline: str) -> list[CrossoverRow]:
             if len(known) < 2:
                 note = "fewer than two token counts with both arms timed"
             else:
-                # Baseline faster (ratio > 1) from this count on; scan from the largest down.
-                for t, q in reversed(known):
-                    if q <= 1:
-                        break
-                    crossover = t
-                flips = sum(
-                    (a > 1) != (b > 1) for (_, a), (_, b) in zip(known, known[1:], strict=False)
-                )
+                # Baseline faster (ratio > 1) from this count on: the run of such counts that
+                # reaches the largest (policy.edges: the same code finds the policy's boundaries).
+                runs = policy.edges([q > 1 for _, q in known])
+                if runs and runs[-1][1] == len(known) - 1:
+                    crossover = known[runs[-1][0]][0]
+                flips = sum((i > 0) + (j < len(known) - 1) for i, j in runs)
                 if flips > 1:
                     note = "not monotone in tokens"
                 if len(known) < len(tokens):

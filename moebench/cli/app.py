@@ -311,6 +311,8 @@ def _print_comparison(
     force: bool = False,
     timings: bool = False,
     width: int | None = None,
+    slo_tpot_ms: float | None = None,
+    non_moe_us: float | None = None,
 ):
     from moebench.analysis.compare import compare_runs
     from moebench.core.vocabulary import DEFAULT_BASELINE
@@ -323,8 +325,9 @@ def _print_comparison(
         measure = (scenario.get("normalised") or {}).get("measure") or {}
         baseline = measure.get("baseline") or DEFAULT_BASELINE
     comparison = compare_runs(
-        loaded, baseline=baseline, threshold_pct=threshold, correction=correction, force=force
-    )
+        loaded, baseline=baseline, threshold_pct=threshold, correction=correction, force=force,
+        slo_tpot_ms=slo_tpot_ms, non_moe_us=non_moe_us,
+    )  # fmt: skip
     for w in comparison.warnings:
         err.print(f"moebench: warning: {w}", markup=False)
     plots = []
@@ -406,6 +409,22 @@ def compare(
             help="Columns of the table (default: the terminal's, at most 120).", show_default=False
         ),  # fmt: skip
     ] = None,
+    slo_tpot_ms: Annotated[
+        float | None,
+        typer.Option(
+            help="Step regime: the SLO on P99 TPOT in ms for the goodput, instead of the "
+            "scenario's step.slo_tpot_ms (an assumption, so no new run is needed).",
+            show_default=False,
+        ),
+    ] = None,
+    non_moe_us: Annotated[
+        float | None,
+        typer.Option(
+            help="Step regime: the non-MoE time of a step in us, instead of the scenario's "
+            "step.non_moe_us.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Medians, noise, per-rank spread, change against the baseline arm with an exact interval
     corrected for the number of cells, a decision, the A/A false-positive rate; plots. With
@@ -439,7 +458,7 @@ def compare(
         return
     try:
         _print_comparison(runs, baseline, format, threshold, correction, plot, force, timings,
-                          width)  # fmt: skip
+                          width, slo_tpot_ms, non_moe_us)  # fmt: skip
     except MoebenchError as exc:
         raise _fail(exc) from None
 

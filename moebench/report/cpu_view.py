@@ -78,11 +78,26 @@ def ledger_lines(comp: Comparison, markdown: bool = False) -> list[str]:
     return [note, "", *_table(header, body, markdown)]
 
 
+def step_lines(comp: Comparison) -> list[str]:
+    """The step regime without a timing: what was timed, and where its figures are."""
+    if comp.step is None:
+        return []
+    lines = []
+    for s in comp.step.setups:
+        rows = [r for r in comp.step.rows if r.run_id == s.run_id]
+        steps = max((r.n_steps for r in rows), default=0)
+        multi = f"{s.run_id}: " if len(comp.step.setups) > 1 else ""
+        lines.append(f"Model step: {multi}{steps} steps over {len(s.layers)} layers timed "
+                     f"({s.layers_text}); timings are the interpreter's: see --timings (the "
+                     "JSON output carries them, without verdicts).")  # fmt: skip
+    return [*lines, ""]
+
+
 def render_cpu(comp: Comparison, markdown: bool = False, plots: Sequence[str] = ()) -> str:
     title = "# moebench: CPU run (Triton interpreter)" if markdown else (
         "moebench: CPU run (Triton interpreter)")  # fmt: skip
     parts = [title, "", *gate_lines(comp, markdown), "", *ledger_lines(comp, markdown), "",
-             TIMINGS_HINT]  # fmt: skip
+             *step_lines(comp), TIMINGS_HINT]  # fmt: skip
     if not markdown:  # prose wrapped to 100 columns; table lines as they are
         parts = [line for p in parts for line in (
             textwrap.wrap(p, 100) if len(p) > 100 and "  " not in p else [p])]  # fmt: skip

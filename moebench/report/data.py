@@ -1,7 +1,9 @@
 """A comparison as data: CSV (the rows only) and JSON (the rows and every summary).
 
 Undefined figures (NaN) become JSON null and empty CSV cells; the JSON document also carries the
-title, the warnings, the names of the plots and the work model.
+title, the warnings, the names of the plots, the work model, the step regime's summary (``step``:
+percentiles, imbalance tax, TPOT share and goodput, derived figures marked ``derived``) and the
+``policy``.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ def render_json(comp: Comparison, plots: Sequence[str]) -> str:
         "distributed": _plain(list(comp.passes)),
         "plots": list(plots),
         "workmodel": _workmodel_json(comp.workmodel) if comp.workmodel is not None else None,
+        "step": comp.step.as_dict() if comp.step is not None else None,
+        "policy": [p.as_dict() for p in comp.policy],
         "rows": [_plain(r) for r in comp.rows],
     }  # fmt: skip
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"

@@ -19,12 +19,14 @@ from moebench.analysis.stats import TOO_FEW
 from moebench.core.vocabulary import PASS_STAGES
 from moebench.report.sections import (
     CRITICAL_PATH_NOTE,
+    STEP_ONLY,
     aa_lines,
     display_rows,
     fmt_change,
     fmt_pct,
     fmt_us,
     per_rank,
+    step_sections,
     title,
     workmodel_sections,
 )
@@ -133,7 +135,10 @@ def render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
 
     columns, rows = display_rows(comp)
     lines += ["## Results", "", _md_cell(CRITICAL_PATH_NOTE), ""]
-    lines += [*_md_table([name for name, _ in columns], rows), ""]
+    if rows or comp.step is None:
+        lines += [*_md_table([name for name, _ in columns], rows), ""]
+    else:
+        lines += [STEP_ONLY, ""]
 
     lines += ["## Noise", ""]
     lines.append(
@@ -171,7 +176,7 @@ def render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
                          fmt_pct(twin), fmt_pct(r.cv_pct), r.decision])  # fmt: skip
         lines += [*_md_table(header, body), ""]
 
-    for heading, note, header, cells in workmodel_sections(comp):
+    for heading, note, header, cells in workmodel_sections(comp) + step_sections(comp):
         lines += [f"## {heading}", "", _md_cell(note), "", *_md_table(header, cells), ""]
     if comp.passes:
         lines += ["## Distributed: critical path per pass", ""]

@@ -16,6 +16,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from moebench.analysis import policy
 from moebench.analysis.rows import Comparison
 from moebench.core.errors import MoebenchError
 from moebench.report.cpu_view import render_cpu
@@ -71,11 +72,16 @@ def render(
 
 
 def without_verdicts(comp: Comparison) -> Comparison:
-    """The comparison with every decision and interval blanked (CPU timings decide nothing)."""
+    """The comparison with every decision and interval blanked (CPU timings decide nothing):
+    the rows', the model step's changes, the goodput ratio's verdict and the policy built on
+    them; the figures stay."""
+    reason = "CPU timing (Triton interpreter): no verdict"
     rows = [
         r if r.decision == "baseline" or r.status == "mismatch" else dataclasses.replace(
             r, decision="", change_pct=math.nan, ci_low_pct=math.nan, ci_high_pct=math.nan,
-            reason="CPU timing (Triton interpreter): no verdict")
+            reason=reason)
         for r in comp.rows
     ]  # fmt: skip
-    return dataclasses.replace(comp, rows=rows)
+    step = comp.step.without_verdicts(reason) if comp.step is not None else None
+    return dataclasses.replace(comp, rows=rows, step=step,
+                               policy=policy.without_verdicts(comp.policy, reason))  # fmt: skip

@@ -4,13 +4,15 @@ Figures as text (``fmt_us``, ``fmt_change``, ``fmt_pct``), the rows as cells (``
 the title, and the sections below the rows: the A/A control (the false-positive rate of the
 procedure on this machine), the noise of each regime, the reconciliation of profiled stage sums
 with the FFN time, the distributed passes, and the work model's weight bandwidth and crossovers
-(``moebench.analysis.workmodel`` computes them; the headers, notes and cells are here).
+(``moebench.analysis.workmodel`` computes them; the headers, notes and cells are here), and the
+step regime's model step, TPOT share, goodput and policy (``step_sections``).
 """
 
 from __future__ import annotations
 
 import math
 
+from moebench.analysis.goodput import GOODPUT_DEFINITION
 from moebench.analysis.rows import CompareRow, Comparison
 from moebench.analysis.stats import TOO_FEW
 from moebench.analysis.workmodel import COPY_CEILING_GBPS, WorkModel
@@ -280,4 +282,139 @@ def crossover_cells(wm: WorkModel, multi_run: bool) -> list[list[str]]:
             cross = f"{cross} ({c.note})" if cross else c.note
         cells = [c.series, f"{c.arm} vs {c.baseline}", ratios, cross, _tokens(c.ledger_tokens)]
         out.append(([c.run_id] if multi_run else []) + cells)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The step regime's sections (moebench.analysis.step, goodput, policy): plain cells as above
+
+STEP_ONLY = "No rows outside the step regime: its figures are in the model step sections below."
+STEP_NOTE = (
+    "per step S = the sum over layers of each layer's slowest rank (EP ranks meet at every "
+    "layer); P50/P90/P99 over steps, each with its exact {level} order-statistic interval (none "
+    "where the steps are too few: see the note); change: median of per-step ratios against the "
+    "baseline (an A/A copy: the arm it copies), corrected with the table."
+)
+PER_TOKEN_NOTE = (
+    "tokens per step = tokens per rank x data ranks (mean over steps); us/token: P50 of S, and "
+    "mean of S, over them; tax = S minus the slowest rank's own sum over layers, what per-layer "
+    "imbalance costs (median over steps); graph/S: the whole step timed as one graph, over S."
+)
+TPOT_NOTE = (
+    "derived: TPOT = a percentile of the model step + the scenario's non-MoE time of a step (a "
+    "given, not measured); MoE share = S / TPOT (100% with no non-MoE time: MoE alone)."
+)
+POLICY_NOTE = (
+    "over each token sweep, where an arm's advantage disappears: use the arm where it is FASTER "
+    "(compare's decisions, corrected with the table); the boundary lies between the two sweep "
+    "points named; the conditions hold within the counts measured. JSON: 'policy'."
+)
+
+
+def _quantile(x) -> str:
+    if x is None:
+        return ""
+    if math.isnan(x.low_us):
+        return f"{fmt_us(x.us)} (no CI)"
+    return f"{fmt_us(x.us)} [{fmt_us(x.low_us)}, {fmt_us(x.high_us)}]"
+
+
+def _interval(point: float, low: float, high: float, fmt) -> str:
+    if math.isnan(point):
+        return ""
+    return fmt(point) + ("" if math.isnan(low) else f" [{fmt(low)}, {fmt(high)}]")
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.1f}%"
+
+
+def layers_text(comp: Comparison) -> str:
+    """The layers each run timed, for every table that uses them."""
+    setups = comp.step.setups if comp.step else ()
+    texts = {s.layers_text for s in setups}
+    if len(texts) == 1:
+        return texts.pop()
+    return "; ".join(f"{s.run_id}: {s.layers_text}" for s in setups)
+
+
+def step_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[list[str]]]]:
+    """(title, note, header, rows) of the model step, TPOT share, goodput and policy sections."""
+    multi = len(comp.run_ids) > 1
+    lead = ["run"] if multi else []
+    out = []
+    if comp.step is not None:
+        layers = layers_text(comp)
+        modes = len({r.mode for r in comp.step.rows}) > 1
+        steps, tokens, tpot = [], [], []
+        for r in comp.step.rows:
+            who = [*([r.run_id] if multi else []), r.case_id + (f" [{r.mode}]" if modes else ""),
+                   r.arm]  # fmt: skip
+            result = r.decision if r.status == "ok" else f"{r.decision} ({r.status})".strip()
+            notes = "; ".join(
+                x for x in (r.reason, *(q.note for q in (r.p50, r.p90, r.p99) if q)) if x
+            )
+            steps.append(who + [str(r.n_steps), _quantile(r.p50), _quantile(r.p90),
+                                _quantile(r.p99),
+                                _interval(r.change_pct, r.ci_low_pct, r.ci_high_pct, _signed),
+                                result, notes])  # fmt: skip
+            tax = "" if math.isnan(r.imbalance_tax_us) else (
+                f"{fmt_us(r.imbalance_tax_us)} ({r.imbalance_tax_pct:.1f}%)")  # fmt: skip
+            tokens.append(who + [
+                "" if math.isnan(r.tokens_per_step) else f"{r.tokens_per_step:,.0f}",
+                f"{fmt_us(r.moe_us_per_token)} / {fmt_us(r.moe_us_per_token_mean)}".strip(" /"),
+                fmt_us(r.slowest_rank_sum_us), tax,
+                "" if math.isnan(r.graph_ratio) else f"{r.graph_ratio:.3f}"])  # fmt: skip
+            share = lambda x: "" if math.isnan(x) else f"{x:.1%}"  # noqa: E731
+            tpot.append(who + [fmt_us(r.non_moe_us), fmt_us(r.tpot_p50_us), fmt_us(r.tpot_p99_us),
+                               share(r.moe_share_p50), share(r.moe_share_p99)])  # fmt: skip
+        head = lead + ["case", "arm"]
+        level = f"{comp.step.confidence * 100:g}%"
+        given = any(x.given_by == "compare" for x in comp.step.setups)
+        given = (" The SLO and the non-MoE time were given to compare (--slo-tpot-ms, "
+                 "--non-moe-us), not taken from the scenario." if given else "")  # fmt: skip
+        out.append((f"Model step ({layers})", STEP_NOTE.format(level=level),
+                    head + ["steps", "P50 us", "P90 us", "P99 us", "change [CI]", "result",
+                            "note"], steps))  # fmt: skip
+        out.append((f"Model step per token ({layers})", PER_TOKEN_NOTE,
+                    head + ["tokens/step", "us/token P50 / mean", "slowest rank sum us",
+                            "tax us (%)", "graph/S"], tokens))  # fmt: skip
+        out.append((f"TPOT share (derived; {layers})", TPOT_NOTE + given,
+                    head + ["non-MoE us", "TPOT P50 us", "TPOT P99 us", "MoE share P50",
+                            "MoE share P99"], tpot))  # fmt: skip
+        cells = []
+        for g in comp.step.goodput:
+            ratio = _interval(g.ratio, g.ratio_low, g.ratio_high, lambda x: f"{x:.3f}x")
+            cells.append([*([g.run_id] if multi else []), g.series + (f" [{g.mode}]" if modes
+                                                                      else ""),
+                          g.arm, "" if g.slo_tpot_ms is None else f"{g.slo_tpot_ms:g}",
+                          "" if math.isnan(g.tokens_per_step) else f"{g.tokens_per_step:,.0f}",
+                          fmt_us(g.p99_tpot_us),
+                          _interval(g.tokens_per_s, g.low, g.high, lambda x: f"{x:,.0f}"),
+                          f"{ratio} vs {g.baseline}" if ratio else "", g.verdict,
+                          g.note])  # fmt: skip
+        out.append((f"Goodput (derived; {layers})",
+                    f"{GOODPUT_DEFINITION}. Intervals at {level}: from the P99 intervals, "
+                    "Bonferroni over the batches; the ratio's from arm low / base high to arm "
+                    "high / base low." + given, lead + ["series", "arm", "SLO ms", "tokens/step",
+                                                "P99 TPOT us", "tokens/s [CI]",
+                                                "goodput ratio [CI]", "result", "note"],
+                    cells))  # fmt: skip
+    # Without a decision anywhere (CPU timings), a policy says nothing: no section.
+    decided = [p for p in comp.policy if any(e.decision for e in p.evidence)]
+    if decided:
+        cells = []
+        for p in decided:
+            use = "never" if p.use_when is None else ", ".join(
+                f"tokens {op} {v}" for op, v in p.use_when["tokens_per_rank"].items())  # fmt: skip
+            bound = "" if p.boundary is None else "between {} and {}".format(*p.boundary["between"])
+            evidence = "; ".join(
+                f"{e.tokens_per_rank}: {'' if math.isnan(e.change_pct) else _signed(e.change_pct)}"
+                f" {e.decision}".rstrip() for e in p.evidence)  # fmt: skip
+            cells.append([*([p.run_id] if multi else []), p.series, p.regime,
+                          f"{p.arm} vs {p.against}", use, bound, evidence, p.note])  # fmt: skip
+        steps = any(p.regime == "step" for p in decided)
+        heading = f"Policy (model step: {layers_text(comp)})" if steps else "Policy"
+        header = ["series", "regime", "arm vs baseline", "use when", "boundary", "evidence", "note"]
+        out.append((heading, POLICY_NOTE, lead + header, cells))
     return out

@@ -13,16 +13,21 @@ import io
 from moebench.analysis.rows import Comparison
 from moebench.report.sections import (
     CRITICAL_PATH_NOTE,
+    STEP_ONLY,
     aa_lines,
     display_rows,
     noise_lines,
     pass_lines,
     reconciliation_lines,
+    step_sections,
     title,
     workmodel_sections,
 )
 
-_FOLDABLE = {"run", "case", "stage", "mode", "arm", "note", "series", "arm vs baseline"}
+# The policy's evidence is a list of short cells: it may wrap as a text column (its words are
+# a token count, a change and a decision, none longer than the fold floor but AMBIGUOUS).
+_FOLDABLE = {"run", "case", "stage", "mode", "arm", "note", "series", "arm vs baseline",
+             "evidence"}  # fmt: skip
 _FOLD_MIN = 8
 
 
@@ -68,7 +73,9 @@ def render_table(comp: Comparison, width: int) -> str:
     say(title(comp))
     say(CRITICAL_PATH_NOTE)
     widths = _fit_widths(columns, body, width - 2 * len(columns))  # 2: padding per column
-    if widths is not None:
+    if not body and comp.step is not None:
+        say(STEP_ONLY)
+    elif widths is not None:
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         for (name, right), w in zip(columns, widths, strict=True):
             table.add_column(name, justify="right" if right else "left", width=w, overflow="fold")
@@ -89,7 +96,7 @@ def render_table(comp: Comparison, width: int) -> str:
     say("")
     for line in aa_lines(comp) + noise_lines(comp) + reconciliation_lines(comp) + pass_lines(comp):
         say(line)
-    for heading, note, header, cells in workmodel_sections(comp):
+    for heading, note, header, cells in workmodel_sections(comp) + step_sections(comp):
         say("")
         say(f"{heading}: {note}")
         _print_cells(console, [(h, False) for h in header], cells, width)
