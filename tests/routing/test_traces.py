@@ -23,6 +23,7 @@ from moebench.core.errors import ScenarioError, TraceError, clip
 from moebench.plan.cases import plan
 from moebench.routing.raw_files import load_any
 from moebench.routing.replay import apportion, replay_load
+from moebench.routing.step_draws import trace_layer_map
 from moebench.routing.synthetic import local_counts, rank_statistics, synthesize
 from moebench.routing.trace_stats import layer_stats, summary
 from moebench.routing.traces import (
@@ -292,6 +293,11 @@ def test_project_trace_scenarios_resolve_beside_a_checkout(tmp_path, shared_trac
     for p in scenarios:
         s = load_scenario(tmp_path / "repo" / "scenarios" / p.name)
         assert Path(s.routing.path).is_relative_to(tmp_path / "shared" / "traces")
+        if s.step is not None:  # a model step: every MoE layer replays a trace layer of its own
+            layer_map = trace_layer_map(s.routing.path, s.model.moe_layers)
+            assert s.model.preset in {"deepseek-v3", "deepseek-v4-flash"}
+            assert len(set(layer_map.values())) == len(layer_map) == len(s.model.moe_layers)
+            continue
         cases = plan(s)
         assert {c.case.scenario.model.preset for c in cases} == {"deepseek-v3", "deepseek-v4-flash"}
         for c in cases:
