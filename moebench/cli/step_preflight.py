@@ -5,6 +5,8 @@ and on the CPU an estimate of its time (``cli.preflight``'s interpreter costs, p
 
 from __future__ import annotations
 
+import os
+
 from moebench.cli.preflight import GATE_RUNS, CaseCost, ffn_seconds
 from moebench.core.coverage import blocks_needed, cell_alpha
 from moebench.plan.cases import run_arms
@@ -31,6 +33,8 @@ def step_costs(planned: list[PlannedStep], device: str, aa: bool = False) -> lis
                 runs = GATE_RUNS + 1 + len(g.steps) * its * 2  # gates, the check, the samples
                 per = sum(ffn_seconds(s, a, g.capacity_rows, live) for a in arms.values())
                 seconds += runs * per * len(p.layers) * len(p.ranks)
+            if s.topology.mode == "distributed":  # one process a rank, sharing the cores
+                seconds /= max(1, min(len(p.ranks), os.cpu_count() or 1))
         samples = timed_samples(s.measure, len(p.ranks), len(arms), s.step, len(p.layers))
         out.append(CaseCost(case_id=p.case.case_id, samples=samples, seconds=seconds,
                             limit_s=s.measure.case_timeout_s))  # fmt: skip

@@ -27,6 +27,8 @@ destination, R = W * S received rows, B payload bytes per row, G4 packed scale w
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.distributed as dist
 
@@ -95,6 +97,24 @@ class Exchange:
         self.back_RD = torch.empty(R, D, dtype=torch.bfloat16, device=dev)
         self.y_TD = torch.empty(T, D, dtype=torch.bfloat16, device=dev)
         self._flag = torch.zeros(1, device=dev)
+
+    def for_layer(
+        self, *, x_TD: torch.Tensor, x_sf_TG4: torch.Tensor | None, topk_ids_TK: torch.Tensor,
+        topk_weights_TK: torch.Tensor,
+    ) -> Exchange:  # fmt: skip
+        """An exchange of another layer's tokens and routing (the same shapes) over this one's
+        send, receive and return buffers: a model's layers run one after another and share
+        their all-to-all buffers, so a step of L layers holds one set, not L. What one layer
+        received is then only valid until the next layer's ``dispatch``."""
+        row_bytes = x_TD.shape[1] * x_TD.element_size()
+        if topk_ids_TK.shape != self.ids_TK.shape or row_bytes != self._cols[0]:
+            raise ValueError("for_layer: the layer's tokens and routing must have this shape")
+        ex = copy.copy(self)
+        ex.x_bytes, ex.x_sf_TG4 = x_TD.contiguous().view(torch.uint8), x_sf_TG4
+        ex.ids_TK = topk_ids_TK.to(torch.int32).contiguous()
+        ex.topk_weights_TK = topk_weights_TK.to(torch.float32).contiguous()
+        ex.slot_row_TK = torch.full_like(self.slot_row_TK, -1)
+        return ex
 
     @property
     def received_rows(self) -> int:

@@ -7,8 +7,10 @@ weights in L2, as in a real model): at EP8 DeepSeek-V3 that is about 1.4 GB of F
 layer and rank, 82 GB for its 58 MoE layers. The simulated ranks of a layer share one weight
 tensor (rank 0's experts' values; the bytes each rank reads are the same, and every gate compares
 a rank with a reference built from the weights it read), so the weights count once per layer,
-not once per rank. ``check_memory`` refuses a case that cannot fit, naming the bytes needed and
-free, before the first allocation.
+not once per rank. In ``topology.mode: distributed`` each rank holds its own experts of every
+layer (the same bytes a layer) and one set of exchange buffers its layers share: the estimate is
+one rank's, and every rank checks it against its own device. ``check_memory`` refuses a case
+that cannot fit, naming the bytes needed and free, before the first allocation.
 """
 
 from __future__ import annotations
@@ -121,11 +123,13 @@ class MemoryEstimate:
     transient: int  # one layer's generation and its float32 reference
     workspaces: int  # one workspace per arm and token group, shared by layers and ranks
     routing: int  # every (rank, layer) problem's routing and tokens
+    exchange: int = 0  # topology.mode distributed: the layers' dispatch and combine buffers
 
     @property
     def total(self) -> int:
         # A margin for graph pools and allocator slack.
-        return int(1.1 * (self.weights + self.transient + self.workspaces + self.routing))
+        parts = self.weights + self.transient + self.workspaces + self.routing + self.exchange
+        return int(1.1 * parts)
 
 
 def estimate_memory(p: PlannedStep, arms: int) -> MemoryEstimate:
@@ -149,9 +153,31 @@ def estimate_memory(p: PlannedStep, arms: int) -> MemoryEstimate:
         else:
             ws += max(T * K, E * T) * (F + D) * 2 + T * D * 2
     routing = sum(g.tokens_per_rank * data_ranks * (K * 8 + D) for g in p.groups)
-    routing *= len(p.layers) * len(p.ranks)
+    distributed = s.topology.mode == "distributed"
+    # A distributed rank holds its own problems only, and one exchange its layers share.
+    routing *= len(p.layers) * (1 if distributed else len(p.ranks))
+    exchange = max(_exchange_bytes(s, g) for g in p.groups) if distributed else 0
     return MemoryEstimate(weights=int(per_layer * len(p.layers)), transient=int(transient),
-                          workspaces=int(ws * arms), routing=int(routing))  # fmt: skip
+                          workspaces=int(ws * arms), routing=int(routing),
+                          exchange=int(exchange))  # fmt: skip
+
+
+def _exchange_bytes(s: Scenario, g: TokenGroup) -> int:
+    """The ``comm.exchange.Exchange`` buffers of one rank at this token count, shared by the
+    layers (send and receive payloads, the returned rows, this rank's tokens packed and
+    combined), and the global tokens rank 0 keeps for the end-to-end reference."""
+    D, K, W = s.model.hidden, s.model.top_k, s.topology.dp * s.topology.tp
+    T = -(-g.tokens_per_rank // s.topology.tp)  # the most tokens a rank dispatches
+    x = D * (1 if s.precision == "fp8" else 2)
+    row = x + (4 * -(-D // 512) if s.precision == "fp8" else 0) + 4  # tokens, scales, expert id
+    R = W * T * K
+    return (
+        2 * R * row
+        + R * D * 2
+        + T * K * row
+        + T * D * 2 * 2
+        + g.tokens_per_rank * s.topology.dp * D * 2
+    )
 
 
 def size(n: float) -> str:

@@ -25,17 +25,13 @@ records it in the manifest:
 
 from __future__ import annotations
 
-import dataclasses
 import signal
-from collections.abc import Callable
 
 import torch
 
 from moebench.arm import assemble
 from moebench.arm.base import run_all
-from moebench.arm.prefill import Workspace
 from moebench.comm import world as distributed
-from moebench.comm.exchange import Exchange
 from moebench.comm.world import RankFailure, World, phase
 from moebench.core import faults
 from moebench.core.errors import ScenarioError
@@ -47,20 +43,12 @@ from moebench.gates.rank import gate_rank, post_timing
 from moebench.measure.clock import Clock
 from moebench.measure.graphs import capture_replay
 from moebench.measure.passes import sample_passes
-from moebench.plan.cases import (
-    PlannedCase,
-    arm_names,
-    case_columns,
-    plan,
-    routing_row,
-    run_arms,
-    select_device,
-)
-from moebench.plan.inputs import build_problem, make_tokens, make_weights
+from moebench.plan.cases import PlannedCase, arm_names, plan, run_arms, select_device
 from moebench.results.rows import CaseRows, Check
-from moebench.run import lifecycle
+from moebench.run import distributed_step, lifecycle
 from moebench.run.options import Progress, RunOptions, RunSummary, resume_command
-from moebench.spec.schema import Scenario, global_tokens, local_experts
+from moebench.run.rank_layer import _Case, _inputs, _layer, _layer_outputs, _settle
+from moebench.spec.schema import Scenario
 
 
 def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> RunSummary:
@@ -83,17 +71,6 @@ def _interrupted(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-@dataclasses.dataclass(kw_only=True)
-class _Case:
-    """What one rank holds for one case."""
-
-    exchange: Exchange
-    problem: object  # moebench.arm.prefill.Problem of the received rows
-    x_all: torch.Tensor | None  # the global tokens, on rank 0 for the reference
-    rank_cols: dict
-    routing_row: dict
-
-
 def _run(world: World, s: Scenario, options: RunOptions, progress: Progress) -> RunSummary:
     def prepare():
         ranks = s.measure.ranks
@@ -101,13 +78,18 @@ def _run(world: World, s: Scenario, options: RunOptions, progress: Progress) -> 
             raise ScenarioError(f"{s.path or s.name}: measure.ranks: distributed mode runs every "
                                 f"rank; leave it out (got {list(ranks)})")  # fmt: skip
         sources, drift = lifecycle.sources_and_pins(s, options)
+        if s.step is not None:  # the model step: every case every MoE layer (run.distributed_step)
+            return sources, drift, distributed_step.plan(s, len(names), world.device)
         return sources, drift, plan(s)
 
-    sources, drift, planned = phase(world, "while planning the run", prepare)
     names = arm_names(s, options.aa)
+    sources, drift, planned = phase(world, "while planning the run", prepare)
     extra = {"distributed": {"world_size": world.size, "backend": world.backend,
                              "timeout_s": world.timeout_s, "dp": s.topology.dp,
                              "tp": s.topology.tp, "ep": s.topology.ep}}  # fmt: skip
+    if s.step is not None:
+        extra["step"] = distributed_step.manifest(s, planned)
+    run_one = distributed_step.run_step_case if s.step is not None else run_case
     writer = phase(world, "opening the results folder", lambda: (
         lifecycle.open_run(s, options, planned, sources, drift, world.device.type, extra)
         if world.leader else None
@@ -117,12 +99,12 @@ def _run(world: World, s: Scenario, options: RunOptions, progress: Progress) -> 
         if world.leader else None
     ))  # fmt: skip
     todo = [p for p in planned if p.case.case_id not in done]
-    progress.start(len(todo) * len(names))
+    progress.start(len(todo) * (s.step.steps if s.step is not None else len(names)))
     clock = Clock(world.device)
     resume = resume_command(s, options, summary.run_dir, world.size)
     try:
         for p in todo:
-            rows = run_case(world, p, clock, summary.run_id, options, progress)
+            rows = run_one(world, p, clock, summary.run_id, options, progress)
             if world.device.type == "cuda":
                 torch.cuda.empty_cache()  # the case's buffers went with run_case
             phase(world, f"writing case {p.case.case_id}",
@@ -227,72 +209,6 @@ def _gates(world: World, c: _Case, s: Scenario, options: RunOptions, arms, out: 
         device=world.device, stop=faults.Stopper(), out=out, rank_cols=c.rank_cols, family=family,
     )  # fmt: skip
     return timed, stage_sets, captures
-
-
-def _inputs(world: World, p: PlannedCase, run_id: str) -> _Case:
-    s = p.case.scenario
-    dev, rank = world.device, world.rank
-    E = local_experts(s)
-    t0, t1 = distributed.token_range(s, rank)
-    x_all = make_tokens(tokens=global_tokens(s), hidden=s.model.hidden, seed=s.routing.seed,
-                        device=dev)  # fmt: skip
-    ids = p.routing.topk_ids_TK.to(dev)
-    weights = p.routing.topk_weights_TK.to(dev)
-    w13, w2 = make_weights(
-        experts=range(rank * E, (rank + 1) * E),
-        hidden=s.model.hidden,
-        intermediate=s.model.intermediate,
-        seed=s.routing.seed,
-        device=dev,
-    )
-    # This rank's tokens quantised as a single-process run quantises them (per token), and its
-    # experts' weights; the FFN's tokens are then the rows received by dispatch.
-    own = build_problem(
-        x_TD=x_all[t0:t1], topk_ids_TK=ids[t0:t1], topk_weights_TK=weights[t0:t1], w13_EFD=w13,
-        w2_EDF=w2, expert_offset=rank * E, alignment=s.shape.alignment,
-        capacity_rows=p.capacity_rows, precision=s.precision, activation=s.activation,
-    )  # fmt: skip
-    del w13, w2
-    ex = Exchange(
-        world, x_TD=own.x_TD, x_sf_TG4=own.x_sf_TG4, topk_ids_TK=own.topk_ids_TK,
-        topk_weights_TK=own.topk_weights_TK, experts_per_rank=E,
-        slots_per_rank=distributed.max_tokens(s) * s.model.top_k,
-    )  # fmt: skip
-    problem = dataclasses.replace(own, x_TD=ex.x_RD, x_sf_TG4=ex.x_sf_RG4, topk_ids_TK=ex.ids_R1,
-                                  topk_weights_TK=ex.ones_R1)  # fmt: skip
-    row = routing_row(p, run_id, rank)
-    return _Case(
-        exchange=ex, problem=problem, x_all=x_all if world.leader else None,
-        rank_cols={**case_columns(p, run_id), "rank": rank, "live_rows": row["live_rows"]},
-        routing_row=row,
-    )  # fmt: skip
-
-
-def _settle(world: World, fn: Callable[[], None] | None = None) -> None:
-    """Run ``fn`` and wait until the device has finished it (with World.wait's deadline)."""
-    if fn is not None:
-        fn()
-    if world.device.type == "cuda":
-        done = torch.cuda.Event()
-        done.record()
-        world.wait(done)
-
-
-def _layer(c: _Case, ws: Workspace, local: Callable[[], None]) -> None:
-    ex = c.exchange
-    ex.dispatch()
-    local()
-    ex.sync()
-    ex.combine(ws.y_TD)
-
-
-def _layer_outputs(world, c: _Case, arms, stage_sets) -> dict[str, torch.Tensor]:
-    out = {}
-    for arm in arms:
-        ws, stages = stage_sets[arm]
-        _settle(world, lambda ws=ws, stages=stages: _layer(c, ws, lambda: run_all(stages)))
-        out[arm] = c.exchange.y_TD.clone()
-    return out
 
 
 def _time(world, c: _Case, timed, stage_sets, s: Scenario, clock: Clock, arms) -> list[dict]:

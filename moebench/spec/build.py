@@ -70,7 +70,7 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
     routing = routing_section(optional_section(doc, "routing"), origin)
     shape = shape_section(doc["shape"])
     measure = measure_section(optional_section(doc, "measure"), family)
-    step = _step(doc, model, topology, routing, shape, measure)
+    step = _step(doc, model, routing, shape, measure)
     precision = yf.choice(
         doc.get("precision", FAMILY_PRECISIONS[family][0]), "precision", PRECISIONS
     )
@@ -192,7 +192,7 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
     )
 
 
-def _step(doc, model, topology, routing, shape, measure) -> StepSpec | None:
+def _step(doc, model, routing, shape, measure) -> StepSpec | None:
     """The step section, when the step regime runs, and the rules it sets for the others."""
     regime = "step" in measure.regimes
     if not regime:
@@ -204,12 +204,6 @@ def _step(doc, model, topology, routing, shape, measure) -> StepSpec | None:
             "measure.regimes",
             "step runs alone: it times whole model steps (ffn, kernel and profile time one "
             "layer: give them their own scenario)",
-        )
-    if topology.mode == "distributed":
-        raise yf.Invalid(
-            "measure.regimes",
-            "the step regime runs in topology.mode simulated; a distributed step (the real "
-            "exchange in every layer) is not built yet",
         )
     if routing.layer is not None:
         raise yf.Invalid(

@@ -124,7 +124,6 @@ def test_a_step_that_cannot_fit_is_refused_before_anything_is_allocated(tmp_path
     "change, field",
     [
         ("regimes: [step]", "measure.regimes: step runs alone"),
-        ("topology: {ep: 2}", "measure.regimes: the step regime runs in topology.mode simulated"),
         ("routing: {family: zipf, seed: 5}", "routing.layer: the step regime replays"),
         ("shape: {tokens_per_rank: 4, alignment: 16}", "shape.capacity: tight fits one routing"),
         ("step: {steps: 3,", "step.layers[0]: layer 0 of test/tiny-step is dense"),
@@ -135,7 +134,6 @@ def test_a_step_that_cannot_fit_is_refused_before_anything_is_allocated(tmp_path
 def test_a_bad_step_scenario_is_one_line_naming_the_field(tmp_path, change, field):
     bad = {
         "regimes: [step]": ("regimes: [step]", "regimes: [step, ffn]"),
-        "topology: {ep: 2}": ("topology: {ep: 2}", "topology: {ep: 2, mode: distributed}"),
         "routing: {family: zipf, seed: 5}": (
             "routing: {family: zipf, seed: 5}",
             "routing: {source: trace, path: load.json, layer: 2}",
