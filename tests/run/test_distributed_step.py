@@ -6,6 +6,7 @@ tests/run/test_distributed.py launches them), and the scenario rules (docs/DESIG
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -188,11 +189,25 @@ def test_a_distributed_step_validates(tmp_path):
     assert "2 of 2" in out and "36" in out and "fits" in out, result.output
 
 
-def test_the_shipped_scenarios_validate():
-    for name in ("smoke-step-distributed", "v4-flash-prefill-step-distributed"):
-        s = parse_scenario((REPO / "scenarios" / f"{name}.yaml").read_text(),
-                           path=REPO / "scenarios" / f"{name}.yaml")  # fmt: skip
-        assert s.topology.mode == "distributed" and s.step is not None, name
+def _shipped(path: Path):
+    s = parse_scenario(path.read_text(), path=path)
+    assert s.topology.mode == "distributed" and s.step is not None, path.name
+    return s
+
+
+def test_the_shipped_smoke_scenario_validates():
+    _shipped(REPO / "scenarios" / "smoke-step-distributed.yaml")
+
+
+def test_the_shipped_v4_flash_scenario_validates(tmp_path, shared_traces):
+    """Its trace is ../../shared/traces from scenarios/: lay the checkout out as CI does (the
+    repository beside shared/), whatever folder this one sits in."""
+    (tmp_path / "repo").mkdir()
+    shutil.copytree(REPO / "scenarios", tmp_path / "repo" / "scenarios")
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "traces").symlink_to(shared_traces)
+    s = _shipped(tmp_path / "repo" / "scenarios" / "v4-flash-prefill-step-distributed.yaml")
+    assert s.model.preset == "deepseek-v4-flash" and s.topology.ep == 8
 
 
 @pytest.mark.parametrize(
