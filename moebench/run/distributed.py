@@ -47,7 +47,7 @@ from moebench.plan.cases import PlannedCase, arm_names, plan, run_arms, select_d
 from moebench.results.rows import CaseRows, Check
 from moebench.run import distributed_step, lifecycle
 from moebench.run.options import Progress, RunOptions, RunSummary, resume_command
-from moebench.run.rank_layer import _Case, _inputs, _layer, _layer_outputs, _settle
+from moebench.run.rank_layer import LayerCase, layer_inputs, layer_outputs, run_layer, settle
 from moebench.spec.schema import Scenario
 
 
@@ -152,9 +152,9 @@ def run_case(
     cid = p.case.case_id
     arms = run_arms(s, options.aa)
     names = tuple(arms)
-    c = phase(world, f"building the inputs of case {cid}", lambda: _inputs(world, p, run_id))
+    c = phase(world, f"building the inputs of case {cid}", lambda: layer_inputs(world, p, run_id))
     phase(world, f"in the first dispatch of case {cid}",
-          lambda: _settle(world, c.exchange.dispatch))  # fmt: skip
+          lambda: settle(world, c.exchange.dispatch))  # fmt: skip
     out = CaseRows()
     timed, stage_sets, captures = phase(
         world, f"in the gates of case {cid}", lambda: _gates(world, c, s, options, arms, out)
@@ -162,7 +162,7 @@ def run_case(
     everywhere = distributed.all_gather(world, timed)
     layer_arms = [a for a in names if all(a in t for t in everywhere)]
     outputs = phase(world, f"in the end-to-end run of case {cid}",
-                    lambda: _layer_outputs(world, c, layer_arms, stage_sets))  # fmt: skip
+                    lambda: layer_outputs(world, c, layer_arms, stage_sets))  # fmt: skip
     gathered = distributed.gather(world, {a: y.cpu() for a, y in outputs.items()})
     ranges = [distributed.token_range(s, r) for r in range(world.size)]
     layer_checks = phase(
@@ -199,7 +199,7 @@ def run_case(
     )
 
 
-def _gates(world: World, c: _Case, s: Scenario, options: RunOptions, arms, out: CaseRows):
+def _gates(world: World, c: LayerCase, s: Scenario, options: RunOptions, arms, out: CaseRows):
     """The simulated runner's gates on this rank's received rows, rows into ``out``; returns
     (arms to time, workspaces and stages, captures). A gate failure or an arm that raises is a
     row, as in simulated mode."""
@@ -211,7 +211,7 @@ def _gates(world: World, c: _Case, s: Scenario, options: RunOptions, arms, out: 
     return timed, stage_sets, captures
 
 
-def _time(world, c: _Case, timed, stage_sets, s: Scenario, clock: Clock, arms) -> list[dict]:
+def _time(world, c: LayerCase, timed, stage_sets, s: Scenario, clock: Clock, arms) -> list[dict]:
     """The samples of this rank: the layer's passes and the local stages of every timed arm."""
     # Expert weight bytes each stage reads on this rank (the family's work model); the whole pass
     # (`layer`) reads what the local FFN reads, the exchanges read no weights.
@@ -242,18 +242,18 @@ def _time(world, c: _Case, timed, stage_sets, s: Scenario, clock: Clock, arms) -
         flush_l2=m.flush_l2, graph=use_graph, clock=clock, rank_cols=c.rank_cols,
         weight_bytes=wbytes, align=world.align,
         wait=world.wait if world.device.type == "cuda" else None,
-        spin_cycles=distributed.SPIN_CYCLES, settle=lambda: _settle(world),
+        spin_cycles=distributed.SPIN_CYCLES, settle=lambda: settle(world),
     )  # fmt: skip
 
 
-def _post_timing(world, c: _Case, s: Scenario, timed, stage_sets, captures, outputs,
+def _post_timing(world, c: LayerCase, s: Scenario, timed, stage_sets, captures, outputs,
                  out: CaseRows) -> None:  # fmt: skip
     """After timing: the local FFN output and the whole layer's output are the gated ones; then
     every arm's local FFN on fresh received rows (``gates.fresh``)."""
     for arm in timed:
         ws, stages = stage_sets[arm]
         out.add(c.rank_cols, arm, post_timing(ws.y_TD, captures[arm].y_TD, "local FFN output"))
-        _settle(world, lambda ws=ws, stages=stages: _layer(c, ws, lambda: run_all(stages)))
+        settle(world, lambda ws=ws, stages=stages: run_layer(c, ws, lambda: run_all(stages)))
         same = bitwise_compare(c.exchange.y_TD, outputs[arm])
         out.add(c.rank_cols, arm, Check(
             name="distributed_post_timing", status="pass" if same.equal else "fail",

@@ -60,8 +60,8 @@ from moebench.plan.steps import PlannedStep, TokenGroup, check_memory, plan_step
 from moebench.plan.steps import step_manifest as simulated_manifest
 from moebench.results.rows import CaseRows, Check
 from moebench.run.options import Progress, RunOptions
-from moebench.run.rank_layer import _Case, _inputs, _layer, _layer_outputs, _settle
-from moebench.run.step import _RANK_GATES, _cols, _step_ledger, _workspace, weight_seed
+from moebench.run.rank_layer import LayerCase, layer_inputs, layer_outputs, run_layer, settle
+from moebench.run.step import RANK_GATES, group_workspace, step_columns, step_ledger, weight_seed
 from moebench.spec.schema import Scenario, local_experts
 from moebench.spec.sweep import expand
 
@@ -87,7 +87,7 @@ class _Layer:
     """One MoE layer of one token group on this rank."""
 
     layer: int  # the model layer id
-    case: _Case  # its inputs and exchange
+    case: LayerCase  # its inputs and exchange
     planned: PlannedCase  # the layer as a one-layer case: the end-to-end reference's inputs
     tokens: tuple[int, int]  # this rank's [start, end) of the global tokens
 
@@ -126,7 +126,7 @@ def _run_group(world, p, gi, group, arms, timed, clock, run_id, options, out, pr
     timed."""
     s = p.case.scenario
     where = f"case {p.case.case_id} at {group.tokens_per_rank} tokens per rank"
-    cols = {**_cols(p, run_id, group), "rank": world.rank, "live_rows": 0}
+    cols = {**step_columns(p, run_id, group), "rank": world.rank, "live_rows": 0}
     first = group.steps[0]
     layers = phase(world, f"building the layers of {where}",
                    lambda: _layers(world, p, gi, group, run_id, cols))  # fmt: skip
@@ -143,7 +143,7 @@ def _run_group(world, p, gi, group, arms, timed, clock, run_id, options, out, pr
     if gi == 0:
         timed = _end_to_end(world, layers[0], arms, timed, full_sets, options, cols, out, where)
         for arm in timed:  # the work ledger of one step: each stage summed over the layers
-            out.ledger += _step_ledger(arms[arm], arm, received, cols)
+            out.ledger += step_ledger(arms[arm], arm, received, cols)
     if not timed:
         return timed
     passes = phase(world, f"preparing the timing of {where}",
@@ -177,7 +177,7 @@ def _layers(world, p: PlannedStep, gi: int, group: TokenGroup, run_id: str, cols
         planned = PlannedCase(case=dataclasses.replace(p.case, scenario=layer_s), routing=draw,
                               capacity_rows=group.capacity_rows, ranks=p.ranks,
                               counts_RE=counts.view(s.topology.ep, local_experts(s)))  # fmt: skip
-        c = _inputs(world, planned, run_id, share=out[0].case.exchange if out else None)
+        c = layer_inputs(world, planned, run_id, share=out[0].case.exchange if out else None)
         # Only the first group's first layer is checked end to end: the others' global tokens
         # need not stay on rank 0.
         keep = gi == 0 and li == 0
@@ -203,7 +203,7 @@ def _gates(world, gi, layers, arms, timed, options, cols, out, log: LayerGates):
     for li, lay in enumerate(layers):
         # The layers share the exchange's buffers: a layer's received rows are there until the
         # next layer's dispatch, so each layer is dispatched and gated in turn.
-        _settle(world, lay.case.exchange.dispatch)
+        settle(world, lay.case.exchange.dispatch)
         problem = lay.case.problem
         received.append(_as_received(problem))
         ref = family.reference(problem)
@@ -217,7 +217,7 @@ def _gates(world, gi, layers, arms, timed, options, cols, out, log: LayerGates):
                 family=family,
             )  # fmt: skip
             for row in scratch.checks:
-                if row["gate"].startswith(_RANK_GATES):
+                if row["gate"].startswith(RANK_GATES):
                     out.checks.append(row)
                 else:
                     log.add(rank, lay.layer, row["arm"], [Check(
@@ -227,7 +227,7 @@ def _gates(world, gi, layers, arms, timed, options, cols, out, log: LayerGates):
             faults.release(world.device)
         layer_sets = {}
         for arm in timed:
-            ws = _workspace(family, arms[arm], problem, shared, arm)
+            ws = group_workspace(family, arms[arm], problem, shared, arm)
             try:
                 layer_sets[arm] = (ws, assemble.build(arms[arm], ws))
             except Exception as exc:
@@ -259,7 +259,7 @@ def _end_to_end(world, lay: _Layer, arms, timed, full_sets, options, cols, out, 
     """The first layer's end-to-end gate, as a one-layer distributed case runs it: every arm's
     whole layer, gathered on rank 0 and checked there. Returns the arms still timed."""
     outputs = phase(world, f"in the end-to-end run of {where}",
-                    lambda: _layer_outputs(world, lay.case, timed, full_sets))  # fmt: skip
+                    lambda: layer_outputs(world, lay.case, timed, full_sets))  # fmt: skip
     gathered = distributed.gather(world, {a: y.cpu() for a, y in outputs.items()})
     s = lay.planned.case.scenario
     ranges = [distributed.token_range(s, r) for r in range(world.size)]
@@ -290,7 +290,7 @@ def _passes(layers, sets, arms, timed, s: Scenario, clock: Clock) -> dict[str, l
         for lay in layers:
             ws, stages = sets[(arm, lay.layer)]
             ffn = capture(lambda st=stages: run_all(st))
-            steps.append((lay.layer, lambda c=lay.case, ws=ws, ffn=ffn: _layer(c, ws, ffn)))
+            steps.append((lay.layer, lambda c=lay.case, ws=ws, ffn=ffn: run_layer(c, ws, ffn)))
         passes[arm] = steps
     return passes
 
@@ -312,7 +312,7 @@ def _time_step(world, p, group, si, layers, passes, sets, arms, timed, clock, co
             ex.topk_weights_TK.copy_(draw.topk_weights_TK[t0:t1])
         live[lay.layer] = int((ids.to(torch.int64) // E == rank).sum())
         # An untimed dispatch: the weight bytes of the experts this step routes rows to.
-        _settle(world, lay.case.exchange.dispatch)
+        settle(world, lay.case.exchange.dispatch)
         for a in timed:
             wbytes[(a, lay.layer)] = family.weight_bytes(arms[a], lay.case.problem).get(
                 WHOLE_FFN, 0
@@ -325,7 +325,7 @@ def _time_step(world, p, group, si, layers, passes, sets, arms, timed, clock, co
         for _ in range(m.warmup):
             for arm in timed:
                 run_pass(arm)
-        _settle(world)
+        settle(world)
     blocks = s.step.blocks
     device = "cuda" if clock.cuda else "cpu"
     use_graph = m.graph and clock.cuda and all(arms[a].graph for a in timed)
@@ -348,7 +348,7 @@ def _time_step(world, p, group, si, layers, passes, sets, arms, timed, clock, co
                                     "iteration": it, "time_us": times[lay.layer],
                                     "live_rows": live[lay.layer],
                                     "weight_bytes": wbytes[(arm, lay.layer)]})  # fmt: skip
-    _settle(world)
+    settle(world)
     return samples
 
 
@@ -361,7 +361,7 @@ def _post_timing(world, layers, passes, sets, timed, s: Scenario, cols, group, o
         ref = None
         for arm in timed:
             ws, _ = sets[(arm, lay.layer)]
-            _settle(world, passes[arm][i][1])
+            settle(world, passes[arm][i][1])
             if ref is None:  # every arm receives the same rows
                 ref = family.reference(lay.case.problem)
             check = check_reference(ws.y_TD, ref, s.precision)

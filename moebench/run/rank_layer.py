@@ -23,7 +23,7 @@ from moebench.spec.schema import global_tokens, local_experts
 
 
 @dataclasses.dataclass(kw_only=True)
-class _Case:
+class LayerCase:
     """What one rank holds for one case."""
 
     exchange: Exchange
@@ -33,7 +33,9 @@ class _Case:
     routing_row: dict
 
 
-def _inputs(world: World, p: PlannedCase, run_id: str, share: Exchange | None = None) -> _Case:
+def layer_inputs(
+    world: World, p: PlannedCase, run_id: str, share: Exchange | None = None
+) -> LayerCase:
     """The case's inputs on this rank; ``share``: an earlier layer's exchange whose buffers this
     layer's exchange uses (``Exchange.for_layer``: a model step's layers)."""
     s = p.case.scenario
@@ -71,14 +73,14 @@ def _inputs(world: World, p: PlannedCase, run_id: str, share: Exchange | None = 
     problem = dataclasses.replace(own, x_TD=ex.x_RD, x_sf_TG4=ex.x_sf_RG4, topk_ids_TK=ex.ids_R1,
                                   topk_weights_TK=ex.ones_R1)  # fmt: skip
     row = routing_row(p, run_id, rank)
-    return _Case(
+    return LayerCase(
         exchange=ex, problem=problem, x_all=x_all if world.leader else None,
         rank_cols={**case_columns(p, run_id), "rank": rank, "live_rows": row["live_rows"]},
         routing_row=row,
     )  # fmt: skip
 
 
-def _settle(world: World, fn: Callable[[], None] | None = None) -> None:
+def settle(world: World, fn: Callable[[], None] | None = None) -> None:
     """Run ``fn`` and wait until the device has finished it (with World.wait's deadline)."""
     if fn is not None:
         fn()
@@ -88,7 +90,7 @@ def _settle(world: World, fn: Callable[[], None] | None = None) -> None:
         world.wait(done)
 
 
-def _layer(c: _Case, ws: Workspace, local: Callable[[], None]) -> None:
+def run_layer(c: LayerCase, ws: Workspace, local: Callable[[], None]) -> None:
     ex = c.exchange
     ex.dispatch()
     local()
@@ -96,10 +98,10 @@ def _layer(c: _Case, ws: Workspace, local: Callable[[], None]) -> None:
     ex.combine(ws.y_TD)
 
 
-def _layer_outputs(world, c: _Case, arms, stage_sets) -> dict[str, torch.Tensor]:
+def layer_outputs(world, c: LayerCase, arms, stage_sets) -> dict[str, torch.Tensor]:
     out = {}
     for arm in arms:
         ws, stages = stage_sets[arm]
-        _settle(world, lambda ws=ws, stages=stages: _layer(c, ws, lambda: run_all(stages)))
+        settle(world, lambda ws=ws, stages=stages: run_layer(c, ws, lambda: run_all(stages)))
         out[arm] = c.exchange.y_TD.clone()
     return out

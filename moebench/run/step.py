@@ -48,7 +48,7 @@ from moebench.run.options import Progress, RunOptions
 from moebench.spec.schema import local_experts
 
 # Gates of a single-layer case that stay per rank (the others join the per-layer record).
-_RANK_GATES = ("graph_replay", "dispatch", "memory")
+RANK_GATES = ("graph_replay", "dispatch", "memory")
 
 
 def weight_seed(seed: int, layer: int) -> int:
@@ -73,7 +73,7 @@ def run_step_case(
     arms = run_arms(s, options.aa)
     names = tuple(arms)
     out = CaseRows()
-    first_cols = {**_cols(p, run_id, p.groups[0]), "rank": p.ranks[0], "live_rows": 0}
+    first_cols = {**step_columns(p, run_id, p.groups[0]), "rank": p.ranks[0], "live_rows": 0}
     stop.start_case(limit_s)
     try:
         weights: dict[int, dict] = {}
@@ -116,7 +116,7 @@ def run_step_case(
     return out
 
 
-def _cols(p: PlannedStep, run_id: str, group: TokenGroup) -> dict:
+def step_columns(p: PlannedStep, run_id: str, group: TokenGroup) -> dict:
     return columns(
         p.case,
         run_id,
@@ -133,7 +133,7 @@ def _run_group(
     are still timed (a later group does not time an arm that failed in an earlier one)."""
     s = p.case.scenario
     family = family_of(s)
-    cols = _cols(p, run_id, group)
+    cols = step_columns(p, run_id, group)
     T = group.tokens_per_rank * s.topology.dp
     E = local_experts(s)
     first = group.steps[0]
@@ -198,7 +198,7 @@ def _run_group(
                     family=family,
                 )
                 for row in scratch.checks:
-                    if row["gate"].startswith(_RANK_GATES):
+                    if row["gate"].startswith(RANK_GATES):
                         out.checks.append(row)
                     else:
                         log.add(
@@ -218,7 +218,7 @@ def _run_group(
                 faults.release(device)
             sets = {}
             for arm in timed:
-                ws = _workspace(family, arms[arm], problem, shared, arm)
+                ws = group_workspace(family, arms[arm], problem, shared, arm)
                 try:
                     sets[arm] = (ws, assemble.build(arms[arm], ws))
                 except Exception as exc:
@@ -240,7 +240,7 @@ def _run_group(
             del ref
         if gi == 0:
             for arm in timed:  # the work ledger of one step: each stage summed over the layers
-                out.ledger += _step_ledger(
+                out.ledger += step_ledger(
                     arms[arm], arm, [problems[(r, la)] for la in p.layers], rank_cols
                 )
     for r, arm, check in log.rows(f"step {first}"):
@@ -270,7 +270,7 @@ def _run_group(
     return timed
 
 
-def _workspace(family, arm, problem, shared: dict, name: str):
+def group_workspace(family, arm, problem, shared: dict, name: str):
     """The group's workspace of a staged arm over ``problem`` (its buffers shared by every layer
     and rank); a whole-FFN arm's own per (rank, layer)."""
     if not arm.staged:
@@ -452,7 +452,7 @@ def _routing_row(p, cols, draw, rank, layer, step, group) -> dict:
     }
 
 
-def _step_ledger(arm, name, problems, rank_cols) -> list[dict]:
+def step_ledger(arm, name, problems, rank_cols) -> list[dict]:
     """One step's ledger rows of an arm on a rank: every stage's work summed over the layers."""
     total: dict[str, dict] = {}
     for problem in problems:

@@ -348,7 +348,7 @@ def test_a_world_of_one_agrees_with_simulated_bit_for_bit(tmp_path, precision):
     try:
         world = distributed.World(rank=0, size=1, local_rank=0, device=torch.device("cpu"),
                                   backend="gloo", timeout_s=60.0, ctl=dist.group.WORLD)  # fmt: skip
-        c = dist_runner._inputs(world, p, "run")
+        c = dist_runner.layer_inputs(world, p, "run")
         x = make_tokens(tokens=4, hidden=128, seed=3, device=torch.device("cpu"))  # dp = 1
         w13, w2 = make_weights(experts=range(4), hidden=128, intermediate=128, seed=3,
                                device=torch.device("cpu"))  # fmt: skip
@@ -361,7 +361,7 @@ def test_a_world_of_one_agrees_with_simulated_bit_for_bit(tmp_path, precision):
             arm = registry.resolve(name)
             ws = Workspace(c.problem)
             stages = arm.build(ws)
-            dist_runner._layer(c, ws, lambda stages=stages: run_all(stages))
+            dist_runner.run_layer(c, ws, lambda stages=stages: run_all(stages))
             ws_sim = Workspace(simulated)
             run_all(arm.build(ws_sim))
             same = bitwise_compare(c.exchange.y_TD, ws_sim.y_TD)
