@@ -108,9 +108,5 @@ def work(p: Problem, *, layout: str) -> dict[str, Work]:
                     flops=2 * rows * F * D),
         "combine": Work(rows=T, bytes_read=slots * D * 2 + T * K * 8, bytes_written=T * D * 2),
     }  # fmt: skip
-    total = Work(rows=0, bytes_read=0, bytes_written=0)
-    for w in out.values():
-        total = total + w
-    out[WHOLE_FFN] = Work(rows=rows, bytes_read=total.bytes_read,
-                          bytes_written=total.bytes_written, flops=total.flops)  # fmt: skip
+    out[WHOLE_FFN] = Work.total(out.values(), rows=rows)
     return out

@@ -239,9 +239,5 @@ def work(p: Problem, *, gemm_mode: str, masked_act: bool) -> dict[str, Work]:
                     bytes_written=gemm_rows * D * 2, flops=2 * gemm_rows * F * D),
         "combine": Work(rows=T, bytes_read=live * D * 2 + T * K * 8, bytes_written=T * D * 2),
     }  # fmt: skip
-    total = Work(rows=0, bytes_read=0, bytes_written=0)
-    for w in out.values():
-        total = total + w
-    out[WHOLE_FFN] = Work(rows=live, bytes_read=total.bytes_read,
-                          bytes_written=total.bytes_written, flops=total.flops)  # fmt: skip
+    out[WHOLE_FFN] = Work.total(out.values(), rows=live)
     return out

@@ -27,7 +27,7 @@ match the reference again, so an output cached on input addresses or shapes cann
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,15 @@ class Work:
         return Work(rows=self.rows + other.rows, bytes_read=self.bytes_read + other.bytes_read,
                     bytes_written=self.bytes_written + other.bytes_written,
                     flops=self.flops + other.flops)  # fmt: skip
+
+    @staticmethod
+    def total(works: Iterable[Work], *, rows: int) -> Work:
+        """The whole FFN's work: the stages' bytes and FLOPs summed, with its own ``rows`` (the
+        rows the FFN computes, not the sum of what each stage visits)."""
+        out = Work(rows=0, bytes_read=0, bytes_written=0)
+        for w in works:
+            out = out + w
+        return dataclasses.replace(out, rows=rows)
 
 
 @dataclass(frozen=True, kw_only=True)

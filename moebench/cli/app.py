@@ -485,7 +485,7 @@ def validate(scenario: ScenarioArg) -> None:
     CPU an estimate of its time; warnings for what this device cannot record or finish."""
     _use_interpreter_without_gpu()
     from moebench.cli import preflight
-    from moebench.plan.cases import arm_names, plan, select_device
+    from moebench.plan.cases import arm_names, plan
     from moebench.run.lifecycle import sources_and_pins
     from moebench.run.options import RunOptions
 
@@ -504,12 +504,7 @@ def validate(scenario: ScenarioArg) -> None:
     if s.step is not None:
         return _validate_steps(s, planned)
     device = preflight.device_of(s)
-    warnings = []
-    try:  # the machine, not the scenario: a warning here, since it may be run elsewhere
-        select_device(s)
-    except MoebenchError as exc:
-        warnings.append(f"{exc}; run refuses it on this machine")
-    warnings += preflight.notes(s, device)
+    warnings = _machine_warnings(s) + preflight.notes(s, device)
     costs = preflight.case_costs(planned, device)
     slow = preflight.slow_cases(costs)
     warnings += [slow] if slow else []
@@ -550,18 +545,25 @@ def validate(scenario: ScenarioArg) -> None:
         err.print(f"moebench: warning: {w}", markup=False)
 
 
-def _validate_steps(s, planned) -> None:
-    """``validate`` of a step regime scenario: per case its layers, steps, samples and memory."""
-    from moebench.cli import preflight, step_preflight
-    from moebench.plan.cases import arm_names, select_device
+def _machine_warnings(s) -> list[str]:
+    """What ``validate`` says of this machine, not the scenario: a warning, since the scenario may
+    be run elsewhere."""
+    from moebench.plan.cases import select_device
 
-    device = preflight.device_of(s)
-    warnings = []
     try:
         select_device(s)
     except MoebenchError as exc:
-        warnings.append(f"{exc}; run refuses it on this machine")
-    warnings += step_preflight.step_notes(s, device)
+        return [f"{exc}; run refuses it on this machine"]
+    return []
+
+
+def _validate_steps(s, planned) -> None:
+    """``validate`` of a step regime scenario: per case its layers, steps, samples and memory."""
+    from moebench.cli import preflight, step_preflight
+    from moebench.plan.cases import arm_names
+
+    device = preflight.device_of(s)
+    warnings = _machine_warnings(s) + step_preflight.step_notes(s, device)
     costs = step_preflight.step_costs(planned, device)
     slow = preflight.slow_cases(costs)
     warnings += [slow] if slow else []
