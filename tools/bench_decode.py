@@ -45,6 +45,7 @@ from moebench.arm.decode import Workspace as DecodeWorkspace
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.core.vocabulary import DECODE_STAGES
 from moebench.gates.families import family_of
+from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.sparse_gemv import sparse_gemv
 from moebench.measure import bench
 from moebench.measure.clock import Clock
@@ -233,9 +234,29 @@ def main(out_dir: str, variants=VARIANTS) -> None:
         step["read_step_us"] = time_graph(
             lambda: (best_read["fc1"](), best_read["fc2"](), stages["combine"]())
         )
-        for k in ("sparse_step", "read_step"):
+
+        # The step with and without programmatic dependent launch (arms/decode/pipeline.py PDL),
+        # interleaved, after checking that both write the same bits.
+        def pdl_step(pdl, y):
+            fc1(ws.a, pdl=pdl)
+            fc2(ws.a, ws.o, pdl=pdl)
+            combine_topk(ws.o, prob.topk_ids_TK, prob.topk_weights_TK, y, expert_offset=off,
+                         local_experts=prob.w13.shape[0], layout="TKD", pdl=pdl)  # fmt: skip
+
+        ys = {pdl: torch.full_like(ws.y_TD, float("nan")) for pdl in (False, True)}
+        for pdl, y in ys.items():
+            pdl_step(pdl, y)
+        step["pdl_bitwise"] = torch.equal(ys[True].view(torch.int16), ys[False].view(torch.int16))
+        step["nopdl_step_us"], step["pdl_step_us"] = bench.time_interleaved(
+            CLOCK,
+            [lambda: pdl_step(False, ys[False]), lambda: pdl_step(True, ys[True])],
+            rounds=10,
+            reps=5,
+        )
+        for k in ("sparse_step", "read_step", "nopdl_step", "pdl_step"):
             step[f"{k}_of_copy"] = bytes_hit["ffn"] / step[f"{k}_us"] / 1e6 / COPY_TBS
         step["target_us"] = bytes_hit["ffn"] / 0.75 / COPY_TBS / 1e6
+        step["target60_us"] = bytes_hit["ffn"] / 0.60 / COPY_TBS / 1e6
         rows.append(step)
         print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                        for k, v in step.items()), flush=True)  # fmt: skip

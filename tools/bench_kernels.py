@@ -9,8 +9,8 @@ clock falls on all of them alike. Writes a JSON of every figure to OUT/bench_ker
 prints a line a figure.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_kernels.py OUT [PART ...]
-PART: act, act_floor, gemm, scatter (default act gemm); "zero" or "read" before a part picks how
-the L2 is flushed (default read).
+PART: act, act_floor, gemm, scatter, combine (default act gemm); "zero" or "read" before a part
+picks how the L2 is flushed (default read).
 """
 
 from __future__ import annotations
@@ -93,9 +93,18 @@ ACT_MASKED_CONFIGS = (
     ("grid", 16, 2, 0, 4),
     ("persistent", 16, 1, 16, 4),
     ("persistent", 16, 2, 16, 4),
-    ("stream", 16, 2, 4, 4),
-    ("stream", 32, 2, 2, 8),
+    ("persistent", 16, 2, 8, 4),
+    ("persistent", 32, 1, 8, 4),
+    ("persistent", 32, 1, 8, 8),
+    ("persistent", 16, 1, 32, 2),
+    ("persistent", 8, 2, 16, 2),
+    ("stream", 16, 1, 16, 4),
+    ("stream", 16, 2, 8, 4),
+    ("grid", 32, 1, 0, 4),
+    ("grid", 16, 1, 0, 4),
 )
+# Live rows of the crossover sweep between the schedules (balanced over the 32 experts).
+ACT_CROSSOVER = (3072, 6144, 7168, 9216, 12288, 24576)
 
 
 def masked_opts(schedule: str, rows: int, groups: int, per_sm: int, warps: int) -> dict:
@@ -149,12 +158,9 @@ def bench_act() -> None:
             floor_us=full_bytes / COPY_TBS / 1e6,
             tbs=full_bytes / us / 1e6,
         )
-    for label, ends in (
-        ("balanced3072", balanced_ends(3072)),
-        ("one_expert3072", one_expert_ends(3072)),
-        ("balanced24576", balanced_ends(24576)),
-        ("full", None),
-    ):
+    routings = [("balanced3072", balanced_ends(3072)), ("one_expert3072", one_expert_ends(3072))]
+    routings += [(f"balanced{n}", balanced_ends(n)) for n in ACT_CROSSOVER[1:]]
+    for label, ends in (*routings, ("full", None)):
         if ends is None:  # every row live: 32 experts of 896 rows, no padding
             ends = expert_ends(torch.full((E,), M // E, dtype=torch.int32), A).to(dev)
         live = live_row_mask(ends, A, M)
@@ -179,10 +185,48 @@ def bench_act() -> None:
             timed.append(
                 (row, lambda q=q, sf=sf, ends=ends, o=opts: act_quant_masked(h, q, sf, ends, **o))
             )
-        times = time_interleaved([fn for _, fn in timed])
-        for (row, _), us in zip(timed, times, strict=True):
+        if label.startswith("balanced") and label != "balanced3072":
+            # the crossover sweep: the dense launch, the arms' two schedules and the best others
+            timed = timed[:3] + [t for t in timed[3:] if t[0]["schedule"] == "stream"][:1]
+        if label == "balanced3072":
+            # what masking is held to: the dense kernel over a buffer of only the live rows
+            hl, ql = h[:n], torch.empty(n, F, dtype=torch.float8_e4m3fn, device=dev)
+            sfl = reference.empty_packed_scales(n, F // 128, dev)
+            for br, gr in ((16, 1), (16, 2), (32, 1)):
+                timed.append((
+                    dict(kernel="act_dense_live_rows_only", routing=label, live=n,
+                         block_rows=br, groups=gr),
+                    lambda hl=hl, ql=ql, sfl=sfl, br=br, gr=gr: act_quant_dense(
+                        hl, ql, sfl, block_rows=br, groups=gr),
+                ))  # fmt: skip
+        times = time_interleaved([fn for _, fn in timed], rounds=10)
+        device = device_times([fn for _, fn in timed]) if label in ("balanced3072", "full") else {}
+        for i, ((row, _), us) in enumerate(zip(timed, times, strict=True)):
             nbytes = row["live"] * (2 * F * 2 + F + 16)
-            record(**row, us=us, floor_us=nbytes / COPY_TBS / 1e6, tbs=nbytes / us / 1e6)
+            extra = {"device_us": device[i]} if i in device else {}
+            record(**row, us=us, **extra, floor_us=nbytes / COPY_TBS / 1e6, tbs=nbytes / us / 1e6)
+
+
+def device_times(fns, reps: int = 20) -> dict[int, float]:
+    """{index: median device time in us} of each function's kernels, from CUPTI (torch.profiler),
+    L2 flushed by a read before each call: the `profile` regime's measure, no launch in it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    out = {}
+    for i, fn in enumerate(fns):
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                flush.max()
+                fn()
+            torch.cuda.synchronize()
+        evs = [e for e in prof.events() if getattr(e, "device_type", None)
+               == torch.autograd.DeviceType.CUDA and e.name.startswith("_act")]  # fmt: skip
+        if evs:
+            times = sorted(e.device_time_total for e in evs)
+            out[i] = times[len(times) // 2]
+    return out
 
 
 @triton.jit
@@ -359,6 +403,86 @@ def against_floor(nbytes: int, us: float) -> dict:
     return dict(floor_us=floor, target_us=2 * floor + 5, tbs=nbytes / us / 1e6)
 
 
+def rank0_pipeline():
+    """(problem, workspace, {stage: run}) of V4-Flash rank 0 of EP8 at 512 tokens per rank, the
+    masked arm's stages, every stage run once."""
+    from arms.prefill.pipeline import build_stages
+    from moebench.arm.prefill import Workspace
+    from moebench.plan.inputs import build_problem, make_tokens, make_weights
+    from moebench.routing.synthetic import synthesize
+
+    r = synthesize(family="uniform", tokens=4096, experts=256, top_k=6, ep=8)
+    w13, w2 = make_weights(experts=range(32), hidden=D, intermediate=F, seed=0, device=dev)
+    p = build_problem(
+        x_TD=make_tokens(tokens=4096, hidden=D, seed=0, device=dev),
+        topk_ids_TK=r.topk_ids_TK.to(dev),
+        topk_weights_TK=r.topk_weights_TK.to(dev),
+        w13_EFD=w13,
+        w2_EDF=w2,
+        expert_offset=0,
+        alignment=A,
+        capacity_rows=M,
+        precision="fp8",
+        activation="silu",
+    )
+    ws = Workspace(p)
+    stages = {st.name: st.run for st in build_stages(ws, gemm_mode="psum", masked_act=True)}
+    for st in stages.values():
+        st()
+    return p, ws, stages
+
+
+# (tokens a program, columns a program, warps) of the combine; the first is the arms' launch.
+COMBINE_VARIANTS = (
+    (1, 1024, 4),
+    (1, 2048, 4),
+    (1, 4096, 8),
+    (1, 1024, 2),
+    (1, 512, 2),
+    (2, 1024, 4),
+    (2, 2048, 8),
+    (4, 1024, 8),
+    (4, 512, 4),
+    (8, 512, 8),
+)
+
+
+def bench_combine() -> None:
+    """The combine at the V4-Flash EP8 rank shape (4,096 tokens, 3,072 live rows): tile variants,
+    bitwise against the arms' launch, timed interleaved, with CUPTI device time beside."""
+    print("== combine tiles, V4-Flash rank 0 of EP8, 512 tokens per rank", flush=True)
+    from torch.profiler import ProfilerActivity, profile
+
+    from moebench.kernels.combine import combine
+
+    p, ws, _ = rank0_pipeline()
+    T = p.topk_ids_TK.shape[0]
+    live = int((ws.slot_row_TK >= 0).sum())
+    nbytes = live * D * 2 + T * D * 2 + T * 6 * 8
+    want = torch.empty_like(ws.y_TD)
+    combine(ws.o_MD, ws.slot_row_TK, p.topk_weights_TK, want)
+    timed = []
+    for bt, bd, nw in COMBINE_VARIANTS:
+        y = torch.full_like(ws.y_TD, float("nan"))
+        kw = dict(block_t=bt, block_d=bd, num_warps=nw)
+        combine(ws.o_MD, ws.slot_row_TK, p.topk_weights_TK, y, **kw)
+        exact = torch.equal(y.view(torch.int16), want.view(torch.int16))
+        timed.append((dict(kernel="combine", block_t=bt, block_d=bd, warps=nw, exact=exact),
+                      lambda y=y, kw=kw: combine(ws.o_MD, ws.slot_row_TK, p.topk_weights_TK, y,
+                                                 **kw)))  # fmt: skip
+    times = time_interleaved([fn for _, fn in timed], rounds=10)
+    for (row, fn), us in zip(timed, times, strict=True):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                flush.max()
+                fn()
+            torch.cuda.synchronize()
+        dev_us = sorted(e.device_time_total for e in prof.events()
+                        if e.name.startswith("_combine"))  # fmt: skip
+        record(**row, us=us, device_us=dev_us[len(dev_us) // 2] if dev_us else float("nan"),
+               **against_floor(nbytes, us))  # fmt: skip
+
+
 def bench_scatter_combine() -> None:
     print("== scatter and combine, V4-Flash rank 0 of EP8, 512 tokens per rank", flush=True)
     from arms.prefill.pipeline import build_stages
@@ -530,6 +654,7 @@ if __name__ == "__main__":
             "act_floor": bench_act_floor,
             "gemm": bench_gemm,
             "scatter": bench_scatter_combine,
+            "combine": bench_combine,
         }[part]()
     with open(f"{out_dir}/bench_kernels.json", "w") as fh:
         json.dump(results, fh, indent=1)

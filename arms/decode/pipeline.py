@@ -29,6 +29,11 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.sparse_gemv import sparse_gemv
 from moebench.routing.synthetic import local_counts
 
+# Programmatic dependent launch of the sparse GEMVs and the combine (moebench/kernels/jit.py): on
+# the GPU each starts while the kernel before it in the step's graph finishes, reads only routing
+# and weights until it has waited for it, and writes the same bits (docs/PERF.md, issue 19).
+PDL = True
+
 
 def build_stages(ws: Workspace) -> tuple[Stage, ...]:
     """The three stages as argument-free closures over the workspace (no allocation inside)."""
@@ -39,10 +44,11 @@ def build_stages(ws: Workspace) -> tuple[Stage, ...]:
 
         def run_fc1() -> None:
             sparse_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a,
-                        expert_offset=off, glu=p.activation)  # fmt: skip
+                        expert_offset=off, glu=p.activation, pdl=PDL)  # fmt: skip
 
         def run_fc2() -> None:
-            sparse_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off)
+            sparse_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
+                        pdl=PDL)  # fmt: skip
 
     else:
 
@@ -54,7 +60,7 @@ def build_stages(ws: Workspace) -> tuple[Stage, ...]:
 
     def run_combine() -> None:
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
-                     local_experts=E, layout=ws.layout)  # fmt: skip
+                     local_experts=E, layout=ws.layout, pdl=PDL)  # fmt: skip
 
     fns = (run_fc1, run_fc2, run_combine)
     return tuple(Stage(name=n, run=f) for n, f in zip(DECODE_STAGES, fns, strict=True))

@@ -57,19 +57,47 @@ def fp8_gemm_launch(p: Problem, gemm_mode: str) -> dict:
     return dict(loads="tma", num_stages=3, programs_per_sm=3)
 
 
+# The masked activation takes the persistent schedule when at most this fraction of the capacity
+# buffer is live, the grid schedule above it (see masked_act_launch).
+PERSISTENT_ACT_MAX_LIVE = 0.25
+# The persistent schedule's items and grid: 16-row tiles of one column group, 16 programs an SM.
+PERSISTENT_ACT = dict(schedule="persistent", block_rows=16, groups=1, programs_per_sm=16)
+GRID_ACT = dict(schedule="grid", block_rows=16, groups=2)
+
+
+def masked_act_launch(p: Problem, capacity_rows: int) -> dict:
+    """Launch options of the masked activation, measured on the H200 (docs/PERF.md, issue 19).
+
+    No one schedule is best at both ends. The grid schedule launches the dense kernel's grid and
+    lets each row block return at once when it holds no live row: on a full buffer that is the
+    dense kernel plus one endpoint lookup a program, but at 3,072 live rows of 28,672 it pays for
+    14,336 mostly empty programs (12 us with no live row at all). The persistent schedule strides
+    a fixed grid over the live (tile, group) items only and costs what the live rows cost, but on
+    a full buffer its stride loop is 14% slower than the grid. The live fraction is counted from
+    the case's routing when the stages are built, before anything is timed; it picks a launch,
+    never a result (both write the same bits, and either is correct for any routing, so a graph
+    captured with one routing replays correctly with another).
+    """
+    E = p.local_experts
+    live = int(local_counts(p.topk_ids_TK, p.expert_offset, E).sum())
+    if live <= PERSISTENT_ACT_MAX_LIVE * capacity_rows:
+        return dict(PERSISTENT_ACT)
+    return dict(GRID_ACT)
+
+
 def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[Stage, ...]:
     """The five stages as argument-free closures over the workspace (no allocation inside)."""
     p = ws.problem
     A = p.alignment
     block_m = gemm_block_m(A)
     # Launch choices measured on the H200 (docs/PERF.md): the psum GEMMs stride a persistent grid
-    # over live tiles, the fp8 ones launched as fp8_gemm_launch says; the activation takes 16-row
-    # items of two groups, and the masked one runs the dense grid with an early exit per row
-    # block.
+    # over live tiles, the fp8 ones launched as fp8_gemm_launch says; the dense activation takes
+    # 16-row items of two groups, the masked one the schedule masked_act_launch picks.
     gemm_opts = dict(BLOCK_M=block_m, persistent=gemm_mode == "psum")
     if p.precision == "fp8":
         gemm_opts.update(fp8_gemm_launch(p, gemm_mode))
     act_opts = dict(block_rows=16, groups=2)
+    masked_opts = masked_act_launch(p, ws.h_M2F.shape[0]) if masked_act else {}
 
     def run_scatter() -> None:
         scatter(
@@ -110,8 +138,7 @@ def build_stages(ws: Workspace, *, gemm_mode: str, masked_act: bool) -> tuple[St
                 ws.ends_E,
                 alignment=A,
                 activation=p.activation,
-                schedule="grid",
-                **act_opts,
+                **masked_opts,
             )
         else:
             act_quant_dense(ws.h_M2F, ws.a_MF, ws.a_sf_MG4, activation=p.activation, **act_opts)

@@ -1,8 +1,10 @@
 """prefix_sum_masked: the live-row boundary carried through the whole FFN.
 
-As prefix_sum, and the activation + quant kernel also takes the endpoints: its grid is (row
-programs, column groups, experts) and each program walks only its expert's [start, end), so
-padding rows are never touched (not zeroed: every consumer obeys the same ranges).
+As prefix_sum, and the activation + quant kernel also takes the endpoints and visits only each
+expert's [start, end), so padding rows are never touched (not zeroed: every consumer obeys the
+same ranges). Its schedule is chosen per case from the routing: a persistent grid striding over
+the live items when at most a quarter of the buffer is live, the dense grid with an early exit per
+row block above that (pipeline.masked_act_launch).
 """
 
 import functools
@@ -11,15 +13,17 @@ from arms.prefill import pipeline
 from moebench.arm.base import Arm
 
 # Triton kernel functions the stages launch, per precision, and those they must not (checked under
-# the profiler by moebench/gates/dispatch.py): the masked activation (grid schedule), never the
-# dense one; fp8 GEMMs are the persistent live-tile kernel (bf16: PSUM is invisible in the name).
+# the profiler by moebench/gates/dispatch.py): the masked activation (its grid or its persistent
+# schedule, chosen per case by pipeline.masked_act_launch), never the dense one; fp8 GEMMs are the
+# persistent live-tile kernel (bf16: PSUM is invisible in the name).
+_MASKED_ACT = "_act_quant_masked_grid_kernel|_act_quant_masked_kernel"
 _LAUNCHES = {
     "fp8": (
         "_scatter_count",
         "_scatter_assign_maps",
         "_scatter_copy",
         "_grouped_gemm_fp8_live",
-        "_act_quant_masked_grid_kernel",
+        _MASKED_ACT,
         "_combine",
     ),
     "bf16": (
@@ -27,11 +31,11 @@ _LAUNCHES = {
         "_scatter_assign_maps",
         "_scatter_copy",
         "_grouped_gemm_bf16",
-        "_act_quant_masked_grid_kernel",
+        _MASKED_ACT,
         "_combine",
     ),
 }
-_FORBIDDEN = ("_act_quant_dense_kernel", "_act_quant_masked_kernel", "_grouped_gemm_fp8")
+_FORBIDDEN = ("_act_quant_dense_kernel", "_grouped_gemm_fp8")
 
 ARM = Arm(
     name="prefix_sum_masked",

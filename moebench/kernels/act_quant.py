@@ -285,11 +285,16 @@ def _act_quant_masked_grid_kernel(
     # end. On a full buffer this is the dense kernel plus one lookup a program.
     row0 = tl.program_id(0) * BLOCK_ROWS
     ex = tl.arange(0, BLOCK_E)
-    prev = tl.load(ends_ptr + ex - 1, mask=(ex > 0) & (ex < E), other=0)
+    in_e = ex < E
+    # Both endpoint vectors in one round of loads: the expert's own end is picked from the vector
+    # instead of a second, dependent load once the expert is known (on a full buffer every program
+    # pays this round trip before its first row load).
+    ends = tl.load(ends_ptr + ex, mask=in_e, other=0)
+    prev = tl.load(ends_ptr + ex - 1, mask=(ex > 0) & in_e, other=0)
     starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-    e = tl.sum(((starts <= row0) & (ex < E)).to(tl.int32), axis=0) - 1
+    e = tl.sum(((starts <= row0) & in_e).to(tl.int32), axis=0) - 1
     # Endpoints past the buffer are a scatter bug the gates report; the clamp keeps it in bounds.
-    end = tl.minimum(tl.load(ends_ptr + e), M)
+    end = tl.minimum(tl.sum(tl.where(ex == e, ends, 0), axis=0), M)
     if row0 < end:
         _act_quant_item(
             h_ptr, out_ptr, sf_ptr, row0, end, tl.program_id(1) * GROUPS, F,

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench.kernels.jit import fp32_to_bf16
+from moebench.kernels.jit import HAS_PDL, fp32_to_bf16, pdl_launch_dependents, pdl_wait
 
 
 @triton.jit
@@ -32,7 +32,11 @@ def _combine_topk(
     stride_ot, stride_ok, stride_oe, stride_it, stride_ik, stride_wt, stride_wk,
     stride_yt,
     K: tl.constexpr, Y_BF16: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_D: tl.constexpr,
+    GDC: tl.constexpr,
 ):  # fmt: skip
+    pdl_launch_dependents(GDC)
+    # o is the previous kernel's output: everything below may depend on it.
+    pdl_wait(GDC)
     t = tl.program_id(0).to(tl.int64)
     d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     d_ok = d < D
@@ -58,9 +62,12 @@ def combine_topk(
     expert_offset: int,
     local_experts: int,
     layout: str,
+    pdl: bool = False,
 ) -> None:
     """y_TD from ``o`` laid out as ``TKD`` (one row a slot: the sparse arm) or ``ETD`` (one row an
-    (expert, token): the dense arm); see the module docstring."""
+    (expert, token): the dense arm); see the module docstring. ``pdl``: on the GPU, launched as a
+    programmatic dependent of the previous kernel (`kernels.jit`), waiting for it before any read;
+    the same bits."""
     T, K = topk_ids_TK.shape
     D = y_TD.shape[1] if y_TD.dim() == 2 else -1
     if layout == "TKD":
@@ -91,9 +98,11 @@ def combine_topk(
         return
     block_d = min(1024, triton.next_power_of_2(D))
     grid = (T, triton.cdiv(D, block_d))
+    gdc = pdl and HAS_PDL and y_TD.is_cuda
+    launch = dict(launch_pdl=True) if gdc else {}
     _combine_topk[grid](
         o, topk_ids_TK, topk_weights_TK, y_TD, expert_offset, local_experts, D,
         s_t, s_k, s_e, *topk_ids_TK.stride(), *topk_weights_TK.stride(), y_TD.stride(0),
         K=K, Y_BF16=y_TD.dtype == torch.bfloat16, EXACT_RNE=not y_TD.is_cuda, BLOCK_D=block_d,
-        enable_fp_fusion=False,
+        GDC=gdc, enable_fp_fusion=False, **launch,
     )  # fmt: skip

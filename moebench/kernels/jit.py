@@ -37,12 +37,27 @@ SASS compiled offline).
 
 The gated activation (`gated_activation`) of a (gate, up) pair in fp32, shared by the prefill
 `act` stage and the decode kernels' fused GLU, in the order of `reference.activation`.
+
+Programmatic dependent launch (`pdl_launch_dependents`, `pdl_wait`; ``HAS_PDL``): a kernel
+launched with ``launch_pdl=True`` may start while the kernel before it in the stream (or CUDA
+graph) still runs; it must call `pdl_wait` before it reads anything that kernel writes, and
+everything it does before the wait may only read data no kernel of the step writes (weights,
+routing). `pdl_launch_dependents` lets the next such kernel start once every program of this one
+has begun. Both compile to nothing with ``GDC`` False (the interpreter has no grid dependency
+control), and `pdl_wait` is a no-op in a kernel launched without the attribute.
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+try:  # griddepcontrol (sm_90+), triton >= 3.4
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+
+    HAS_PDL = True
+except ImportError:  # an older triton: launchers never ask for it
+    HAS_PDL = False
 
 # --- FP8 e4m3fn, UE8M0 scales and bf16 rounding ---------------------------------------------------
 
@@ -169,6 +184,21 @@ def e8m0_scale(s):
     (NaN in the format) gives inf, so the output turns non-finite as NaN would; byte 0 (2^-127)
     gives 0."""
     return (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
+
+
+# --- programmatic dependent launch ---------------------------------------------------------------
+
+
+@triton.jit
+def pdl_launch_dependents(GDC: tl.constexpr):
+    if GDC:
+        gdc_launch_dependents()
+
+
+@triton.jit
+def pdl_wait(GDC: tl.constexpr):
+    if GDC:
+        gdc_wait()
 
 
 # --- the gated activation -------------------------------------------------------------------------

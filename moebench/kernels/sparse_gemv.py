@@ -55,7 +55,15 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench.kernels.jit import e2m1_pair, e8m0_scale, fp32_to_bf16, gated_activation
+from moebench.kernels.jit import (
+    HAS_PDL,
+    e2m1_pair,
+    e8m0_scale,
+    fp32_to_bf16,
+    gated_activation,
+    pdl_launch_dependents,
+    pdl_wait,
+)
 from moebench.kernels.launch import GLUS, MX_BLOCK, checker, describe, weight_format
 
 
@@ -118,7 +126,9 @@ def _sparse_gemv_fp8(
     stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
+    PEEL: tl.constexpr, GDC: tl.constexpr,
 ):  # fmt: skip
+    pdl_launch_dependents(GDC)
     t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
@@ -141,7 +151,20 @@ def _sparse_gemv_fp8(
     )
     x_rows = x_row + 0 * rows[:, None, None]
     acc = tl.zeros([BLOCK_N, LANES], dtype=tl.float32)
-    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+    k_first = k_lo
+    if PEEL:
+        # The first step's weights are loaded before the wait for the previous kernel (they are
+        # constant), then its token values after it; the sum is the loop's first step, so the
+        # bits are the plain loop's (plain loop only: NUM_STAGES == 0).
+        k = k_lo + offs[None, :, :]
+        w = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
+        pdl_wait(GDC)
+        xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
+        acc += tl.sum(w.to(tl.float32) * xv.to(tl.bfloat16, bitcast=True).to(tl.float32), axis=2)
+        k_first = k_lo + BLOCK_K
+    else:
+        pdl_wait(GDC)
+    for k0 in tl.range(k_first, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
         k = k0 + offs[None, :, :]
         if EVEN_K:
             w = tl.load(w_rows + k)
@@ -172,11 +195,14 @@ def _sparse_gemv_mxfp4(
     stride_be, stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
-    GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr,
+    GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr, GDC: tl.constexpr,
 ):  # fmt: skip
+    pdl_launch_dependents(GDC)
     t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
+    # Only the routing was read so far; the token row may be the previous kernel's output.
+    pdl_wait(GDC)
     e64 = e.to(tl.int64)
     n_block, k_lo, k_hi = _k_range(R, K_SPLIT, SPLIT_K)
     # A lane loads one MX group (16 bytes, 32 values) of a row, as 4 uint32 words, and its single
@@ -372,6 +398,7 @@ def sparse_gemv(
     partials: torch.Tensor | None = None,
     tensor_cores: bool = False,
     group_major: bool | None = None,
+    pdl: bool = False,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -388,6 +415,11 @@ def sparse_gemv(
       (float32 [T, K, split_k, N], allocated when None) and a second kernel sums them in slice
       order and applies the epilogue. This changes the fp32 summation order (slice sums are added
       last), so outputs may differ from the default in the last bits.
+    - ``pdl``: programmatic dependent launch (`kernels.jit`). On the GPU the kernel is launched
+      to start while the previous kernel finishes: it reads its expert id and (FP8) its first
+      step's weights, then waits for the previous kernel before reading ``x``; it also lets the
+      next kernel launch early. Under the interpreter only the FP8 first step's peeling runs.
+      Plain loop only (no ``num_stages``, ``split_k`` or ``tensor_cores``); the same bits.
     """
     _check(glu in GLUS, f"glu must be one of {GLUS}, got {glu!r}")
     fmt = weight_format(w)
@@ -476,6 +508,11 @@ def sparse_gemv(
             f"tensor_cores needs block_n % 16 == 0 and block_k >= 64, got {bn}, {bk}",
         )
         _check(split_k == 1, "tensor_cores takes no split_k")
+    _check(
+        not pdl or (num_stages is None and split_k == 1 and not tensor_cores),
+        "pdl takes the plain loop: no num_stages, split_k or tensor_cores",
+    )
+    gdc = pdl and HAS_PDL and out.is_cuda
     if T == 0 or K == 0 or E == 0:
         return
     if tensor_cores:
@@ -491,13 +528,15 @@ def sparse_gemv(
     grid = (N // bn * split_k, K, T)
     common = dict(
         GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=R % bk == 0, EXACT_RNE=not out.is_cuda,
-        NUM_STAGES=num_stages or 0, SPLIT_K=split_k, num_warps=num_warps,
+        NUM_STAGES=num_stages or 0, SPLIT_K=split_k, num_warps=num_warps, GDC=gdc,
     )  # fmt: skip
+    if gdc:
+        common["launch_pdl"] = True
     if fmt == "fp8":
         _sparse_gemv_fp8[grid](
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
-            bias_EN.stride(0), out.stride(0), out.stride(1), *part_args, **common,
+            bias_EN.stride(0), out.stride(0), out.stride(1), *part_args, PEEL=pdl, **common,
         )  # fmt: skip
     else:
         _sparse_gemv_mxfp4[grid](

@@ -1,10 +1,16 @@
-"""arms.pipeline.fp8_gemm_launch: the launch the fp8 grouped GEMMs get from the case's routing."""
+"""The launches the prefill arms choose from the case's routing: fp8_gemm_launch (the fp8 grouped
+GEMMs) and masked_act_launch (the masked activation's schedule)."""
 
 from types import SimpleNamespace
 
 import torch
 
-from arms.prefill.pipeline import STREAMING_ROWS_PER_EXPERT, fp8_gemm_launch
+from arms.prefill.pipeline import (
+    PERSISTENT_ACT_MAX_LIVE,
+    STREAMING_ROWS_PER_EXPERT,
+    fp8_gemm_launch,
+    masked_act_launch,
+)
 
 
 def problem(rows_per_expert: int, E: int = 4, offset: int = 8, foreign: int = 100):
@@ -29,3 +35,16 @@ def test_a_row_block_an_expert_or_more_takes_tma():
 def test_the_stock_mode_always_takes_tma():
     assert fp8_gemm_launch(problem(1), "all")["loads"] == "tma"
     assert fp8_gemm_launch(problem(500), "all")["loads"] == "tma"
+
+
+def test_a_sparse_buffer_takes_the_persistent_activation():
+    # 4 experts x 100 rows live, foreign slots not counted: 400 of 1,600 rows = 25%.
+    capacity = int(400 / PERSISTENT_ACT_MAX_LIVE)
+    launch = masked_act_launch(problem(100, foreign=10_000), capacity)
+    assert launch["schedule"] == "persistent"
+    assert masked_act_launch(problem(100), capacity - 1)["schedule"] == "grid"
+
+
+def test_a_full_buffer_takes_the_grid_activation():
+    launch = masked_act_launch(problem(384), 4 * 384)
+    assert launch["schedule"] == "grid" and launch["block_rows"] == 16

@@ -144,19 +144,30 @@ def test_declared_kernel_names_are_real_triton_functions():
     for name, arm in ARMS.items():
         assert arm.launches and arm.forbidden, name
         for precision, launches in arm.launches.items():
-            assert set(launches) <= real, (name, precision, set(launches) - real)
-            assert not set(launches) & set(arm.forbidden), (name, precision)
+            # "a|b": either alternative (a launch chosen per case)
+            names = {k for entry in launches for k in entry.split("|")}
+            assert names <= real, (name, precision, names - real)
+            assert not names & set(arm.forbidden), (name, precision)
         assert set(arm.forbidden) <= real, (name, set(arm.forbidden) - real)
-    assert "_act_quant_masked_grid_kernel" in ARMS["prefix_sum_masked"].launches["fp8"]
-    assert "_act_quant_masked_grid_kernel" in ARMS["stock"].forbidden
+    masked_act = "_act_quant_masked_grid_kernel|_act_quant_masked_kernel"
+    assert masked_act in ARMS["prefix_sum_masked"].launches["fp8"]
+    assert "_act_quant_dense_kernel" in ARMS["prefix_sum_masked"].forbidden
+    assert {"_act_quant_masked_grid_kernel", "_act_quant_masked_kernel"} <= set(
+        ARMS["stock"].forbidden
+    )
     assert "_grouped_gemm_fp8_live" in ARMS["prefix_sum"].launches["fp8"]
 
 
 def test_dispatch_judge():
     expected, forbidden = dispatch_gate.declared(ARMS["prefix_sum_masked"], "fp8")
-    ok = dispatch_gate.judge(expected, forbidden, [*expected, "elementwise_kernel"])
-    assert ok.status == "pass"
-    dense = [k for k in expected if "masked" not in k] + ["_act_quant_dense_kernel"]
+    plain = [k for k in expected if "|" not in k]
+    # The masked activation may be either schedule (chosen per case), one of them must run.
+    for schedule in ("_act_quant_masked_grid_kernel", "_act_quant_masked_kernel"):
+        ok = dispatch_gate.judge(expected, forbidden, [*plain, schedule, "elementwise_kernel"])
+        assert ok.status == "pass", ok.detail
+    neither = dispatch_gate.judge(expected, forbidden, plain)
+    assert neither.status == "fail" and "_act_quant_masked_grid_kernel" in neither.detail
+    dense = [k for k in plain if "masked" not in k] + ["_act_quant_dense_kernel"]
     bad = dispatch_gate.judge(expected, forbidden, dense)
     assert bad.status == "fail"
     assert "_act_quant_masked_grid_kernel" in bad.detail and "_act_quant_dense_kernel" in bad.detail

@@ -103,3 +103,19 @@ def test_combine_rejects_bad_inputs():
         combine(out, slot_row, w, torch.empty(4, 16, dtype=torch.float16))
     with pytest.raises(ValueError, match="out_MD"):
         combine(out.to(torch.float16), slot_row, w, y)
+
+
+@pytest.mark.parametrize("block_t, block_d", [(2, 32), (4, 128), (8, 16)])
+def test_combine_tiles_write_the_same_bits(block_t, block_d):
+    # Other tiles (several tokens a program, narrower or wider columns) change which program adds
+    # a term, never the order: bitwise the default's y, T and D not multiples of the tile.
+    T, K, D = 13, 4, 80
+    plan, M = plan_for(T, K, 16, 8, 0, "random", 16, seed=3)
+    out, slot_row, w = poisoned_inputs(plan, M, D, torch.bfloat16, seed=4)
+    want = torch.full((T, D), float("nan"), dtype=torch.bfloat16)
+    combine(out, slot_row, w, want)
+    got = torch.full((T, D), float("nan"), dtype=torch.bfloat16)
+    combine(out, slot_row, w, got, block_t=block_t, block_d=block_d, num_warps=2)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    with pytest.raises(ValueError, match="block_t"):
+        combine(out, slot_row, w, got, block_t=3)

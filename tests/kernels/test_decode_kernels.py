@@ -145,6 +145,8 @@ GEMV_VARIANTS = [
     pytest.param({"split_k": 2}, id="split-2"),
     pytest.param({"split_k": 3, "num_stages": 3}, id="split-3-last-slice-short-pipelined"),
     pytest.param({"split_k": 8}, id="split-8-empty-slices"),
+    pytest.param({"pdl": True}, id="pdl-first-step-peeled"),
+    pytest.param({"pdl": True, "block_k": 256}, id="pdl-one-step-covers-R"),
 ]
 
 
@@ -285,13 +287,14 @@ def test_combine_topk_skips_non_local_slots(T, layout, y_dtype):
         o = torch.randn(E, T, D).bfloat16()
         rows = torch.stack([o[(ids[:, k] - offset).clamp(0, E - 1), torch.arange(T)]
                             for k in range(K)], dim=1).float()  # fmt: skip
-    y = torch.empty(T, D, dtype=y_dtype)
-    combine(o, ids, wts, y, expert_offset=offset, local_experts=E, layout=layout)
     want = torch.zeros(T, D)
     for k in range(K):
         want[local[:, k]] += wts[local[:, k], k, None] * rows[local[:, k], k]
-    assert torch.isfinite(y.float()).all()
-    assert torch.equal(y, want.to(y_dtype))
+    for pdl in (False, True):  # a programmatic dependent launch writes the same bits
+        y = torch.empty(T, D, dtype=y_dtype)
+        combine(o, ids, wts, y, expert_offset=offset, local_experts=E, layout=layout, pdl=pdl)
+        assert torch.isfinite(y.float()).all()
+        assert torch.equal(y, want.to(y_dtype))
 
 
 def test_batched_gemm_every_expert_every_token():
@@ -328,6 +331,9 @@ def test_launchers_name_bad_arguments():
     with pytest.raises(ValueError, match="tensor_cores is implemented for MXFP4"):
         sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
                     tensor_cores=True)  # fmt: skip
+    with pytest.raises(ValueError, match="pdl takes the plain loop"):
+        sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
+                    pdl=True, split_k=2)  # fmt: skip
     wm, sm, _ = quantised("mxfp4", torch.randn(2, 32, 64))
     with pytest.raises(ValueError, match="block_n % 16 == 0"):
         sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
