@@ -236,24 +236,32 @@ def main(out_dir: str, variants=VARIANTS) -> None:
         )
 
         # The step with and without programmatic dependent launch (arms/decode/pipeline.py PDL),
-        # interleaved, after checking that both write the same bits.
-        def pdl_step(pdl, y):
-            fc1(ws.a, pdl=pdl)
-            fc2(ws.a, ws.o, pdl=pdl)
+        # interleaved, after checking that every launch writes the same bits: (name, pdl, the
+        # FP8 first step's weights before the wait, where the next kernel may launch).
+        pdl_variants = (("nopdl", False, True, "start"), ("pdl", True, True, "start"),
+                        ("pdl_nopeel", True, False, "start"), ("pdl_late", True, True, "end"),
+                        ("pdl_nopeel_late", True, False, "end"))  # fmt: skip
+
+        def pdl_step(y, pdl, peel, trigger):
+            kw = dict(pdl=pdl, pdl_peel=peel, pdl_trigger=trigger)
+            fc1(ws.a, **kw)
+            fc2(ws.a, ws.o, **kw)
             combine_topk(ws.o, prob.topk_ids_TK, prob.topk_weights_TK, y, expert_offset=off,
                          local_experts=prob.w13.shape[0], layout="TKD", pdl=pdl)  # fmt: skip
 
-        ys = {pdl: torch.full_like(ws.y_TD, float("nan")) for pdl in (False, True)}
-        for pdl, y in ys.items():
-            pdl_step(pdl, y)
-        step["pdl_bitwise"] = torch.equal(ys[True].view(torch.int16), ys[False].view(torch.int16))
-        step["nopdl_step_us"], step["pdl_step_us"] = bench.time_interleaved(
+        ys = [torch.full_like(ws.y_TD, float("nan")) for _ in pdl_variants]
+        for y, (_, *v) in zip(ys, pdl_variants, strict=True):
+            pdl_step(y, *v)
+        step["pdl_bitwise"] = all(torch.equal(y.view(torch.int16), ys[0].view(torch.int16))
+                                  for y in ys)  # fmt: skip
+        times = bench.time_interleaved(
             CLOCK,
-            [lambda: pdl_step(False, ys[False]), lambda: pdl_step(True, ys[True])],
-            rounds=10,
-            reps=5,
-        )
-        for k in ("sparse_step", "read_step", "nopdl_step", "pdl_step"):
+            [lambda y=y, v=v: pdl_step(y, *v[1:]) for y, v in zip(ys, pdl_variants, strict=True)],
+            rounds=10, reps=5,
+        )  # fmt: skip
+        for (name, *_), us in zip(pdl_variants, times, strict=True):
+            step[f"{name}_step_us"] = us
+        for k in ("sparse_step", "read_step", *(f"{v[0]}_step" for v in pdl_variants)):
             step[f"{k}_of_copy"] = bytes_hit["ffn"] / step[f"{k}_us"] / 1e6 / COPY_TBS
         step["target_us"] = bytes_hit["ffn"] / 0.75 / COPY_TBS / 1e6
         step["target60_us"] = bytes_hit["ffn"] / 0.60 / COPY_TBS / 1e6

@@ -102,9 +102,11 @@ ACT_MASKED_CONFIGS = (
     ("stream", 16, 2, 8, 4),
     ("grid", 32, 1, 0, 4),
     ("grid", 16, 1, 0, 4),
+    ("grid_eager", 16, 2, 0, 4),
+    ("grid_eager", 32, 1, 0, 4),
 )
 # Live rows of the crossover sweep between the schedules (balanced over the 32 experts).
-ACT_CROSSOVER = (3072, 6144, 7168, 9216, 12288, 24576)
+ACT_CROSSOVER = (3072, 6144, 7168, 12288, 24576, 27648)
 
 
 def masked_opts(schedule: str, rows: int, groups: int, per_sm: int, warps: int) -> dict:
@@ -187,7 +189,7 @@ def bench_act() -> None:
             )
         if label.startswith("balanced") and label != "balanced3072":
             # the crossover sweep: the dense launch, the arms' two schedules and the best others
-            timed = timed[:3] + [t for t in timed[3:] if t[0]["schedule"] == "stream"][:1]
+            timed = timed[:3] + [t for t in timed[3:] if t[0]["schedule"] == "grid_eager"][:1]
         if label == "balanced3072":
             # what masking is held to: the dense kernel over a buffer of only the live rows
             hl, ql = h[:n], torch.empty(n, F, dtype=torch.float8_e4m3fn, device=dev)
@@ -470,8 +472,18 @@ def bench_combine() -> None:
         timed.append((dict(kernel="combine", block_t=bt, block_d=bd, warps=nw, exact=exact),
                       lambda y=y, kw=kw: combine(ws.o_MD, ws.slot_row_TK, p.topk_weights_TK, y,
                                                  **kw)))  # fmt: skip
+    # What these bytes cost torch: the live rows gathered (read + written) and y zeroed (written).
+    rows = ws.slot_row_TK[ws.slot_row_TK >= 0].long()
+    gathered = torch.empty(rows.numel(), D, dtype=ws.o_MD.dtype, device=dev)
+    y0 = torch.empty_like(ws.y_TD)
+    timed.append((dict(kernel="torch_index_select_live_rows", bytes=2 * rows.numel() * D * 2),
+                  lambda: torch.index_select(ws.o_MD, 0, rows, out=gathered)))  # fmt: skip
+    timed.append((dict(kernel="torch_zero_y", bytes=y0.numel() * 2), lambda: y0.zero_()))
     times = time_interleaved([fn for _, fn in timed], rounds=10)
     for (row, fn), us in zip(timed, times, strict=True):
+        if "bytes" in row:
+            record(**row, us=us, tbs=row["bytes"] / us / 1e6)
+            continue
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(10):
                 flush.max()

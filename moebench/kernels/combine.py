@@ -93,7 +93,7 @@ def combine(
 
     out_MD float32 or bf16 [M, D]; slot_row_TK int32 [T, K]; topk_weights_TK float32 or bf16
     [T, K]; y_TD float32 or bf16 [T, D], written in full. All on one device, any strides.
-    A program covers ``block_t`` tokens of ``block_d`` columns (default: up to 1,024) on
+    A program covers ``block_t`` tokens of ``block_d`` columns (default below) on
     ``num_warps`` warps; the tile changes which program adds a term, never the order of the terms,
     so every tile writes the same bits.
     """
@@ -127,8 +127,10 @@ def combine(
     for name, v in (("block_t", block_t), ("block_d", block_d or 1), ("num_warps", num_warps)):
         if v < 1 or v & (v - 1):
             raise ValueError(f"{name} must be a power of two, got {v}")
-    # One token a program, wide column tiles: measured best on the H200 (about 4 TB/s at D=7168).
-    block_d = block_d or min(1024, triton.next_power_of_2(D))
+    # One token a program, wide column tiles: 1,024 columns measured best on the H200 at D=7168
+    # (about 4 TB/s); 2,048 where they divide D (D=4096: 26.1 against 28.5 us, docs/PERF.md).
+    if block_d is None:
+        block_d = 2048 if D % 2048 == 0 else min(1024, triton.next_power_of_2(D))
     grid = (triton.cdiv(T, block_t), triton.cdiv(D, block_d))
     # No fused multiply-add: each term is rounded once as a product and once as a sum, as in the
     # reference, so float32 results agree bit for bit on the GPU too (the interpreter never fuses).

@@ -126,9 +126,9 @@ def _sparse_gemv_fp8(
     stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
-    PEEL: tl.constexpr, GDC: tl.constexpr,
+    PEEL: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr,
 ):  # fmt: skip
-    pdl_launch_dependents(GDC)
+    pdl_launch_dependents(GDC and not LATE_TRIGGER)
     t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
@@ -179,6 +179,7 @@ def _sparse_gemv_fp8(
         if NUM_STAGES != 0:
             xf = xf[None, :, :]
         acc += tl.sum(w.to(tl.float32) * xf, axis=2)
+    pdl_launch_dependents(GDC and LATE_TRIGGER)
     h = tl.sum(acc, axis=1)
     if SPLIT_K == 1:
         _epilogue(h * tl.load(ws_ptr + e64), n_block, e64, t, slot, b_ptr, out_ptr, stride_be,
@@ -195,9 +196,9 @@ def _sparse_gemv_mxfp4(
     stride_be, stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
-    GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr, GDC: tl.constexpr,
+    GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr,
 ):  # fmt: skip
-    pdl_launch_dependents(GDC)
+    pdl_launch_dependents(GDC and not LATE_TRIGGER)
     t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
@@ -268,6 +269,7 @@ def _sparse_gemv_mxfp4(
             part += lo * x_lo
             part += hi * x_hi
         acc += tl.sum(part, axis=2) * e8m0_scale(s)
+    pdl_launch_dependents(GDC and LATE_TRIGGER)
     # Undo the 2^-14 of the fp16 placement (kernels.jit); kernels read no module globals.
     h = tl.sum(acc, axis=0 if GROUP_MAJOR else 1)
     if SPLIT_K == 1:
@@ -399,6 +401,8 @@ def sparse_gemv(
     tensor_cores: bool = False,
     group_major: bool | None = None,
     pdl: bool = False,
+    pdl_peel: bool = True,
+    pdl_trigger: str = "start",
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -420,6 +424,8 @@ def sparse_gemv(
       step's weights, then waits for the previous kernel before reading ``x``; it also lets the
       next kernel launch early. Under the interpreter only the FP8 first step's peeling runs.
       Plain loop only (no ``num_stages``, ``split_k`` or ``tensor_cores``); the same bits.
+      ``pdl_peel=False`` waits before the first weight load instead (FP8); ``pdl_trigger="end"``
+      lets the next kernel launch after this program's K loop instead of at its start.
     """
     _check(glu in GLUS, f"glu must be one of {GLUS}, got {glu!r}")
     fmt = weight_format(w)
@@ -512,6 +518,7 @@ def sparse_gemv(
         not pdl or (num_stages is None and split_k == 1 and not tensor_cores),
         "pdl takes the plain loop: no num_stages, split_k or tensor_cores",
     )
+    _check(pdl_trigger in ("start", "end"), f"pdl_trigger must be start or end: {pdl_trigger!r}")
     gdc = pdl and HAS_PDL and out.is_cuda
     if T == 0 or K == 0 or E == 0:
         return
@@ -529,6 +536,7 @@ def sparse_gemv(
     common = dict(
         GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=R % bk == 0, EXACT_RNE=not out.is_cuda,
         NUM_STAGES=num_stages or 0, SPLIT_K=split_k, num_warps=num_warps, GDC=gdc,
+        LATE_TRIGGER=pdl_trigger == "end",
     )  # fmt: skip
     if gdc:
         common["launch_pdl"] = True
@@ -536,7 +544,8 @@ def sparse_gemv(
         _sparse_gemv_fp8[grid](
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
-            bias_EN.stride(0), out.stride(0), out.stride(1), *part_args, PEEL=pdl, **common,
+            bias_EN.stride(0), out.stride(0), out.stride(1), *part_args,
+            PEEL=pdl and pdl_peel, **common,
         )  # fmt: skip
     else:
         _sparse_gemv_mxfp4[grid](

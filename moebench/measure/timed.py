@@ -91,7 +91,9 @@ def time_rank(
         ksets = [assemble.kernel_stages(arms[arm], w, st) for w, st in pairs]
         use_graph = graphs[arm]
         try:
-            if "ffn" in m.regimes:
+            # The profile regime replays the same whole-FFN graphs, with or without the ffn
+            # regime's samples (a scenario may ask for [kernel, profile]).
+            if "ffn" in m.regimes or "profile" in m.regimes:
                 calls = [lambda st=st: run_all(st) for st in sets]
                 calls = [clock.capture(c) if use_graph else c for c in calls]
                 ffn[arm] = calls[0] if len(calls) == 1 else cold.Rotation(calls)

@@ -38,7 +38,7 @@ def test_the_stock_mode_always_takes_tma():
 
 
 def test_a_sparse_buffer_takes_the_persistent_activation():
-    # 4 experts x 100 rows live, foreign slots not counted: 400 of 1,600 rows = 25%.
+    # 4 experts x 100 rows live, foreign slots not counted.
     capacity = int(400 / PERSISTENT_ACT_MAX_LIVE)
     launch = masked_act_launch(problem(100, foreign=10_000), capacity)
     assert launch["schedule"] == "persistent"

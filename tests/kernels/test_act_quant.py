@@ -159,21 +159,23 @@ def test_act_quant(counts, alignment, tail, F, activation, precision, row_progra
         assert not torch.isnan(out_m.cpu()[live]).any(), "a live bf16 value was left unwritten"
         assert torch.isnan(out_m.cpu()[~live]).all(), "masked wrote a padding row"
 
-    # The grid schedule (row blocks that look up their expert) writes exactly the same bytes.
-    out_g, sf_g, _ = _outputs(M, F, precision)
-    act_quant_masked(
-        h,
-        out_g,
-        sf_g,
-        ends_E,
-        alignment=alignment,
-        activation=activation,
-        schedule="grid",
-        block_rows=16,
-    )
-    assert torch.equal(out_g.view(raw).cpu(), out_m.view(raw).cpu())
-    if precision == "fp8":
-        assert torch.equal(sf_g.cpu(), sf_m.cpu())
+    # The grid schedules (row blocks that look up their expert; the eager one loads its rows,
+    # padding included, before the lookup) write exactly the same bytes, padding left poisoned.
+    for schedule in ("grid", "grid_eager"):
+        out_g, sf_g, _ = _outputs(M, F, precision)
+        act_quant_masked(
+            h,
+            out_g,
+            sf_g,
+            ends_E,
+            alignment=alignment,
+            activation=activation,
+            schedule=schedule,
+            block_rows=16,
+        )
+        assert torch.equal(out_g.view(raw).cpu(), out_m.view(raw).cpu()), schedule
+        if precision == "fp8":
+            assert torch.equal(sf_g.cpu(), sf_m.cpu()), schedule
 
     # So does the stream schedule (the stride loop that loads the next item before storing this
     # one), whose last prefetch lies past the work and must read and write nothing.
