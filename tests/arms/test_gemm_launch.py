@@ -1,6 +1,7 @@
 """The launches the prefill arms choose from the case's routing: fp8_gemm_launch (the fp8 grouped
 GEMMs) and masked_act_launch (the masked activation's schedule)."""
 
+import math
 from types import SimpleNamespace
 
 import torch
@@ -39,7 +40,7 @@ def test_the_stock_mode_always_takes_tma():
 
 def test_a_sparse_buffer_takes_the_persistent_activation():
     # 4 experts x 100 rows live, foreign slots not counted.
-    capacity = int(400 / PERSISTENT_ACT_MAX_LIVE)
+    capacity = math.ceil(400 / PERSISTENT_ACT_MAX_LIVE)
     launch = masked_act_launch(problem(100, foreign=10_000), capacity)
     assert launch["schedule"] == "persistent"
     assert masked_act_launch(problem(100), capacity - 1)["schedule"] == "grid"
