@@ -102,8 +102,11 @@ ACT_MASKED_CONFIGS = (
     ("stream", 16, 2, 8, 4),
     ("grid", 32, 1, 0, 4),
     ("grid", 16, 1, 0, 4),
-    ("grid_eager", 16, 2, 0, 4),
-    ("grid_eager", 32, 1, 0, 4),
+    ("persistent", 16, 4, 8, 4),
+    ("persistent", 16, 4, 8, 8),
+    ("persistent", 32, 2, 8, 8),
+    ("persistent", 16, 1, 12, 4),
+    ("persistent", 8, 4, 16, 4),
 )
 # Live rows of the crossover sweep between the schedules (balanced over the 32 experts).
 ACT_CROSSOVER = (3072, 6144, 7168, 12288, 24576, 27648)
@@ -189,7 +192,7 @@ def bench_act() -> None:
             )
         if label.startswith("balanced") and label != "balanced3072":
             # the crossover sweep: the dense launch, the arms' two schedules and the best others
-            timed = timed[:3] + [t for t in timed[3:] if t[0]["schedule"] == "grid_eager"][:1]
+            timed = timed[:3]
         if label == "balanced3072":
             # what masking is held to: the dense kernel over a buffer of only the live rows
             hl, ql = h[:n], torch.empty(n, F, dtype=torch.float8_e4m3fn, device=dev)
@@ -200,6 +203,17 @@ def bench_act() -> None:
                          block_rows=br, groups=gr),
                     lambda hl=hl, ql=ql, sfl=sfl, br=br, gr=gr: act_quant_dense(
                         hl, ql, sfl, block_rows=br, groups=gr),
+                ))  # fmt: skip
+            # The masked schedules on that same buffer, every row live (24 experts of 128 rows,
+            # no padding): what the endpoint lookup alone costs over the dense pass.
+            ends_live = expert_ends(torch.full((24,), n // 24, dtype=torch.int32), A).to(dev)
+            for config in (ACT_MASKED_CONFIGS[0], ACT_MASKED_CONFIGS[1]):
+                o = masked_opts(*config)
+                timed.append((
+                    dict(kernel="act_masked_live_rows_only", routing=label, live=n,
+                         schedule=config[0], block_rows=config[1], groups=config[2]),
+                    lambda hl=hl, ql=ql, sfl=sfl, o=o: act_quant_masked(hl, ql, sfl, ends_live,
+                                                                        **o),
                 ))  # fmt: skip
         times = time_interleaved([fn for _, fn in timed], rounds=10)
         device = device_times([fn for _, fn in timed]) if label in ("balanced3072", "full") else {}

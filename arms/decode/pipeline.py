@@ -29,26 +29,31 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.sparse_gemv import sparse_gemv
 from moebench.routing.synthetic import local_counts
 
-# Programmatic dependent launch of the sparse GEMVs and the combine (moebench/kernels/jit.py): on
-# the GPU each starts while the kernel before it in the step's graph finishes, reads only routing
-# and weights until it has waited for it, and writes the same bits (docs/PERF.md, issue 19).
-PDL = True
+# Programmatic dependent launch of the sparse GEMVs and the combine, per precision
+# (moebench/kernels/jit.py): on the GPU each kernel starts while the one before it in the step's
+# graph finishes, reads only routing and weights until it has waited for it, and writes the same
+# bits. Measured on the H200 at one token of gpt-oss-20b (docs/PERF.md, issue 19), interleaved: the
+# MXFP4 step 33.1 against 34.8 us without; the FP8 step slower with it in every form tried (34.5-
+# 36.4 against 33.4 us; why is not measured: one guess is its 5,760 one-warp fc2 programs taking
+# the SMs' program slots while fc1 drains), so off.
+PDL = {"w4a16": True, "w8a16": False}
 
 
 def build_stages(ws: Workspace) -> tuple[Stage, ...]:
     """The three stages as argument-free closures over the workspace (no allocation inside)."""
     p = ws.problem
     E, off = p.local_experts, p.expert_offset
+    pdl = PDL.get(p.precision, False)
 
     if ws.layout == "TKD":
 
         def run_fc1() -> None:
             sparse_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a,
-                        expert_offset=off, glu=p.activation, pdl=PDL)  # fmt: skip
+                        expert_offset=off, glu=p.activation, pdl=pdl)  # fmt: skip
 
         def run_fc2() -> None:
             sparse_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
-                        pdl=PDL)  # fmt: skip
+                        pdl=pdl)  # fmt: skip
 
     else:
 
@@ -60,7 +65,7 @@ def build_stages(ws: Workspace) -> tuple[Stage, ...]:
 
     def run_combine() -> None:
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
-                     local_experts=E, layout=ws.layout, pdl=PDL)  # fmt: skip
+                     local_experts=E, layout=ws.layout, pdl=pdl)  # fmt: skip
 
     fns = (run_fc1, run_fc2, run_combine)
     return tuple(Stage(name=n, run=f) for n, f in zip(DECODE_STAGES, fns, strict=True))

@@ -15,10 +15,10 @@ Two launchers share one per-tile body (`_load_item` then `_store_item`), so thei
 live rows are bitwise identical: `act_quant_dense` covers every row of the buffer;
 `act_quant_masked` walks only each expert's [start, end) and leaves every other row untouched
 (data and scales), reading the endpoints on the device only, so it can be captured in a CUDA graph
-once and replayed with any routing. The masked launcher has four schedules (``SCHEDULES``,
-measured in docs/PERF.md): the dense grid with an early exit per row block, the same grid loading
-its rows before the lookup, a persistent stride loop over the live items, and that loop with the
-next item's loads issued before the current item's stores. The arms choose one per case from the
+once and replayed with any routing. The masked launcher has three schedules (``SCHEDULES``,
+measured in docs/PERF.md): the dense grid with an early exit per row block, a persistent stride
+loop over the live items, and that loop with the next item's loads issued before the current
+item's stores. The arms choose one per case from the
 live fraction (arms/prefill/pipeline.py, masked_act_launch).
 """
 
@@ -37,7 +37,7 @@ GROUP = 128
 # Rows per tile: a [32, 128] fp32 tile per group keeps the gate and up tiles in registers at four
 # warps. Per-row results do not depend on it, so dense and masked agree whatever it is.
 BLOCK_ROWS = 32
-SCHEDULES = ("grid", "grid_eager", "persistent", "stream")
+SCHEDULES = ("grid", "persistent", "stream")
 
 
 @triton.jit
@@ -278,7 +278,6 @@ def _act_quant_masked_grid_kernel(
     BLOCK_ROWS: tl.constexpr,
     BLOCK_E: tl.constexpr,
     GROUPS: tl.constexpr,
-    EAGER: tl.constexpr,
 ):
     # The dense grid, masked: grid (ceil(M / BLOCK_ROWS), ceil(G / GROUPS)). BLOCK_ROWS divides the
     # alignment, so a row block lies in one expert's aligned span: the expert whose start is the
@@ -287,11 +286,6 @@ def _act_quant_masked_grid_kernel(
     # end. On a full buffer this is the dense kernel plus one lookup a program.
     row0 = tl.program_id(0) * BLOCK_ROWS
     g0 = tl.program_id(1) * GROUPS
-    if EAGER:
-        # The block's rows are loaded before the endpoints are known, with the endpoint loads in
-        # flight beside them: on a buffer that is (nearly) all live, no program waits for the
-        # lookup before its first row load. Padding rows are read and dropped, never written.
-        gate, up = _load_item(h_ptr, row0, M, g0, F, stride_hm, BLOCK_ROWS, GROUPS)
     ex = tl.arange(0, BLOCK_E)
     in_e = ex < E
     # Both endpoint vectors in one round of loads: the expert's own end is picked from the vector
@@ -304,17 +298,11 @@ def _act_quant_masked_grid_kernel(
     # Endpoints past the buffer are a scatter bug the gates report; the clamp keeps it in bounds.
     end = tl.minimum(tl.sum(tl.where(ex == e, ends, 0), axis=0), M)
     if row0 < end:
-        if EAGER:
-            _store_item(
-                gate, up, out_ptr, sf_ptr, row0, end, g0, F, stride_om, stride_sm, stride_sw,
-                ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS, GROUPS,
-            )  # fmt: skip
-        else:
-            _act_quant_item(
-                h_ptr, out_ptr, sf_ptr, row0, end, g0, F,
-                stride_hm, stride_om, stride_sm, stride_sw,
-                ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS, GROUPS,
-            )  # fmt: skip
+        _act_quant_item(
+            h_ptr, out_ptr, sf_ptr, row0, end, g0, F,
+            stride_hm, stride_om, stride_sm, stride_sw,
+            ACTIVATION, OUT_FP8, EXACT_RNE, BLOCK_ROWS, GROUPS,
+        )  # fmt: skip
 
 
 def _check(h_M2F: torch.Tensor, out_MF: torch.Tensor, sf_MG4, activation: str) -> bool:
@@ -410,11 +398,9 @@ def act_quant_masked(
 
     ``schedule="grid"`` instead launches the dense kernel's grid and lets each row block look up
     its expert and return at once when it holds no live row (row blocks are capped at the
-    alignment); ``"grid_eager"`` is that grid with each block's rows loaded before its endpoint
-    lookup (padding rows are read, never written: for buffers that are nearly all live);
-    ``"persistent"`` is the stride loop above; ``"stream"`` is that loop with the next item's loads
-    issued before the current item's math and stores (one item in flight while another is
-    computed).
+    alignment); ``"persistent"`` is the stride loop above; ``"stream"`` is that loop with the next
+    item's loads issued before the current item's math and stores (one item in flight while
+    another is computed).
     """
     fp8 = _check(h_M2F, out_MF, sf_MG4, activation)
     check_alignment(alignment)
@@ -427,8 +413,7 @@ def act_quant_masked(
         raise ValueError(f"programs must be >= 1, got {programs}")
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    grid_like = schedule in ("grid", "grid_eager")
-    if grid_like:
+    if schedule == "grid":
         if programs is not None:
             raise ValueError("programs applies to the 'persistent' and 'stream' schedules only")
         # A row block must not straddle two experts: no taller than the alignment (both are
@@ -461,9 +446,9 @@ def act_quant_masked(
         GROUPS=groups,
         num_warps=num_warps,
     )
-    if grid_like:
+    if schedule == "grid":
         grid = (triton.cdiv(M, block_rows), triton.cdiv(F // GROUP, groups))
-        _act_quant_masked_grid_kernel[grid](*args, **meta, EAGER=schedule == "grid_eager")
+        _act_quant_masked_grid_kernel[grid](*args, **meta)
         return
     if programs is None:
         # More programs than work items in a full buffer would only exit at once.
