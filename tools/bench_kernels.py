@@ -9,8 +9,8 @@ clock falls on all of them alike. Writes a JSON of every figure to OUT/bench_ker
 prints a line a figure.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_kernels.py OUT [PART ...]
-PART: act, act_floor, gemm, scatter, combine (default act gemm); "zero" or "read" before a part
-picks how the L2 is flushed (default read).
+PART: act, act_floor, act_full, gemm, scatter, combine (default act gemm); "zero" or "read"
+before a part picks how the L2 is flushed (default read).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import triton.language as tl
 
 from moebench.core import reference
 from moebench.core.layout import expert_ends, live_row_mask
-from moebench.kernels.act_quant import act_quant_dense, act_quant_masked
+from moebench.kernels.act_quant import _load_item, _store_item, act_quant_dense, act_quant_masked
 from moebench.kernels.grouped_gemm import grouped_gemm
 from moebench.measure import bench
 from moebench.measure.clock import Clock
@@ -249,6 +249,108 @@ def device_times(fns, reps: int = 20) -> dict[int, float]:
 def _touch(ptr):
     # One program, one 4-byte store: what the timer measures for a launch that does no work.
     tl.store(ptr, 1)
+
+
+@triton.jit
+def _act_grid_probe(h_ptr, out_ptr, sf_ptr, ends_ptr, M, F, E, stride_hm, stride_om, stride_sm,
+                    stride_sw, ALIGNMENT: tl.constexpr, BLOCK_ROWS: tl.constexpr,
+                    BLOCK_E: tl.constexpr, GROUPS: tl.constexpr, EAGER: tl.constexpr,
+                    LOOKUP: tl.constexpr):  # fmt: skip
+    # Probes of the masked grid schedule (not shipped): EAGER loads the block's rows before the
+    # endpoint lookup; LOOKUP False skips the lookup (end = M: right only on a buffer with every
+    # row live), so the pair splits the masked kernel's extra time into the lookup and the rest.
+    row0 = tl.program_id(0) * BLOCK_ROWS
+    g0 = tl.program_id(1) * GROUPS
+    if EAGER:
+        gate, up = _load_item(h_ptr, row0, M, g0, F, stride_hm, BLOCK_ROWS, GROUPS)
+    if LOOKUP:
+        ex = tl.arange(0, BLOCK_E)
+        in_e = ex < E
+        ends = tl.load(ends_ptr + ex, mask=in_e, other=0)
+        prev = tl.load(ends_ptr + ex - 1, mask=(ex > 0) & in_e, other=0)
+        starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        e = tl.sum(((starts <= row0) & in_e).to(tl.int32), axis=0) - 1
+        end = tl.minimum(tl.sum(tl.where(ex == e, ends, 0), axis=0), M)
+    else:
+        end = M
+    if row0 < end:
+        if not EAGER:
+            gate, up = _load_item(h_ptr, row0, end, g0, F, stride_hm, BLOCK_ROWS, GROUPS)
+        _store_item(gate, up, out_ptr, sf_ptr, row0, end, g0, F, stride_om, stride_sm, stride_sw,
+                    "silu", True, False, BLOCK_ROWS, GROUPS)  # fmt: skip
+
+
+def compiled_meta(fn) -> list[dict]:
+    """Registers, spills, shared memory and warps of every compiled specialisation of ``fn``."""
+    out = []
+    for dev_cache in getattr(fn, "device_caches", {}).values():
+        for k in dev_cache[0].values():
+            try:
+                k._init_handles()
+                out.append(dict(n_regs=k.n_regs, n_spills=k.n_spills,
+                                shared=k.metadata.shared, warps=k.metadata.num_warps))  # fmt: skip
+            except Exception as exc:  # metadata names differ across versions
+                out.append(dict(error=str(exc)[:80]))
+    return out
+
+
+def bench_act_full() -> None:
+    """The masked activation on buffers with every row live (the full-buffer case), where it
+    should cost what the dense one does: dense, the arms' grid and persistent launches and the
+    grid probes, interleaved, with device time and the compiled kernels' registers."""
+    from moebench.kernels import act_quant as aq
+
+    print("== act_quant on fully live buffers", flush=True)
+    h = (torch.randn(M, 2 * F, device=dev) * 2).to(torch.bfloat16)
+    for rows in (12_288, 28_672):
+        hs = h[:rows]
+        q = torch.empty(rows, F, dtype=torch.float8_e4m3fn, device=dev)
+        sf = reference.empty_packed_scales(rows, F // 128, dev)
+        ends = expert_ends(torch.full((E,), rows // E, dtype=torch.int32), A).to(dev)
+        want_q, want_sf = torch.empty_like(q), torch.empty_like(sf)
+        act_quant_dense(hs, want_q, want_sf, block_rows=16, groups=2)
+
+        def probe(eager, lookup, q=q, sf=sf, hs=hs, ends=ends, rows=rows):
+            grid = (rows // 16, F // 128 // 2)
+            _act_grid_probe[grid](hs, q.view(torch.uint8), sf, ends, rows, F, E, hs.stride(0),
+                                  q.stride(0), sf.stride(0), sf.stride(1), ALIGNMENT=A,
+                                  BLOCK_ROWS=16, BLOCK_E=32, GROUPS=2, EAGER=eager,
+                                  LOOKUP=lookup, num_warps=4)  # fmt: skip
+
+        fns = [
+            (dict(variant="dense_16x2"), lambda: act_quant_dense(hs, q, sf, block_rows=16,
+                                                                 groups=2)),
+            (dict(variant="masked_grid_16x2"), lambda: act_quant_masked(
+                hs, q, sf, ends, **masked_opts("grid", 16, 2, 0, 4))),
+            (dict(variant="masked_persistent_16x1"), lambda: act_quant_masked(
+                hs, q, sf, ends, **masked_opts("persistent", 16, 1, 16, 4))),
+            (dict(variant="probe_lookup"), lambda: probe(False, True)),
+            (dict(variant="probe_eager_lookup"), lambda: probe(True, True)),
+            (dict(variant="probe_no_lookup"), lambda: probe(False, False)),
+            (dict(variant="probe_eager_no_lookup"), lambda: probe(True, False)),
+        ]  # fmt: skip
+        rows_out, ok_fns = [], []
+        for row, fn in fns:
+            q.view(torch.uint8).fill_(0x7F)
+            try:
+                fn()
+                torch.cuda.synchronize()
+            except Exception as exc:  # a probe that does not compile is a row, not the end
+                record(kernel="act_full", rows=rows, **row, error=str(exc)[:160])
+                continue
+            ok_fns.append((row, fn))
+            exact = torch.equal(q.view(torch.uint8), want_q.view(torch.uint8)) and torch.equal(
+                sf, want_sf
+            )
+            rows_out.append(dict(kernel="act_full", rows=rows, **row, exact=exact))
+        times = time_interleaved([fn for _, fn in ok_fns], rounds=10)
+        device = device_times([fn for _, fn in ok_fns])
+        for i, (row, us) in enumerate(zip(rows_out, times, strict=True)):
+            record(**row, us=us, device_us=device.get(i, float("nan")))
+    for fn in (aq._act_quant_dense_kernel, aq._act_quant_masked_grid_kernel,
+               aq._act_quant_masked_kernel, _act_grid_probe):  # fmt: skip
+        for meta in compiled_meta(fn):
+            record(kernel=f"compiled:{fn.__name__}", **meta)
 
 
 def bench_act_floor() -> None:
@@ -678,6 +780,7 @@ if __name__ == "__main__":
         {
             "act": bench_act,
             "act_floor": bench_act_floor,
+            "act_full": bench_act_full,
             "gemm": bench_gemm,
             "scatter": bench_scatter_combine,
             "combine": bench_combine,
