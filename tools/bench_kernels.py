@@ -391,19 +391,21 @@ def bench_act_floor() -> None:
 
 
 # --------------------------------------------------------------------------- grouped GEMMs
-GEMM_LIVES = (3072, 12288, 24576)
-# (k_loop, loads, BLOCK_M, BLOCK_N, warps, stages, programs per SM, group_m), persistent psum. The
+GEMM_LIVES = (3072, 24576)
+# (k_loop, loads, BLOCK_M, BLOCK_N, warps, stages, programs per SM, group_m, flatten), persistent
+# psum. The
 # first is the arms' launch (arms/prefill/pipeline.py) and the bitwise reference of the rest. The
 # k_loop variants (two K steps an iteration) were timed on 2026-11-30 and were all slower than
 # "plain" (docs/perf/HISTORY.md) with pointer loads, which need 236-255 registers at 64x128;
 # with TMA descriptor loads (no address tiles in registers) the plain loop needs 166 (ptxas
 # 13.4, sm_90a, offline).
 GEMM_CONFIGS = (
-    ("plain", "tma", 64, 128, 4, 3, 3, 8),
-    ("plain", "tma", 64, 128, 4, 3, 3, 4),
-    ("plain", "tma", 64, 128, 4, 3, 3, 16),
-    ("plain", "tma", 64, 128, 4, 3, 3, 32),
-    ("plain", "pointer", 64, 128, 4, 4, 2, 8),
+    ("plain", "tma", 64, 128, 4, 3, 3, 8, False),
+    ("plain", "tma", 64, 128, 4, 3, 3, 8, True),
+    ("plain", "tma", 64, 128, 4, 2, 4, 8, True),
+    ("plain", "tma", 64, 128, 4, 3, 3, 4, True),
+    ("plain", "pointer", 64, 128, 4, 4, 2, 8, False),
+    ("plain", "pointer", 64, 128, 4, 4, 2, 8, True),
 )
 
 
@@ -430,7 +432,7 @@ def bench_gemm() -> None:
             # (row of the table, function): checked first, then all timed together.
             timed: list[tuple[dict, object]] = []
             ref_out = None
-            for k_loop, loads, bm, bn, nw, ns, pps, gm in GEMM_CONFIGS:
+            for k_loop, loads, bm, bn, nw, ns, pps, gm, flat in GEMM_CONFIGS:
                 out.fill_(float("nan"))
                 kw = dict(
                     alignment=A,
@@ -444,6 +446,7 @@ def bench_gemm() -> None:
                     k_loop=k_loop,
                     loads=loads,
                     group_m=gm,
+                    flatten=flat,
                 )
                 tags = dict(
                     k_loop=k_loop,
@@ -453,6 +456,7 @@ def bench_gemm() -> None:
                     warps=nw,
                     stages=ns,
                     group_m=gm,
+                    flatten=flat,
                 )
                 try:
                     grouped_gemm(aq, asf, wq, ws, ends, out, **kw)

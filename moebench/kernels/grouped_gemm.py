@@ -110,7 +110,7 @@ def _grouped_gemm_fp8_live(
     stride_se, stride_sn, stride_sk, stride_om, stride_on,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_E: tl.constexpr,
     ALIGNMENT: tl.constexpr, GROUP_M: tl.constexpr, K_LOOP: tl.constexpr, TMA: tl.constexpr,
-    INTERPRET: tl.constexpr,
+    INTERPRET: tl.constexpr, FLATTEN: tl.constexpr,
 ):  # fmt: skip
     # psum with a persistent grid: a fixed number of programs strides over the live tiles only, so
     # no program is spent on the capacity buffer's dead blocks. Live row blocks of all experts are
@@ -126,7 +126,9 @@ def _grouped_gemm_fp8_live(
     blocks_end = tl.cumsum(blocks, axis=0)
     total = tl.sum(blocks, axis=0)
     num_n = N // BLOCK_N
-    for w in range(tl.program_id(0), total * num_n, tl.num_programs(0)):
+    # FLATTEN asks the compiler to fuse this loop with the tile's K loop into one pipelined loop,
+    # so the next tile's first operand loads are in flight while this tile's last steps run.
+    for w in tl.range(tl.program_id(0), total * num_n, tl.num_programs(0), flatten=FLATTEN):
         # Grouped ordering over the live blocks, as in block_owner: GROUP_M row blocks walk the
         # column blocks together, so activation rows and weight tiles are both reused from L2.
         in_group = GROUP_M * num_n
@@ -233,6 +235,7 @@ def grouped_gemm(
     k_loop: str = "plain",
     loads: str = "pointer",
     group_m: int = GROUP_M,
+    flatten: bool = False,
 ) -> None:
     """Write ``out_MN[m] = a_MK[m] @ w_ENK[e].T`` (dequantised for fp8) for the blocks that ``mode``
     visits; see the module docstring for shapes, dtypes and block ownership.
@@ -249,6 +252,8 @@ def grouped_gemm(
     ``w_ENK`` must be contiguous). Same tiles, same bits.
     ``group_m``: row blocks that walk the column blocks together (the L2 reuse order); it changes
     which tiles run at the same time, never a tile's bits.
+    ``flatten`` (persistent only): the compiler fuses the tile loop with the K loop and pipelines
+    across tiles; same tiles, same bits.
     """
     _check(mode in MODES, f"mode must be one of {MODES}, got {mode!r}")
     _check(k_loop in K_LOOPS, f"k_loop must be one of {K_LOOPS}, got {k_loop!r}")
@@ -327,6 +332,7 @@ def grouped_gemm(
             )
             a_op = TensorDescriptor.from_tensor(a_MK, [BLOCK_M, GROUP])
             w_op = TensorDescriptor.from_tensor(w_ENK.view(E * N, K), [BLOCK_N, GROUP])
+        _check(persistent or not flatten, "flatten applies to the persistent launch only")
         if persistent:
             _check(mode == "psum", "persistent=True schedules the psum mode only")
             programs = min(
@@ -339,7 +345,8 @@ def grouped_gemm(
                 *out_MN.stride(),
                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_E=common["BLOCK_E"],
                 ALIGNMENT=alignment, GROUP_M=group_m, K_LOOP=k_loop, TMA=loads == "tma",
-                INTERPRET=interpreting, num_warps=num_warps, num_stages=num_stages,
+                INTERPRET=interpreting, FLATTEN=flatten, num_warps=num_warps,
+                num_stages=num_stages,
             )  # fmt: skip
             return
         _grouped_gemm_fp8[grid](

@@ -268,8 +268,10 @@ def test_persistent_psum_matches_psum_bitwise(counts, alignment, block_m, block_
     live = live_row_mask(ends, alignment, M)
     operands = (*map(_to_device, (q, sf, wq, ws)), ends.to(DEVICE))
     outs = []
-    # The tile order (group_m) changes which tiles run together, never a tile's bits.
-    for persistent, group_m in ((False, 8), (True, 8), (True, 3)):
+    # The tile order (group_m) changes which tiles run together, never a tile's bits; nor does
+    # fusing the tile loop with the K loop (flatten, a compiler hint).
+    for persistent, group_m, flatten in ((False, 8, False), (True, 8, False), (True, 3, False),
+                                         (True, 8, True)):  # fmt: skip
         out = _poisoned_out(M, N)
         grouped_gemm(
             *operands,
@@ -280,6 +282,7 @@ def test_persistent_psum_matches_psum_bitwise(counts, alignment, block_m, block_
             BLOCK_N=block_n,
             persistent=persistent,
             group_m=group_m,
+            flatten=flatten,
         )
         outs.append(out.cpu())
     for other in outs[1:]:
