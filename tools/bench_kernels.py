@@ -26,6 +26,7 @@ from moebench.core import reference
 from moebench.core.layout import expert_ends, live_row_mask
 from moebench.kernels.act_quant import _load_item, _store_item, act_quant_dense, act_quant_masked
 from moebench.kernels.grouped_gemm import grouped_gemm
+from moebench.kernels.grouped_gemm_tiles import _step_scales
 from moebench.measure import bench
 from moebench.measure.clock import Clock
 
@@ -391,7 +392,7 @@ def bench_act_floor() -> None:
 
 
 # --------------------------------------------------------------------------- grouped GEMMs
-GEMM_LIVES = (3072, 24576)
+GEMM_LIVES = (3072,)
 # (k_loop, loads, BLOCK_M, BLOCK_N, warps, stages, programs per SM, group_m, flatten), persistent
 # psum. The
 # first is the arms' launch (arms/prefill/pipeline.py) and the bitwise reference of the rest. The
@@ -407,6 +408,59 @@ GEMM_CONFIGS = (
     ("plain", "pointer", 64, 128, 4, 4, 2, 8, False),
     ("plain", "pointer", 64, 128, 4, 4, 2, 8, True),
 )
+
+
+@triton.jit
+def _gemm_probe(a_desc, w_desc, sf_ptr, ws_ptr, out_ptr, N, K, stride_sfm, stride_sfp, stride_se,
+                stride_sn, stride_sk, stride_om, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                A: tl.constexpr, PROMOTE: tl.constexpr):  # fmt: skip
+    # Probe (not shipped): the psum tiles of a balanced routing (one grid program a tile, row
+    # blocks [e * A, e * A + 2 * BLOCK_M)) with TMA loads. PROMOTE scales each K step's product by
+    # its group scales into an fp32 sum, as the shipped tile does; without it the tensor cores
+    # accumulate the raw products (a wrong result, the same bytes and MMA work): the pair shows what
+    # the per-step promotion costs against what the loads and MMAs alone cost.
+    n0 = tl.program_id(0) * BLOCK_N
+    m0 = tl.program_id(2) * A + tl.program_id(1) * BLOCK_M
+    e = tl.program_id(2)
+    w_row = e * N + n0
+    rows = (m0 + tl.arange(0, BLOCK_M)).to(tl.int64)
+    row_ok = rows >= 0
+    sf_ptrs = sf_ptr + rows * stride_sfm
+    w_scales = ws_ptr + e.to(tl.int64) * stride_se + (n0 // 128) * stride_sn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(0, K // 128):
+        a = a_desc.load([m0, kb * 128])
+        w = w_desc.load([w_row, kb * 128])
+        if PROMOTE:
+            a_s, w_s = _step_scales(sf_ptrs, w_scales, kb, row_ok, stride_sfp, stride_sk)
+            acc += tl.dot(a, tl.trans(w), out_dtype=tl.float32) * (a_s * w_s)[:, None]
+        else:
+            acc = tl.dot(a, tl.trans(w), acc, out_dtype=tl.float32)
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    tl.store(out_ptr + rows[:, None] * stride_om + offs_n[None, :], acc.to(tl.bfloat16))
+
+
+def gemm_probes(aq, asf, wq, ws, out, live: int) -> list[tuple[dict, object]]:
+    """(row, function) of the promotion probes at ``live`` balanced rows (two 64-row blocks an
+    expert: what the shipped kernel visits at 96 rows an expert)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    if live != E * 96:
+        return []
+    En, N, K = wq.shape
+    a_desc = TensorDescriptor.from_tensor(aq, [64, 128])
+    w_desc = TensorDescriptor.from_tensor(wq.view(En * N, K), [128, 128])
+    probes = []
+    for promote in (True, False):
+
+        def fn(promote=promote):
+            _gemm_probe[(N // 128, 2, En)](
+                a_desc, w_desc, asf, ws, out, N, K, *asf.stride(), *ws.stride(), out.stride(0),
+                BLOCK_M=64, BLOCK_N=128, A=A, PROMOTE=promote, num_warps=4, num_stages=3,
+            )  # fmt: skip
+
+        probes.append((dict(kernel="gemm_probe", live=live, promote=promote), fn))
+    return probes
 
 
 def bench_gemm() -> None:
@@ -480,6 +534,13 @@ def bench_gemm() -> None:
                     timed.append(
                         (row, lambda kw=kw: grouped_gemm(aq, asf, wq, ws, ends, out, **kw))
                     )
+            for row, fn in gemm_probes(aq, asf, wq, ws, out, live):
+                try:
+                    fn()
+                    torch.cuda.synchronize()
+                    timed.append((dict(row, kernel=f"{name}_{row['kernel']}"), fn))
+                except Exception as exc:  # a probe that does not compile is a row
+                    record(**row, error=str(exc)[:160])
             offs = ((ends.long() + A - 1) // A * A).to(torch.int32)
 
             def peer(offs=offs, aligned_end=aligned_end):
