@@ -312,7 +312,8 @@ def test_seed_act_microbench_figures():
     s = load_scenario(SCENARIOS[0].parent / "seed-act-microbench.yaml")
     assert s.model.preset == "deepseek-v4-flash" and s.topology.ep == 8
     assert s.routing.family == "balanced" and s.measure.ranks == (0,)
-    assert s.measure.regimes == ("kernel",) and s.measure.stages == ("act",)
+    # the kernel regime (events) and the profile regime (device time inside the FFN graph)
+    assert s.measure.regimes == ("kernel", "profile") and s.measure.stages == ("act",)
     assert capacity(s) == 28_672
     # balanced routing: every expert gets exactly T*K/E rows, so rank 0 holds 32 of them
     assert global_tokens(s) * s.model.top_k // s.model.experts * local_experts(s) == 3_072
