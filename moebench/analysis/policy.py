@@ -239,6 +239,8 @@ def threshold_of(found: list[Evidence]) -> tuple[dict | None, list[dict], str]:
                 bounds.append({"between": sorted([t[k], t[inner]]), "faster": side})
                 how = _HOW.get(found[k].decision, f"not shown either way ({found[k].decision})")
                 notes.append(f"at {t[k]}: {how}" if found[k].decision else f"at {t[k]}: no verdict")
+    # A count between two FASTER runs bounds both: say it once.
+    notes = list(dict.fromkeys(notes))
     if len(runs) > 1:
         faster = [t[k] for i, j in runs for k in range(i, j + 1)]
         notes.insert(0, "not monotone in tokens")

@@ -406,7 +406,7 @@ def step_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[list
         cells = []
         for p in decided:
             use = "never" if p.use_when is None else ", ".join(
-                f"tokens {op} {v}" for op, v in p.use_when["tokens_per_rank"].items())  # fmt: skip
+                _use_text(op, v) for op, v in p.use_when["tokens_per_rank"].items())  # fmt: skip
             bound = "" if p.boundary is None else "between {} and {}".format(*p.boundary["between"])
             evidence = "; ".join(
                 f"{e.tokens_per_rank}: {'' if math.isnan(e.change_pct) else _signed(e.change_pct)}"
@@ -418,3 +418,11 @@ def step_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[list
         header = ["series", "regime", "arm vs baseline", "use when", "boundary", "evidence", "note"]
         out.append((heading, POLICY_NOTE, lead + header, cells))
     return out
+
+
+def _use_text(op: str, value) -> str:
+    """One condition of a policy: "tokens <= 8", or for the counts of a series that is not
+    monotone the set of counts measured FASTER ("tokens in {8, 128}": those counts, not a range)."""
+    if op == "in":
+        return "tokens in {" + ", ".join(str(v) for v in value) + "}"
+    return f"tokens {op} {value}"

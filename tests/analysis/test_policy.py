@@ -14,6 +14,7 @@ from synthetic_runs import checks, make_run, noisy, samples
 
 from moebench.analysis import policy
 from moebench.analysis.compare import compare_runs
+from moebench.report.sections import _use_text
 
 RUN = "run-p"
 TOKENS = (4, 16, 64, 256)
@@ -103,6 +104,11 @@ def test_not_monotone_lists_the_counts():
     p = entry(compare_runs([sweep(times)]), "prefix_sum", "stock")
     assert p.use_when == {"tokens_per_rank": {"in": [4, 64]}}
     assert p.boundary is None and len(p.boundaries) == 3 and "not monotone" in p.note
+    # 16 lies between the two FASTER counts: it bounds both runs and is named once.
+    assert p.note.count("at 16:") == 1 and "at 256:" in p.note
+    # The report writes the counts as a set: "[4, 64]" would read as a range.
+    assert _use_text("in", [4, 64]) == "tokens in {4, 64}"
+    assert _use_text("<=", 8) == "tokens <= 8"
 
 
 # (flags, runs of True): each an edge of the run finder.
