@@ -11,33 +11,45 @@
   per rank, since decode arms read no capacity buffer. One line per arm and swept series (the
   sweep values other than those that set x: precision, gemm, model, ...), with a legend.
   Percent ticks carry the decimals their step needs (0.25% apart: two), never two alike.
-- The step regime (``moebench.analysis.step``): ``step-<run>.png``, per case the distribution of
-  the model step time per arm (ECDF over steps); ``layers-<run>.png``, per case and arm each
-  layer's critical path stacked (median over steps); ``goodput-<run>.png``, per series P99 TPOT
-  (derived) against the tokens per step per arm, with the SLO as a line and each arm's goodput
-  batch marked.
+- The step regime (``moebench.analysis.step``), drawn by `moebench.report.step_plots`:
+  ``step-<run>.png``, per case the distribution of the model step time per arm (ECDF over
+  steps); ``layers-<run>.png``, per case and arm each layer's critical path stacked (median over
+  steps); ``goodput-<run>.png``, per series P99 TPOT (derived) against the tokens per step per
+  arm, with the SLO as a line and each arm's goodput batch marked.
 
-Figures are drawn with matplotlib's object API on the Agg canvas: no display, no pyplot state.
+Figures are drawn with matplotlib's object API on the Agg canvas (`moebench.report.canvas`: the
+helpers both figure modules share): no display, no pyplot state.
 A run in eager and graph mode gets one set per mode (``-<mode>`` in the name).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 from moebench.analysis.rows import CaseInfo, CompareRow, Comparison
 from moebench.core.errors import MoebenchError
-from moebench.core.vocabulary import DECODE, FAMILY_PRECISIONS, PREFILL_STAGES, aa_twin
+from moebench.core.vocabulary import PREFILL_STAGES, aa_twin
+from moebench.report.canvas import (
+    MAX_PANELS,
+    SERIES_MARKERS,
+    arm_colors,
+    case_title,
+    figure,
+    file_label,
+    grid,
+    is_decode,
+    params_of,
+    save,
+    title,
+    unit_of,
+)
+from moebench.report.step_plots import goodput_figure, layer_figures, step_figures, step_rows
 
 # Decode's stages (fc1, fc2, combine) are among prefill's and keep their colours.
 _STAGE_COLORS = dict(zip(PREFILL_STAGES, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3"),
                          strict=True))  # fmt: skip
-_MAX_PANELS = 12  # cases in one figure of panels; more are split into pages (-p2, -p3, ...)
 
 
 def write_plots(comp: Comparison, folder: Path | str) -> list[Path]:
@@ -55,59 +67,15 @@ def write_plots(comp: Comparison, folder: Path | str) -> list[Path]:
     written = []
     for run_id in comp.run_ids:
         modes = sorted({r.mode for r in comp.rows if r.run_id == run_id and r.regime}
-                       | {r.mode for r in _step_rows(comp, run_id, None)})  # fmt: skip
+                       | {r.mode for r in step_rows(comp, run_id, None)})  # fmt: skip
         for mode in modes or [""]:
             rows = [r for r in comp.rows if r.run_id == run_id and r.mode == mode]
-            suffix = f"{_label(run_id)}{f'-{mode}' if mode else ''}"
+            suffix = f"{file_label(run_id)}{f'-{mode}' if mode else ''}"
             for name, draw in _FIGURES:
                 for page, fig in enumerate(draw(comp, rows, run_id, mode)):
                     more = f"-p{page + 1}" if page else ""
-                    written.append(_save(fig, folder / f"{name}-{suffix}{more}.png"))
+                    written.append(save(fig, folder / f"{name}-{suffix}{more}.png"))
     return written
-
-
-def _label(run_id: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "-" for c in run_id)
-
-
-def _save(fig, path: Path) -> Path:
-    """Write a figure atomically: a temp file beside it, then a rename."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(fig)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png", dpi=110, bbox_inches="tight")
-        os.chmod(tmp, 0o644)  # a figure to share, not a secret (mkstemp makes it 0600)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise MoebenchError(f"--plot: cannot write {path}: {exc.strerror or exc}") from None
-    return path
-
-
-def _figure(width: float, height: float):
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained")
-
-
-def _device_note(comp: Comparison) -> str:
-    if "cpu" in comp.devices:
-        return "CPU timings (Triton interpreter), not comparable with GPU"
-    return "GPU, device events"
-
-
-def _title(comp: Comparison, what: str, run_id: str, mode: str) -> str:
-    mode_text = f", {mode} mode" if mode else ""
-    scenario = next((r.scenario for r in comp.runs if r.run_id == run_id), "")
-    return f"{what}: {scenario or run_id}{mode_text}\n{run_id}; {_device_note(comp)}"
-
-
-def _grid(n: int) -> tuple[int, int]:
-    cols = min(n, 3)
-    return math.ceil(n / cols), cols
 
 
 def _timed(rows: list[CompareRow]) -> list[CompareRow]:
@@ -127,14 +95,14 @@ def _stage_figures(comp: Comparison, rows: list[CompareRow], run_id: str, mode: 
         elif r.regime == "ffn" and r.stage == "ffn":
             ffn[r.case_id][r.arm] = r.median_us
     cases = sorted(kernel)
-    for start in range(0, len(cases), _MAX_PANELS):
-        page = cases[start : start + _MAX_PANELS]
-        nrows, ncols = _grid(len(page))
-        fig = _figure(4.2 * ncols + 0.6, 3.6 * nrows + 1.3)
+    for start in range(0, len(cases), MAX_PANELS):
+        page = cases[start : start + MAX_PANELS]
+        nrows, ncols = grid(len(page))
+        fig = figure(4.2 * ncols + 0.6, 3.6 * nrows + 1.3)
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
         for ax, case in zip(axes, page, strict=False):
             arms = sorted(kernel[case] | ffn[case], key=lambda a: (a != comp.baseline, a))
-            scale, unit = _unit([*ffn[case].values(),
+            scale, unit = unit_of([*ffn[case].values(),
                                  *(sum(st.values()) for st in kernel[case].values())])  # fmt: skip
             bottoms = [0.0] * len(arms)
             for stage in PREFILL_STAGES:
@@ -148,7 +116,7 @@ def _stage_figures(comp: Comparison, rows: list[CompareRow], run_id: str, mode: 
             ax.scatter(xs, [ffn[case][arms[i]] / scale for i in xs], marker="D", s=46,
                        color="black", zorder=3, label=FFN_LABEL)  # fmt: skip
             ax.set_xticks(range(len(arms)), arms, rotation=20, ha="right", fontsize=8)
-            ax.set_title(_case_title(comp, run_id, case), fontsize=9)
+            ax.set_title(case_title(comp, run_id, case), fontsize=9)
             ax.set_ylabel(f"median time ({unit})")
             ax.set_ylim(bottom=0)
             ax.grid(axis="y", alpha=0.3)
@@ -163,31 +131,11 @@ def _stage_figures(comp: Comparison, rows: list[CompareRow], run_id: str, mode: 
         fig.legend([seen[x] for x in labels], labels, loc="outside lower center",
                    ncols=len(labels), fontsize=8,
                    title="stacked: stage medians, kernel regime (each stage alone)")  # fmt: skip
-        fig.suptitle(_title(comp, "Stage breakdown per arm", run_id, mode), fontsize=10)
+        fig.suptitle(title(comp, "Stage breakdown per arm", run_id, mode), fontsize=10)
         yield fig
 
 
 FFN_LABEL = "ffn: whole pipeline, median"
-
-
-def _unit(values_us) -> tuple[float, str]:
-    """A divisor and unit that keep tick labels short: us, ms or s."""
-    top = max(values_us, default=0.0)
-    if top >= 1e6:
-        return 1e6, "s"
-    if top >= 1e4:
-        return 1e3, "ms"
-    return 1.0, "us"
-
-
-def _case_title(comp: Comparison, run_id: str, case: str) -> str:
-    info = comp.cases.get((run_id, case))
-    if info is None:
-        return case
-    if is_decode(comp, run_id):  # decode arms read no capacity buffer: no live share to show
-        return f"{case}\n{info.routing}, {info.tokens_per_rank} tokens/rank, {info.precision}"
-    return (f"{case}\n{info.routing}, {info.tokens_per_rank} tokens/rank, "
-            f"live {info.live_fraction:.1%} of {info.capacity_rows} rows")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,16 +145,16 @@ def _case_title(comp: Comparison, run_id: str, case: str) -> str:
 def _rank_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode: str):
     cells = [r for r in _timed(rows) if r.regime == "ffn" and r.stage == "ffn"]
     cases = sorted({r.case_id for r in cells})
-    colors = _arm_colors(comp, {r.arm for r in cells})
-    for start in range(0, len(cases), _MAX_PANELS):
-        page = cases[start : start + _MAX_PANELS]
-        nrows, ncols = _grid(len(page))
-        fig = _figure(4.2 * ncols + 1.0, 3.6 * nrows + 1.2)
+    colors = arm_colors(comp, {r.arm for r in cells})
+    for start in range(0, len(cases), MAX_PANELS):
+        page = cases[start : start + MAX_PANELS]
+        nrows, ncols = grid(len(page))
+        fig = figure(4.2 * ncols + 1.0, 3.6 * nrows + 1.2)
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
         for ax, case in zip(axes, page, strict=False):
             here = sorted((r for r in cells if r.case_id == case),
                           key=lambda r: (r.arm != comp.baseline, r.arm))  # fmt: skip
-            scale, unit = _unit([r.rank_max_us for r in here])
+            scale, unit = unit_of([r.rank_max_us for r in here])
             for x, row in enumerate(here):
                 timing = comp.timings[(run_id, case, "ffn", "ffn", mode, row.arm)]
                 ranks = sorted(timing.rank_medians)
@@ -228,13 +176,13 @@ def _rank_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode: st
                           fontsize=8)  # fmt: skip
             ax.set_xlim(-0.6, len(here) - 0.4)
             ax.margins(y=0.15)
-            ax.set_title(_case_title(comp, run_id, case), fontsize=9)
+            ax.set_title(case_title(comp, run_id, case), fontsize=9)
             ax.set_ylabel(f"per-rank median FFN time ({unit})")
             ax.grid(axis="y", alpha=0.3)
         for ax in axes[len(page) :]:
             ax.set_visible(False)
         fig.legend(handles=_rank_legend(), loc="outside lower center", ncols=3, fontsize=8)
-        fig.suptitle(_title(comp, "Per-rank spread of the FFN", run_id, mode), fontsize=10)
+        fig.suptitle(title(comp, "Per-rank spread of the FFN", run_id, mode), fontsize=10)
         yield fig
 
 
@@ -249,17 +197,6 @@ def _rank_legend():
     ]  # fmt: skip
 
 
-def _arm_colors(comp: Comparison, arms: set[str]) -> dict[str, str]:
-    """One colour per arm, the same in every figure: the baseline first, A/A copies grey."""
-    palette = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
-    steps = comp.step.rows if comp.step is not None else ()
-    every = sorted({r.arm for r in [*comp.rows, *steps] if not aa_twin(r.arm)},
-                   key=lambda a: (a != comp.baseline, a))  # fmt: skip
-    index = {a: i for i, a in enumerate(every)}
-    return {a: "#7f7f7f" if aa_twin(a) else palette[index.get(a, 0) % len(palette)]
-            for a in arms}  # fmt: skip
-
-
 # ---------------------------------------------------------------------------------------------
 # Speedup against live / capacity (prefill) or tokens per rank (decode)
 
@@ -268,27 +205,6 @@ def _arm_colors(comp: Comparison, arms: set[str]) -> dict[str, str]:
 _LIVE_KEYS = ("routing.", "shape.")
 _TOKENS_KEY = "shape.tokens_per_rank"
 _SERIES_STYLES = ("-", "-.", ":", (0, (5, 1, 1, 1)))
-_SERIES_MARKERS = ("o", "s", "^", "D", "v", "P")
-
-
-def is_decode(comp: Comparison, run_id: str) -> bool:
-    """Whether a run's cases are decode steps: their precision is one of the decode family's
-    (w8a16, w4a16). Decode arms read no capacity buffer, so live/capacity means nothing there;
-    the question is the token count."""
-    return any(
-        info.precision in FAMILY_PRECISIONS[DECODE] or _params(info).get("precision")
-        in FAMILY_PRECISIONS[DECODE]
-        for (rid, _), info in comp.cases.items()
-        if rid == run_id
-    )  # fmt: skip
-
-
-def _params(info: CaseInfo) -> dict:
-    try:
-        params = json.loads(info.params) if info.params else {}
-    except ValueError:
-        return {}
-    return params if isinstance(params, dict) else {}
 
 
 def series_label(info: CaseInfo, decode: bool) -> str:
@@ -296,7 +212,7 @@ def series_label(info: CaseInfo, decode: bool) -> str:
     for decode, the routing and shape for prefill. "" when nothing else is swept."""
     keep = (lambda k: k != _TOKENS_KEY) if decode else (lambda k: not k.startswith(_LIVE_KEYS))
     return ", ".join(
-        f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(_params(info).items()) if keep(k)
+        f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(params_of(info).items()) if keep(k)
     )
 
 
@@ -315,9 +231,9 @@ def _speedup_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode:
         x = info.tokens_per_rank if decode else info.live_fraction
         lines[(r.arm, series_label(info, decode))].append((x, r))
     series = sorted({key[1] for key in lines})
-    colors = _arm_colors(comp, {arm for arm, _ in lines})
+    colors = arm_colors(comp, {arm for arm, _ in lines})
     xs_all = [x for points in lines.values() for x, _ in points]
-    fig = _figure(7.5, 4.8)
+    fig = figure(7.5, 4.8)
     ax = fig.subplots()
     log = decode and min(xs_all) > 0 and max(xs_all) >= 4 * min(xs_all)
     right = min(1.02, max(xs_all) * 1.15 + 0.02)
@@ -341,7 +257,7 @@ def _speedup_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode:
         twin = aa_twin(arm)
         name = f"{arm} (A/A control, against {twin})" if twin else arm
         i = series.index(label)
-        ax.errorbar(xs, ys, yerr=[low, high], marker=_SERIES_MARKERS[i % len(_SERIES_MARKERS)],
+        ax.errorbar(xs, ys, yerr=[low, high], marker=SERIES_MARKERS[i % len(SERIES_MARKERS)],
                     capsize=3, color=colors[arm],
                     linestyle="--" if twin else _SERIES_STYLES[i % len(_SERIES_STYLES)],
                     label=f"{name}, {label}" if label else name)  # fmt: skip
@@ -359,7 +275,7 @@ def _speedup_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode:
     ax.grid(alpha=0.3)
     ax.legend(title=f"{'arm, series' if any(series) else 'arm'} (FFN regime; bars: "
                     f"{_ci_text(comp)})", fontsize=8)  # fmt: skip
-    fig.suptitle(_title(comp, what, run_id, mode), fontsize=10)
+    fig.suptitle(title(comp, what, run_id, mode), fontsize=10)
     yield fig
 
 
@@ -425,135 +341,8 @@ def _ci_text(comp: Comparison) -> str:
     return f"{comp.confidence * 100:g}% family-wise CI"
 
 
-# ---------------------------------------------------------------------------------------------
-# The step regime: step-time distribution, per-layer contributions, goodput against the SLO
-
-
-def _step_rows(comp: Comparison, run_id: str, mode: str | None) -> list:
-    if comp.step is None:
-        return []
-    return [r for r in comp.step.rows if r.run_id == run_id and (mode is None or r.mode == mode)
-            and r.status != "mismatch" and r.step_us]  # fmt: skip
-
-
-def _step_pages(comp: Comparison, run_id: str, mode: str, what: str, draw):
-    """Panels of one case each, paged as the other figures are; ``draw(ax, rows, scale,
-    unit)`` fills one."""
-    rows = _step_rows(comp, run_id, mode)
-    cases = sorted({r.case_id for r in rows})
-    setup = comp.step.setup(run_id) if comp.step else None
-    layers = f" ({setup.layers_text})" if setup else ""
-    for start in range(0, len(cases), _MAX_PANELS):
-        page = cases[start : start + _MAX_PANELS]
-        nrows, ncols = _grid(len(page))
-        fig = _figure(4.4 * ncols + 0.8, 3.6 * nrows + 1.3)
-        axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-        for ax, case in zip(axes, page, strict=False):
-            here = sorted((r for r in rows if r.case_id == case),
-                          key=lambda r: (r.arm != comp.baseline, r.arm))  # fmt: skip
-            scale, unit = _unit([max(r.step_us) for r in here])
-            draw(ax, here, scale, unit)
-            ax.set_title(_case_title(comp, run_id, case), fontsize=9)
-            ax.grid(alpha=0.3)
-        for ax in axes[len(page) :]:
-            ax.set_visible(False)
-        fig.suptitle(_title(comp, what + layers, run_id, mode), fontsize=10)
-        yield fig
-
-
-def _step_figures(comp: Comparison, rows, run_id: str, mode: str):
-    colors = _arm_colors(comp, {r.arm for r in _step_rows(comp, run_id, mode)})
-
-    def draw(ax, here, scale, unit):
-        for r in here:
-            x = sorted(v / scale for v in r.step_us)
-            tail = f"P50 {r.p50.us / scale:.3g}, P99 {r.p99.us / scale:.3g}"
-            ax.step(x, [(i + 1) / len(x) for i in range(len(x))], where="post",
-                    color=colors[r.arm], linestyle="--" if r.is_aa else "-",
-                    label=f"{r.arm} ({tail})")  # fmt: skip
-        ax.set_xlabel(f"model step time ({unit}): sum over layers of the slowest rank")
-        ax.set_ylabel("fraction of steps at or below")
-        ax.legend(fontsize=7)
-
-    yield from _step_pages(comp, run_id, mode, "Model step time per arm (ECDF over steps)", draw)
-
-
-def _layer_figures(comp: Comparison, rows, run_id: str, mode: str):
-    from matplotlib import colormaps
-
-    def draw(ax, here, scale, unit):
-        layers = sorted({lid for r in here for lid, _ in r.layer_us})
-        cmap = colormaps["viridis"]
-        for x, r in enumerate(here):
-            bottom = 0.0
-            for lid, us in r.layer_us:
-                if math.isnan(us):
-                    continue
-                shade = layers.index(lid) / max(len(layers) - 1, 1)
-                ax.bar(x, us / scale, bottom=bottom, width=0.6, color=cmap(shade),
-                       edgecolor="white", linewidth=0.3)  # fmt: skip
-                bottom += us / scale
-        ax.set_xticks(range(len(here)), [r.arm for r in here], rotation=20, ha="right",
-                      fontsize=8)  # fmt: skip
-        ax.set_ylabel(f"median over steps per layer ({unit}), stacked")
-        if layers:
-            ax.set_xlabel(f"model layers {layers[0]} (dark, bottom) to {layers[-1]} (light, top)",
-                          fontsize=8)  # fmt: skip
-
-    yield from _step_pages(comp, run_id, mode, "Per-layer critical path, stacked", draw)
-
-
-def _goodput_figure(comp: Comparison, rows, run_id: str, mode: str):
-    """Derived: P99 TPOT against tokens per step, one line per arm and series."""
-    from moebench.analysis.goodput import series_label
-
-    found = _step_rows(comp, run_id, mode)
-    setup = comp.step.setup(run_id) if comp.step else None
-    if not found or setup is None:
-        return
-    lines: dict[tuple[str, str], list] = defaultdict(list)
-    for r in found:
-        lines[(r.arm, series_label(r.params))].append(r)
-    best = {(g.arm, g.series): g.case_id for g in comp.step.goodput
-            if g.run_id == run_id and g.mode == mode and g.case_id}  # fmt: skip
-    colors = _arm_colors(comp, {arm for arm, _ in lines})
-    series = sorted({label for _, label in lines})
-    slo_us = None if setup.slo_tpot_ms is None else setup.slo_tpot_ms * 1e3
-    scale, unit = _unit([r.tpot_p99_us for r in found] + ([slo_us] if slo_us else []))
-    fig = _figure(7.5, 4.8)
-    ax = fig.subplots()
-    for (arm, label), points in sorted(lines.items()):
-        points.sort(key=lambda r: r.tokens_per_step)
-        xs = [r.tokens_per_step for r in points]
-        ys = [r.tpot_p99_us / scale for r in points]
-        low = [0 if math.isnan(r.p99.low_us) else (r.p99.us - r.p99.low_us) / scale for r in points]
-        high = [0 if math.isnan(r.p99.high_us) else (r.p99.high_us - r.p99.us) / scale
-                for r in points]  # fmt: skip
-        i = series.index(label)
-        ax.errorbar(xs, ys, yerr=[low, high], marker=_SERIES_MARKERS[i % len(_SERIES_MARKERS)],
-                    capsize=3, color=colors[arm], linestyle="--" if aa_twin(arm) else "-",
-                    label=f"{arm}, {label}" if len(series) > 1 else arm)  # fmt: skip
-        chosen = [r for r in points if r.case_id == best.get((arm, label))]
-        ax.scatter([r.tokens_per_step for r in chosen], [r.tpot_p99_us / scale for r in chosen],
-                   marker="*", s=160, color=colors[arm], zorder=4, edgecolor="black")  # fmt: skip
-    if slo_us is not None:
-        ax.axhline(slo_us / scale, color="black", linewidth=1, linestyle=":",
-                   label=f"SLO on P99 TPOT: {setup.slo_tpot_ms:g} ms")  # fmt: skip
-    xs_all = sorted({r.tokens_per_step for r in found})
-    if xs_all[0] > 0 and xs_all[-1] >= 4 * xs_all[0]:
-        ax.set_xscale("log", base=2)
-    ax.set_xlabel(f"tokens per step (tokens per rank x {setup.data_ranks} data ranks)")
-    ax.set_ylabel(f"P99 TPOT ({unit}) = P99 model step + {setup.non_moe_us:g} us non-MoE "
-                  "(derived)")  # fmt: skip
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, title="star: goodput batch (largest meeting the SLO); bars: 95% CI")
-    what = f"Goodput against the SLO, derived ({setup.layers_text})"
-    fig.suptitle(_title(comp, what, run_id, mode), fontsize=10)
-    yield fig
-
-
 # Every figure, in the order written: (file name prefix, drawing function).
 _FIGURES = (
     ("stages", _stage_figures), ("ranks", _rank_figure), ("speedup", _speedup_figure),
-    ("step", _step_figures), ("layers", _layer_figures), ("goodput", _goodput_figure),
+    ("step", step_figures), ("layers", layer_figures), ("goodput", goodput_figure),
 )  # fmt: skip

@@ -269,7 +269,7 @@ def test_decode_speedup_is_against_tokens_one_line_per_precision():
     assert (np.asarray(w4) > np.asarray(w8)).all()
     # The panels of the other figures name the token count and precision, not a live share.
     case = "c001-precision=w8a16-tokens_per_rank=4"
-    assert plots._case_title(comp, DECODE_RUN, case) == f"{case}\nuniform, 4 tokens/rank, w8a16"
+    assert plots.case_title(comp, DECODE_RUN, case) == f"{case}\nuniform, 4 tokens/rank, w8a16"
 
 
 def test_prefill_speedup_keeps_live_over_capacity():
