@@ -3,8 +3,9 @@ activation schedule (the "staged" contract, docs/DESIGN.md section 13).
 
 It takes the built-in ``prefix_sum_masked`` stages over moebench's workspace and swaps the
 activation stage for ``act_quant_masked(schedule="persistent")`` (a persistent grid striding over
-the live (tile, group) items) instead of the grid schedule. Because it writes moebench's
-workspace, every gate applies to it, bitwise equality with the other arms included.
+the live (tile, group) items) in every case, where the built-in arm chooses the schedule per case
+from the live fraction. Because it writes moebench's workspace, every gate applies to it, bitwise
+equality with the other arms included.
 """
 
 from __future__ import annotations
