@@ -22,7 +22,8 @@ program reads its expert id from ``topk_ids_TK`` on the device and, when that ex
 returns before loading anything else: uniformly for the whole program, so a non-local slot costs
 one 4-byte load and writes nothing (its output rows keep whatever they held). The grid depends only
 on the shapes; nothing is read back to the host, so the step can be captured in a CUDA graph and
-replayed with any routing.
+replayed with any routing. The pieces the kernels share (the program's expert and K slice, the
+epilogue, split-K partials and their second pass) are in `moebench.kernels.gemv_parts`.
 
 Inner loop (M = 1: no tensor cores). Each program holds a [BLOCK_N, BLOCK_K] tile, laid out so
 that one warp covers a row's BLOCK_K span with a 16-byte load per lane (a warp-sized group per
@@ -55,67 +56,21 @@ import torch
 import triton
 import triton.language as tl
 
+from moebench.kernels.gemv_parts import (
+    gemv_epilogue,
+    k_range,
+    program_expert,
+    split_k_sum,
+    store_partial,
+)
 from moebench.kernels.jit import (
     HAS_PDL,
     e2m1_pair,
     e8m0_scale,
-    fp32_to_bf16,
-    gated_activation,
     pdl_launch_dependents,
     pdl_wait,
 )
 from moebench.kernels.launch import GLUS, MX_BLOCK, checker, describe, weight_format
-
-
-@triton.jit
-def _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E):
-    """(token, slot, local expert id) of this program; the id is outside [0, E) when the slot's
-    expert lives on another rank."""
-    slot = tl.program_id(1)
-    t = tl.program_id(2)
-    e = tl.load(ids_ptr + t * stride_it + slot * stride_ik) - expert_offset
-    return t, slot, e
-
-
-@triton.jit
-def _epilogue(
-    h, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
-    GLU: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr,
-):  # fmt: skip
-    """Bias, optional GLU over the interleaved (gate, up) pairs, bf16 store of row block
-    ``n_block``."""
-    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
-    h = h + tl.load(b_ptr + e64 * stride_be + rows).to(tl.float32)
-    out_row = out_ptr + t.to(tl.int64) * stride_ot + slot.to(tl.int64) * stride_ok
-    if GLU == "none":
-        tl.store(out_row + rows, fp32_to_bf16(h, EXACT_RNE))
-    else:
-        gate, up = tl.split(tl.reshape(h, [BLOCK_N // 2, 2]))
-        cols = n_block * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
-        tl.store(out_row + cols, fp32_to_bf16(gated_activation(gate, up, GLU), EXACT_RNE))
-
-
-@triton.jit
-def _k_range(R, K_SPLIT, SPLIT_K: tl.constexpr):
-    """(column block, K slice [k_lo, k_hi)) of this program. With SPLIT_K > 1 the programs of a
-    column block sit next to each other along grid axis 0, one K_SPLIT slice each (a multiple of
-    BLOCK_K; the last may be short or empty)."""
-    if SPLIT_K == 1:
-        return tl.program_id(0), 0, R
-    else:
-        split = tl.program_id(0) % SPLIT_K
-        k_lo = split * K_SPLIT
-        return tl.program_id(0) // SPLIT_K, k_lo, tl.minimum(k_lo + K_SPLIT, R)
-
-
-@triton.jit
-def _store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N: tl.constexpr,
-                   SPLIT_K: tl.constexpr):  # fmt: skip
-    """fp32 row sums of one K slice to ``part`` [T, K, SPLIT_K, N]."""
-    split = tl.program_id(0) % SPLIT_K
-    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
-    base = part_ptr + t.to(tl.int64) * stride_pt + slot.to(tl.int64) * stride_pk
-    tl.store(base + split * N + rows, h)
 
 
 @triton.jit
@@ -129,11 +84,11 @@ def _sparse_gemv_fp8(
     PEEL: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr,
 ):  # fmt: skip
     pdl_launch_dependents(GDC and not LATE_TRIGGER)
-    t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
     e64 = e.to(tl.int64)
-    n_block, k_lo, k_hi = _k_range(R, K_SPLIT, SPLIT_K)
+    n_block, k_lo, k_hi = k_range(R, K_SPLIT, SPLIT_K)
     # Tile [BLOCK_N, LANES, 16]: 16 consecutive weight bytes a lane (one 16-byte load), a warp
     # across a row. The token row is read as int16 through a pointer tile broadcast over the rows
     # so that it takes the weights' layout (no shared-memory shuffle); the loads are the same for
@@ -182,10 +137,10 @@ def _sparse_gemv_fp8(
     pdl_launch_dependents(GDC and LATE_TRIGGER)
     h = tl.sum(acc, axis=1)
     if SPLIT_K == 1:
-        _epilogue(h * tl.load(ws_ptr + e64), n_block, e64, t, slot, b_ptr, out_ptr, stride_be,
+        gemv_epilogue(h * tl.load(ws_ptr + e64), n_block, e64, t, slot, b_ptr, out_ptr, stride_be,
                   stride_ot, stride_ok, GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
     else:
-        _store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
+        store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
 
 
 @triton.jit
@@ -199,13 +154,13 @@ def _sparse_gemv_mxfp4(
     GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr,
 ):  # fmt: skip
     pdl_launch_dependents(GDC and not LATE_TRIGGER)
-    t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
     # Only the routing was read so far; the token row may be the previous kernel's output.
     pdl_wait(GDC)
     e64 = e.to(tl.int64)
-    n_block, k_lo, k_hi = _k_range(R, K_SPLIT, SPLIT_K)
+    n_block, k_lo, k_hi = k_range(R, K_SPLIT, SPLIT_K)
     # A lane loads one MX group (16 bytes, 32 values) of a row, as 4 uint32 words, and its single
     # e8m0 scale. Word q of group g holds values 32g + 8q + 2j (low nibble of byte j) and
     # 32g + 8q + 2j + 1 (high nibble), which pair with bf16-pair word 16g + 4q + j of the token
@@ -273,10 +228,10 @@ def _sparse_gemv_mxfp4(
     # Undo the 2^-14 of the fp16 placement (kernels.jit); kernels read no module globals.
     h = tl.sum(acc, axis=0 if GROUP_MAJOR else 1)
     if SPLIT_K == 1:
-        _epilogue(h * 16384.0, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot,
+        gemv_epilogue(h * 16384.0, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot,
                   stride_ok, GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
     else:
-        _store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
+        store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
 
 
 @triton.jit
@@ -298,7 +253,7 @@ def _sparse_gemv_mxfp4_dot(
     in their own order, so the outputs match the CUDA-core kernel within the tolerance, and bit
     for bit when every sum is exact. Scale byte 255 (NaN in the format) gives a non-finite
     output, as in the CUDA-core kernel (``fast_math`` skips only the NaN select)."""
-    t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
     e64 = e.to(tl.int64)
@@ -324,36 +279,8 @@ def _sparse_gemv_mxfp4_dot(
             xv = tl.load(x_tile + k0, mask=first & (k0 + kx < R)[:, None], other=0.0)
         acc = tl.dot_scaled(w, s, "e2m1", xv, None, "bf16", acc, fast_math=True)
     h = tl.sum(tl.where(first, acc, 0.0), axis=1)
-    _epilogue(h, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok, GLU,
+    gemv_epilogue(h, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok, GLU,
               BLOCK_N, EXACT_RNE)  # fmt: skip
-
-
-@triton.jit
-def _sparse_gemv_split_k_sum(
-    ids_ptr, ws_ptr, b_ptr, out_ptr, part_ptr,
-    expert_offset, E, N, stride_it, stride_ik, stride_be, stride_ot, stride_ok, stride_pt,
-    stride_pk,
-    GLU: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr, SPLIT_K: tl.constexpr,
-    FP8: tl.constexpr,
-):  # fmt: skip
-    """Second pass of a split-K launch, grid (N / BLOCK_N, K, T): the K slices' fp32 partials
-    summed in slice order, then the scale (FP8: the expert's; MXFP4: the 2^14 of the fp16
-    placement) and the epilogue. Non-local slots leave at once, as in the first pass."""
-    t, slot, e = _program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
-    if (e < 0) | (e >= E):
-        return
-    e64 = e.to(tl.int64)
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    base = part_ptr + t.to(tl.int64) * stride_pt + slot.to(tl.int64) * stride_pk + rows
-    h = tl.load(base)
-    for split in tl.static_range(1, SPLIT_K):
-        h += tl.load(base + split * N)
-    if FP8:
-        h = h * tl.load(ws_ptr + e64)
-    else:
-        h = h * 16384.0
-    _epilogue(h, tl.program_id(0), e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
-              GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
 
 
 _check = checker("sparse_gemv")
@@ -555,10 +482,14 @@ def sparse_gemv(
             out.stride(1), *part_args, GROUP_MAJOR=group_major, PTX=out.is_cuda, **common,
         )  # fmt: skip
     if split_k > 1:
-        _sparse_gemv_split_k_sum[(N // bn, K, T)](
-            topk_ids_TK, w_scale, bias_EN, out, partials, expert_offset, E, N,
-            *topk_ids_TK.stride(), bias_EN.stride(0), out.stride(0), out.stride(1),
-            partials.stride(0), partials.stride(1),
-            GLU=glu, BLOCK_N=bn, EXACT_RNE=not out.is_cuda, SPLIT_K=split_k, FP8=fmt == "fp8",
-            num_warps=4,
-        )  # fmt: skip
+        split_k_sum(
+            topk_ids_TK,
+            w_scale,
+            bias_EN,
+            out,
+            partials,
+            expert_offset=expert_offset,
+            glu=glu,
+            block_n=bn,
+            fp8=fmt == "fp8",
+        )

@@ -1,0 +1,108 @@
+"""The pieces the sparse decode GEMV kernels (`moebench.kernels.sparse_gemv`) share: which
+(token, slot, expert) a program serves, its K slice, the epilogue (bias, the GLU, the bf16
+store), the fp32 partials of a split-K launch and the second pass that sums them. The tensors
+are those of `moebench.kernels.sparse_gemv`'s docstring; ``part`` is float32 [T, K, SPLIT_K, N].
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moebench.kernels.jit import fp32_to_bf16, gated_activation
+
+
+@triton.jit
+def program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E):
+    """(token, slot, local expert id) of this program; the id is outside [0, E) when the slot's
+    expert lives on another rank."""
+    slot = tl.program_id(1)
+    t = tl.program_id(2)
+    e = tl.load(ids_ptr + t * stride_it + slot * stride_ik) - expert_offset
+    return t, slot, e
+
+
+@triton.jit
+def gemv_epilogue(
+    h, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr,
+):  # fmt: skip
+    """Bias, optional GLU over the interleaved (gate, up) pairs, bf16 store of row block
+    ``n_block``."""
+    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    h = h + tl.load(b_ptr + e64 * stride_be + rows).to(tl.float32)
+    out_row = out_ptr + t.to(tl.int64) * stride_ot + slot.to(tl.int64) * stride_ok
+    if GLU == "none":
+        tl.store(out_row + rows, fp32_to_bf16(h, EXACT_RNE))
+    else:
+        gate, up = tl.split(tl.reshape(h, [BLOCK_N // 2, 2]))
+        cols = n_block * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
+        tl.store(out_row + cols, fp32_to_bf16(gated_activation(gate, up, GLU), EXACT_RNE))
+
+
+@triton.jit
+def k_range(R, K_SPLIT, SPLIT_K: tl.constexpr):
+    """(column block, K slice [k_lo, k_hi)) of this program. With SPLIT_K > 1 the programs of a
+    column block sit next to each other along grid axis 0, one K_SPLIT slice each (a multiple of
+    BLOCK_K; the last may be short or empty)."""
+    if SPLIT_K == 1:
+        return tl.program_id(0), 0, R
+    else:
+        split = tl.program_id(0) % SPLIT_K
+        k_lo = split * K_SPLIT
+        return tl.program_id(0) // SPLIT_K, k_lo, tl.minimum(k_lo + K_SPLIT, R)
+
+
+@triton.jit
+def store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N: tl.constexpr,
+                   SPLIT_K: tl.constexpr):  # fmt: skip
+    """fp32 row sums of one K slice to ``part`` [T, K, SPLIT_K, N]."""
+    split = tl.program_id(0) % SPLIT_K
+    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    base = part_ptr + t.to(tl.int64) * stride_pt + slot.to(tl.int64) * stride_pk
+    tl.store(base + split * N + rows, h)
+
+
+@triton.jit
+def _sparse_gemv_split_k_sum(
+    ids_ptr, ws_ptr, b_ptr, out_ptr, part_ptr,
+    expert_offset, E, N, stride_it, stride_ik, stride_be, stride_ot, stride_ok, stride_pt,
+    stride_pk,
+    GLU: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr, SPLIT_K: tl.constexpr,
+    FP8: tl.constexpr,
+):  # fmt: skip
+    """Second pass of a split-K launch, grid (N / BLOCK_N, K, T): the K slices' fp32 partials
+    summed in slice order, then the scale (FP8: the expert's; MXFP4: the 2^14 of the fp16
+    placement) and the epilogue. Non-local slots leave at once, as in the first pass."""
+    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    if (e < 0) | (e >= E):
+        return
+    e64 = e.to(tl.int64)
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    base = part_ptr + t.to(tl.int64) * stride_pt + slot.to(tl.int64) * stride_pk + rows
+    h = tl.load(base)
+    for split in tl.static_range(1, SPLIT_K):
+        h += tl.load(base + split * N)
+    if FP8:
+        h = h * tl.load(ws_ptr + e64)
+    else:
+        h = h * 16384.0
+    gemv_epilogue(h, tl.program_id(0), e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot,
+                  stride_ok, GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
+
+
+def split_k_sum(
+    topk_ids_TK: torch.Tensor, w_scale: torch.Tensor, bias_EN: torch.Tensor, out: torch.Tensor,
+    partials: torch.Tensor, *, expert_offset: int, glu: str, block_n: int, fp8: bool,
+) -> None:  # fmt: skip
+    """The second pass of a split-K launch: ``out`` from ``partials`` (checked by the caller)."""
+    T, K = topk_ids_TK.shape
+    E, N = bias_EN.shape
+    _sparse_gemv_split_k_sum[(N // block_n, K, T)](
+        topk_ids_TK, w_scale, bias_EN, out, partials, expert_offset, E, N,
+        *topk_ids_TK.stride(), bias_EN.stride(0), out.stride(0), out.stride(1),
+        partials.stride(0), partials.stride(1),
+        GLU=glu, BLOCK_N=block_n, EXACT_RNE=not out.is_cuda, SPLIT_K=partials.shape[2], FP8=fp8,
+        num_warps=4,
+    )  # fmt: skip
