@@ -64,14 +64,16 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
     else:
         planned = plan(s)
     clock = None if options.isolate else Clock(device)
-    writer = lifecycle.open_run(s, options, planned, sources, drift, device.type, extra)
-    summary = lifecycle.new_summary(writer, planned)
-    resume = resume_command(s, options, writer.run_dir, None)
-    todo = [p for p in planned if p.case.case_id not in writer.finished_cases]
-    progress.start(sum(_units(p, names) for p in todo))
     stop = faults.Stopper()
     fault = None
+    # The handlers go in before the results folder is opened: a SIGTERM from here on leaves a
+    # manifest that says "interrupted", never one left "running".
     with stop.signals():
+        writer = lifecycle.open_run(s, options, planned, sources, drift, device.type, extra)
+        summary = lifecycle.new_summary(writer, planned)
+        resume = resume_command(s, options, writer.run_dir, None)
+        todo = [p for p in planned if p.case.case_id not in writer.finished_cases]
+        progress.start(sum(_units(p, names) for p in todo))
         try:
             for p in todo:
                 stop.check("between cases")
