@@ -21,10 +21,11 @@ import sys
 import torch
 import triton
 import triton.language as tl
+from act_probe import _act_grid_probe  # tools/ is sys.path[0] when run as a script
 
 from moebench.core import reference
 from moebench.core.layout import expert_ends, live_row_mask
-from moebench.kernels.act_quant import _load_item, _store_item, act_quant_dense, act_quant_masked
+from moebench.kernels.act_quant import act_quant_dense, act_quant_masked
 from moebench.kernels.grouped_gemm import grouped_gemm
 from moebench.kernels.grouped_gemm_tiles import _step_scales
 from moebench.measure import bench
@@ -250,35 +251,6 @@ def device_times(fns, reps: int = 20) -> dict[int, float]:
 def _touch(ptr):
     # One program, one 4-byte store: what the timer measures for a launch that does no work.
     tl.store(ptr, 1)
-
-
-@triton.jit
-def _act_grid_probe(h_ptr, out_ptr, sf_ptr, ends_ptr, M, F, E, stride_hm, stride_om, stride_sm,
-                    stride_sw, ALIGNMENT: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-                    BLOCK_E: tl.constexpr, GROUPS: tl.constexpr, EAGER: tl.constexpr,
-                    LOOKUP: tl.constexpr):  # fmt: skip
-    # Probes of the masked grid schedule (not shipped): EAGER loads the block's rows before the
-    # endpoint lookup; LOOKUP False skips the lookup (end = M: right only on a buffer with every
-    # row live), so the pair splits the masked kernel's extra time into the lookup and the rest.
-    row0 = tl.program_id(0) * BLOCK_ROWS
-    g0 = tl.program_id(1) * GROUPS
-    if EAGER:
-        gate, up = _load_item(h_ptr, row0, M, g0, F, stride_hm, BLOCK_ROWS, GROUPS)
-    if LOOKUP:
-        ex = tl.arange(0, BLOCK_E)
-        in_e = ex < E
-        ends = tl.load(ends_ptr + ex, mask=in_e, other=0)
-        prev = tl.load(ends_ptr + ex - 1, mask=(ex > 0) & in_e, other=0)
-        starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-        e = tl.sum(((starts <= row0) & in_e).to(tl.int32), axis=0) - 1
-        end = tl.minimum(tl.sum(tl.where(ex == e, ends, 0), axis=0), M)
-    else:
-        end = M
-    if row0 < end:
-        if not EAGER:
-            gate, up = _load_item(h_ptr, row0, end, g0, F, stride_hm, BLOCK_ROWS, GROUPS)
-        _store_item(gate, up, out_ptr, sf_ptr, row0, end, g0, F, stride_om, stride_sm, stride_sw,
-                    "silu", True, False, BLOCK_ROWS, GROUPS)  # fmt: skip
 
 
 def compiled_meta(fn) -> list[dict]:
