@@ -5,7 +5,7 @@
 import triton
 import triton.language as tl
 
-from moebench.kernels.act_quant import _load_item, _store_item
+from moebench.kernels.act_quant import _block_end, _load_item, _store_item
 
 
 @triton.jit
@@ -21,13 +21,7 @@ def _act_grid_probe(h_ptr, out_ptr, sf_ptr, ends_ptr, M, F, E, stride_hm, stride
     if EAGER:
         gate, up = _load_item(h_ptr, row0, M, g0, F, stride_hm, BLOCK_ROWS, GROUPS)
     if LOOKUP:
-        ex = tl.arange(0, BLOCK_E)
-        in_e = ex < E
-        ends = tl.load(ends_ptr + ex, mask=in_e, other=0)
-        prev = tl.load(ends_ptr + ex - 1, mask=(ex > 0) & in_e, other=0)
-        starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-        e = tl.sum(((starts <= row0) & in_e).to(tl.int32), axis=0) - 1
-        end = tl.minimum(tl.sum(tl.where(ex == e, ends, 0), axis=0), M)
+        end = _block_end(ends_ptr, row0, M, E, ALIGNMENT, BLOCK_E)
     else:
         end = M
     if row0 < end:

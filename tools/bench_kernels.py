@@ -650,29 +650,7 @@ def bench_combine() -> None:
 
 def bench_scatter_combine() -> None:
     print("== scatter and combine, V4-Flash rank 0 of EP8, 512 tokens per rank", flush=True)
-    from arms.prefill.pipeline import build_stages
-    from moebench.arm.prefill import Workspace
-    from moebench.plan.inputs import build_problem, make_tokens, make_weights
-    from moebench.routing.synthetic import synthesize
-
-    r = synthesize(family="uniform", tokens=4096, experts=256, top_k=6, ep=8)
-    w13, w2 = make_weights(experts=range(32), hidden=D, intermediate=F, seed=0, device=dev)
-    p = build_problem(
-        x_TD=make_tokens(tokens=4096, hidden=D, seed=0, device=dev),
-        topk_ids_TK=r.topk_ids_TK.to(dev),
-        topk_weights_TK=r.topk_weights_TK.to(dev),
-        w13_EFD=w13,
-        w2_EDF=w2,
-        expert_offset=0,
-        alignment=A,
-        capacity_rows=M,
-        precision="fp8",
-        activation="silu",
-    )
-    ws = Workspace(p)
-    stages = {st.name: st.run for st in build_stages(ws, gemm_mode="psum", masked_act=True)}
-    for st in stages.values():
-        st()
+    p, ws, stages = rank0_pipeline()
     plan = reference.scatter_plan(p.topk_ids_TK, 0, 32, A, M)
     exact = all(
         torch.equal(getattr(ws, k), plan[k])

@@ -29,6 +29,12 @@ def gemm_block_m(alignment: int) -> int:
     return min(64, alignment)
 
 
+def live_rows(p: Problem) -> int:
+    """Slots routed to this rank's experts: the live rows of its capacity buffer, counted from the
+    routing when the stages are built (a host read, never inside timing)."""
+    return int(local_counts(p.topk_ids_TK, p.expert_offset, p.local_experts).sum())
+
+
 # Below this many live rows per local expert on average, the psum GEMMs launch with pointer
 # loads (see fp8_gemm_launch).
 STREAMING_ROWS_PER_EXPERT = 64
@@ -50,9 +56,7 @@ def fp8_gemm_launch(p: Problem, gemm_mode: str) -> dict:
     """
     if gemm_mode == "all":
         return dict(loads="tma", num_stages=3)
-    E = p.local_experts
-    local = int(local_counts(p.topk_ids_TK, p.expert_offset, E).sum())
-    if local < STREAMING_ROWS_PER_EXPERT * E:
+    if live_rows(p) < STREAMING_ROWS_PER_EXPERT * p.local_experts:
         return dict(loads="pointer", num_stages=4, programs_per_sm=2)
     return dict(loads="tma", num_stages=3, programs_per_sm=3)
 
@@ -80,9 +84,7 @@ def masked_act_launch(p: Problem, capacity_rows: int) -> dict:
     never a result (both write the same bits, and either is correct for any routing, so a graph
     captured with one routing replays correctly with another).
     """
-    E = p.local_experts
-    live = int(local_counts(p.topk_ids_TK, p.expert_offset, E).sum())
-    if live <= PERSISTENT_ACT_MAX_LIVE * capacity_rows:
+    if live_rows(p) <= PERSISTENT_ACT_MAX_LIVE * capacity_rows:
         return dict(PERSISTENT_ACT)
     return dict(GRID_ACT)
 

@@ -259,6 +259,23 @@ def _act_quant_masked_kernel(
 
 
 @triton.jit
+def _block_end(ends_ptr, row0, M, E, ALIGNMENT: tl.constexpr, BLOCK_E: tl.constexpr):
+    # The end of the expert whose aligned span holds row row0: the expert whose start is the last
+    # at or before it (start[e] = align_up(end[e-1], A)). Both endpoint vectors come in one round
+    # of loads and the expert's end is picked from the vector instead of a second, dependent load
+    # once the expert is known (on a full buffer every program pays this round trip before its
+    # first row load).
+    ex = tl.arange(0, BLOCK_E)
+    in_e = ex < E
+    ends = tl.load(ends_ptr + ex, mask=in_e, other=0)
+    prev = tl.load(ends_ptr + ex - 1, mask=(ex > 0) & in_e, other=0)
+    starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    e = tl.sum(((starts <= row0) & in_e).to(tl.int32), axis=0) - 1
+    # Endpoints past the buffer are a scatter bug the gates report; the clamp keeps it in bounds.
+    return tl.minimum(tl.sum(tl.where(ex == e, ends, 0), axis=0), M)
+
+
+@triton.jit
 def _act_quant_masked_grid_kernel(
     h_ptr,
     out_ptr,
@@ -286,17 +303,7 @@ def _act_quant_masked_grid_kernel(
     # end. On a full buffer this is the dense kernel plus one lookup a program.
     row0 = tl.program_id(0) * BLOCK_ROWS
     g0 = tl.program_id(1) * GROUPS
-    ex = tl.arange(0, BLOCK_E)
-    in_e = ex < E
-    # Both endpoint vectors in one round of loads: the expert's own end is picked from the vector
-    # instead of a second, dependent load once the expert is known (on a full buffer every program
-    # pays this round trip before its first row load).
-    ends = tl.load(ends_ptr + ex, mask=in_e, other=0)
-    prev = tl.load(ends_ptr + ex - 1, mask=(ex > 0) & in_e, other=0)
-    starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-    e = tl.sum(((starts <= row0) & in_e).to(tl.int32), axis=0) - 1
-    # Endpoints past the buffer are a scatter bug the gates report; the clamp keeps it in bounds.
-    end = tl.minimum(tl.sum(tl.where(ex == e, ends, 0), axis=0), M)
+    end = _block_end(ends_ptr, row0, M, E, ALIGNMENT, BLOCK_E)
     if row0 < end:
         _act_quant_item(
             h_ptr, out_ptr, sf_ptr, row0, end, g0, F,
