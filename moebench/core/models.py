@@ -12,12 +12,17 @@ Revisions are Hugging Face commit hashes of the model repository. Each was found
 material that links that exact revision's ``config.json`` or loads the model at it; the shapes
 agree with the config at that revision. Nothing here is fetched from a network at run time.
 A preset whose revision could not be confirmed carries the string ``"unpinned"`` (none today).
+
+``transformers`` names the model's family in Hugging Face transformers (its ``model_type``, the
+folder under ``transformers/models/``): the experts class an ``hf:<backend>`` arm builds for a
+scenario at this preset's widths (``moebench.integrations.transformers``).
 """
 
 from __future__ import annotations
 
 PRESETS: dict[str, dict] = {
     "deepseek-v3": {
+        "transformers": "deepseek_v3",
         "id": "deepseek-ai/DeepSeek-V3",
         "revision": "e815299b0bcbac849fa540c768ef21845365c9eb",
         "hidden": 7168,
@@ -34,6 +39,7 @@ PRESETS: dict[str, dict] = {
         ),
     },
     "deepseek-v4-flash": {
+        "transformers": "deepseek_v4",
         "id": "deepseek-ai/DeepSeek-V4-Flash",
         "revision": "60d8d70770c6776ff598c94bb586a859a38244f1",
         "hidden": 4096,
@@ -51,6 +57,7 @@ PRESETS: dict[str, dict] = {
         ),
     },
     "gpt-oss-20b": {
+        "transformers": "gpt_oss",
         "id": "openai/gpt-oss-20b",
         "revision": "6cee5e81ee83917806bbde320786a8fb61efebee",
         "hidden": 2880,
@@ -64,6 +71,7 @@ PRESETS: dict[str, dict] = {
         "layers_source": ("config.json: num_hidden_layers 24, every layer MoE"),
     },
     "gpt-oss-120b": {
+        "transformers": "gpt_oss",
         "id": "openai/gpt-oss-120b",
         "revision": "b5c939de8f754692c1647ca79fbf85e8c1e70f8a",
         "hidden": 2880,
@@ -77,6 +85,7 @@ PRESETS: dict[str, dict] = {
         "layers_source": ("config.json: num_hidden_layers 36, every layer MoE"),
     },
     "qwen3-30b-a3b": {
+        "transformers": "qwen3_moe",
         "id": "Qwen/Qwen3-30B-A3B",
         "revision": "ad44e777bcd18fa416d9da3bd8f70d33ebb85d39",
         "hidden": 2048,
@@ -92,6 +101,7 @@ PRESETS: dict[str, dict] = {
         ),
     },
     "mixtral-8x7b": {
+        "transformers": "mixtral",
         "id": "mistralai/Mixtral-8x7B-v0.1",
         "revision": "fc7ac94680e38d7348cfa806e51218e6273104b0",
         "hidden": 4096,
@@ -105,6 +115,7 @@ PRESETS: dict[str, dict] = {
         "layers_source": ("config.json: num_hidden_layers 32, every layer MoE"),
     },
     "olmoe-1b-7b": {
+        "transformers": "olmoe",
         "id": "allenai/OLMoE-1B-7B-0924",
         "revision": "6d84c48581ece794365f2b8e9cfb043c68ade9c5",
         "hidden": 2048,
