@@ -1,5 +1,5 @@
-"""The README's "Bring your own arm" example, run as a user would: the file and the scenario copied
-out of the README into a folder of their own, then `moebench run`."""
+"""The arms guide's "Bring your own arm" example (docs/ARMS.md), run as a user would: the file and
+the scenario copied out of the guide into a folder of their own, then `moebench run`."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from cli_support import runner
 from moebench.cli.app import app
 from moebench.results.reader import load_run
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "ARMS.md"
 
 
 def block(start: str) -> str:
-    text = README.read_text()
+    text = GUIDE.read_text()
     m = re.search(r"```\w+\n" + re.escape(start) + r"\n(.*?)```", text, re.S)
-    assert m, f"README has no code block starting {start!r}"
+    assert m, f"docs/ARMS.md has no code block starting {start!r}"
     return m.group(1)
 
 
