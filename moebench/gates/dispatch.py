@@ -1,11 +1,14 @@
 """Dispatch gate (docs/DESIGN.md 5, gate 6): the kernels that ran are those the arm declares.
 
-Each arm module declares ``LAUNCHES`` ({precision: Triton kernel function names its stages
-launch}) and ``FORBIDDEN`` (names they must never launch). Under ``torch.profiler`` with CUDA
-activity the arm's stages run once; every declared name must appear among the device kernels and
-no forbidden one may. The masked arm thereby proves it launched the masked activation and not the
-dense one, the stock arm that it launched no masked kernel, and the fp8 prefix-sum arms that their
-GEMMs are the persistent live-tile kernel.
+Every arm, built-in or a user's, declares on its ``Arm`` value (``moebench.arm.base``)
+``launches`` ({precision: kernel function names its stages launch}) and ``forbidden`` (names they
+must never launch); ``declared`` reads them, and with ``gemm: torch`` forbids moebench's own
+grouped-GEMM kernels instead of expecting them. Under ``torch.profiler`` with CUDA activity the
+arm's stages run once; every declared name must appear among the device kernels and no forbidden
+one may. An arm that declares no launches for the precision gets a ``skip`` row. The masked arm
+thereby proves it launched the masked activation and not the dense one, the stock arm that it
+launched no masked kernel, and the fp8 prefix-sum arms that their GEMMs are the persistent
+live-tile kernel.
 
 An expected entry may name alternatives, ``"a|b"``: a stage whose launch is chosen per case (the
 masked activation's grid or persistent schedule) must launch one of them.
