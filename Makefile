@@ -11,7 +11,7 @@ RESULTS ?= results
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,transformers]'
 	touch $(STAMP)
 
 install: $(STAMP)

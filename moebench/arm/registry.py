@@ -9,7 +9,11 @@ A scenario's ``arms:`` entry is one of:
 - a file ``path/to/file.py:ATTRIBUTE``, relative to the scenario's folder, loaded as a module of
   its own (its folder put on ``sys.path``, so that it can import the files beside it);
 - a name an installed package registers under the entry-point group ``moebench.arms``
-  (``[project.entry-points."moebench.arms"] my_arm = "mypkg.moe:MY_ARM"``).
+  (``[project.entry-points."moebench.arms"] my_arm = "mypkg.moe:MY_ARM"``);
+- ``hf:<backend>``: an experts backend of Hugging Face transformers (``hf:grouped_mm``,
+  ``hf:grouped_mm@gpt_oss`` for the decode family), built by
+  ``moebench.integrations.transformers``, loaded here by import string (``TRANSFORMERS``) like
+  the built-in arms, so that a scenario without one never imports transformers.
 
 The attribute must be a ``moebench.arm.base.Arm``. moebench never imports the ``arms`` package
 statically (import-linter checks it): the built-in arms are found here by import string, exactly
@@ -40,6 +44,8 @@ BUILTIN = {
     "sparse_decode": "arms.decode.sparse_decode:ARM",
 }
 ENTRY_POINT_GROUP = "moebench.arms"
+HF_PREFIX = "hf:"
+TRANSFORMERS = "moebench.integrations.transformers.hf_arms:hf_arm"  # text after hf: -> Arm
 FILE_MODULE_PREFIX = "moebench_user_arm_"
 
 
@@ -57,9 +63,12 @@ def entry_points() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def kind_of(ref: str) -> str:
-    """``builtin``, ``file``, ``import`` or ``entry point``: how ``ref`` names its arm."""
+    """``builtin``, ``transformers``, ``file``, ``import`` or ``entry point``: how ``ref`` names
+    its arm."""
     if ref in BUILTIN:
         return "builtin"
+    if ref.startswith(HF_PREFIX):
+        return "transformers"
     if ":" in ref:
         target = ref.rsplit(":", 1)[0]
         return "file" if target.endswith(".py") or "/" in target or os.sep in target else "import"
@@ -76,6 +85,8 @@ def resolve(ref: str, base_dir: str | os.PathLike | None = None) -> Arm:
     if kind == "builtin":
         arm = _attribute(BUILTIN[ref], *BUILTIN[ref].split(":"), "builtin")
         return arm
+    if kind == "transformers":
+        return _transformers(ref)
     if kind == "entry point":
         eps = entry_points()
         if ref not in eps:
@@ -139,6 +150,14 @@ def _attribute(ref: str, module: str, attr: str, origin: str) -> Arm:
     if not attr or not hasattr(mod, attr):
         raise ArmError(f"{ref!r}: module {module!r} has no attribute {attr!r}")
     return _check(ref, getattr(mod, attr), module, origin)
+
+
+def _transformers(ref: str) -> Arm:
+    """The ``hf:`` arm (its maker raises the ArmError of a bad name or a backend that cannot run
+    here, one line naming ``ref``)."""
+    module, attr = TRANSFORMERS.split(":")
+    make = getattr(importlib.import_module(module), attr)
+    return _check(ref, make(ref[len(HF_PREFIX) :]), module, "transformers")
 
 
 def _from_file(ref: str, path: Path, attr: str) -> Arm:
