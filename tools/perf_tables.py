@@ -1,0 +1,125 @@
+"""Write docs/PERF.md's current tables from the stored records under docs/perf/, or check them.
+
+    python tools/perf_tables.py           # rewrite every generated table in docs/PERF.md
+    python tools/perf_tables.py --check   # exit 1, naming each table, if PERF.md differs
+
+A generated table sits between ``<!-- perf_tables: NAME -->`` and ``<!-- /perf_tables -->``; the
+tables themselves are written in the ``perf_specs_*.py`` modules beside this one (with
+``perf_cells.py``), every figure a lookup in a stored record (``perf_records.py``) and every
+derived number computed from such figures, with its formula in the caption. Each row names the
+records its figures come from; a line under the table gives the versions those records hold.
+Figures that no stored record holds are not written here: PERF.md keeps them as prose outside
+the markers, each with its journal section. tests/docs/test_perf_tables.py runs the check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import perf_specs_decode
+import perf_specs_ffn
+import perf_specs_latest
+import perf_specs_prefill
+import perf_specs_runs
+from perf_cells import Table
+from perf_records import REPO, RecordError, Records
+
+PERF_MD = REPO / "docs" / "PERF.md"
+# PERF.md's order: the latest run first, then the areas, then the runs of issues 15-18.
+SPECS = [perf_specs_latest, perf_specs_prefill, perf_specs_ffn, perf_specs_decode, perf_specs_runs]
+_BLOCK = re.compile(
+    r"(?P<open><!-- perf_tables: (?P<name>[\w-]+) -->\n)(?P<body>.*?)"
+    r"(?P<close><!-- /perf_tables -->)",
+    re.DOTALL,
+)
+
+
+def tables(records: Records) -> list[Table]:
+    """Every generated table, in PERF.md's order."""
+    return [build(records) for module in SPECS for build in module.TABLES]
+
+
+def render_all(records: Records) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for table in tables(records):
+        if table.name in out:
+            raise ValueError(f"two tables named {table.name}")
+        out[table.name] = table.render(records) + "\n"
+    return out
+
+
+def differences(text: str, generated: dict[str, str]) -> list[str]:
+    """What in PERF.md's text differs from the generated tables (one line a table) and the
+    tables' history links that do not resolve."""
+    found = {m["name"]: m["body"] for m in _BLOCK.finditer(text)}
+    problems = [f"{name}: no block in PERF.md" for name in generated if name not in found]
+    problems += [f"{name}: a block no table generates" for name in found if name not in generated]
+    for name, body in found.items():
+        if name in generated and body != generated[name]:
+            problems.append(f"{name}: differs from what the records give")
+    return problems + broken_links(text, generated)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a markdown heading."""
+    kept = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return kept.replace(" ", "-")
+
+
+def broken_links(text: str, generated: dict[str, str]) -> list[str]:
+    """History links of the generated tables that PERF.md does not define or that name no
+    heading of docs/perf/HISTORY.md."""
+    defined = dict(re.findall(r"^\[(h-[\w-]+)\]: perf/HISTORY\.md#(\S+)$", text, re.MULTILINE))
+    history = (PERF_MD.parent / "perf" / "HISTORY.md").read_text(encoding="utf-8")
+    anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$", history, re.MULTILINE)}
+    problems = []
+    for ref in sorted(
+        {r for body in generated.values() for r in re.findall(r"\]\[(h-[\w-]+)\]", body)}
+    ):
+        if ref not in defined:
+            problems.append(f"[{ref}] is used by a table but not defined")
+        elif defined[ref] not in anchors:
+            problems.append(f"[{ref}] points at #{defined[ref]}, no heading of HISTORY.md")
+    return problems
+
+
+def rewrite(text: str, generated: dict[str, str]) -> str:
+    def body(match: re.Match) -> str:
+        return match["open"] + generated.get(match["name"], match["body"]) + match["close"]
+
+    return _BLOCK.sub(body, text)
+
+
+def check(perf_md: Path = PERF_MD, records: Records | None = None) -> list[str]:
+    """The differences between ``perf_md`` and the records (empty when they agree)."""
+    return differences(perf_md.read_text(encoding="utf-8"), render_all(records or Records()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="verify, write nothing")
+    parser.add_argument("--perf-md", type=Path, default=PERF_MD)
+    args = parser.parse_args(argv)
+    try:
+        generated = render_all(Records())
+    except RecordError as err:
+        print(f"perf_tables: {err}", file=sys.stderr)
+        return 2
+    text = args.perf_md.read_text(encoding="utf-8")
+    if not args.check:
+        text = rewrite(text, generated)
+        args.perf_md.write_text(text, encoding="utf-8")
+    # What writing cannot mend: a table with no block, a block with no table, a broken link.
+    problems = differences(text, generated)
+    for problem in problems:
+        print(f"perf_tables: {args.perf_md.name}: {problem}", file=sys.stderr)
+    if not args.check:
+        print(f"perf_tables: tables written to {args.perf_md}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
