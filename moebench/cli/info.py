@@ -131,7 +131,8 @@ def arms(
     ] = None,
     format: Annotated[str, typer.Option(help="table | json")] = "table",
 ) -> None:
-    """Every arm (built-in, installed entry points, a scenario's): origin, sources hash, files."""
+    """Every arm (built-in, installed entry points, every experts backend of the installed
+    transformers as hf:<backend>, a scenario's): origin, sources hash, files."""
     _use_interpreter_without_gpu()
     from moebench.arm import registry
     from moebench.plan.cases import run_arms
@@ -143,6 +144,7 @@ def arms(
         found = {name: registry.resolve(name) for name in registry.builtin_names()}
         for name in sorted(registry.entry_points()):
             found.setdefault(name, registry.resolve(name))
+        hf_caption, cannot = _transformers_arms(found)
         if scenario is not None:
             found.update(run_arms(_load(scenario)))
         prov = arm_provenance(found)
@@ -151,9 +153,13 @@ def arms(
     if format == "json":
         doc = {name: {"family": a.family, "contract": a.contract, "summary": a.summary,
                       **prov[name]} for name, a in found.items()}  # fmt: skip
+        for ref, (family, where, why) in cannot.items():
+            doc[ref] = {"family": family, "contract": "whole_ffn", "origin": "transformers",
+                        "summary": why, "kernels": [where], "runs_here": False}  # fmt: skip
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         return
-    t = Table(title="arms (moebench arms --format json: every file and distribution)")
+    t = Table(title="arms (moebench arms --format json: every file and distribution)",
+              caption=hf_caption)  # fmt: skip
     t.add_column("arm", no_wrap=True)
     t.add_column("what it does", overflow="fold")
     t.add_column("sources", no_wrap=True)
@@ -165,7 +171,34 @@ def arms(
             f"{a.summary}\nkernels: {', '.join(a.kernels) or '-'}\n{dists}",
             f"{p['hash'][:16]}\n{len(p['files'])} files",
         )))  # fmt: skip
+    for ref, (family, where, why) in cannot.items():
+        t.add_row(escape(f"{ref}\n{family}, whole_ffn\ntransformers"),
+                  escape(f"{why}\nkernels: {where}"), "-")  # fmt: skip
     out.print(t)
+
+
+def _transformers_arms(found: dict) -> tuple[str, dict[str, tuple[str, str, str]]]:
+    """Every experts backend of the installed transformers as its ``hf:`` arm, into ``found``
+    (each resolved as a scenario would, provenance and all); returns the table's caption and,
+    for those that cannot run here, {ref: (family, where it is defined, the one-line error)}."""
+    from moebench.arm import registry
+    from moebench.integrations.transformers import backends
+
+    if not backends.installed():
+        return (
+            "hf:<backend>: transformers is not installed (pip install 'moebench[transformers]')",
+            {},
+        )
+    cannot = {}
+    for name in backends.names():
+        ref = registry.HF_PREFIX + name
+        try:
+            found[ref] = registry.resolve(ref)
+        except registry.ArmError as exc:
+            cannot[ref] = ("prefill", backends.origin(name), str(exc))
+    version = backends.families.transformers_version()
+    return (f"hf:<backend>: the experts backends of transformers {version} (prefill, bf16; "
+            "hf:<backend>@gpt_oss: decode; docs/TRANSFORMERS.md)"), cannot  # fmt: skip
 
 
 def env(

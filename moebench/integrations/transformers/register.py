@@ -144,6 +144,9 @@ class PreparedExperts:
         cls = type(module).__name__
         w = families.read(module)
         E, D, F = w.w2_EDF.shape[0], w.w2_EDF.shape[1], w.w2_EDF.shape[2]
+        if arm.family == "prefill" and w.b13_E2F is not None:
+            raise ValueError(f"{MOEBENCH_PREFIX}{arm.name}: a prefill arm takes no expert biases "
+                             f"and {cls} has them; a decode arm runs it")  # fmt: skip
         multiple, why = FAMILY_WIDTH[arm.family]
         if D % multiple or F % multiple:
             raise ValueError(f"{MOEBENCH_PREFIX}{arm.name} needs hidden and intermediate widths "
@@ -152,9 +155,6 @@ class PreparedExperts:
         x0, ids0 = torch.zeros(1, D, device=dev), torch.zeros(1, 1, dtype=torch.int32, device=dev)
         w0 = torch.zeros(1, 1, device=dev)
         if arm.family == "prefill":
-            if w.b13_E2F is not None:
-                raise ValueError(f"{MOEBENCH_PREFIX}{arm.name}: a prefill arm takes no expert "
-                                 f"biases and {cls} has them; a decode arm runs it")  # fmt: skip
             self.template = inputs.build_problem(
                 x_TD=x0, topk_ids_TK=ids0, topk_weights_TK=w0, w13_EFD=w.concatenated(),
                 w2_EDF=w.w2_EDF, expert_offset=0, alignment=forward.alignment, capacity_rows=0,
@@ -167,13 +167,8 @@ class PreparedExperts:
                 w2_EDF=w.w2_EDF, b2_ED=b2, expert_offset=0, precision=precision,
                 activation=w.activation,
             )  # fmt: skip
-        self.arm, self.precision, self.alignment, self.stamp = (
-            arm,
-            precision,
-            forward.alignment,
-            stamp,
-        )
-        self.experts = E
+        self.arm, self.precision, self.alignment = arm, precision, forward.alignment
+        self.stamp, self.experts = stamp, E
         self.runners: dict[tuple, _Runner] = {}
 
     def __call__(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
