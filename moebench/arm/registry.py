@@ -42,6 +42,7 @@ BUILTIN = {
     "prefix_sum_masked": "arms.prefill.prefix_sum_masked:ARM",
     "dense_decode": "arms.decode.dense_decode:ARM",
     "sparse_decode": "arms.decode.sparse_decode:ARM",
+    "grouped_decode": "arms.decode.grouped_decode:ARM",
 }
 ENTRY_POINT_GROUP = "moebench.arms"
 HF_PREFIX = "hf:"

@@ -1,0 +1,90 @@
+"""grouped_decode: slots grouped by expert on the device, each touched expert's weights read once.
+
+`sparse_decode` streams an expert once per slot routed to it, so from about 16 tokens a rank it
+reads more than `dense_decode`, which streams every local expert once whatever the routing. This
+arm reads each *touched* local expert once for all of its slots: the same GEMV launcher does fc1
+(gate/up + bias, GLU fused) and fc2 (down + bias), and its programs, one per (block of output
+columns, j-th touched expert), find their expert and its slots from ``topk_ids`` themselves
+(`moebench.kernels.grouped_slots`). An untouched expert has no program; a program past the last
+touched expert returns having read only the routing. Nothing is read back to the host and no
+buffer is written but the workspace's, so one CUDA graph replays with any routing. Its weight
+bytes are the touched experts' by construction, the count the work model already gives the
+sparse layout. The combine is the other decode arms' (non-local slots skipped, never multiplied by
+zero), on the sparse arm's one-row-a-slot workspace (``TKD``): rows of non-local slots keep their
+poison.
+
+Launch: a GEMV on CUDA cores when the slots are few per expert, a tensor-core tile when they are
+many (`moebench.kernels.grouped_gemv.default_launch`, chosen from the shapes when the stages are
+built, never from the routing). Both write the sparse and dense arms' arithmetic (products exact
+in fp32, the FP8 scale after the sum, the same bias, GLU and bf16 rounding), so the three agree
+but for the order of fp32 sums: bitwise where the sums are exact, within the precision's
+tolerance otherwise (the decode cross-arm gate).
+"""
+
+import functools
+
+from arms.decode import pipeline
+from moebench.arm.base import Arm, Stage
+from moebench.arm.decode import Workspace
+from moebench.core.vocabulary import DECODE_STAGES
+from moebench.kernels.combine_topk import combine_topk
+from moebench.kernels.grouped_gemv import default_launch, grouped_gemv
+from moebench.kernels.launch import weight_format
+
+# Programmatic dependent launch of the grouped kernels and the combine, per precision (as
+# arms/decode/pipeline.py PDL for the sparse arm). Off until measured for this arm
+# (tools/bench_grouped_decode.py times the step with and without it); every choice writes the
+# same bits.
+PDL = {"w4a16": False, "w8a16": False}
+
+# Triton kernel functions the stages launch, per precision (the GEMV or the tensor-core path,
+# chosen per case from the shapes), and those they must not (moebench/gates/dispatch.py).
+_LAUNCHES = {
+    "w8a16": ("_grouped_gemv_fp8|_grouped_dot_fp8", "_combine_topk"),
+    "w4a16": ("_grouped_gemv_mxfp4|_grouped_dot_mxfp4", "_combine_topk"),
+}
+_FORBIDDEN = ("_batched_gemm", "_sparse_gemv_fp8", "_sparse_gemv_mxfp4", "_sparse_gemv_mxfp4_dot")
+
+
+def build_stages(ws: Workspace) -> tuple[Stage, ...]:
+    """fc1, fc2 and the combine as argument-free closures over the workspace (nothing allocated
+    inside); the launch is chosen here, from the shapes."""
+    p = ws.problem
+    T, K = p.topk_ids_TK.shape
+    E, off = p.local_experts, p.expert_offset
+    pdl = PDL.get(p.precision, False)
+    fc1, fc2 = (
+        default_launch(
+            weight_format(w), tokens=T, top_k=K, experts=E, columns=w.shape[1], pdl=pdl
+        )  # fmt: skip
+        for w in (p.w13, p.w2)
+    )
+
+    def run_fc1() -> None:
+        grouped_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a,
+                     expert_offset=off, launch=fc1, glu=p.activation)  # fmt: skip
+
+    def run_fc2() -> None:
+        grouped_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
+                     launch=fc2)  # fmt: skip
+
+    def run_combine() -> None:
+        combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
+                     local_experts=E, layout=ws.layout, pdl=pdl)  # fmt: skip
+
+    fns = (run_fc1, run_fc2, run_combine)
+    return tuple(Stage(name=n, run=f) for n, f in zip(DECODE_STAGES, fns, strict=True))
+
+
+ARM = Arm(
+    name="grouped_decode",
+    family="decode",
+    summary="slots grouped by expert on the device; each touched expert's weights read once",
+    build=build_stages,
+    weight_bytes=functools.partial(pipeline.weight_bytes, layout="TKD"),
+    work=functools.partial(pipeline.work, layout="TKD"),
+    kernels=("grouped_gemv[fc1+glu]", "grouped_gemv[fc2]", "combine_topk"),
+    launches=_LAUNCHES,
+    forbidden=_FORBIDDEN,
+    layout="TKD",
+)

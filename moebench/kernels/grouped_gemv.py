@@ -1,0 +1,359 @@
+"""The grouped decode GEMV: `fc1` and `fc2` of the `grouped_decode` arm, one launcher for both.
+
+Legend: T tokens, K top-k slots, E local experts, N output columns (2F for fc1, D for fc2),
+R reduction length (D for fc1, F for fc2), M slots of one expert in one pass (BLOCK_M).
+
+Tensors (as `moebench.kernels.sparse_gemv`):
+- ``x``:           bf16, row of slot (t, k) at ``x + t * stride_xt + k * stride_xk``, R contiguous
+  values: the tokens ``x_TD`` for fc1 (``stride_xk = 0``) or the activation ``a_TKF`` for fc2.
+- ``topk_ids_TK``: int32 [T, K] global expert ids; the local experts are
+  [expert_offset, expert_offset + E).
+- ``w``:           [E, N, R] FP8 e4m3 (W8A16) or [E, N, R/2] uint8 MXFP4 (two e2m1 a byte, low
+  nibble first), rows contiguous.
+- ``w_scale``:     float32 [E] (FP8) or uint8 e8m0 [E, N, R/32] (MXFP4).
+- ``bias_EN``:     bf16 [E, N].
+- ``out``:         bf16 [T, K, N] (or N/2 with a GLU: gate = h[0::2], up = h[1::2]), one row a
+  slot; rows of slots not routed to a local expert are never written.
+
+Each touched local expert's weights are read once for all the slots routed to it: the grid is
+(N / BLOCK_N, min(E, T * K)), one program a block of output columns of the j-th touched expert,
+which finds that expert and its slots from the routing itself (`moebench.kernels.grouped_slots`)
+and returns, having read only the routing, when fewer than j + 1 experts are touched. An untouched
+expert has no program. A program takes its expert's slots BLOCK_M at a time (one pass over the
+weights a group; a second pass only when an expert holds more than BLOCK_M slots). Nothing is read
+back to the host and no buffer is written but ``out``: one CUDA graph replays any routing.
+
+Two paths, the same arithmetic up to the fp32 summation order:
+
+- ``gemv`` (CUDA cores, this file): the sparse GEMV's tiles (FP8: [BLOCK_N, BLOCK_K / 16, 16]
+  bytes, a warp across a row, 16 bytes a lane; MXFP4: group-major words decoded by `kernels.jit`)
+  with the pass's BLOCK_M slots as a leading dimension, so each weight value is loaded and
+  converted once and multiplied into every slot of the pass. Per-lane fp32 sums, summed across
+  lanes at the end; FP8 times the expert scale, MXFP4 each group's sum times its e8m0 scale.
+  For few slots an expert (one token).
+- ``dot`` (tensor cores, `moebench.kernels.grouped_dot`): the expert's weight tile as the
+  [BLOCK_N, BLOCK_K] operand, the pass's slots as a [BLOCK_K, BLOCK_M] operand (M padded to 16
+  or more with masked rows), fp32 accumulation; FP8 converted to bf16 exactly and scaled after the
+  sum, MXFP4 through ``tl.dot_scaled`` (e2m1 times its power-of-two scale, exact in bf16). For
+  several slots an expert (tens of tokens), where the CUDA cores' multiply-adds would bound it.
+
+Both store through one epilogue (`grouped_slots.slot_epilogue`): bias, the GLU in fp32 in the
+reference's order, bf16 rounded to nearest even. So the outputs are those of `sparse_gemv` and
+`batched_gemm` (products exact in fp32, the FP8 scale after the sum, the same epilogue) but for the
+order of the fp32 sums; where every sum is exact they are bitwise equal.
+
+The path and the blocks are launcher arguments chosen from the shapes (`default_launch`), never
+from the routing, so that a step captured once serves every routing; `tools/bench_grouped_decode.py`
+times the alternatives on the GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from moebench.kernels.grouped_dot import _grouped_dot_fp8, _grouped_dot_mxfp4
+from moebench.kernels.grouped_slots import expert_slots, scan_width, slot_epilogue, touched_expert
+from moebench.kernels.jit import (
+    HAS_PDL,
+    e2m1_pair,
+    e8m0_scale,
+    pdl_launch_dependents,
+    pdl_wait,
+)
+from moebench.kernels.launch import GLUS, MX_BLOCK, checker, describe, weight_format
+
+
+@triton.jit
+def _grouped_gemv_fp8(
+    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
+    TK, K, expert_offset, E, R,
+    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
+    stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
+    GDC: tl.constexpr,
+):  # fmt: skip
+    pdl_launch_dependents(GDC)
+    e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+                              tl.program_id(1), BLOCK_E, SCAN)  # fmt: skip
+    if count == 0:
+        return
+    # Only the routing was read so far; x may be the previous kernel's output.
+    pdl_wait(GDC)
+    e64 = e.to(tl.int64)
+    n_block = tl.program_id(0)
+    # Tile [BLOCK_M, BLOCK_N, LANES, 16]: 16 consecutive weight bytes a lane (one 16-byte load), a
+    # warp across a row, the pass's slots leading. The slots' rows are read through a pointer
+    # tile broadcast over the weight rows, so that they take the product's layout (the loads are
+    # the same for every row and issued once).
+    LANES: tl.constexpr = BLOCK_K // 16
+    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs = tl.arange(0, LANES)[:, None] * 16 + tl.arange(0, 16)[None, :]
+    # The weights' pointer tile has the product's rank too (a leading 1), so that they are loaded
+    # in the product's layout rather than shuffled into it.
+    w_rows = w_ptr + e64 * stride_we + rows.to(tl.int64)[None, :, None, None] * stride_wn
+    scale = tl.load(ws_ptr + e64)
+    for m0 in range(0, count, BLOCK_M):
+        t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
+                                BLOCK_M, SCAN)  # fmt: skip
+        m_ok = m0 + tl.arange(0, BLOCK_M) < count
+        x_rows = (x_ptr + t64 * stride_xt + k64 * stride_xk).to(tl.pointer_type(tl.int16))
+        x_at = x_rows[:, None, None, None] + 0 * rows[None, :, None, None]
+        acc = tl.zeros([BLOCK_M, BLOCK_N, LANES], dtype=tl.float32)
+        for k0 in range(0, R, BLOCK_K):
+            k = k0 + offs
+            k = k[None, None, :, :]
+            if EVEN_K:
+                w = tl.load(w_rows + k)
+                xv = tl.load(x_at + k)
+            else:
+                w = tl.load(w_rows + k, mask=k < R, other=0.0)
+                xv = tl.load(x_at + k, mask=k < R, other=0)
+            xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
+            acc += tl.sum(w.to(tl.float32) * xf, axis=3)
+        h = tl.sum(acc, axis=2) * scale
+        slot_epilogue(h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot,
+                      stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+
+
+@triton.jit
+def _grouped_gemv_mxfp4(
+    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
+    TK, K, expert_offset, E, R,
+    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_se, stride_sn,
+    stride_be, stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
+    PTX: tl.constexpr, GDC: tl.constexpr,
+):  # fmt: skip
+    pdl_launch_dependents(GDC)
+    e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+                              tl.program_id(1), BLOCK_E, SCAN)  # fmt: skip
+    if count == 0:
+        return
+    pdl_wait(GDC)
+    e64 = e.to(tl.int64)
+    n_block = tl.program_id(0)
+    # The sparse GEMV's group-major tile [GROUPS, BLOCK_N, 4] of uint32 words (a lane one MX
+    # group of a row: 16 bytes, 32 values, one e8m0 scale), with the pass's slots leading. Word q
+    # of group g holds values 32g + 8q + 2j (low nibble of byte j) and 32g + 8q + 2j + 1 (high
+    # nibble), which pair with bf16-pair word 16g + 4q + j of a slot's row.
+    GROUPS: tl.constexpr = BLOCK_K // 32
+    rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    offs_g = tl.arange(0, GROUPS)
+    offs_q = tl.arange(0, 4)
+    # Weights and scales are loaded with the product's rank (a leading 1), in its layout.
+    w_rows = (w_ptr + e64 * stride_we).to(tl.pointer_type(tl.uint32))
+    w_rows = w_rows + rows64[None, None, :, None] * (stride_wn // 4)
+    s_rows = ws_ptr + e64 * stride_se + rows64[None, None, :] * stride_sn
+    for m0 in range(0, count, BLOCK_M):
+        t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
+                                BLOCK_M, SCAN)  # fmt: skip
+        m_ok = m0 + tl.arange(0, BLOCK_M) < count
+        x_pairs = (x_ptr + t64 * stride_xt + k64 * stride_xk).to(tl.pointer_type(tl.uint32))
+        acc = tl.zeros([BLOCK_M, GROUPS, BLOCK_N], dtype=tl.float32)
+        for k0 in range(0, R, BLOCK_K):
+            g = k0 // 32 + offs_g
+            word = g[:, None] * 4 + offs_q[None, :]
+            g_ok = g < R // 32
+            w_at = w_rows + word[None, :, None, :]
+            s_at = s_rows + g[None, :, None]
+            x_at = x_pairs[:, None, None] + word[None, :, :] * 4
+            if EVEN_K:
+                w = tl.load(w_at)
+                s = tl.load(s_at)
+            else:
+                w = tl.load(w_at, mask=g_ok[None, :, None, None], other=0)
+                s = tl.load(s_at, mask=g_ok[None, :, None], other=0)
+            w_hi = w >> 16
+            part = tl.zeros([BLOCK_M, GROUPS, BLOCK_N, 4], dtype=tl.float32)
+            for j in tl.static_range(4):
+                if EVEN_K:
+                    xp = tl.load(x_at + j)
+                else:
+                    xp = tl.load(x_at + j, mask=g_ok[None, :, None], other=0)
+                x_lo = (xp << 16).to(tl.float32, bitcast=True)[:, :, None, :]
+                x_hi = (xp & 0xFFFF0000).to(tl.float32, bitcast=True)[:, :, None, :]
+                if j < 2:
+                    lo, hi = e2m1_pair(w, j, PTX)
+                else:
+                    lo, hi = e2m1_pair(w_hi, j - 2, PTX)
+                # Two separate updates keep each product a fused multiply-add.
+                part += lo * x_lo
+                part += hi * x_hi
+            acc += tl.sum(part, axis=3) * e8m0_scale(s)
+        # Undo the 2^-14 of the fp16 placement (kernels.jit); kernels read no module globals.
+        h = tl.sum(acc, axis=1) * 16384.0
+        slot_epilogue(h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot,
+                      stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+
+
+PATHS = ("gemv", "dot")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launch:
+    """How `grouped_gemv` launches: the path and its blocks (``block_k`` in values along R),
+    warps, pipeline depth (``dot`` only; 0: the compiler's default) and programmatic dependent
+    launch."""
+
+    path: str
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int = 0
+    pdl: bool = False
+
+
+# Slots per local expert, counted as if every slot were local (T * K / E), from which the default
+# launch takes the tensor-core path. Not measured yet (tools/bench_grouped_decode.py times both
+# paths at every token count): below one slot an expert the pass is a plain GEMV, where the sparse
+# GEMV's tiles are the measured best; above, the CUDA cores would spend one multiply-add per slot
+# on every weight value, which the tensor cores do for 16 slots at the cost of one conversion.
+DOT_FROM_SLOTS_PER_EXPERT = 1
+
+
+def default_launch(
+    fmt: str, *, tokens: int, top_k: int, experts: int, columns: int, pdl: bool = False
+) -> Launch:
+    """The launch the `grouped_decode` arm uses for a stage of ``columns`` output columns (N),
+    from the shapes alone (never the routing).
+
+    ``gemv``: the sparse GEMV's measured tiles (docs/PERF.md; `sparse_gemv.default_blocks`), one
+    slot a pass (a second slot of an expert is a second pass over its tile, from L2). ``dot``:
+    64 weight rows and 128 bytes of each a step (FP8 128 values, MXFP4 256), 16 slots a pass (32
+    when the experts average more than 8 slots, so that a pass seldom needs a second), 4 warps,
+    4 pipeline stages (3 for MXFP4: its steps carry twice the values); unmeasured starting points
+    for the GPU sweep. Row blocks shrink to the largest power of two dividing N; a dot tile needs
+    16 rows, so an N with fewer takes the GEMV."""
+    fits = lambda bn: min(bn, columns & -columns)
+    if tokens * top_k > DOT_FROM_SLOTS_PER_EXPERT * experts and fits(64) >= 16:
+        block_m = 16 if tokens * top_k <= 8 * experts else 32
+        if fmt == "fp8":
+            return Launch(path="dot", block_m=block_m, block_n=fits(64), block_k=128,
+                          num_warps=4, num_stages=4, pdl=pdl)  # fmt: skip
+        return Launch(path="dot", block_m=block_m, block_n=fits(64), block_k=256, num_warps=4,
+                      num_stages=3, pdl=pdl)  # fmt: skip
+    if fmt == "fp8":
+        return Launch(path="gemv", block_m=1, block_n=fits(2), block_k=1024, num_warps=1, pdl=pdl)
+    return Launch(path="gemv", block_m=1, block_n=fits(16), block_k=1024, num_warps=4, pdl=pdl)
+
+
+_check = checker("grouped_gemv")
+
+
+def grouped_gemv(
+    x: torch.Tensor,
+    topk_ids_TK: torch.Tensor,
+    w: torch.Tensor,
+    w_scale: torch.Tensor,
+    bias_EN: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    expert_offset: int,
+    launch: Launch,
+    glu: str = "none",
+) -> None:
+    """Every touched local expert times all of its slots (module docstring). ``x`` is [T, R]
+    (fc1: each slot reads its token) or [T, K, R] (fc2: each slot its own row); ``out`` is
+    [T, K, N] or, with ``glu``, [T, K, N/2]; both bf16 with unit stride along the last dimension.
+    Rows of ``out`` of slots not routed to a local expert are left untouched."""
+    _check(glu in GLUS, f"glu must be one of {GLUS}, got {glu!r}")
+    fmt = weight_format(w)
+    _check(w.dim() == 3 and w.stride(2) == 1, f"w must be 3-D, rows contiguous: {describe(w)}")
+    E, N, Rw = w.shape
+    R = Rw * (2 if fmt == "mxfp4" else 1)
+    _check(
+        topk_ids_TK.dim() == 2 and topk_ids_TK.dtype == torch.int32,
+        f"topk_ids_TK must be int32 [T, K], got {describe(topk_ids_TK)}",
+    )
+    T, K = topk_ids_TK.shape
+    _check(x.dtype == torch.bfloat16 and x.stride(-1) == 1, f"x must be bf16: {describe(x)}")
+    if x.dim() == 2:
+        _check(tuple(x.shape) == (T, R), f"x must be [T={T}, R={R}], got {list(x.shape)}")
+        stride_xt, stride_xk = x.stride(0), 0
+    else:
+        _check(tuple(x.shape) == (T, K, R), f"x must be [{T}, {K}, {R}], got {list(x.shape)}")
+        stride_xt, stride_xk = x.stride(0), x.stride(1)
+    _check(R % MX_BLOCK == 0 and R > 0, f"R ({R}) must be a positive multiple of {MX_BLOCK}")
+    _check(
+        (stride_xt % 2, stride_xk % 2, x.data_ptr() % 4) == (0, 0, 0),
+        "x rows must be 4-byte aligned (read as bf16 pairs)",
+    )
+    n_out = N // 2 if glu != "none" else N
+    _check(
+        out.dtype == torch.bfloat16 and tuple(out.shape) == (T, K, n_out) and out.stride(2) == 1,
+        f"out must be bf16 [{T}, {K}, {n_out}] with unit column stride, got {describe(out)}",
+    )
+    _check(
+        bias_EN.dtype == torch.bfloat16
+        and tuple(bias_EN.shape) == (E, N)
+        and bias_EN.stride(1) == 1,
+        f"bias_EN must be bf16 [{E}, {N}], got {describe(bias_EN)}",
+    )
+    if fmt == "fp8":
+        _check(
+            w_scale.dtype == torch.float32 and tuple(w_scale.shape) == (E,),
+            f"FP8 weights need w_scale float32 [{E}], got {describe(w_scale)}",
+        )
+        scale_strides = ()
+    else:
+        _check(
+            w_scale.dtype == torch.uint8
+            and tuple(w_scale.shape) == (E, N, R // MX_BLOCK)
+            and w_scale.stride(2) == 1,
+            f"MXFP4 weights need w_scale uint8 [{E}, {N}, {R // MX_BLOCK}], "
+            f"got {describe(w_scale)}",
+        )
+        _check(w.stride(1) % 4 == 0 and w.data_ptr() % 4 == 0, "MXFP4 rows must be 4-byte aligned")
+        scale_strides = (w_scale.stride(0), w_scale.stride(1))
+    devices = {t.device for t in (x, topk_ids_TK, w, w_scale, bias_EN, out)}
+    _check(len(devices) == 1, f"all tensors must be on one device, got {sorted(map(str, devices))}")
+
+    L = launch
+    _check(L.path in PATHS, f"path must be one of {PATHS}, got {L.path!r}")
+    pow2 = lambda v: v >= 1 and v & (v - 1) == 0
+    _check(pow2(L.block_m), f"block_m must be a power of two, got {L.block_m}")
+    _check(
+        pow2(L.block_n) and L.block_n >= 2 and N % L.block_n == 0,
+        f"block_n must be a power of two >= 2 dividing N ({N}), got {L.block_n}",
+    )
+    _check(pow2(L.block_k) and L.block_k >= 32, f"block_k must be a power of two >= 32, got "
+           f"{L.block_k}")  # fmt: skip
+    _check(L.num_stages >= 0, f"num_stages must be >= 0, got {L.num_stages}")
+    if L.path == "dot":
+        _check(
+            min(L.block_m, L.block_n) >= 16 and L.block_k >= (64 if fmt == "mxfp4" else 16),
+            f"the dot path needs block_m, block_n >= 16 and block_k >= "
+            f"{64 if fmt == 'mxfp4' else 16}, got {L.block_m}, {L.block_n}, {L.block_k}",
+        )
+    else:
+        _check(L.num_stages == 0, "num_stages is for the dot path")
+    if T == 0 or K == 0 or E == 0:
+        return
+    block_e = triton.next_power_of_2(E)
+    common = dict(
+        GLU=glu, BLOCK_M=L.block_m, BLOCK_N=L.block_n, BLOCK_K=L.block_k, EVEN_K=R % L.block_k == 0,
+        EXACT_RNE=not out.is_cuda, BLOCK_E=block_e, SCAN=scan_width(T * K, block_e, L.block_m),
+        GDC=L.pdl and HAS_PDL and out.is_cuda, num_warps=L.num_warps,
+    )  # fmt: skip
+    if common["GDC"]:
+        common["launch_pdl"] = True
+    args = (
+        x, topk_ids_TK, w, w_scale, bias_EN, out, T * K, K, expert_offset, E, R,
+        stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1), *scale_strides,
+        bias_EN.stride(0), out.stride(0), out.stride(1),
+    )  # fmt: skip
+    grid = (N // L.block_n, min(E, T * K))
+    if L.path == "dot":
+        kernel = _grouped_dot_fp8 if fmt == "fp8" else _grouped_dot_mxfp4
+        kernel[grid](*args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, **common)
+    elif fmt == "fp8":
+        _grouped_gemv_fp8[grid](*args, **common)
+    else:
+        _grouped_gemv_mxfp4[grid](*args, PTX=out.is_cuda, **common)

@@ -1,0 +1,116 @@
+"""Tokens grouped by expert on the device, for the grouped decode kernels (`grouped_gemv`).
+
+Legend: T tokens, K top-k slots, E local experts, M slots of one expert in one pass (BLOCK_M),
+N output columns, S slots scanned at once (SCAN).
+
+A slot is one (token, top-k position) pair, numbered ``s = t * K + k``; ``topk_ids_TK`` is int32
+[T, K] of global expert ids and the local experts are [expert_offset, expert_offset + E). A
+grouped program serves the j-th *touched* local expert (j = ``program_id(1)``; experts in
+increasing id, touched when at least one slot routes to it) and every slot routed to it. It finds
+them from the routing alone, with no buffer written by another kernel and nothing read back to the
+host, so the launch is graph-capturable and any routing replays correctly:
+
+- `touched_expert`: the slots' per-expert counts (a [BLOCK_E, SCAN] comparison summed over the
+  slots, S at a time), a running count of the touched experts, and the j-th of them. A program
+  whose j is past the last touched expert gets count 0 and returns having read only the routing;
+  an untouched expert has no program at all (the grid's second axis is min(E, T * K), a bound
+  from the shapes).
+- `expert_slots`: the expert's slots number m0 .. m0 + BLOCK_M - 1, in increasing s: each slot's
+  rank among the expert's slots is a running prefix sum, and a [BLOCK_M, SCAN] match picks the
+  slot of each rank. A slot routed twice to one expert (a token's duplicate ids) is two slots,
+  as in `reference.moe_ffn_decode`.
+- `slot_epilogue`: bias, the GLU of the interleaved (gate, up) rows, the bf16 store (rounded to
+  nearest even, on the bits under the interpreter) of one pass's [BLOCK_M, BLOCK_N] outputs into
+  the slots' rows; rows past the expert's count are masked, so nothing but the routed slots is
+  ever written.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from moebench.kernels.jit import fp32_to_bf16, gated_activation
+
+
+def scan_width(slots: int, block_e: int, block_m: int) -> int:
+    """Slots compared at once (a power of two): all of them up to a [256, 16]-element match, fewer
+    when the experts or the pass are wider, so that the match tile stays about 4,096 elements."""
+    return max(
+        1, min(triton.next_power_of_2(max(slots, 1)), max(16, 4096 // max(block_e, block_m)))
+    )
+
+
+@triton.jit
+def _slot_ids(ids_ptr, stride_it, stride_ik, s, ok, K, expert_offset):
+    """Local expert ids of slots ``s`` (anything where not ``ok``)."""
+    return tl.load(ids_ptr + (s // K) * stride_it + (s % K) * stride_ik, mask=ok, other=0) - (
+        expert_offset
+    )
+
+
+@triton.jit
+def touched_expert(
+    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j,
+    BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
+):  # fmt: skip
+    """(e, count): the j-th touched local expert and its number of slots; count is 0 when fewer
+    than j + 1 local experts are touched (e is then meaningless)."""
+    ex = tl.arange(0, BLOCK_E)
+    hits = tl.zeros([BLOCK_E], dtype=tl.int32)
+    for s0 in range(0, TK, SCAN):
+        s = s0 + tl.arange(0, SCAN)
+        ok = s < TK
+        loc = _slot_ids(ids_ptr, stride_it, stride_ik, s, ok, K, expert_offset)
+        live = ok & (loc >= 0) & (loc < E)
+        hits += tl.sum((live[None, :] & (loc[None, :] == ex[:, None])).to(tl.int32), axis=1)
+    touched = hits > 0
+    rank = tl.cumsum(touched.to(tl.int32), 0) - 1
+    mine = touched & (rank == j)
+    return tl.sum(tl.where(mine, ex, 0), 0), tl.sum(tl.where(mine, hits, 0), 0)
+
+
+@triton.jit
+def expert_slots(
+    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
+    BLOCK_M: tl.constexpr, SCAN: tl.constexpr,
+):  # fmt: skip
+    """(t, k) int64 [BLOCK_M]: token and top-k position of local expert ``e``'s slots m0,
+    m0 + 1, ... in increasing slot number. Past the expert's last slot (``count`` of them) the
+    last one is repeated, so that every row a pass reads is a row of the expert's own (no mask on
+    the loads); the caller masks those rows' stores."""
+    want = tl.minimum(m0 + tl.arange(0, BLOCK_M), count - 1)
+    slot = tl.zeros([BLOCK_M], dtype=tl.int32)
+    # Slots of e before the current scan block; a tensor from the start so that its type is the
+    # same on every iteration of the compiled loop.
+    before = tl.sum(tl.zeros([SCAN], dtype=tl.int32), 0)
+    for s0 in range(0, TK, SCAN):
+        s = s0 + tl.arange(0, SCAN)
+        ok = s < TK
+        mine = ok & (_slot_ids(ids_ptr, stride_it, stride_ik, s, ok, K, expert_offset) == e)
+        rank = before + tl.cumsum(mine.to(tl.int32), 0) - 1
+        match = mine[None, :] & (rank[None, :] == want[:, None])
+        slot += tl.sum(tl.where(match, s[None, :], 0), axis=1)
+        before += tl.sum(mine.to(tl.int32), 0)
+    slot64 = slot.to(tl.int64)
+    return slot64 // K, slot64 % K
+
+
+@triton.jit
+def slot_epilogue(
+    h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr,
+):  # fmt: skip
+    """Bias, optional GLU over the interleaved (gate, up) columns, bf16 store of the fp32 sums
+    ``h`` [BLOCK_M, BLOCK_N] (already scaled) of column block ``n_block`` into the rows of slots
+    (t64, k64) where ``m_ok``."""
+    cols = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    h = h + tl.load(b_ptr + e64 * stride_be + cols).to(tl.float32)[None, :]
+    out_rows = out_ptr + t64 * stride_ot + k64 * stride_ok
+    if GLU == "none":
+        tl.store(out_rows[:, None] + cols[None, :], fp32_to_bf16(h, EXACT_RNE), mask=m_ok[:, None])
+    else:
+        gate, up = tl.split(tl.reshape(h, [BLOCK_M, BLOCK_N // 2, 2]))
+        half = n_block * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
+        a = fp32_to_bf16(gated_activation(gate, up, GLU), EXACT_RNE)
+        tl.store(out_rows[:, None] + half[None, :], a, mask=m_ok[:, None])

@@ -1,0 +1,132 @@
+"""The grouped decode arm end to end on one rank, on both of its launches: against the reference
+and the other two decode arms (the decode cross-arm gate), NaN garbage in non-local slots
+(skipped, never multiplied by zero), what it leaves unwritten, and its weight bytes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from arms.decode import grouped_decode, pipeline
+from moebench.arm import decode, registry
+from moebench.core.numerics import TOLERANCE, calc_diff
+from moebench.gates import checks
+from moebench.kernels.grouped_gemv import default_launch
+from moebench.plan import inputs
+
+ARMS = {n: registry.resolve(n) for n in ("dense_decode", "sparse_decode", "grouped_decode")}
+
+K, E_ALL, D, F = 2, 8, 64, 32
+E = 4  # local experts: this is rank 1 of two, global experts [4, 8)
+
+
+def problem(precision: str, activation: str, ids: torch.Tensor, weights: torch.Tensor):
+    w13, b13, w2, b2 = inputs.make_decode_weights(
+        experts=range(E, 2 * E), hidden=D, intermediate=F, seed=3, device=torch.device("cpu")
+    )
+    x = inputs.make_tokens(tokens=ids.shape[0], hidden=D, seed=3, device=torch.device("cpu"))
+    return inputs.build_decode_problem(
+        x_TD=x, topk_ids_TK=ids, topk_weights_TK=weights, w13_E2FD=w13, b13_E2F=b13, w2_EDF=w2,
+        b2_ED=b2, expert_offset=E, precision=precision, activation=activation,
+    )  # fmt: skip
+
+
+def run(arm: str, p: decode.Problem) -> decode.Workspace:
+    ws = decode.Workspace(p, layout=ARMS[arm].layout)
+    ws.poison()
+    for stage in ARMS[arm].build(ws):
+        stage.run()
+    return ws
+
+
+def routing(tokens: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.stack([torch.randperm(E_ALL, generator=g)[:K] for _ in range(tokens)]).int()
+    return ids, torch.softmax(torch.randn(tokens, K, generator=g), dim=1)
+
+
+# (tokens, precision, activation, the launch the shapes pick); each names its edge.
+CASES = [
+    pytest.param(1, "w8a16", "swiglu_oai", "gemv", id="one-token-fp8-gpt-oss-gemv"),
+    pytest.param(2, "w4a16", "silu", "gemv", id="two-tokens-mxfp4-silu-gemv"),
+    pytest.param(3, "w8a16", "silu", "dot", id="prime-tokens-fp8-silu-tensor-cores"),
+    pytest.param(6, "w4a16", "swiglu_oai", "dot", id="mxfp4-gpt-oss-tensor-cores"),
+]
+
+
+@pytest.mark.parametrize(("tokens", "precision", "activation", "path"), CASES)
+def test_grouped_matches_the_reference_and_the_other_arms(tokens, precision, activation, path):
+    ids, wts = routing(tokens, tokens)
+    p = problem(precision, activation, ids, wts)
+    fmt = "fp8" if precision == "w8a16" else "mxfp4"
+    assert default_launch(fmt, tokens=tokens, top_k=K, experts=E, columns=2 * F).path == path
+    want = inputs.decode_reference_output(p)
+    out = {}
+    for arm in ARMS:
+        ws = run(arm, p)
+        err = calc_diff(ws.y_TD.float(), want)
+        assert err <= TOLERANCE[precision] / 10, (arm, err)
+        out[arm] = checks.DecodeCapture(y_TD=ws.y_TD.clone())
+        if arm == "grouped_decode":
+            live, nonlocal_ = checks.check_decode_sentinels(ws)
+            assert (live.status, nonlocal_.status) == ("pass", "pass"), (live, nonlocal_)
+    for base in ("dense_decode", "sparse_decode"):
+        (cross,) = checks.check_cross_arm_close(base, out, precision)["grouped_decode"]
+        assert cross.status == "pass", cross.detail
+
+
+# Global ids (local: 4..7); each names the launch its shapes pick.
+MIXED = [
+    pytest.param([[5, 1]], id="gemv"),
+    pytest.param([[5, 1], [0, 4], [7, 6], [2, 3], [4, 9], [6, 5]], id="tensor-cores"),
+]
+
+
+@pytest.mark.parametrize("ids", MIXED)
+def test_nan_garbage_in_non_local_slots_never_reaches_the_output(ids):
+    """Slots routed to the other rank carry NaN router weights; the output is finite and bitwise
+    the output with harmless values in those slots, and their rows keep the poison."""
+    ids = torch.tensor(ids, dtype=torch.int32)
+    wts = torch.softmax(torch.randn(ids.shape, generator=torch.Generator().manual_seed(2)), 1)
+    remote = (ids < E) | (ids >= 2 * E)
+    garbage = run("grouped_decode", problem("w8a16", "swiglu_oai", ids,
+                                            torch.where(remote, float("nan"), wts)))  # fmt: skip
+    clean = run("grouped_decode", problem("w8a16", "swiglu_oai", ids,
+                                          torch.where(remote, 0.25, wts)))  # fmt: skip
+    assert torch.isfinite(garbage.y_TD.float()).all()
+    assert torch.equal(garbage.y_TD.view(torch.int16), clean.y_TD.view(torch.int16))
+    assert torch.isnan(garbage.a[remote].float()).all()
+    assert torch.isnan(garbage.o[remote].float()).all()
+    garbage.o[remote] = 0.0  # what a program that multiplied instead of skipping would leave
+    assert checks.check_decode_sentinels(garbage)[1].status == "fail"
+
+
+def test_a_token_with_no_local_slot_gets_zeros():
+    """Tokens whose every slot is remote: y is zero for them (an empty sum), finite for all."""
+    ids = torch.tensor([[0, 1], [4, 9], [2, 3]], dtype=torch.int32)
+    ws = run("grouped_decode", problem("w4a16", "silu", ids, torch.ones(3, K)))
+    assert torch.equal(ws.y_TD[[0, 2]].float(), torch.zeros(2, D))
+    assert torch.isfinite(ws.y_TD.float()).all() and ws.y_TD[1].abs().sum() > 0
+
+
+def test_weight_bytes_are_the_touched_experts_once():
+    """Experts 4, 5 and 7 are hit (4 three times): each counted once, as the sparse arm's DRAM
+    minimum; dense reads all four local experts."""
+    ids = torch.tensor([[4, 0], [5, 4], [1, 2], [4, 5], [7, 3]], dtype=torch.int32)
+    for precision in ("w8a16", "w4a16"):
+        p = problem(precision, "swiglu_oai", ids, torch.ones(5, K))
+        grouped = ARMS["grouped_decode"].weight_bytes(p)
+        assert grouped == pipeline.weight_bytes(p, layout="TKD")
+        per = pipeline.expert_bytes(p)
+        assert grouped["ffn"] == 3 * (per["fc1"] + per["fc2"])
+        assert grouped["ffn"] < ARMS["dense_decode"].weight_bytes(p)["ffn"]
+        assert ARMS["grouped_decode"].work(p)["fc1"].rows == 6  # the local slots
+
+
+def test_the_arm_declares_both_launches_to_the_dispatch_gate():
+    arm = ARMS["grouped_decode"]
+    assert arm.name == "grouped_decode" and arm.build is grouped_decode.build_stages
+    assert arm.launches["w8a16"] == ("_grouped_gemv_fp8|_grouped_dot_fp8", "_combine_topk")
+    assert arm.launches["w4a16"] == ("_grouped_gemv_mxfp4|_grouped_dot_mxfp4", "_combine_topk")
+    assert "_batched_gemm" in arm.forbidden and "_sparse_gemv_fp8" in arm.forbidden
+    assert arm.layout == "TKD" and arm.family == "decode" and arm.origin == "builtin"

@@ -1,0 +1,269 @@
+"""The grouped decode GEMV under the interpreter: both paths (CUDA-core GEMV, tensor-core tile),
+both weight formats, against `moebench.reference` per slot; rows of non-local slots keep their
+poison; bitwise equal to the sparse GEMV, the dense GEMM and torch's rounding where every fp32
+sum is exact; other ranks' experts never read.
+
+Inputs and references are built on the CPU; the kernels run on the test device (the GPU when
+TRITON_INTERPRET is not 1), through `on_device`."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from moebench.core import reference as ref
+from moebench.kernels.batched_gemm import batched_gemm
+from moebench.kernels.grouped_gemv import Launch, default_launch, grouped_gemv
+from moebench.kernels.sparse_gemv import sparse_gemv
+
+FORMATS = ("fp8", "mxfp4")
+DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+
+
+def on_device(launch):
+    """``launch`` with its tensor arguments moved to DEVICE and copied back in place afterwards
+    (outputs are written in place), so that tests keep CPU tensors."""
+
+    def run(*args, **kw):
+        moved = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args]
+        moved_kw = {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+        launch(*moved, **moved_kw)
+        for a, m in zip([*args, *kw.values()], [*moved, *moved_kw.values()], strict=True):
+            if isinstance(a, torch.Tensor) and m is not a:
+                a.copy_(m.cpu())
+
+    return run
+
+
+grouped, sparse, dense = on_device(grouped_gemv), on_device(sparse_gemv), on_device(batched_gemm)
+
+# Small launches of both paths for the interpreter: the GEMV with two slots a pass and 16 rows a
+# program (the GPU's FP8 default is 1 slot and 2 rows; a row's sum does not depend on the block),
+# the tile at its smallest (16 slots, 16 rows). K steps of 32 values (GEMV) or 64 (tile) so that
+# R = 64 takes two or one.
+LAUNCHES = {
+    "gemv": Launch(path="gemv", block_m=2, block_n=16, block_k=32, num_warps=1),
+    "dot": Launch(path="dot", block_m=16, block_n=16, block_k=64, num_warps=4),
+}
+
+
+def quantised(fmt: str, w: torch.Tensor):
+    """(weights, scales, float32 dequantised) of float weights [E, N, R]."""
+    if fmt == "fp8":
+        q, s = ref.quant_weight_fp8_expert(w)
+        return q, s, ref.dequant_weight_fp8_expert(q, s)
+    q, s = ref.quant_weight_mxfp4(w)
+    return q, s, ref.dequant_weight_mxfp4(q, s)
+
+
+def rows_ref(x_rows: torch.Tensor, wd: torch.Tensor, b: torch.Tensor, glu: str) -> torch.Tensor:
+    """float32 reference of one expert's output for rows x [M, R]."""
+    h = x_rows.float() @ wd.t() + b.float()
+    return h if glu == "none" else ref.glu_interleaved(h, glu)
+
+
+def routing(T: int, K: int, E: int, offset: int, seed: int) -> torch.Tensor:
+    """int32 ids [T, K]: distinct per token, drawn from the local range and two remote ranks."""
+    g = torch.Generator().manual_seed(seed)
+    pool = torch.arange(offset - E, offset + 2 * E).clamp_min(0).unique()
+    return torch.stack([pool[torch.randperm(len(pool), generator=g)[:K]] for _ in range(T)]).int()
+
+
+def poisoned(*shape: int) -> torch.Tensor:
+    return torch.full(shape, float("nan"), dtype=torch.bfloat16)
+
+
+# (T tokens, K slots, E local experts, expert offset, ids relative to the offset or None for
+# `routing`, activation); each names its edge.
+SHAPES = [
+    pytest.param(1, 2, 3, 0, None, "swiglu_oai", id="one-token"),
+    # 17 slots on local expert 1: more than a pass of either path (2 and 16 slots)
+    pytest.param(17, 2, 2, 4, [[1, -3]] * 17, "silu", id="tokens-more-than-a-block"),
+    # a token's three slots all on one expert (duplicate ids): 9 slots, one expert
+    pytest.param(3, 3, 4, 2, [[2, 2, 2]] * 3, "swiglu_oai", id="every-slot-on-one-expert"),
+    # experts 0, 2 and 3 receive nothing
+    pytest.param(4, 2, 4, 8, [[1, -1], [5, 1], [1, -8], [9, 1]], "silu", id="empty-local-experts"),
+    pytest.param(
+        3, 2, 3, 40, [[-1, -2], [-5, 3], [7, -40]], "swiglu_oai", id="all-slots-non-local"
+    ),
+    pytest.param(2, 3, 3, 0, [[0, 1, 2], [2, 0, 1]], "silu", id="k-equals-local-experts"),
+    pytest.param(5, 3, 7, 7, None, "swiglu_oai", id="prime-experts-half-remote"),
+]
+
+
+@pytest.mark.parametrize("path", ["gemv", "dot"])
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(("T", "K", "E", "offset", "ids", "act"), SHAPES)
+def test_grouped_gemv_fc1_and_fc2(path, fmt, T, K, E, offset, ids, act):
+    """fc1 (every slot reads its token, GLU fused) and fc2 (every slot its own activation row)
+    against the reference, slot by slot; rows of non-local slots keep the NaN poison."""
+    torch.manual_seed(T * 10 + K + E)
+    D, F = 64, 32
+    if ids is None:
+        ids = routing(T, K, E, offset, T)
+    else:
+        ids = torch.tensor(ids, dtype=torch.int32) + offset
+    w13, s13, w13d = quantised(fmt, torch.randn(E, 2 * F, D) * D**-0.5)
+    w2, s2, w2d = quantised(fmt, torch.randn(E, D, F) * F**-0.5)
+    b13, b2 = (torch.randn(E, 2 * F) * 0.5).bfloat16(), (torch.randn(E, D) * 0.5).bfloat16()
+    x = torch.randn(T, D).bfloat16()
+    a, o = poisoned(T, K, F), poisoned(T, K, D)
+    grouped(x, ids, w13, s13, b13, a, expert_offset=offset, launch=LAUNCHES[path], glu=act)
+    grouped(a, ids, w2, s2, b2, o, expert_offset=offset, launch=LAUNCHES[path])
+    local = (ids >= offset) & (ids < offset + E)
+    assert torch.isnan(a[~local].float()).all() and torch.isnan(o[~local].float()).all()
+    for t, k in local.nonzero().tolist():
+        e = int(ids[t, k]) - offset
+        want_a = rows_ref(x[t : t + 1], w13d[e], b13[e], act)[0]
+        torch.testing.assert_close(a[t, k].float(), want_a, rtol=2**-7, atol=2**-7)
+        want_o = rows_ref(a[t : t + 1, k], w2d[e], b2[e], "none")[0]
+        torch.testing.assert_close(o[t, k].float(), want_o, rtol=2**-7, atol=2**-7)
+
+
+def exact_weights(fmt: str, E: int, N: int, R: int, g: torch.Generator):
+    """Weights whose products with small integer tokens sum exactly in fp32, in any order."""
+    if fmt == "fp8":
+        w = torch.randint(-16, 17, (E, N, R), generator=g).float().to(torch.float8_e4m3fn)
+        s = torch.full((E,), 0.125)
+        return w, s, ref.dequant_weight_fp8_expert(w, s)
+    packed = torch.randint(0, 256, (E, N, R // 2), generator=g, dtype=torch.uint8)
+    s = torch.randint(124, 131, (E, N, R // 32), generator=g, dtype=torch.uint8)
+    return packed, s, ref.dequant_weight_mxfp4(packed, s)
+
+
+@pytest.mark.parametrize("path", ["gemv", "dot"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_exact_sums_are_bitwise_the_other_kernels_and_torch(path, fmt):
+    """fp32 sums that are exact whatever the order, plus a bias that needs rounding: the bf16
+    outputs equal torch's round-to-nearest-even of the exact value bit for bit, and with the GLU
+    fused they equal the sparse GEMV's and the dense GEMM's (the same epilogue) bit for bit; a
+    K step shorter than R (R = 96: three 32-value GEMV steps, a masked second 64-value tile)."""
+    g = torch.Generator().manual_seed(5)
+    T, K, E, N, R = 3, 2, 2, 32, 96
+    w, s, wd = exact_weights(fmt, E, N, R, g)
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1], [1, 1], [0, 5]], dtype=torch.int32)  # a duplicate, a remote slot
+    exact = torch.einsum("tr,enr->etn", x.float(), wd) + b.float()[:, None, :]
+    want = exact.bfloat16()
+    assert (want.float() != exact).float().mean() > 0.3  # the test really exercises the rounding
+    out = poisoned(T, K, N)
+    grouped(x, ids, w, s, b, out, expert_offset=0, launch=LAUNCHES[path])
+    for t, k in ((0, 0), (0, 1), (1, 0), (1, 1), (2, 0)):
+        assert torch.equal(out[t, k].view(torch.int16), want[ids[t, k], t].view(torch.int16))
+    assert torch.isnan(out[2, 1].float()).all()
+    for glu in ("silu", "swiglu_oai"):
+        got, by_sparse = poisoned(T, K, N // 2), poisoned(T, K, N // 2)
+        by_dense = torch.empty(E, T, N // 2, dtype=torch.bfloat16)
+        grouped(x, ids, w, s, b, got, expert_offset=0, launch=LAUNCHES[path], glu=glu)
+        sparse(x, ids, w, s, b, by_sparse, expert_offset=0, glu=glu, block_k=32)
+        dense(x, w, s, b, by_dense, glu=glu)
+        assert torch.equal(got.view(torch.int16), by_sparse.view(torch.int16))
+        for t, k in ((0, 0), (0, 1), (1, 0), (1, 1), (2, 0)):
+            assert torch.equal(
+                got[t, k].view(torch.int16), by_dense[ids[t, k], t].view(torch.int16)
+            )
+
+
+@pytest.mark.parametrize("path", ["gemv", "dot"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_other_ranks_experts_are_never_read(path, fmt):
+    """The local experts sit between NaN experts of other ranks, and ids point far outside (below
+    zero, past every expert): a program that served a non-local id would read NaN. The output
+    is finite and bitwise the output of a clean, contiguous copy."""
+    torch.manual_seed(7)
+    E, N, R, T, K = 2, 32, 64, 3, 3
+    w, s, _ = quantised(fmt, torch.randn(E, N, R) * 0.1)
+    w_all = torch.zeros(3 * E, *w.shape[1:], dtype=w.dtype)
+    w_all.view(torch.uint8).fill_(0x7F if fmt == "fp8" else 0xFF)  # NaN bytes
+    w_all[E : 2 * E] = w
+    s_all = torch.full((3 * E, *s.shape[1:]), float("nan") if fmt == "fp8" else 255)
+    s_all = s_all.to(s.dtype)
+    s_all[E : 2 * E] = s
+    b = (torch.randn(E, N) * 0.5).bfloat16()
+    b_all = torch.full((3 * E, N), float("nan"), dtype=torch.bfloat16)
+    b_all[E : 2 * E] = b
+    offset = 100
+    ids = torch.tensor([[100, 98, 101], [-5, 101, 1 << 20], [99, 102, 100]], dtype=torch.int32)
+    x = torch.randn(T, R).bfloat16()
+    got, clean = (
+        torch.zeros(T, K, N, dtype=torch.bfloat16),
+        torch.zeros(T, K, N, dtype=torch.bfloat16),
+    )
+    # The poisoned experts go to the device whole, so that the slices keep their NaN neighbours.
+    w_all, s_all, b_all = w_all.to(DEVICE), s_all.to(DEVICE), b_all.to(DEVICE)
+    grouped(x, ids, w_all[E : 2 * E], s_all[E : 2 * E], b_all[E : 2 * E], got,
+            expert_offset=offset, launch=LAUNCHES[path])  # fmt: skip
+    grouped(x, ids, w.clone(), s.clone(), b.clone(), clean, expert_offset=offset,
+            launch=LAUNCHES[path])  # fmt: skip
+    assert torch.isfinite(got.float()).all()
+    assert torch.equal(got.view(torch.int16), clean.view(torch.int16))
+
+
+def test_one_launch_serves_every_routing():
+    """The launch is fixed by the shapes; routings that touch one, some or all local experts, with
+    one slot or more than a pass an expert, all come out right through the same launch object
+    (nothing about the routing is decided on the host)."""
+    torch.manual_seed(3)
+    T, K, E, D, N = 9, 2, 4, 64, 32
+    w, s, wd = quantised("fp8", torch.randn(E, N, D) * D**-0.5)
+    b = (torch.randn(E, N) * 0.5).bfloat16()
+    x = torch.randn(T, D).bfloat16()
+    launch = Launch(path="gemv", block_m=2, block_n=32, block_k=64, num_warps=1)
+    routings = [
+        torch.full((T, K), 2, dtype=torch.int32),  # one expert, 18 slots: nine passes
+        torch.arange(T * K, dtype=torch.int32).reshape(T, K) % E,  # every expert, 4-5 slots
+        torch.tensor([[3, 9]] * T, dtype=torch.int32),  # one expert and a remote slot a token
+        torch.full((T, K), 7, dtype=torch.int32),  # nothing local
+    ]
+    for ids in routings:
+        out = poisoned(T, K, N)
+        grouped(x, ids, w, s, b, out, expert_offset=0, launch=launch)
+        local = ids < E
+        assert torch.isnan(out[~local].float()).all()
+        for t, k in local.nonzero().tolist():
+            want = rows_ref(x[t : t + 1], wd[ids[t, k]], b[ids[t, k]], "none")[0]
+            torch.testing.assert_close(out[t, k].float(), want, rtol=2**-7, atol=2**-7)
+
+
+def test_default_launch_follows_the_shapes():
+    """gpt-oss-20b at EP2 (16 local experts, top-4): a GEMV at one token, tensor-core tiles from a
+    few tokens, 32-slot passes when the experts average more than 8 slots; row blocks shrink to
+    divide N, and an N without 16 rows a block takes the GEMV."""
+    gpt = dict(top_k=4, experts=16, columns=5760)
+    assert default_launch("fp8", tokens=1, **gpt).path == "gemv"
+    assert default_launch("mxfp4", tokens=4, **gpt).path == "gemv"
+    mid = default_launch("fp8", tokens=32, **gpt)
+    assert (mid.path, mid.block_m, mid.block_n) == ("dot", 16, 64)
+    assert default_launch("mxfp4", tokens=64, **gpt).block_m == 32
+    assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
+    assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
+
+
+def test_launcher_names_bad_arguments():
+    w, s, _ = quantised("fp8", torch.randn(2, 32, 64))
+    b = torch.zeros(2, 32, dtype=torch.bfloat16)
+    ids = torch.zeros(1, 1, dtype=torch.int32)
+    x = torch.zeros(1, 64, dtype=torch.bfloat16)
+    out = torch.empty(1, 1, 32, dtype=torch.bfloat16)
+    gemv = LAUNCHES["gemv"]
+    with pytest.raises(ValueError, match="out must be bf16"):
+        grouped_gemv(x, ids, w, s, b, out[..., :16], expert_offset=0, launch=gemv)
+    with pytest.raises(ValueError, match="block_n must be a power of two >= 2 dividing N"):
+        grouped_gemv(x, ids, w, s, b, out, expert_offset=0, launch=Launch(
+            path="gemv", block_m=1, block_n=64, block_k=64, num_warps=1))  # fmt: skip
+    with pytest.raises(ValueError, match="the dot path needs block_m, block_n >= 16"):
+        grouped_gemv(x, ids, w, s, b, out, expert_offset=0, launch=Launch(
+            path="dot", block_m=8, block_n=16, block_k=64, num_warps=4))  # fmt: skip
+    with pytest.raises(ValueError, match="num_stages is for the dot path"):
+        grouped_gemv(x, ids, w, s, b, out, expert_offset=0, launch=Launch(
+            path="gemv", block_m=1, block_n=16, block_k=64, num_warps=1, num_stages=2))  # fmt: skip
+    with pytest.raises(ValueError, match="path must be one of"):
+        grouped_gemv(x, ids, w, s, b, out, expert_offset=0, launch=Launch(
+            path="split", block_m=1, block_n=16, block_k=64, num_warps=1))  # fmt: skip
+    with pytest.raises(ValueError, match="w_scale float32"):
+        grouped_gemv(x, ids, w, s[:1], b, out, expert_offset=0, launch=gemv)
+    with pytest.raises(ValueError, match="topk_ids_TK must be int32"):
+        grouped_gemv(x, ids.long(), w, s, b, out, expert_offset=0, launch=gemv)
