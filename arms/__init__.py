@@ -1,5 +1,6 @@
 """moebench's built-in arms: ``prefill/`` (the capacity-buffer pipeline: ``stock``,
-``prefix_sum``, ``prefix_sum_masked``) and ``decode/`` (``dense_decode``, ``sparse_decode``).
+``prefix_sum``, ``prefix_sum_masked``) and ``decode/`` (``dense_decode``, ``sparse_decode``,
+``grouped_decode``).
 
 Each arm module defines one value, ``ARM = moebench.arm.base.Arm(...)``, of the staged contract:
 its name, family and one-line summary; ``build(workspace) -> stages`` (argument-free closures over
