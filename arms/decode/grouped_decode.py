@@ -25,10 +25,10 @@ import functools
 
 from arms.decode import pipeline
 from moebench.arm.base import Arm, Stage
-from moebench.arm.decode import Workspace
+from moebench.arm.decode import Problem, Workspace
 from moebench.core.vocabulary import DECODE_STAGES
 from moebench.kernels.combine_topk import combine_topk
-from moebench.kernels.grouped_gemv import default_launch, grouped_gemv
+from moebench.kernels.grouped_gemv import Launch, default_launch, grouped_gemv
 from moebench.kernels.launch import weight_format
 
 # Programmatic dependent launch of the grouped kernels and the combine, per precision (as
@@ -46,19 +46,26 @@ _LAUNCHES = {
 _FORBIDDEN = ("_batched_gemm", "_sparse_gemv_fp8", "_sparse_gemv_mxfp4", "_sparse_gemv_mxfp4_dot")
 
 
-def build_stages(ws: Workspace) -> tuple[Stage, ...]:
-    """fc1, fc2 and the combine as argument-free closures over the workspace (nothing allocated
-    inside); the launch is chosen here, from the shapes."""
-    p = ws.problem
+def launches(p: Problem) -> tuple[Launch, Launch]:
+    """The fc1 and fc2 launches of a problem, from its shapes (never its routing)."""
     T, K = p.topk_ids_TK.shape
-    E, off = p.local_experts, p.expert_offset
     pdl = PDL.get(p.precision, False)
-    fc1, fc2 = (
-        default_launch(
-            weight_format(w), tokens=T, top_k=K, experts=E, columns=w.shape[1], pdl=pdl
-        )  # fmt: skip
-        for w in (p.w13, p.w2)
-    )
+    fmt = weight_format(p.w13)
+    E = p.local_experts
+    one = lambda n: default_launch(fmt, tokens=T, top_k=K, experts=E, columns=n, pdl=pdl)
+    return one(p.w13.shape[1]), one(p.w2.shape[1])
+
+
+def build_stages(
+    ws: Workspace, *, fc1: Launch | None = None, fc2: Launch | None = None
+) -> tuple[Stage, ...]:
+    """fc1, fc2 and the combine as argument-free closures over the workspace (nothing allocated
+    inside). The launches are `launches`' unless given (tools/bench_grouped_decode.py times
+    others); the combine is a programmatic dependent launch when fc2 is."""
+    p = ws.problem
+    E, off = p.local_experts, p.expert_offset
+    default1, default2 = launches(p)
+    fc1, fc2 = fc1 or default1, fc2 or default2
 
     def run_fc1() -> None:
         grouped_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a,
@@ -70,7 +77,7 @@ def build_stages(ws: Workspace) -> tuple[Stage, ...]:
 
     def run_combine() -> None:
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
-                     local_experts=E, layout=ws.layout, pdl=pdl)  # fmt: skip
+                     local_experts=E, layout=ws.layout, pdl=fc2.pdl)  # fmt: skip
 
     fns = (run_fc1, run_fc2, run_combine)
     return tuple(Stage(name=n, run=f) for n, f in zip(DECODE_STAGES, fns, strict=True))

@@ -1,0 +1,304 @@
+"""The three decode arms and the grouped GEMV's launches at gpt-oss-20b decode shapes, 1 to 64
+tokens, on the GPU (issue 28).
+
+Rank 0 of `scenarios/gpt-oss-20b-decode-grouped.yaml` (16 local experts, top-4), both weight
+formats, every token count of its sweep. For each (precision, tokens):
+
+- every arm's step (fc1, fc2, combine) and each grouped variant's step is run once on a poisoned
+  workspace and checked before it is timed: its output against the reference within the
+  precision's tolerance (the reference gate), and its rows against the sentinels (every row it
+  must write written; the sparse and grouped arms leave non-local slots' rows poisoned). A step
+  that fails is reported and not timed.
+- the steps that passed are timed together, interleaved in rotating order (moebench's clock and
+  rotation, `moebench/measure/bench.py`): each a CUDA graph, L2 flushed by a read before every
+  replay, as the `ffn` regime replays a step whose weights are not in L2.
+- then fc1 and fc2 of each grouped launch alone (the kernel regime).
+
+Bytes are each arm's own weight-byte model (`Arm.weight_bytes`: dense every local expert; sparse
+and grouped the touched experts once), GB/s that over the time, and the share of the 4.27 TB/s copy
+ceiling. With `--floor` (a token count, e.g. 64) the tool also times the best read of the touched
+experts' bytes there (tools/bench_decode.py's read kernel): what any kernel needs to read them.
+
+Variants of the grouped launch (`moebench.kernels.grouped_gemv.Launch`), one item each, comma
+separated: path:block_m:block_n:row_bytes:warps[:stages[:pdl]], "-" for the arm's default of a
+field, row_bytes the weight bytes of a row a step (FP8 one value a byte, MXFP4 two), e.g.
+"dot:32:64:128:4:5,gemv:2:2:1024:1". A block_n that does not divide N (fc2's 2,880) shrinks to one
+that does. The arm's own launch always runs, as "default".
+
+Targets printed at the end: grouped faster than dense at every count, MXFP4 faster than FP8 at every
+count, and at 32 and 64 tokens >= 85% of the copy ceiling over the touched experts' bytes.
+
+Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_grouped_decode.py OUT [--tokens 1,8,64]
+[--variants SPEC] [--variant-tokens 1,8,32,64] [--floor 64] [--scenario S]
+On a CPU (the interpreter, a tiny ``--scenario``) it runs the checks and times nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+
+import torch
+
+from arms.decode import grouped_decode
+from moebench.arm import registry
+from moebench.arm.decode import Workspace
+from moebench.core.numerics import TOLERANCE, calc_diff
+from moebench.gates.checks import check_decode_sentinels
+from moebench.gates.families import family_of
+from moebench.kernels.grouped_gemv import Launch
+from moebench.measure import bench
+from moebench.measure.clock import Clock
+from moebench.plan.cases import plan
+from moebench.plan.inputs import decode_reference_output, make_tokens
+from moebench.routing.synthetic import local_counts
+from moebench.spec.load import load_scenario
+
+COPY_TBS = 4.27
+TARGET_OF_COPY = 0.85
+SCENARIO = "scenarios/gpt-oss-20b-decode-grouped.yaml"
+ARMS = ("dense_decode", "sparse_decode", "grouped_decode")
+TIME_BUDGET_S = 500.0
+dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+CLOCK = Clock(dev)
+
+# Grouped launches beside the default: (path, block_m, block_n, row bytes a step, warps, stages,
+# pdl), None for the default's field. The GEMV with more slots a pass; tensor-core tiles of
+# 64 and 128 rows, 64 to 256 bytes a step, 3 to 6 stages, 16 and 32 slots; the step with PDL.
+VARIANTS = [
+    ("gemv", 2, None, None, None, None, None),
+    ("gemv", 4, 8, 1024, 4, None, None),
+    ("dot", 16, 64, 128, 4, 4, None),
+    ("dot", 16, 64, 64, 4, 6, None),
+    ("dot", 16, 64, 256, 4, 3, None),
+    ("dot", 16, 128, 128, 8, 4, None),
+    ("dot", 32, 64, 128, 4, 4, None),
+    ("dot", 16, 64, 128, 4, 5, None),
+    (None, None, None, None, None, None, True),
+]
+
+
+def parse_variants(spec: str) -> list[tuple]:
+    out = []
+    for item in spec.split(","):
+        f = item.split(":")
+        f += ["-"] * (7 - len(f))
+        path = None if f[0] in ("-", "") else f[0]
+        nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
+        pdl = None if f[6] in ("-", "") else bool(int(f[6]))
+        out.append((path, *nums, pdl))
+    return out
+
+
+def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
+    """The launch of variant ``v`` for a stage of ``columns`` output columns, fields from
+    ``base`` where ``v`` says None; a path change without blocks takes that path's default."""
+    path, bm, bn, row_bytes, nw, stages, pdl = v
+    fields = dataclasses.asdict(base)
+    if path is not None and path != base.path:
+        fields.update(path=path, num_stages=4 if path == "dot" else 0)
+        fields.update(block_m=16 if path == "dot" else 1, block_n=64 if path == "dot" else 2)
+        fields.update(block_k=128 * (2 if fmt == "mxfp4" else 1), num_warps=4)
+    for key, val in (("block_m", bm), ("block_n", bn), ("num_warps", nw), ("num_stages", stages),
+                     ("pdl", pdl)):  # fmt: skip
+        if val is not None:
+            fields[key] = val
+    if row_bytes is not None:
+        fields["block_k"] = row_bytes * (2 if fmt == "mxfp4" else 1)
+    fields["block_n"] = min(fields["block_n"], columns & -columns)
+    return Launch(**fields)
+
+
+def describe(launch: Launch) -> str:
+    L = launch
+    stages = f" s{L.num_stages}" if L.path == "dot" else ""
+    return (f"{L.path} m{L.block_m} n{L.block_n} k{L.block_k} w{L.num_warps}{stages}"
+            + (" pdl" if L.pdl else ""))  # fmt: skip
+
+
+def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:
+    """Run the step once on a poisoned workspace; the reference and sentinel checks."""
+    ws.poison()
+    for st in stages:
+        st.run()
+    diff = calc_diff(ws.y_TD.float(), ref)
+    sentinels = check_decode_sentinels(ws)
+    ok = diff <= TOLERANCE[precision] and all(c.status in ("pass", "skip") for c in sentinels)
+    bad = [c.detail for c in sentinels if c.status == "fail"]
+    return dict(diff=diff, ok=ok, sentinels="; ".join(bad) or "pass")
+
+
+def main(out_dir: str, tokens: list[int], variants: list[tuple], variant_tokens: set[int],
+         floor_tokens: set[int], scenario: str = SCENARIO) -> None:  # fmt: skip
+    t_start = time.monotonic()
+    s = load_scenario(scenario)
+    arms = {name: registry.resolve(name) for name in ARMS}
+    rows: list[dict] = []
+
+    def save() -> None:
+        with open(f"{out_dir}/bench_grouped_decode.json", "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+    def show(row: dict) -> None:
+        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in row.items()), flush=True)  # fmt: skip
+
+    for p in plan(s):
+        cs = p.case.scenario
+        T = cs.shape.tokens_per_rank
+        if T not in tokens:
+            continue
+        x = make_tokens(tokens=T, hidden=cs.model.hidden, seed=cs.routing.seed, device=dev)
+        prob = family_of(cs).problem(cs, p.routing, p.capacity_rows, x, 0, dev)
+        ref = decode_reference_output(prob)
+        fmt = "fp8" if cs.precision == "w8a16" else "mxfp4"
+        counts = local_counts(prob.topk_ids_TK.cpu(), prob.expert_offset, prob.local_experts)
+        case = dict(precision=cs.precision, tokens=T, local_slots=int(counts.sum()),
+                    touched=int((counts > 0).sum()), max_slots=int(counts.max()))  # fmt: skip
+        print(
+            f"\n{cs.precision} {T} tokens: {case['local_slots']} local slots on "
+            f"{case['touched']} of {prob.local_experts} experts (at most {case['max_slots']})"
+        )
+        steps: dict[str, tuple] = {}  # name -> (stages, weight bytes, launches)
+        for name, arm in arms.items():
+            ws = Workspace(prob, layout=arm.layout)
+            steps[name] = (ws, arm.build(ws), arm.weight_bytes(prob)["ffn"], None)
+        base1, base2 = grouped_decode.launches(prob)
+        over_budget = time.monotonic() - t_start > TIME_BUDGET_S
+        if T in variant_tokens and not over_budget:
+            for v in variants:
+                l1 = variant_launch(base1, v, fmt, prob.w13.shape[1])
+                l2 = variant_launch(base2, v, fmt, prob.w2.shape[1])
+                if (l1, l2) == (base1, base2):
+                    continue
+                ws = Workspace(prob, layout="TKD")
+                stages = grouped_decode.build_stages(ws, fc1=l1, fc2=l2)
+                steps[f"grouped {describe(l1)}"] = (
+                    ws,
+                    stages,
+                    steps["grouped_decode"][2],
+                    (l1, l2),
+                )
+        steps["grouped_decode"] = (*steps["grouped_decode"][:3], (base1, base2))
+        timed = {}
+        for name, (ws, stages, wbytes, launch) in steps.items():
+            arm, _, variant = name.partition(" ")
+            row = dict(case, arm="grouped_decode" if variant else arm,
+                       variant=variant or "default", weight_bytes=wbytes)  # fmt: skip
+            if launch is not None:
+                row["fc1_launch"], row["fc2_launch"] = describe(launch[0]), describe(launch[1])
+            try:
+                row.update(checked(ws, stages, ref, cs.precision))
+            except Exception as exc:  # a launch the launcher refuses or cannot compile
+                row.update(ok=False, error=f"{type(exc).__name__}: {str(exc)[:200]}")
+            rows.append(row)
+            if row["ok"]:
+                timed[name] = (row, stages)
+            if not row["ok"] or dev.type != "cuda":
+                show(row)
+        if dev.type != "cuda":  # the interpreter: the checks above only, no timing
+            continue
+        names = list(timed)
+        step_us = bench.time_interleaved(
+            CLOCK, [lambda st=timed[n][1]: [x.run() for x in st] for n in names], rounds=8, reps=4
+        )  # fmt: skip
+        for n, us in zip(names, step_us, strict=True):
+            row, stages = timed[n]
+            row.update(step_us=us, gbs=row["weight_bytes"] / us / 1e3)
+            row["of_copy"] = row["gbs"] / 1e3 / COPY_TBS
+            if row["arm"] == "grouped_decode":
+                # fc1 and fc2 alone (the kernel regime), L2 flushed before each.
+                fcs = [stages[0].run, stages[1].run]
+                row["fc1_us"], row["fc2_us"] = bench.time_interleaved(CLOCK, fcs, rounds=4)
+            show(row)
+        if T in floor_tokens and dev.type == "cuda":
+            rows.append(read_floor_row(prob, case))
+            show(rows[-1])
+        save()
+    save()
+    summary(rows)
+    print(f"total {time.monotonic() - t_start:.0f} s")
+
+
+def read_floor_row(prob, case: dict) -> dict:
+    """The best read of the touched experts' fc1 and fc2 weight values (tools/bench_decode.py's
+    read kernel over its launch sizes), as one step."""
+    sys.path.insert(0, "tools")
+    from bench_decode import read_floor
+
+    off, E = prob.expert_offset, prob.local_experts
+    hit = sorted(
+        {int(e) - off for e in prob.topk_ids_TK.flatten().tolist() if 0 <= int(e) - off < E}
+    )
+    _, read1 = read_floor(prob.w13, hit)
+    _, read2 = read_floor(prob.w2, hit)
+    (us,) = bench.time_interleaved(CLOCK, [lambda: (read1(), read2())], rounds=4)
+    values = len(hit) * (prob.w13[0].numel() * prob.w13.element_size()
+                         + prob.w2[0].numel() * prob.w2.element_size())  # fmt: skip
+    return dict(case, arm="read_floor", variant="best read of the touched values", step_us=us,
+                weight_bytes=values, of_copy=values / us / 1e6 / COPY_TBS)  # fmt: skip
+
+
+def summary(rows: list[dict]) -> None:
+    """Per precision and token count: each arm's default step, the best grouped launch, and the
+    targets."""
+    timed = [r for r in rows if r.get("step_us")]
+    print(
+        f"\n{'prec':6} {'T':>3} {'slots':>5} {'hit':>3} {'dense us':>9} {'sparse us':>9} "
+        f"{'grouped us':>10} {'%copy':>6} {'best grouped':>12} {'%copy':>6}  best launch"
+    )
+    best_by = {}
+    for prec in sorted({r["precision"] for r in timed}):
+        for T in sorted({r["tokens"] for r in timed if r["precision"] == prec}):
+            here = [r for r in timed if r["precision"] == prec and r["tokens"] == T]
+            arm = {r["arm"]: r for r in here if r["variant"] == "default"}
+            grouped = [r for r in here if r["arm"] == "grouped_decode"]
+            if not grouped or "grouped_decode" not in arm:
+                continue
+            best = min(grouped, key=lambda r: r["step_us"])
+            best_by[(prec, T)] = (arm, best)
+            cell = lambda name: f"{arm[name]['step_us']:9.1f}" if name in arm else f"{'-':>9}"
+            g = arm["grouped_decode"]
+            print(f"{prec:6} {T:3d} {g['local_slots']:5d} {g['touched']:3d} {cell('dense_decode')} "
+                  f"{cell('sparse_decode')} {g['step_us']:10.1f} {100 * g['of_copy']:5.0f}% "
+                  f"{best['step_us']:12.1f} {100 * best['of_copy']:5.0f}%  {best['variant']} "
+                  f"{best.get('fc1_launch', '')} / {best.get('fc2_launch', '')}")  # fmt: skip
+    print("\ntargets (the arm's default launch; the best launch in brackets):")
+    for (prec, T), (arm, best) in sorted(best_by.items()):
+        g = arm["grouped_decode"]
+        if "dense_decode" in arm:
+            ok = g["step_us"] < arm["dense_decode"]["step_us"]
+            print(f"  {prec} {T:2d} tokens: grouped {g['step_us']:.1f} vs dense "
+                  f"{arm['dense_decode']['step_us']:.1f} us: {'met' if ok else 'MISSED'} "
+                  f"[{best['step_us']:.1f}]")  # fmt: skip
+        if T in (32, 64):
+            ok = g["of_copy"] >= TARGET_OF_COPY
+            print(f"  {prec} {T:2d} tokens: grouped at {100 * g['of_copy']:.0f}% of copy over the "
+                  f"touched bytes (target {100 * TARGET_OF_COPY:.0f}%): {'met' if ok else 'MISSED'}"
+                  f" [{100 * best['of_copy']:.0f}%]")  # fmt: skip
+    for T in sorted({T for _, T in best_by}):
+        if ("w8a16", T) in best_by and ("w4a16", T) in best_by:
+            fp8 = best_by[("w8a16", T)][0]["grouped_decode"]["step_us"]
+            mx = best_by[("w4a16", T)][0]["grouped_decode"]["step_us"]
+            print(f"  {T:2d} tokens: grouped MXFP4 {mx:.1f} vs FP8 {fp8:.1f} us: "
+                  f"{'met' if mx < fp8 else 'MISSED'}")  # fmt: skip
+
+
+def ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v]
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--tokens", default="1,2,4,8,16,32,64")
+    ap.add_argument("--variants", default="")
+    ap.add_argument("--variant-tokens", default="1,8,32,64")
+    ap.add_argument("--floor", default="")
+    ap.add_argument("--scenario", default=SCENARIO, help="a decode scenario with its shapes")
+    a = ap.parse_args()
+    main(a.out, ints(a.tokens), parse_variants(a.variants) if a.variants else VARIANTS,
+         set(ints(a.variant_tokens)), set(ints(a.floor)), a.scenario)  # fmt: skip
