@@ -62,11 +62,11 @@ def _grouped_dot_fp8(
         for k0 in tl.range(0, R, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
             if EVEN_K:
                 w = tl.load(w_tile + k0)
-                xv = tl.load(x_tile + k0)
+                xv = tl.load(x_tile + k0, mask=m_ok[None, :], other=0.0)
             else:
                 k_ok = k0 + kk < R
                 w = tl.load(w_tile + k0, mask=k_ok[None, :], other=0.0)
-                xv = tl.load(x_tile + k0, mask=k_ok[:, None], other=0.0)
+                xv = tl.load(x_tile + k0, mask=m_ok[None, :] & k_ok[:, None], other=0.0)
             wb = w.to(tl.bfloat16)
             if INTERPRET:
                 wb, xv = wb.to(tl.float32), xv.to(tl.float32)
@@ -110,11 +110,12 @@ def _grouped_dot_mxfp4(
             if EVEN_K:
                 w = tl.load(w_tile + k0 // 2)
                 s = tl.load(s_tile + k0 // 32)
-                xv = tl.load(x_tile + k0)
+                xv = tl.load(x_tile + k0, mask=m_ok[None, :], other=0.0)
             else:
                 w = tl.load(w_tile + k0 // 2, mask=(k0 // 2 + kb < R // 2)[None, :], other=0)
                 s = tl.load(s_tile + k0 // 32, mask=(k0 // 32 + kg < R // 32)[None, :], other=0)
-                xv = tl.load(x_tile + k0, mask=(k0 + kx < R)[:, None], other=0.0)
+                x_ok = m_ok[None, :] & (k0 + kx < R)[:, None]
+                xv = tl.load(x_tile + k0, mask=x_ok, other=0.0)
             acc = tl.dot_scaled(w, s, "e2m1", xv, None, "bf16", acc, fast_math=True)
         slot_epilogue(tl.trans(acc), n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be,
                       stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip

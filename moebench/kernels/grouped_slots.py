@@ -77,8 +77,9 @@ def expert_slots(
 ):  # fmt: skip
     """(t, k) int64 [BLOCK_M]: token and top-k position of local expert ``e``'s slots m0,
     m0 + 1, ... in increasing slot number. Past the expert's last slot (``count`` of them) the
-    last one is repeated, so that every row a pass reads is a row of the expert's own (no mask on
-    the loads); the caller masks those rows' stores."""
+    last one is repeated, so that every row a pass addresses is one of the expert's own: the GEMV
+    loads them unmasked (the repeats hit L1), the tensor-core tile masks them (its copies bypass
+    L1, and a masked copy moves nothing); every caller masks those rows' stores."""
     want = tl.minimum(m0 + tl.arange(0, BLOCK_M), count - 1)
     slot = tl.zeros([BLOCK_M], dtype=tl.int32)
     # Slots of e before the current scan block; a tensor from the start so that its type is the
