@@ -67,7 +67,8 @@ CLOCK = Clock(dev)
 
 # Grouped launches beside the default: (path, block_m, block_n, row bytes a step, warps, stages,
 # pdl), None for the default's field. The GEMV with more slots a pass; tensor-core tiles of
-# 64 and 128 rows, 64 to 256 bytes a step, 3 to 6 stages, 16 and 32 slots; the step with PDL.
+# 64 and 128 rows, 64 to 256 bytes a step, 3 to 6 stages, 16 and 32 slots; the default step with
+# and without PDL (the one equal to the default is skipped).
 VARIANTS = [
     ("gemv", 2, None, None, None, None, None),
     ("gemv", 4, 8, 1024, 4, None, None),
@@ -78,6 +79,7 @@ VARIANTS = [
     ("dot", 32, 64, 128, 4, 4, None),
     ("dot", 16, 64, 128, 4, 5, None),
     (None, None, None, None, None, None, True),
+    (None, None, None, None, None, None, False),
 ]
 
 

@@ -31,11 +31,12 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.grouped_gemv import Launch, default_launch, grouped_gemv
 from moebench.kernels.launch import weight_format
 
-# Programmatic dependent launch of the grouped kernels and the combine, per precision (as
-# arms/decode/pipeline.py PDL for the sparse arm). Off until measured for this arm
-# (tools/bench_grouped_decode.py times the step with and without it); every choice writes the
-# same bits.
-PDL = {"w4a16": False, "w8a16": False}
+# Programmatic dependent launch of the grouped kernels and the combine, per precision: the sparse
+# arm's measured choice (arms/decode/pipeline.py PDL: MXFP4 on, FP8 off), whose GEMV loops the
+# few-token launch shares (the MXFP4 sparse step was 34.8 us without it and 33.1 with it, FP8's
+# 33.4 without: without it MXFP4 would not beat FP8 at one token). Not measured for the
+# tensor-core launch (tools/bench_grouped_decode.py times both); every choice writes the same bits.
+PDL = pipeline.PDL
 
 # Triton kernel functions the stages launch, per precision (the GEMV or the tensor-core path,
 # chosen per case from the shapes), and those they must not (moebench/gates/dispatch.py).

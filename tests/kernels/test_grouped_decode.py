@@ -8,6 +8,7 @@ TRITON_INTERPRET is not 1), through `on_device`."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -226,6 +227,25 @@ def test_one_launch_serves_every_routing():
         for t, k in local.nonzero().tolist():
             want = rows_ref(x[t : t + 1], wd[ids[t, k]], b[ids[t, k]], "none")[0]
             torch.testing.assert_close(out[t, k].float(), want, rtol=2**-7, atol=2**-7)
+
+
+@pytest.mark.parametrize("path", ["gemv", "dot"])
+def test_programmatic_dependent_launch_writes_the_same_bits(path):
+    """On the GPU a launch with ``pdl`` starts while the previous kernel finishes and waits for it
+    before reading x; it must write the plain launch's bits (the interpreter runs both plainly)."""
+    torch.manual_seed(4)
+    T, K, E, D, N = 4, 2, 3, 64, 32
+    w, s, _ = quantised("mxfp4", torch.randn(E, N, D) * D**-0.5)
+    b = (torch.randn(E, N) * 0.5).bfloat16()
+    x = torch.randn(T, D).bfloat16()
+    ids = torch.tensor([[0, 2], [2, 5], [1, 0], [0, 1]], dtype=torch.int32)
+    outs = []
+    for pdl in (False, True):
+        outs.append(poisoned(T, K, N // 2))
+        launch = dataclasses.replace(LAUNCHES[path], pdl=pdl)
+        grouped(x, ids, w, s, b, outs[-1], expert_offset=0, launch=launch, glu="swiglu_oai")
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+    assert torch.isnan(outs[1][1, 1].float()).all() and torch.isfinite(outs[1][0].float()).all()
 
 
 def test_default_launch_follows_the_shapes():
