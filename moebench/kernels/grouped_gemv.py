@@ -45,6 +45,16 @@ order of the fp32 sums; where every sum is exact they are bitwise equal.
 The path and the blocks are launcher arguments chosen from the shapes (`default_launch`), never
 from the routing, so that a step captured once serves every routing; `tools/bench_grouped_decode.py`
 times the alternatives on the GPU.
+
+Budget, from sm_90a SASS compiled offline with triton 3.6 at gpt-oss-20b's shapes
+(`tools/sass_grouped_decode.py`; not measured on a GPU yet): the one-slot GEMV's weight loop is
+the sparse GEMV's, instruction for instruction (FP8 5.4 a weight byte, 66 registers; MXFP4 12.1,
+128 registers against the sparse kernel's 96), the routing scan coming before it; each further
+slot of a pass adds FP8 5.6, MXFP4 3.0 a byte (the multiply-adds and the slot's bf16 widening; the
+weights are converted once). The tensor-core tile (64 rows, 128 bytes a step, 4 warps) is a
+warpgroup MMA (HGMMA 64x16x16) fed from registers: FP8 4.6 a byte for any number of slots up to
+the pass (the e4m3 -> f16 -> bf16 conversion; the dense arm's mma.sync loop is 4.5), MXFP4 12.6
+through ``tl.dot_scaled``'s upcast (the dense arm's own decode is 17.7).
 """
 
 from __future__ import annotations

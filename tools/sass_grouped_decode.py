@@ -1,0 +1,160 @@
+"""The grouped decode kernels compiled for sm_90a without a GPU: registers, shared memory, and the
+instructions their weight loop spends per weight byte.
+
+Compiles `_grouped_gemv_*` and `_grouped_dot_*` (moebench/kernels/grouped_gemv.py, grouped_dot.py)
+at gpt-oss-20b's shapes (D = F = 2,880, 16 local experts, top-4) for the launches given, with the
+divisibility hints a launch gives, and the sparse GEMV's default launches beside them for
+comparison; finds the weight loop in the SASS (the innermost loop with the multiply-adds or tensor
+core instructions) and divides its instructions by the weight bytes a thread streams per iteration.
+Needs the GPU's triton (3.6) in the environment, e.g. a venv with `pip install triton==3.6.0
+torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run here.
+
+Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
+SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens (block_k in values), e.g.
+dot:fp8:16:64:128:4:4:64; the default list is the arm's launches at 1 and 64 tokens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from moebench.kernels import grouped_dot, grouped_gemv, sparse_gemv
+from moebench.kernels.grouped_slots import scan_width
+
+D = F = 2880
+E, TOP_K = 16, 4
+BIN = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
+DEFAULTS = ["gemv:fp8:1:2:1024:1:0:1", "gemv:mxfp4:1:16:1024:4:0:1",
+            "dot:fp8:16:64:128:4:4:64", "dot:mxfp4:32:64:256:4:3:64"]  # fmt: skip
+
+
+def values(stage: str, tokens: int) -> dict:
+    """The integer arguments of a launch at gpt-oss-20b's shapes."""
+    N, R = (2 * F, D) if stage == "fc1" else (D, F)
+    n_out = N // 2 if stage == "fc1" else N
+    x_t, x_k = (R, 0) if stage == "fc1" else (TOP_K * R, R)
+    return dict(TK=tokens * TOP_K, K=TOP_K, expert_offset=0, E=E, R=R, stride_xt=x_t,
+                stride_xk=x_k, stride_it=TOP_K, stride_ik=1, stride_we=N * R, stride_wn=R,
+                stride_se=N * R // 32, stride_sn=R // 32, stride_be=N, stride_ot=TOP_K * n_out,
+                stride_ok=n_out, stride_pt=0, stride_pk=0, N=N, K_SPLIT=R)  # fmt: skip
+
+
+def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int):
+    """``fn`` specialised as a launch would be: 16-byte aligned pointers, integers divisible by
+    16 marked so, integers equal to 1 folded in."""
+    pointers = {"x_ptr": "*bf16", "ids_ptr": "*i32", "b_ptr": "*bf16", "out_ptr": "*bf16",
+                "part_ptr": "*fp32", "w_ptr": "*fp8e4nv" if fmt == "fp8" else "*u8",
+                "ws_ptr": "*fp32" if fmt == "fp8" else "*u8"}  # fmt: skip
+    sig, attrs, cx = {}, {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in consts:
+            sig[name], cx[name] = "constexpr", consts[name]
+        elif name in pointers:
+            sig[name], attrs[(i,)] = pointers[name], [["tt.divisibility", 16]]
+        elif ints[name] == 1:
+            sig[name], cx[name] = "constexpr", 1
+        else:
+            sig[name] = "i32"
+            if ints[name] % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    return triton.compile(ASTSource(fn, sig, cx, attrs), target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=warps, num_stages=stages or 3))  # fmt: skip
+
+
+def weight_loop(sass: str) -> int:
+    """Instructions of the innermost loop that holds the multiply-adds (FFMA) or tensor-core
+    instructions (HGMMA, HMMA): the weight loop."""
+    lines = sass.splitlines()
+    at, label_at, pending = [], {}, None
+    for ln in lines:
+        m = re.match(r"\s*\.(L_x_\d+):", ln)
+        if m:
+            pending = m.group(1)
+            continue
+        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", ln)
+        if m:
+            addr = int(m.group(1), 16)
+            at.append((addr, m.group(2)))
+            if pending:
+                label_at[pending], pending = addr, None
+    loops = []
+    for addr, text in at:
+        m = re.search(r"BRA.*`\(\.(L_x_\d+)\)", text)
+        if m and label_at.get(m.group(1), addr + 1) < addr:
+            loops.append((label_at[m.group(1)], addr))
+    inner = [(lo, hi) for lo, hi in loops
+             if not any(lo <= a < b <= hi and (a, b) != (lo, hi) for a, b in loops)]  # fmt: skip
+    bodies = [[t for a, t in at if lo <= a <= hi] for lo, hi in inner]
+    math = [b for b in bodies if any(re.search(r"FFMA|HGMMA|HMMA", t) for t in b)]
+    return max((len(b) for b in math), default=0)
+
+
+def report(name: str, kernel, out: str, bytes_per_thread: float) -> None:
+    cubin = os.path.join(out, f"{name}.cubin")
+    with open(cubin, "wb") as f:
+        f.write(kernel.asm["cubin"])
+    sass = subprocess.run([f"{BIN}/nvdisasm", "-c", cubin], capture_output=True, text=True).stdout
+    with open(os.path.join(out, f"{name}.sass"), "w") as f:
+        f.write(sass)
+    res = subprocess.run([f"{BIN}/cuobjdump", "-res-usage", cubin], capture_output=True,
+                         text=True).stdout  # fmt: skip
+    regs = re.search(r"REG:(\d+)", res)
+    loop = weight_loop(sass)
+    print(f"{name}: {regs.group(1) if regs else '?'} registers, {kernel.metadata.shared} B shared, "
+          f"weight loop {loop} instructions for {bytes_per_thread:g} weight bytes a thread: "
+          f"{loop / bytes_per_thread:.1f} a byte", flush=True)  # fmt: skip
+
+
+def grouped(spec: str, out: str) -> None:
+    path, fmt, bm, bn, bk, nw, ns, tokens = spec.split(":")
+    bm, bn, bk, nw, ns, tokens = map(int, (bm, bn, bk, nw, ns, tokens))
+    for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
+        ints = values(stage, tokens)
+        scan = scan_width(tokens * TOP_K, E, bm)
+        c = dict(GLU=glu, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
+                 EXACT_RNE=False, BLOCK_E=E, SCAN=scan, GDC=False)  # fmt: skip
+        if path == "dot":
+            fn = grouped_dot._grouped_dot_fp8 if fmt == "fp8" else grouped_dot._grouped_dot_mxfp4
+            c.update(NUM_STAGES=ns, **({"INTERPRET": False} if "INTERPRET" in fn.arg_names else {}))
+        else:
+            fn = (
+                grouped_gemv._grouped_gemv_fp8 if fmt == "fp8" else grouped_gemv._grouped_gemv_mxfp4
+            )
+            c.update({"PTX": True} if fmt == "mxfp4" else {})
+        per_byte = 2 if fmt == "mxfp4" else 1
+        report(f"grouped_{spec.replace(':', '_')}_{stage}", build(fn, fmt, c, ints, nw, ns), out,
+               bn * bk / per_byte / (32 * nw))  # fmt: skip
+
+
+def sparse(fmt: str, out: str) -> None:
+    bn, bk, nw = sparse_gemv.default_blocks(fmt)
+    ints = values("fc1", 1)
+    c = dict(GLU="swiglu_oai", BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
+             EXACT_RNE=False, NUM_STAGES=0, SPLIT_K=1, GDC=False, LATE_TRIGGER=False)  # fmt: skip
+    if fmt == "fp8":
+        fn, c["PEEL"] = sparse_gemv._sparse_gemv_fp8, False
+    else:
+        fn = sparse_gemv._sparse_gemv_mxfp4
+        c.update(GROUP_MAJOR=True, PTX=True)
+    per_byte = 2 if fmt == "mxfp4" else 1
+    report(f"sparse_{fmt}_fc1", build(fn, fmt, c, ints, nw, 0), out, bn * bk / per_byte / (32 * nw))
+
+
+def main(out: str, specs: list[str]) -> None:
+    os.makedirs(out, exist_ok=True)
+    print(f"triton {triton.__version__}, sm_90a, gpt-oss-20b shapes")
+    for fmt in ("fp8", "mxfp4"):
+        sparse(fmt, out)
+    for spec in specs:
+        grouped(spec, out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:] or DEFAULTS)
