@@ -17,8 +17,9 @@ compiler's default).
   format) gives a non-finite output (``fast_math`` skips only the NaN select), as in the other
   kernels.
 
-Under the interpreter (``INTERPRET``) the bf16 operands are widened to fp32 first: its ``tl.dot``
-multiplies bf16 bit patterns (docs/DESIGN.md section 11). Products are exact either way.
+Under the interpreter (``INTERPRET``, FP8) the bf16 operands are widened to fp32 first: its
+``tl.dot`` multiplies bf16 bit patterns (docs/DESIGN.md section 11); its ``tl.dot_scaled`` needs
+no help. Products are exact either way.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def _grouped_dot_mxfp4(
     stride_be, stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
-    NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
+    NUM_STAGES: tl.constexpr, GDC: tl.constexpr,
 ):  # fmt: skip
     pdl_launch_dependents(GDC)
     e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,

@@ -360,9 +360,10 @@ def grouped_gemv(
         bias_EN.stride(0), out.stride(0), out.stride(1),
     )  # fmt: skip
     grid = (N // L.block_n, min(E, T * K))
-    if L.path == "dot":
-        kernel = _grouped_dot_fp8 if fmt == "fp8" else _grouped_dot_mxfp4
-        kernel[grid](*args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, **common)
+    if L.path == "dot" and fmt == "fp8":
+        _grouped_dot_fp8[grid](*args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, **common)
+    elif L.path == "dot":
+        _grouped_dot_mxfp4[grid](*args, NUM_STAGES=L.num_stages, **common)
     elif fmt == "fp8":
         _grouped_gemv_fp8[grid](*args, **common)
     else:
