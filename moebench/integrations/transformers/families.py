@@ -31,6 +31,7 @@ import torch
 
 from moebench.core import reference
 from moebench.core.models import PRESETS
+from moebench.core.vocabulary import DECODE, PREFILL
 
 CONCATENATED = "concatenated"
 GPT_OSS = "gpt_oss"
@@ -50,7 +51,7 @@ class ExpertsFamily:
     @property
     def moebench_family(self) -> str:
         """gpt-oss's layout is moebench's decode layout; the others are prefill's."""
-        return "decode" if self.layout == GPT_OSS else "prefill"
+        return DECODE if self.layout == GPT_OSS else PREFILL
 
 
 def _family(name, label, config, experts, widths, layout=CONCATENATED, activation="silu", extra=()):

@@ -80,7 +80,7 @@ def hf_arm(text: str) -> Arm:
     if why is not None:
         raise ArmError(f"{ref!r}: the transformers {version} experts backend {backend!r} cannot "
                        f"run on this machine: {why}")  # fmt: skip
-    decode_arm = fam.moebench_family == "decode"
+    decode_arm = fam.moebench_family == vocabulary.DECODE
     on = fam.label if named else "the scenario model's experts class"
     return Arm(
         name=ref,
