@@ -118,20 +118,19 @@ def units(out: Path) -> dict:
 
 
 def runner_failure(out: Path) -> dict:
-    from moebench.run import distributed as dist_runner
-    from moebench.run import start
+    from moebench.run import layer, start
     from moebench.run.options import RunOptions
 
     s = scenario()
-    real = dist_runner._time
+    real = layer.time_layer
 
-    def broken(world, *args, **kwargs):
-        if world.rank == 1:
+    def broken(*args, **kwargs):
+        if kwargs["cols"]["rank"] == 1:
             raise RuntimeError("injected while timing")
-        return real(world, *args, **kwargs)
+        return real(*args, **kwargs)
 
     options = RunOptions(results_dir=out / "results", dist_timeout_s=8.0)
-    with mock.patch.object(dist_runner, "_time", broken):
+    with mock.patch.object(layer, "time_layer", broken):
         try:
             start.run(s, options)
         except distributed.RankFailure as exc:

@@ -42,6 +42,7 @@ import triton.language as tl
 
 from arms.decode import pipeline as decode
 from moebench.arm.decode import Workspace as DecodeWorkspace
+from moebench.core.ceilings import H200
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.core.vocabulary import DECODE_STAGES
 from moebench.gates.families import family_of
@@ -53,7 +54,7 @@ from moebench.plan.cases import plan
 from moebench.plan.inputs import make_tokens
 from moebench.spec.load import load_scenario
 
-COPY_TBS = 4.27
+COPY_TBS = H200.copy_tbs
 TIME_BUDGET_S = 180.0
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 flush = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)

@@ -24,6 +24,7 @@ import triton.language as tl
 from act_probe import _act_grid_probe  # tools/ is sys.path[0] when run as a script
 
 from moebench.core import reference
+from moebench.core.ceilings import H200
 from moebench.core.layout import expert_ends, live_row_mask
 from moebench.kernels.act_quant import act_quant_dense, act_quant_masked
 from moebench.kernels.grouped_gemm import grouped_gemm
@@ -31,8 +32,8 @@ from moebench.kernels.grouped_gemm_tiles import _step_scales
 from moebench.measure import bench
 from moebench.measure.clock import Clock
 
-COPY_TBS = 4.27
-FP8_TFLOPS = 1286.0
+COPY_TBS = H200.copy_tbs
+FP8_TFLOPS = H200.tflops["fp8"]
 E, D, F, M, A = 32, 4096, 2048, 28_672, 128
 dev = torch.device("cuda")
 flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)

@@ -78,7 +78,8 @@ from moebench.analysis.belonging import belonging, distinct, provenance_warnings
 from moebench.analysis.blocks import Group, concat_samples, timing_groups
 from moebench.analysis.rows import REGIME_ORDER, CaseInfo, CompareRow, Comparison, RunInfo, Timing
 from moebench.core.errors import MoebenchError, clip
-from moebench.core.vocabulary import DEFAULT_BASELINE, STAGE_ORDER, aa_twin
+from moebench.core.families import DEFAULT_BASELINE
+from moebench.core.vocabulary import STAGE_ORDER, aa_twin
 from moebench.results.reader import Run
 
 CORRECTIONS = ("bonferroni", "none")

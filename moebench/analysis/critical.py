@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from moebench.core.vocabulary import PASS_STAGES
+from moebench.core.vocabulary import PASS_STAGES, Regime
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,7 +47,7 @@ def pass_paths(samples: pa.Table, skip: set[tuple[str, str, str]] = frozenset())
     carry no figures (arms that failed a gate). ``samples`` has a ``mode`` column."""
     if samples.num_rows == 0 or "layer" not in set(pc.unique(samples["stage"]).to_pylist()):
         return []
-    keep = pc.and_(pc.equal(samples["regime"], "ffn"),
+    keep = pc.and_(pc.equal(samples["regime"], str(Regime.FFN)),
                    pc.is_in(samples["stage"], pa.array(PASS_STAGES)))  # fmt: skip
     rows = samples.filter(keep)
     cols = ("run_id", "case_id", "mode", "arm", "block", "iteration", "rank", "stage", "time_us")

@@ -4,8 +4,8 @@ A run on the CPU times the Triton interpreter, which says nothing about a GPU; w
 is true everywhere: whether every arm computed the right thing (the gates), and how much work
 each arm's layout makes each stage do (the ledger, written by the run from every case's routing:
 rows computed, bytes read and written, matrix FLOPs), with the time that work would take at
-least on a GPU whose ceilings were measured (the H200: 4.27 TB/s device copy, 1,286 TFLOP/s fp8,
-687 TFLOP/s bf16). The per-stage figures are the slowest rank's, as a step waits for it.
+least on a GPU whose ceilings were measured (``core.ceilings``: the H200's device copy and its fp8
+and bf16 matrix rates). The per-stage figures are the slowest rank's, as a step waits for it.
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from moebench.core.ceilings import H200
 from moebench.core.vocabulary import STAGE_ORDER
 from moebench.results.reader import Run
 
-# Measured on the H200 (docs/PERF.md, "Measured ceilings"): device copy counting bytes read and
-# written, and dense 8192-cube products.
-H200 = {"name": "H200", "copy_tbs": 4.27, "tflops": {"fp8": 1286.0, "bf16": 687.0}}
 _STAGE_ORDER = {s: i for i, s in enumerate(STAGE_ORDER)}
 
 
@@ -76,8 +74,7 @@ def gate_rows(runs: list[Run]) -> list[GateRow]:
 def floor_us(bytes_moved: int, flops: int, precision: str) -> float:
     """The least time of that work on the H200: bytes at the copy ceiling or FLOPs at the matrix
     rate of the precision (fp8 for the fp8 pipeline, bf16 otherwise), whichever is larger."""
-    rate = H200["tflops"]["fp8" if precision == "fp8" else "bf16"]
-    return max(bytes_moved / (H200["copy_tbs"] * 1e6), flops / (rate * 1e6))
+    return H200.floor_us(bytes_moved, flops, precision)
 
 
 def ledger_rows(runs: list[Run]) -> list[LedgerRow]:

@@ -41,7 +41,7 @@ import numpy as np
 
 from moebench.analysis.goodput import TOKENS_KEY, clean_json, series_label
 from moebench.analysis.step import decide_paired
-from moebench.core.vocabulary import WHOLE_FFN, aa_twin
+from moebench.core.vocabulary import WHOLE_FFN, Regime, aa_twin
 
 _NAN = math.nan
 _HOW = {"SAME": "the advantage is gone (SAME)", "SLOWER": "reversed (SLOWER)"}
@@ -151,7 +151,7 @@ def pairs(groups: dict, step_series: dict, cases: dict, baseline: str,
     swept = _swept(cases)
     cells: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for (run_id, case_id, regime, stage, mode, arm), g in groups.items():
-        if regime == "ffn" and stage == WHOLE_FFN:
+        if regime == Regime.FFN and stage == WHOLE_FFN:
             cells[(run_id, case_id, "ffn", mode, "blocks")][arm] = g.critical
     for (run_id, case_id, mode, arm), x in step_series.items():
         cells[(run_id, case_id, "step", mode, "steps")][arm] = dict(
@@ -188,12 +188,12 @@ def _evidence(rows, step_rows, decided: list[tuple[Pair, dict]], cases: dict, ba
         ))  # fmt: skip
 
     for r in [*rows, *step_rows]:
-        regime = getattr(r, "regime", "step")
+        regime = getattr(r, "regime", Regime.STEP)
         if (r.run_id, r.case_id) not in swept or r.is_aa or r.arm == baseline:
             continue
-        if r.status == "mismatch" or (regime == "ffn" and r.stage != WHOLE_FFN):
+        if r.status == "mismatch" or (regime == Regime.FFN and r.stage != WHOLE_FFN):
             continue
-        if regime not in ("ffn", "step"):
+        if regime not in (Regime.FFN, Regime.STEP):
             continue
         add(r.run_id, r.case_id, regime, r.mode, r.arm, r.baseline, vars(r))
     for p, change in decided:

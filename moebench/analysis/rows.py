@@ -18,11 +18,10 @@ from moebench.analysis import critical, ledger, workmodel
 from moebench.analysis.policy import Policy
 from moebench.analysis.stats import TOO_FEW
 from moebench.analysis.step import StepRow, StepSummary
-from moebench.core.vocabulary import aa_twin
+from moebench.core.vocabulary import REGIME_ORDER, WHOLE_FFN, Regime, aa_twin
 
 DECISIONS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", TOO_FEW, "baseline", "")
 NOISE_GOAL_PCT = {"ffn": 1.0}  # coefficient of variation of block medians to stay under
-REGIME_ORDER = {"ffn": 0, "profile": 1, "kernel": 2}  # the order tables list regimes in
 _NAN = math.nan
 
 
@@ -237,9 +236,9 @@ class Comparison:
             key = (r.run_id, r.case_id, r.mode, r.arm)
             if math.isnan(r.median_us):
                 continue
-            if r.regime == "profile" and r.stage != "ffn":
+            if r.regime == Regime.PROFILE and r.stage != WHOLE_FFN:
                 profile[key].append(r)
-            elif r.regime == "ffn" and r.stage == "ffn":
+            elif r.regime == Regime.FFN and r.stage == WHOLE_FFN:
                 ffn[key] = r
         return [
             Reconciliation(

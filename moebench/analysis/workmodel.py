@@ -32,8 +32,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from moebench.analysis import policy
+from moebench.core.ceilings import H200
+from moebench.core.vocabulary import WHOLE_FFN, Regime
 
-COPY_CEILING_GBPS = 4270.0  # H200 device copy, bytes read + written (docs/PERF.md)
+COPY_CEILING_GBPS = H200.copy_gbps  # device copy, bytes read + written (core.ceilings)
 TOKENS_KEY = "shape.tokens_per_rank"
 
 
@@ -128,7 +130,7 @@ def _series_key(params: str) -> str | None:
 def _crossover(rows, cases: dict, baseline: str) -> list[CrossoverRow]:
     medians: dict[tuple, float] = {}
     for r in rows:
-        if r.regime == "ffn" and r.stage == "ffn" and r.status != "mismatch":
+        if r.regime == Regime.FFN and r.stage == WHOLE_FFN and r.status != "mismatch":
             medians[(r.run_id, r.case_id, r.arm)] = r.median_us
     series: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
     for (run_id, case_id), c in cases.items():

@@ -31,7 +31,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from moebench.core.vocabulary import FAMILIES, FAMILY_PRECISIONS, FAMILY_STAGES
+from moebench.core.families import facts
+from moebench.core.vocabulary import FAMILIES
 
 STAGED = "staged"
 WHOLE_FFN = "whole_ffn"
@@ -147,20 +148,20 @@ def arm_problems(arm: Arm) -> list[str]:
         out.append("a whole_ffn arm needs prepare(problem, y_TD) -> callable")
     if arm.weight_bytes is not None and not callable(arm.weight_bytes):
         out.append("weight_bytes must be a callable problem -> {stage: bytes}")
-    bad = [p for p in arm.precisions if p not in FAMILY_PRECISIONS[arm.family]]
+    precisions = facts(arm.family).precisions
+    bad = [p for p in arm.precisions if p not in precisions]
     if bad:
-        out.append(
-            f"precisions {bad} are not {arm.family} precisions "
-            f"({', '.join(FAMILY_PRECISIONS[arm.family])})"
-        )
-    unknown = [p for p in arm.launches if p not in FAMILY_PRECISIONS[arm.family]]
+        out.append(f"precisions {bad} are not {arm.family} precisions ({', '.join(precisions)})")
+    unknown = [p for p in arm.launches if p not in precisions]
     if unknown:
         out.append(f"launches names precisions {unknown} that are not {arm.family} precisions")
-    if arm.family == "decode" and arm.contract == STAGED and arm.layout not in ("TKD", "ETD"):
-        out.append(f"a staged decode arm needs layout 'TKD' or 'ETD', got {arm.layout!r}")
+    layouts = facts(arm.family).staged_layouts
+    if layouts and arm.contract == STAGED and arm.layout not in layouts:
+        want = " or ".join(repr(x) for x in layouts)
+        out.append(f"a staged {arm.family} arm needs layout {want}, got {arm.layout!r}")
     return out
 
 
 def stage_names(arm: Arm) -> tuple[str, ...]:
     """The stage names an arm of this family may report in the kernel regime."""
-    return FAMILY_STAGES[arm.family]
+    return facts(arm.family).stages

@@ -22,7 +22,7 @@ from moebench.cli.common import fail as _fail
 from moebench.cli.common import load as _load
 from moebench.cli.common import use_interpreter_without_gpu as _use_interpreter_without_gpu
 from moebench.cli.trace import trace_app
-from moebench.core.errors import DeviceFault, MoebenchError
+from moebench.core.errors import DeviceFault, MoebenchError, one_line
 
 app = typer.Typer(
     help="Prove that a Mixture-of-Experts FFN change is faster, where, and why.",
@@ -171,7 +171,7 @@ def run(
     try:
         _print_comparison([summary.run_dir], baseline or s.measure.baseline, "table", 2.0)
     except MoebenchError as exc:  # the run is kept; only its summary could not be shown
-        err.print(f"moebench: error: the summary: {str(exc).splitlines()[0]}", markup=False)
+        err.print(f"moebench: error: the summary: {one_line(exc, first=True)}", markup=False)
         raise end(1) from None
     if summary.warnings:
         err.print(f"moebench: warning: {'; '.join(summary.warnings[:3])}", markup=False)
@@ -283,7 +283,7 @@ def _print_comparison(
     non_moe_us: float | None = None,
 ):
     from moebench.analysis.compare import compare_runs
-    from moebench.core.vocabulary import DEFAULT_BASELINE
+    from moebench.core.families import DEFAULT_BASELINE
     from moebench.report.render import render
     from moebench.results.reader import load_run
 

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from moebench.core.errors import MoebenchError
+from moebench.core.errors import MoebenchError, one_line
 
 out = Console()
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -37,8 +37,7 @@ def use_interpreter_without_gpu() -> None:
 
 
 def fail(exc: MoebenchError) -> typer.Exit:
-    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    err.print(f"moebench: error: {msg}", markup=False)
+    err.print(f"moebench: error: {one_line(exc, first=True)}", markup=False)
     return typer.Exit(2)
 
 

@@ -17,7 +17,8 @@ import os
 from moebench.arm.base import Arm
 from moebench.core.coverage import blocks_needed, cell_alpha
 from moebench.core.errors import MoebenchError
-from moebench.core.vocabulary import AA_SUFFIX, DECODE, FAMILY_STAGES
+from moebench.core.families import facts
+from moebench.core.vocabulary import AA_SUFFIX, Regime
 from moebench.plan.cases import PlannedCase, arm_names, run_arms
 from moebench.results.files import check_room
 from moebench.run.options import RunOptions, case_timeout
@@ -27,24 +28,7 @@ from moebench.spec.sweep import expand
 
 # --- the interpreter's cost --------------------------------------------------------------------
 # Seconds of one whole-FFN run of one arm on one rank under TRITON_INTERPRET=1, fitted to the
-# ffn samples of runs measured on 2026-12-01 on this project's 2-core AMD EPYC (shared, so within
-# about a factor of two). The interpreter's cost follows the programs it steps through, not the
-# flops: a prefill pass costs per capacity row and width (stock, prefix_sum and prefix_sum_masked
-# within 20 % of each other: their padding tiles still launch), a dense decode pass per weight
-# element it dequantises, a sparse decode pass per (token, slot) program row.
-# prefill, M capacity rows, S live rows, D hidden, F intermediate:
-#   PREFILL_MDF * M*D*F + PREFILL_MW * M*(D+F) + PREFILL_SD * S*D
-#   (measured 0.30 s at M 80, D = F = 128; 6.98 s at M 640, S 512, D = F = 256)
-PREFILL_MDF = 1.3e-8
-PREFILL_MW = 1.16e-5
-PREFILL_SD = 5.0e-6
-# decode, dense (every local expert, layout ETD): DENSE_W * E_local * 3*D*F
-#   (measured 0.73 s at E 8, D = F = 256; 5.64 s at E 32, D 256, F 512)
-DENSE_W = 4.4e-7
-# decode, sparse (one GEMV per local slot, layout TKD): slots * (SPARSE_SLOT + SPARSE_W * 3*D*F)
-#   (fc1 alone measured 7.7 s for 4 slots at D = F = 128, 23.2 s for 4 slots at D 512, F 256)
-SPARSE_SLOT = 2.0
-SPARSE_W = 1.8e-5
+# The interpreter's cost of one whole-FFN run is the family's (``core.families``).
 # Whole-FFN runs of each arm on each rank besides the timed ones: the eager gate, the fresh-input
 # gate and the cross-arm comparison (measured: 2 to 3 runs' worth).
 GATE_RUNS = 3
@@ -107,8 +91,8 @@ def verdict_cells(s: Scenario, aa: bool = False) -> int:
     """How many (case, regime, stage, arm) cells a comparison of this scenario decides: every
     arm but the baseline, and the A/A copy, in every timed cell of every case."""
     m = s.measure
-    per_case = ("ffn" in m.regimes) + len(m.stages) * (
-        ("kernel" in m.regimes) + ("profile" in m.regimes)
+    per_case = (Regime.FFN in m.regimes) + len(m.stages) * (
+        (Regime.KERNEL in m.regimes) + (Regime.PROFILE in m.regimes)
     )
     arms = len(s.arms) - 1 + (1 if aa or m.aa else 0)
     return len(expand(s)) * per_case * max(arms, 0)
@@ -127,8 +111,8 @@ def notes(s: Scenario, device: str, aa: bool = False) -> list[str]:
             f"of this scenario at 95% corrected (each exact interval needs >= {need} paired "
             "blocks): compare will say TOO FEW BLOCKS"
         )
-    if "profile" in m.regimes:
-        others = [r for r in m.regimes if r != "profile"]
+    if Regime.PROFILE in m.regimes:
+        others = [r for r in m.regimes if r != Regime.PROFILE]
         records = " and ".join(others) + " only" if others else "no timed samples (gates only)"
         if device != "cuda":
             out.append(
@@ -163,14 +147,10 @@ class CaseCost:
 
 def ffn_seconds(s: Scenario, arm: Arm, capacity_rows: int, live_rows: int) -> float:
     """Estimated seconds of one whole-FFN run of ``arm`` on one rank under the interpreter
-    (the constants above; an arm from outside is costed as the built-in arms of its family)."""
-    D, F = s.model.hidden, s.model.intermediate
-    if s.family == DECODE:
-        if arm.layout == "TKD":
-            return live_rows * (SPARSE_SLOT + SPARSE_W * 3 * D * F)
-        return DENSE_W * local_experts(s) * 3 * D * F
-    M = capacity_rows
-    return PREFILL_MDF * M * D * F + PREFILL_MW * M * (D + F) + PREFILL_SD * live_rows * D
+    (``FamilyFacts.cpu_seconds``; an arm from outside is costed as the built-in arms of its
+    family)."""
+    return facts(s.family).cpu_seconds(s.model.hidden, s.model.intermediate, local_experts(s),
+                                       capacity_rows, live_rows, arm.layout)  # fmt: skip
 
 
 def case_costs(planned: list[PlannedCase], device: str, aa: bool = False) -> list[CaseCost]:
@@ -184,8 +164,10 @@ def case_costs(planned: list[PlannedCase], device: str, aa: bool = False) -> lis
         arms = run_arms(s, aa)
         seconds = None
         if device == "cpu":
-            share = len(m.stages) / len(FAMILY_STAGES[s.family]) if "kernel" in m.regimes else 0
-            runs = GATE_RUNS + m.warmup + m.blocks * m.iterations * (("ffn" in m.regimes) + share)
+            share = len(m.stages) / len(facts(s.family).stages) if Regime.KERNEL in m.regimes else 0
+            runs = (
+                GATE_RUNS + m.warmup + m.blocks * m.iterations * ((Regime.FFN in m.regimes) + share)
+            )
             live = p.counts_RE.sum(dim=1).tolist()
             seconds = sum(
                 runs * ffn_seconds(s, arm, p.capacity_rows, int(live[rank]))

@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from moebench.cli.common import err, fail
 from moebench.core.errors import MoebenchError, TraceError
 
 trace_app = typer.Typer(
@@ -25,13 +26,6 @@ trace_app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
 )  # fmt: skip
 out = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def _fail(exc: MoebenchError) -> typer.Exit:
-    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    err.print(f"moebench: error: {msg}", markup=False)
-    return typer.Exit(2)
 
 
 @trace_app.command("import")
@@ -82,7 +76,7 @@ def import_(
         )  # fmt: skip
         write_parquet(t, output, overwrite=force)
     except MoebenchError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     warning = revision_warning(model, revision)
     if warning:
         err.print(f"moebench: warning: {warning}", markup=False)
@@ -137,7 +131,7 @@ def stats(
                 counts = _replayed(t, lyr, tokens, k, seed, str(trace))
             rows.append({"layer": lyr, **layer_stats(counts, ep)})
     except MoebenchError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     _print(trace, t, rows, ep, tokens, k)
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from moebench.core.errors import MoebenchError, ScenarioError
+from moebench.core.errors import MoebenchError, ScenarioError, typed_line
 from moebench.spec.schema import Scenario
 
 # NVLink multicast (NVLS) stays off in every rank this module starts or joins.
@@ -197,8 +197,7 @@ def _kind(exc: BaseException) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())[:300]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return typed_line(exc, 300)
 
 
 def phase(world: World, where: str, fn: Callable[[], Any]) -> Any:

@@ -38,3 +38,24 @@ def clip(text: str, limit: int = 200) -> str:
     if cut > 0 and text[len(head)] != " ":
         head = head[:cut]
     return head.rstrip(" ,;:") + "..."
+
+
+def one_line(what: BaseException | str, limit: int | None = None, *, first: bool = False) -> str:
+    """An exception's message (or a text) on one line: its lines joined (``first``: its first
+    non-empty line only), runs of whitespace one space, cut at a word boundary past ``limit``
+    (``clip``). An exception without a message is its type's name. Every one-line error of
+    moebench goes through here."""
+    text = str(what)
+    if first:
+        text = next((ln for ln in text.splitlines() if ln.strip()), "")
+    text = " ".join(text.split())
+    if not text and isinstance(what, BaseException):
+        return type(what).__name__
+    return clip(text, limit) if limit is not None else text
+
+
+def typed_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: first line of the message`` (the type alone without one), at most ``limit``
+    characters."""
+    message = one_line(exc, first=True) if str(exc).strip() else ""
+    return clip(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, limit)

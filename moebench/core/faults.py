@@ -28,6 +28,8 @@ import time
 
 import torch
 
+from moebench.core.errors import typed_line
+
 # Messages of CUDA errors that leave the context unusable ("sticky" errors).
 FATAL_PATTERNS = (
     "illegal memory access",
@@ -89,10 +91,7 @@ def classify(exc: BaseException) -> str:
 def describe(exc: BaseException, kind: str | None = None) -> str:
     """``kind: Type: first line of the message``, at most 300 characters."""
     kind = kind or classify(exc)
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    message = lines[0] if lines else ""
-    text = f"{kind}: {type(exc).__name__}" + (f": {message}" if message else "")
-    return text if len(text) <= 300 else text[:297] + "..."
+    return f"{kind}: {typed_line(exc, 298 - len(kind))}"
 
 
 def device_healthy(device: torch.device) -> bool:

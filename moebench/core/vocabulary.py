@@ -12,13 +12,34 @@ it (``dispatch``, ``sync_wait``, ``combine_a2a``, ``layer``).
 
 from __future__ import annotations
 
-PREFILL = "prefill"
-DECODE = "decode"
-FAMILIES = (PREFILL, DECODE)
+from enum import StrEnum
+
+
+class Family(StrEnum):
+    """The arm families. A ``StrEnum``: a member is its string, in YAML, Parquet and JSON."""
+
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+class Regime(StrEnum):
+    """What a sample measured (the ``regime`` column; ``measure.regimes`` in a scenario):
+    ``ffn`` the whole pipeline replayed, ``profile`` per-stage device time inside ``ffn``
+    replays, ``kernel`` one stage alone, ``step`` a model step over every MoE layer. Declared in
+    the order tables and reports list them (``REGIME_ORDER``)."""
+
+    FFN = "ffn"
+    PROFILE = "profile"
+    KERNEL = "kernel"
+    STEP = "step"
+
+
+PREFILL = Family.PREFILL
+DECODE = Family.DECODE
+FAMILIES = tuple(Family)
 
 PREFILL_STAGES = ("scatter", "fc1", "act", "fc2", "combine")
 DECODE_STAGES = ("fc1", "fc2", "combine")
-FAMILY_STAGES = {PREFILL: PREFILL_STAGES, DECODE: DECODE_STAGES}
 WHOLE_FFN = "ffn"  # the stage name of the whole pipeline
 # topology.mode distributed: one pass of the layer, in order (the FFN between the exchanges).
 PASS_STAGES = ("dispatch", WHOLE_FFN, "sync_wait", "combine_a2a", "layer")
@@ -31,19 +52,11 @@ STAGE_ORDER = (
     "dispatch", *PREFILL_STAGES, WHOLE_FFN, "sync_wait", "combine_a2a", "layer", WHOLE_STEP,
 )  # fmt: skip
 
-REGIMES = ("ffn", "kernel", "profile", "step")
-DEFAULT_REGIMES = ("ffn", "kernel")
+REGIMES = tuple(Regime)
+REGIME_ORDER = {r: i for i, r in enumerate(Regime)}  # the order tables and reports use
+DEFAULT_REGIMES = (Regime.FFN, Regime.KERNEL)
 
-FAMILY_PRECISIONS = {PREFILL: ("fp8", "bf16"), DECODE: ("w8a16", "w4a16")}  # first: the default
-PRECISIONS = tuple(p for ps in FAMILY_PRECISIONS.values() for p in ps)
 ACTIVATIONS = ("silu", "swiglu_oai")
-# The multiple D and F must be: prefill FP8 128x128 weight blocks, decode MXFP4 blocks of 32.
-FAMILY_WIDTH = {
-    PREFILL: (128, "FP8 128x128 block scales"),
-    DECODE: (32, "MXFP4 blocks of 32 values"),
-}
-FAMILY_BASELINE = {PREFILL: "stock", DECODE: "dense_decode"}
-DEFAULT_BASELINE = FAMILY_BASELINE[PREFILL]
 
 ROUTING_FAMILIES = (
     "uniform", "balanced", "zipf", "hot_rank", "empty_experts", "full_capacity", "trace",

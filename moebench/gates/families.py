@@ -1,11 +1,12 @@
-"""Arm families: what the runner needs to build, check and account for each kind of arm.
+"""Arm families, the gates' half of their record: how to build, check and account for each kind
+of arm (the other half, what the layers below ask, is ``core.families.FamilyFacts``).
 
 ``prefill`` is the capacity-buffer pipeline (scatter, fc1, act, fc2, combine; the workspace of
 ``moebench.arm.prefill``); ``decode`` is a decode step (fc1 with the GLU fused, fc2, combine;
 ``moebench.arm.decode``). Each arm names its family and a scenario runs arms of one family. The
-runner asks the family for a rank's problem, each arm's workspace, the reference output, the
-gates and the work model, for either contract (staged or whole-FFN, docs/DESIGN.md section 13),
-and never needs to know which family or contract it holds.
+case sequence asks the family's ``FamilyRecord`` for a rank's problem, each arm's workspace, the
+reference output, the gates and the work model, for either contract (staged or whole-FFN,
+docs/DESIGN.md section 13), and never needs to know which family or contract it holds.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import torch
 
 from moebench.arm import assemble, decode, prefill
 from moebench.arm.base import Arm
-from moebench.core.vocabulary import DECODE_STAGES, PREFILL_STAGES, WHOLE_FFN
+from moebench.core.families import FACTS, FamilyFacts
+from moebench.core.vocabulary import WHOLE_FFN, Family
 from moebench.gates import checks as gates
 from moebench.plan import inputs
 from moebench.results.rows import Check
@@ -27,9 +29,8 @@ from moebench.spec.schema import Scenario, local_experts
 
 
 @dataclass(frozen=True, kw_only=True)
-class Family:
-    name: str
-    stages: tuple[str, ...]
+class FamilyRecord:
+    facts: FamilyFacts  # stages, precisions, widths, baseline, ... (``core.families``)
     # (scenario, routing, capacity rows, tokens x_TD, rank, device) -> one rank's problem
     problem: Callable[[Scenario, Routing, int, torch.Tensor, int, torch.device], Any]
     # (arm, problem) -> a fresh workspace for a staged arm of this family
@@ -45,6 +46,14 @@ class Family:
     # the problem's expert weight tensors (moebench/measure/cold.py copies them; the default
     # weight-byte model counts them)
     weight_fields: tuple[str, ...]
+
+    @property
+    def name(self) -> Family:
+        return self.facts.name
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return self.facts.stages
 
     def workspace(self, arm: Arm, problem) -> Any:
         """A fresh workspace of ``arm`` (either contract) for ``problem``."""
@@ -153,10 +162,9 @@ def _decode_checks(arm, ws, cap, ref, p) -> list[Check]:
     ]
 
 
-FAMILIES: dict[str, Family] = {
-    "prefill": Family(
-        name="prefill",
-        stages=PREFILL_STAGES,
+FAMILIES: dict[Family, FamilyRecord] = {
+    Family.PREFILL: FamilyRecord(
+        facts=FACTS[Family.PREFILL],
         problem=_prefill_problem,
         staged_workspace=lambda arm, p: prefill.Workspace(p),
         reference=inputs.reference_output,
@@ -165,9 +173,8 @@ FAMILIES: dict[str, Family] = {
         cross_arm=lambda base, caps, p: gates.check_cross_arm(base, caps),
         weight_fields=("w13_EFD", "w13_scale", "w2_EDF", "w2_scale"),
     ),
-    "decode": Family(
-        name="decode",
-        stages=DECODE_STAGES,
+    Family.DECODE: FamilyRecord(
+        facts=FACTS[Family.DECODE],
         problem=_decode_problem,
         staged_workspace=lambda arm, p: decode.Workspace(p, layout=arm.layout),
         reference=inputs.decode_reference_output,
@@ -179,6 +186,6 @@ FAMILIES: dict[str, Family] = {
 }
 
 
-def family_of(s: Scenario) -> Family:
+def family_of(s: Scenario) -> FamilyRecord:
     """The family of the scenario's arms (validation guarantees they share one)."""
-    return FAMILIES[s.family]
+    return FAMILIES[Family(s.family)]

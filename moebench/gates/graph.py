@@ -33,6 +33,7 @@ import torch
 from moebench.arm import assemble
 from moebench.arm.base import Arm, run_all
 from moebench.arm.prefill import Problem
+from moebench.core.families import facts
 from moebench.core.numerics import bitwise_compare
 from moebench.gates.checks import capture, check_reference, check_sentinels
 from moebench.measure.graphs import capture_replay
@@ -111,12 +112,12 @@ def graph_replay(
 
     ``capture_fn`` turns the FFN into its replay (default: a CUDA graph, GPU only); tests on the
     CPU pass the eager function itself to exercise the variants, the comparison and the restore."""
-    if arm.family != "prefill" or not isinstance(problem, Problem):
+    if not facts(arm.family).capacity_buffer or not isinstance(problem, Problem):
         return [
             Check(
                 name="graph_replay",
                 status="skip",
-                detail="the graph replay gate covers the prefill (capacity-buffer) arms",
+                detail="the graph replay gate covers the capacity-buffer (prefill) arms",
             )
         ]
     if not arm.graph:

@@ -21,7 +21,7 @@ import torch
 
 from moebench.arm.base import Arm, run_all
 from moebench.core import faults
-from moebench.gates.families import Family
+from moebench.gates.families import FamilyRecord
 from moebench.results.rows import Check, DeviceLost
 
 _RANK = {"pass": 0, "skip": 1, "fail": 2, "error": 3}
@@ -32,7 +32,7 @@ def gate_layer(
     ref: torch.Tensor,
     arms: dict[str, Arm],
     stage_sets: dict,
-    family: Family,
+    family: FamilyRecord,
     device: torch.device,
 ) -> dict[str, list[Check]]:
     """One layer of one rank: {arm: its checks}. ``stage_sets``: {arm: (workspace, stages)} over

@@ -18,7 +18,7 @@ from moebench.core import faults
 from moebench.core.numerics import bitwise_compare
 from moebench.gates import dispatch as dispatch_gate
 from moebench.gates import graph as graph_gate
-from moebench.gates.families import Family
+from moebench.gates.families import FamilyRecord
 from moebench.results.rows import CaseRows, Check, record_failure
 
 
@@ -32,7 +32,7 @@ def gate_rank(
     stop: faults.Stopper,
     out: CaseRows,
     rank_cols: dict,
-    family: Family,
+    family: FamilyRecord,
 ):
     """Gates 1-6 for every arm of ``arms`` ({name: arm}) on this rank, rows into ``out``. Returns
     the workspaces and stages of the arms that ran ({name: (workspace, stages)}), their captures,

@@ -30,7 +30,13 @@ import triton.language as tl
 
 from moebench.core.layout import check_alignment
 from moebench.core.vocabulary import ACTIVATIONS
-from moebench.kernels.jit import fp32_to_bf16, fp32_to_e4m3_bits, gated_activation, ue8m0_scale
+from moebench.kernels.jit import (
+    expert_spans,
+    fp32_to_bf16,
+    fp32_to_e4m3_bits,
+    gated_activation,
+    ue8m0_scale,
+)
 from moebench.kernels.launch import programs_per_device
 
 GROUP = 128
@@ -218,11 +224,7 @@ def _act_quant_masked_kernel(
     # (start[e] = align_up(end[e-1], A)), so no padding row is visited, no program is spent on an
     # empty expert, and one expert holding every row is spread over the whole grid as evenly as
     # many small experts are.
-    ex = tl.arange(0, BLOCK_E)
-    in_e = ex < E
-    ends = tl.load(ends_ptr + ex, mask=in_e, other=0)
-    prev = tl.load(ends_ptr + ex - 1, mask=in_e & (ex > 0), other=0)
-    starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    ex, in_e, starts, ends = expert_spans(ends_ptr, E, ALIGNMENT, BLOCK_E)
     # Endpoints past the buffer are a scatter bug that the correctness gates report; the clamp only
     # keeps such a routing from writing out of bounds.
     ends = tl.minimum(ends, M)
@@ -265,11 +267,7 @@ def _block_end(ends_ptr, row0, M, E, ALIGNMENT: tl.constexpr, BLOCK_E: tl.conste
     # of loads and the expert's end is picked from the vector instead of a second, dependent load
     # once the expert is known (on a full buffer every program pays this round trip before its
     # first row load).
-    ex = tl.arange(0, BLOCK_E)
-    in_e = ex < E
-    ends = tl.load(ends_ptr + ex, mask=in_e, other=0)
-    prev = tl.load(ends_ptr + ex - 1, mask=(ex > 0) & in_e, other=0)
-    starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    ex, in_e, starts, ends = expert_spans(ends_ptr, E, ALIGNMENT, BLOCK_E)
     e = tl.sum(((starts <= row0) & in_e).to(tl.int32), axis=0) - 1
     # Endpoints past the buffer are a scatter bug the gates report; the clamp keeps it in bounds.
     return tl.minimum(tl.sum(tl.where(ex == e, ends, 0), axis=0), M)

@@ -33,7 +33,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moebench.core.layout import check_alignment
 from moebench.kernels.grouped_gemm_tiles import block_owner, fp8_tile
-from moebench.kernels.jit import fp32_to_bf16
+from moebench.kernels.jit import expert_spans, fp32_to_bf16
 from moebench.kernels.launch import checker, programs_per_device
 
 GROUP = 128  # quantisation group: 128 columns of a, 128x128 blocks of w
@@ -117,11 +117,8 @@ def _grouped_gemm_fp8_live(
     # numbered one after another (each expert's span starts aligned, so its blocks are
     # [start, start + cdiv(count, BLOCK_M) * BLOCK_M)); work w is (column block w // blocks, row
     # block w % blocks) in grouped order.
-    offs_e = tl.arange(0, BLOCK_E)
-    in_e = offs_e < E
-    ends = tl.minimum(tl.load(ends_ptr + offs_e, mask=in_e, other=0), M)
-    prev = tl.load(ends_ptr + offs_e - 1, mask=in_e & (offs_e > 0), other=0)
-    starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    offs_e, in_e, starts, ends = expert_spans(ends_ptr, E, ALIGNMENT, BLOCK_E)
+    ends = tl.minimum(ends, M)
     blocks = tl.where(in_e, (tl.maximum(ends - starts, 0) + BLOCK_M - 1) // BLOCK_M, 0)
     blocks_end = tl.cumsum(blocks, axis=0)
     total = tl.sum(blocks, axis=0)

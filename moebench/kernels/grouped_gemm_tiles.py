@@ -13,7 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from moebench.kernels.jit import fp32_to_bf16
+from moebench.kernels.jit import expert_spans, fp32_to_bf16
 
 
 @triton.jit
@@ -41,15 +41,12 @@ def block_owner(
     pid_n = (pid % in_group) // group_rows
     m0 = pid_m * BLOCK_M
 
-    # Starts from the endpoints alone: start[0] = 0, start[e] = align_up(end[e-1], A). Starts are
-    # non-decreasing, so the owner is the number of experts starting at or before m0, minus one;
-    # start[0] = 0 makes that at least 0, and tail blocks count every expert, giving E-1.
-    offs_e = tl.arange(0, BLOCK_E)
-    prev_end = tl.load(ends_ptr + offs_e - 1, mask=(offs_e > 0) & (offs_e < E), other=0)
-    starts = (prev_end + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-    owned = (starts <= m0) & (offs_e < E)
-    e = tl.sum(owned.to(tl.int32), axis=0) - 1
-    end = tl.load(ends_ptr + e)
+    # The owner is the number of experts starting at or before m0, minus one (``expert_spans``);
+    # start[0] = 0 makes that at least 0, and tail blocks count every expert, giving E-1. Its end
+    # is picked from the vector loaded with the starts, not by a second, dependent load.
+    ex, in_e, starts, ends = expert_spans(ends_ptr, E, ALIGNMENT, BLOCK_E)
+    e = tl.sum(((starts <= m0) & in_e).to(tl.int32), axis=0) - 1
+    end = tl.sum(tl.where(ex == e, ends, 0), axis=0)
     return m0, pid_n * BLOCK_N, e, end
 
 

@@ -35,6 +35,10 @@ bits. Five integer instructions give two values when compiled (the bit-select as
 ``lop3``; the compiler's own form takes two); a nibble-at-a-time decode took about eleven (sm_90a
 SASS compiled offline).
 
+The endpoint contract on the device (`expert_spans`): every kernel that reads the capacity
+buffer's endpoints derives each expert's [start, end) from ``ends`` alone with the same rule as
+`moebench.core.layout` (start[0] = 0, start[e] = align_up(end[e-1], A)), here and nowhere else.
+
 The gated activation (`gated_activation`) of a (gate, up) pair in fp32, shared by the prefill
 `act` stage and the decode kernels' fused GLU, in the order of `reference.activation`.
 
@@ -215,3 +219,17 @@ def gated_activation(gate, up, ACTIVATION: tl.constexpr):
         gate = tl.minimum(gate, 7.0)
         up = tl.minimum(tl.maximum(up, -7.0), 7.0)
         return gate * tl.sigmoid(1.702 * gate) * (up + 1.0)
+
+
+@triton.jit
+def expert_spans(ends_ptr, E, ALIGNMENT: tl.constexpr, BLOCK_E: tl.constexpr):
+    """(expert index ex [BLOCK_E], ex < E, starts, ends) of the local experts, from the endpoints
+    alone: start[0] = 0, start[e] = align_up(end[e-1], A) (``core.layout``). Both endpoint vectors
+    come in one round of loads; lanes past E read 0. Starts are non-decreasing, so the expert
+    whose aligned span holds row r is the number of experts starting at or before r, minus one."""
+    ex = tl.arange(0, BLOCK_E)
+    in_e = ex < E
+    ends = tl.load(ends_ptr + ex, mask=in_e, other=0)
+    prev = tl.load(ends_ptr + ex - 1, mask=in_e & (ex > 0), other=0)
+    starts = (prev + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    return ex, in_e, starts, ends

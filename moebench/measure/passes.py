@@ -6,21 +6,21 @@ The ranks meet (untimed, ``align``) before every pass, so iteration i of every r
 pass; before the start event the GPU spins while the host queues the whole pass, so that no
 launch latency is in the figures (as ``Clock.sample_us`` does for one call). ``wait`` waits for
 the pass's last event with a deadline, so that a peer that never comes is an error, not a hang.
-Blocks rotate the arms (``rotation.block_order``); the kernel regime times the local stages with
-the project's ``Clock``, as in simulated mode.
+A pass is a ``Probe`` of the one timing loop (``measure.sampling``), which rotates the arms in
+blocks as for every other regime.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
-from moebench.measure.clock import Clock
-from moebench.measure.rotation import block_order
+from moebench.measure.sampling import Probe
 
-Step = tuple[str, Callable[[], None]]
+Step = tuple[Any, Callable[[], None]]  # (a stage name or a model layer id, the call)
 
 
 def timed_pass(
@@ -55,52 +55,17 @@ def timed_pass(
     return out
 
 
-def sample_passes(
-    timed: list[str],
-    passes: dict[str, Sequence[Step]],
-    kernel: dict[str, list[Step]],
+def pass_probe(
+    steps: Sequence[Step],
+    rows: Mapping[Any, Mapping[str, Any]],
     *,
-    blocks: int,
-    iterations: int,
-    warmup: int,
-    flush_l2: bool,
-    graph: bool,
-    clock: Clock,
-    rank_cols: dict,
-    weight_bytes: dict[str, dict[str, int]],
     align: Callable[[], None],
     wait: Callable[[torch.cuda.Event], None] | None,
     spin_cycles: int,
-    settle: Callable[[], None],
-) -> list[dict]:
-    """Samples rows of the ``timed`` arms: ``warmup`` untimed passes each, then ``blocks`` blocks
-    in rotating arm order, ``iterations`` passes (regime ``ffn``) and ``iterations`` samples of
-    each local stage (regime ``kernel``) per arm and block."""
-    samples: list[dict] = []
-    if not timed:
-        return samples
-    pass_of = lambda arm: timed_pass(passes[arm], align=align, wait=wait,
-                                     spin_cycles=spin_cycles)  # fmt: skip
-    for _ in range(warmup):
-        for arm in passes:
-            pass_of(arm)
-    settle()
-    device = "cuda" if clock.cuda else "cpu"
-    for block in range(blocks):
-        telemetry = clock.telemetry()  # clocks, temperature, power: once a block
-        for position, arm in enumerate(block_order(timed, block)):
-            base = {**rank_cols, "arm": arm, "block": block, "position": position,
-                    "device": device, "mode": "graph" if graph else "eager",
-                    "weights": "warm", "weight_copies": 1, **telemetry}  # fmt: skip
-            for it in range(iterations if arm in passes else 0):
-                for stage, t in pass_of(arm).items():
-                    samples.append({**base, "stage": stage, "regime": "ffn", "iteration": it,
-                                    "time_us": t,
-                                    "weight_bytes": weight_bytes[arm].get(stage, 0)})  # fmt: skip
-            for name, call in kernel.get(arm, ()):
-                for it in range(iterations):
-                    t = clock.sample_us(call, flush_l2=flush_l2)
-                    samples.append({**base, "stage": name, "regime": "kernel", "iteration": it,
-                                    "time_us": t,
-                                    "weight_bytes": weight_bytes[arm].get(name, 0)})  # fmt: skip
-    return samples
+) -> Probe:
+    """One pass as a probe of the timing loop (``measure.sampling``): every step's figure and the
+    whole pass's (``layer``) become the rows ``rows[step name]``."""
+    return Probe(
+        measure=lambda: timed_pass(steps, align=align, wait=wait, spin_cycles=spin_cycles),
+        rows=rows,
+    )

@@ -15,12 +15,14 @@ that cannot fit, naming the bytes needed and free, before the first allocation.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
 import torch
 
 from moebench.core.errors import ScenarioError
+from moebench.core.families import facts
 from moebench.core.layout import capacity_rows
 from moebench.routing.step_draws import StepRouting, trace_layer_map
 from moebench.spec.schema import Case, Scenario, local_experts
@@ -49,6 +51,25 @@ class PlannedStep:
     groups: tuple[TokenGroup, ...]
     router: StepRouting
     ranks: tuple[int, ...]
+
+
+def weight_seed(seed: int, layer: int) -> int:
+    """The seed of one layer's expert weights (and, in a distributed step, its tokens): every
+    layer its own, so that no layer finds the previous layer's weights in L2."""
+    return seed + 1_000 * (layer + 1)
+
+
+def layer_scenario(s: Scenario, layer: int, tokens_per_rank: int | None = None) -> Scenario:
+    """The scenario of one MoE layer of a step: seeded by ``weight_seed`` (and at a token
+    group's count, for a distributed layer built as a one-layer case)."""
+    out = dataclasses.replace(
+        s, routing=dataclasses.replace(s.routing, seed=weight_seed(s.routing.seed, layer))
+    )
+    if tokens_per_rank is not None:
+        out = dataclasses.replace(
+            out, shape=dataclasses.replace(s.shape, tokens_per_rank=tokens_per_rank)
+        )
+    return out
 
 
 def plan_step_case(case: Case) -> PlannedStep:
@@ -114,8 +135,6 @@ def step_manifest(s: Scenario, planned: list[PlannedStep]) -> dict:
 
 # --------------------------------------------------------------------------- memory
 
-_WEIGHT_BYTES = {"fp8": 1.0, "bf16": 2.0, "w8a16": 1.0, "w4a16": 0.5 + 1 / 32}
-
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryEstimate:
@@ -137,21 +156,14 @@ def estimate_memory(p: PlannedStep, arms: int) -> MemoryEstimate:
     buffers (their ``prepare``) are not counted."""
     s = p.case.scenario
     D, F, E, K = s.model.hidden, s.model.intermediate, local_experts(s), s.model.top_k
-    per_layer = 3 * D * F * E * _WEIGHT_BYTES[s.precision]
-    if s.precision == "fp8":
-        per_layer += 3 * (D // 128) * (F // 128) * E * 4
-    if s.family == "decode":
-        per_layer += (2 * F + D) * E * 2
+    family = facts(s.family)
+    per_layer = family.expert_bytes(D, F, E, s.precision)
     transient = 3 * D * F * E * (2 + 4 + 4)  # bf16 generation, float32 quantisation, reference
     ws = 0
     data_ranks = s.topology.dp
     for g in p.groups:
         T = g.tokens_per_rank * data_ranks
-        if s.family == "prefill":
-            M = g.capacity_rows
-            ws += M * (D + 2 * F * 2 + F * 2 + D * 2) + T * D * 2 + T * K * 16
-        else:
-            ws += max(T * K, E * T) * (F + D) * 2 + T * D * 2
+        ws += family.workspace_bytes(T, K, D, F, E, g.capacity_rows)
     routing = sum(g.tokens_per_rank * data_ranks * (K * 8 + D) for g in p.groups)
     distributed = s.topology.mode == "distributed"
     # A distributed rank holds its own problems only, and one exchange its layers share.

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from moebench.analysis.rows import CaseInfo, Comparison
 from moebench.core.errors import MoebenchError
-from moebench.core.vocabulary import DECODE, FAMILY_PRECISIONS, aa_twin
+from moebench.core.families import FACTS
+from moebench.core.vocabulary import aa_twin
 
 MAX_PANELS = 12  # cases in one figure of panels; more are split into pages (-p2, -p3, ...)
 SERIES_MARKERS = ("o", "s", "^", "D", "v", "P")
@@ -94,12 +95,12 @@ def arm_colors(comp: Comparison, arms: set[str]) -> dict[str, str]:
 
 
 def is_decode(comp: Comparison, run_id: str) -> bool:
-    """Whether a run's cases are decode steps: their precision is one of the decode family's
-    (w8a16, w4a16). Decode arms read no capacity buffer, so live/capacity means nothing there;
-    the question is the token count."""
+    """Whether a run's cases are decode steps: their precision is one of a family's without a
+    capacity buffer (``FamilyFacts.capacity_buffer``; w8a16, w4a16), so live/capacity means
+    nothing there; the question is the token count."""
+    unbuffered = {p for f in FACTS.values() if not f.capacity_buffer for p in f.precisions}
     return any(
-        info.precision in FAMILY_PRECISIONS[DECODE] or params_of(info).get("precision")
-        in FAMILY_PRECISIONS[DECODE]
+        info.precision in unbuffered or params_of(info).get("precision") in unbuffered
         for (rid, _), info in comp.cases.items()
         if rid == run_id
     )  # fmt: skip

@@ -15,8 +15,8 @@ import math
 import textwrap
 from collections.abc import Sequence
 
-from moebench.analysis.ledger import H200
 from moebench.analysis.rows import Comparison
+from moebench.core.ceilings import H200
 
 TIMINGS_HINT = (
     "CPU run: timings are the Triton interpreter's and say nothing about a GPU, so none is shown "
@@ -57,7 +57,7 @@ def ledger_lines(comp: Comparison, markdown: bool = False) -> list[str]:
     multi = len(comp.run_ids) > 1
     base = {(r.run_id, r.case_id, r.stage): r for r in comp.ledger if r.arm == comp.baseline}
     header = ["run"] if multi else []
-    header += ["case", "stage", "arm", "rows", "MB moved", "GFLOP", f"{H200['name']} floor us",
+    header += ["case", "stage", "arm", "rows", "MB moved", "GFLOP", f"{H200.name} floor us",
                "vs " + comp.baseline]  # fmt: skip
     body = []
     for r in comp.ledger:
@@ -71,8 +71,8 @@ def ledger_lines(comp: Comparison, markdown: bool = False) -> list[str]:
     note = (
         f"Work ledger: what each arm's layout makes each stage do in one step on the slowest "
         f"rank, from the routing (bytes read + written, each once; matrix FLOPs), and the least "
-        f"time of that work on an {H200['name']} ({H200['copy_tbs']} TB/s copy, "
-        f"{H200['tflops']['fp8']:,.0f} TFLOP/s fp8, {H200['tflops']['bf16']:,.0f} bf16): the same "
+        f"time of that work on an {H200.name} ({H200.copy_tbs} TB/s copy, "
+        f"{H200.tflops['fp8']:,.0f} TFLOP/s fp8, {H200.tflops['bf16']:,.0f} bf16): the same "
         "on any device."
     )
     return [note, "", *_table(header, body, markdown)]

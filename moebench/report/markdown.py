@@ -16,7 +16,7 @@ from typing import Any
 
 from moebench.analysis.rows import CompareRow, Comparison
 from moebench.analysis.stats import TOO_FEW
-from moebench.core.vocabulary import PASS_STAGES
+from moebench.core.vocabulary import PASS_STAGES, Regime
 from moebench.report.sections import (
     CRITICAL_PATH_NOTE,
     STEP_ONLY,
@@ -169,7 +169,7 @@ def render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
                   "cv copy", "decision"]  # fmt: skip
         body = []
         for r in aa.rows:
-            stage = r.stage if r.regime == "ffn" else f"{r.regime}/{r.stage}"
+            stage = r.stage if r.regime == Regime.FFN else f"{r.regime}/{r.stage}"
             twin = cv.get((r.run_id, r.case_id, r.regime, r.stage, r.mode, r.baseline), math.nan)
             body.append([*([r.run_id] if multi else []), r.case_id,
                          stage + (f" [{r.mode}]" if r.mode else ""), r.arm, fmt_change(r),

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from moebench.analysis.rows import CaseInfo, CompareRow, Comparison
 from moebench.core.errors import MoebenchError
-from moebench.core.vocabulary import PREFILL_STAGES, aa_twin
+from moebench.core.vocabulary import PREFILL_STAGES, WHOLE_FFN, Regime, aa_twin
 from moebench.report.canvas import (
     MAX_PANELS,
     SERIES_MARKERS,
@@ -90,9 +90,9 @@ def _stage_figures(comp: Comparison, rows: list[CompareRow], run_id: str, mode: 
     kernel = defaultdict(dict)  # case -> arm -> stage -> median
     ffn = defaultdict(dict)  # case -> arm -> median
     for r in _timed(rows):
-        if r.regime == "kernel" and r.stage in PREFILL_STAGES:
+        if r.regime == Regime.KERNEL and r.stage in PREFILL_STAGES:
             kernel[r.case_id].setdefault(r.arm, {})[r.stage] = r.median_us
-        elif r.regime == "ffn" and r.stage == "ffn":
+        elif r.regime == Regime.FFN and r.stage == WHOLE_FFN:
             ffn[r.case_id][r.arm] = r.median_us
     cases = sorted(kernel)
     for start in range(0, len(cases), MAX_PANELS):
@@ -143,7 +143,7 @@ FFN_LABEL = "ffn: whole pipeline, median"
 
 
 def _rank_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode: str):
-    cells = [r for r in _timed(rows) if r.regime == "ffn" and r.stage == "ffn"]
+    cells = [r for r in _timed(rows) if r.regime == Regime.FFN and r.stage == WHOLE_FFN]
     cases = sorted({r.case_id for r in cells})
     colors = arm_colors(comp, {r.arm for r in cells})
     for start in range(0, len(cases), MAX_PANELS):
@@ -219,7 +219,7 @@ def series_label(info: CaseInfo, decode: bool) -> str:
 def _speedup_figure(comp: Comparison, rows: list[CompareRow], run_id: str, mode: str):
     cells = [
         r for r in rows
-        if r.regime == "ffn" and r.stage == "ffn" and not math.isnan(r.change_pct)
+        if r.regime == Regime.FFN and r.stage == WHOLE_FFN and not math.isnan(r.change_pct)
         and (run_id, r.case_id) in comp.cases
     ]  # fmt: skip
     if not cells:

@@ -16,6 +16,7 @@ from moebench.analysis.goodput import GOODPUT_DEFINITION
 from moebench.analysis.rows import CompareRow, Comparison
 from moebench.analysis.stats import TOO_FEW
 from moebench.analysis.workmodel import COPY_CEILING_GBPS, WorkModel
+from moebench.core.vocabulary import Regime
 
 
 def fmt_us(x: float) -> str:
@@ -75,7 +76,7 @@ def display_rows(comp: Comparison) -> tuple[list[tuple[str, bool]], list[list[st
         columns.insert(0, ("run", False))
     body = []
     for r in comp.rows:
-        stage = r.stage if r.regime in ("ffn", "") else f"{r.regime}/{r.stage}"
+        stage = r.stage if r.regime in (Regime.FFN, "") else f"{r.regime}/{r.stage}"
         counts = " / ".join(_count(n) for n in (r.n_ranks, r.n_blocks, r.n_samples))
         cells = [r.case_id, stage, r.arm, _result(r), fmt_us(r.median_us),
                  "" if math.isnan(r.cv_pct) else f"{r.cv_pct:.2f}", _spread(r),
@@ -259,7 +260,7 @@ def _gbps(x: float) -> str:
 def bandwidth_cells(wm: WorkModel, multi_run: bool) -> list[list[str]]:
     out = []
     for b in wm.bandwidth:
-        stage = b.stage if b.regime == "ffn" else f"{b.regime}/{b.stage}"
+        stage = b.stage if b.regime == Regime.FFN else f"{b.regime}/{b.stage}"
         frac = "" if math.isnan(b.copy_fraction) else f"{b.copy_fraction:.0%}"
         cells = [b.case_id, stage, b.arm, str(b.tokens_per_rank), f"{b.weight_bytes / 1e6:,.2f}",
                  _gbps(b.gbps), frac]  # fmt: skip
@@ -413,7 +414,7 @@ def step_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[list
                 f" {e.decision}".rstrip() for e in p.evidence)  # fmt: skip
             cells.append([*([p.run_id] if multi else []), p.series, p.regime,
                           f"{p.arm} vs {p.against}", use, bound, evidence, p.note])  # fmt: skip
-        steps = any(p.regime == "step" for p in decided)
+        steps = any(p.regime == Regime.STEP for p in decided)
         heading = f"Policy (model step: {layers_text(comp)})" if steps else "Policy"
         header = ["series", "regime", "arm vs baseline", "use when", "boundary", "evidence", "note"]
         out.append((heading, POLICY_NOTE, lead + header, cells))

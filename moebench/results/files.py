@@ -19,12 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from moebench.core.atomic import atomic_write
-from moebench.core.errors import ResultsError
+from moebench.core.errors import ResultsError, one_line
 from moebench.results.schema import DEFAULT_MIN_FREE_MB, LOCK, MANIFEST, RESULTS_FORMAT
-
-
-def one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def jsonable(value: Any, where: str = "manifest") -> Any:

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from moebench.core.errors import ResultsError
-from moebench.results.files import checked_manifest, one_line
+from moebench.core.errors import ResultsError, one_line
+from moebench.results.files import checked_manifest
 from moebench.results.schema import (
     LATER,
     OPTIONAL_TABLES,

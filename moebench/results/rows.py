@@ -1,19 +1,25 @@
 """What one case produced on one run, and how a failure becomes rows of it.
 
-Shared by the case loop (``runner``), the timing of the gated arms (``timed``), the isolated and
-the distributed runners: a ``CaseRows`` collects the samples, checks and routing rows of a case;
-``record_failure`` turns an exception into an ``error`` check row per arm, and raises
-``DeviceLost`` when the CUDA context is gone, so that the case stops where it is.
+Shared by the case sequence (``run.case``), the timing loop (``measure.sampling``) and the
+isolated child: a ``CaseRows`` collects the samples, checks, routing and ledger rows of a case;
+``sample_row`` is the one factory of a ``samples`` row; ``record_failure`` turns an exception
+into an ``error`` check row per arm, and raises ``DeviceLost`` when the CUDA context is gone, so
+that the case stops where it is.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from moebench.core import faults
+from moebench.results.schema import SAMPLES_SCHEMA
+
+SAMPLE_COLUMNS = frozenset(SAMPLES_SCHEMA.names)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,3 +80,18 @@ def record_failure(
         out.add(rank_cols, arm, Check(name=check, status="error", detail=text))
     if kind == "fatal":
         raise DeviceLost(text)
+
+
+def sample_row(*parts: Mapping[str, Any], iteration: int, time_us: float) -> dict:
+    """One ``samples`` row: the columns of ``parts`` (the case's, the block's, what was timed),
+    later ones winning, and the figure. Every column of the table must be there: a row that
+    lacks one is a bug in the code that built it, caught here rather than as a null in Parquet."""
+    row: dict[str, Any] = {}
+    for part in parts:
+        row.update(part)
+    row["iteration"] = iteration
+    row["time_us"] = time_us
+    missing = SAMPLE_COLUMNS - row.keys()
+    if missing:
+        raise KeyError(f"a samples row lacks {sorted(missing)}")
+    return row

@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from moebench.core.errors import ResultsError
+from moebench.core.errors import ResultsError, one_line
 from moebench.results.files import (
     atomic_write,
     check_room,
@@ -42,7 +42,6 @@ from moebench.results.files import (
     jsonable,
     lock_run,
     now_text,
-    one_line,
     write_manifest,
 )
 from moebench.results.schema import (

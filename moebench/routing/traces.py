@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from moebench.core.atomic import atomic_write
-from moebench.core.errors import TraceError, clip
+from moebench.core.errors import TraceError, clip, one_line
 from moebench.core.models import PRESETS
 
 KINDS = ("load", "token")
@@ -342,9 +342,8 @@ def first_line(exc: BaseException, limit: int = 160) -> str:
     """The first non-empty line of an exception's message for a one-line error: sentences that
     advise loading the file unsafely are dropped, and a long line is cut at a word boundary
     with "..." (``core.errors.clip``), never mid-word."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    if not lines:
+    if not str(exc).strip():
         return type(exc).__name__
-    sentences = re.split(r"(?<=[.!?])\s+", lines[0])
+    sentences = re.split(r"(?<=[.!?])\s+", one_line(exc, first=True))
     kept = [x for x in sentences if not _UNSAFE_ADVICE.search(x)]
     return clip(" ".join(kept), limit) if kept else type(exc).__name__

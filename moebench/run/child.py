@@ -19,8 +19,7 @@ from moebench.plan.cases import plan_case, select_device
 from moebench.plan.steps import plan_step_case
 from moebench.results.schema import TABLES, rows_to_table
 from moebench.run.options import Progress, RunOptions
-from moebench.run.simulated import run_case
-from moebench.run.step import run_step_case
+from moebench.run.simulated import case_rows
 from moebench.spec.load import parse_scenario
 from moebench.spec.sweep import expand
 
@@ -32,14 +31,13 @@ def child_main(job_path: Path) -> int:
     s = parse_scenario(job["scenario_text"], path=job["scenario_path"])
     case = next(c for c in expand(s) if c.case_id == job["case_id"])
     p = plan_step_case(case) if s.step is not None else plan_case(case)
-    run = run_step_case if s.step is not None else run_case
     device = select_device(s)
     stop = faults.Stopper(parent_pid=job["parent_pid"])
     options = RunOptions(allow_mismatch=job["allow_mismatch"], aa=job.get("aa", False))
     with stop.signals():
         stop.check("start")
         clock = Clock(device)
-        rows = run(
+        rows = case_rows(
             p, device, clock, job["run_id"], options, stop, job["case_timeout_s"], Progress()
         )
     out = Path(job["out"])

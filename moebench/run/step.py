@@ -1,276 +1,298 @@
-"""One case of the ``step`` regime: every timed MoE layer of the model, on every simulated rank,
-for each of the case's steps (docs/DESIGN.md section 14).
+"""The ``step`` regime: a model step over every timed MoE layer (docs/DESIGN.md section 14).
 
-Per token group (the steps that share a token count; ``plan.steps``):
+A unit of the case sequence (``run.case``) is a token group (the steps that share a token count;
+``plan.steps``), on every rank the topology holds. Per group:
 
-1. Inputs. Each layer's expert weights are built once for the run (seeded per layer; the ranks
-   of a layer share them, ``plan.steps``), the group's tokens once, and one routing tensor pair
-   per layer, shared by the ranks (every simulated rank sees every token).
-2. Gates, before anything is timed: the first rank's first layer through every gate of a
-   one-layer case (``gates.rank.gate_rank``), then every other (rank, layer) through the
-   layer gates (``gates.layers``). An arm that fails a gate on any rank is not timed (unless
-   ``--allow-mismatch``). Each arm's workspace is one per group, shared by every layer and rank
-   as a model's activation buffers are.
-3. Graphs: per (arm, rank) one graph of every layer in order (the rank's whole step) and one per
-   layer (what a layer costs alone); eager calls on the CPU.
-4. Steps: each step writes its own routing into the layers' tensors, then ``step.blocks`` blocks
-   time every arm in a Williams order: per rank the whole step, then each layer alone, L2
-   flushed before each sample (no layer finds its weights in L2 in a real model: the other
-   layers' weights passed through it).
-5. After the group's last step every layer of every rank is replayed once more and held to its
-   reference for that step's routing: the replays with changed routing computed the right thing.
+1. Inputs. Each layer's expert weights are seeded per layer (``plan.steps.weight_seed``), so no
+   layer finds the previous layer's weights in L2; the simulated ranks of a layer share one set,
+   a distributed rank holds its own experts of every layer and the layers share its exchange
+   (``Topology.step_inputs``). The routing of a layer is the group's first step's draw.
+2. Gates, before anything is timed: the first group's first layer on the first rank through
+   every gate of a one-layer case (``gates.rank.gate_rank``: graph replay and dispatch are
+   properties of the arm's code, not of a layer), every other (rank, layer) through the layer
+   gates (``gates.layers``: reference, poison, sentinels, cross-arm), kept as one row per
+   (rank, arm, gate) with the worst layer named. A distributed case then gathers the first
+   layer end to end on rank 0. An arm that fails a gate on any rank or layer is not timed in
+   this or a later group (unless ``--allow-mismatch``). A staged arm's workspace is one per
+   group, shared by every layer and rank, as a model's activation buffers are.
+3. Steps: each step writes its own routing into the layers' tensors, then ``step.blocks`` blocks
+   time every arm in the Williams order (``measure.sampling``), continuing one rotation across
+   the steps. What a sample is belongs to the topology: per simulated rank the whole step (one
+   graph of every layer) and each layer alone, L2 flushed before each; per distributed rank one
+   pass of the whole step (dispatch, FFN, meeting point, combine per layer), no flush.
+4. After the group's last step every layer of every rank runs once more as timed and is held to
+   its reference for that step's routing (``post_timing``).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-
-import numpy as np
-import torch
+from dataclasses import dataclass, field
+from typing import Any
 
 from moebench.arm import assemble
 from moebench.arm.base import run_all
 from moebench.core import faults
-from moebench.core.vocabulary import WHOLE_FFN, WHOLE_STEP
-from moebench.gates import checks as gate_checks
-from moebench.gates.families import family_of, ledger_rows
+from moebench.core.vocabulary import WHOLE_FFN
+from moebench.gates.checks import check_reference
+from moebench.gates.families import FamilyRecord, family_of, ledger_rows
 from moebench.gates.layers import LayerGates, gate_layer
 from moebench.gates.rank import gate_rank
-from moebench.measure.clock import Clock
-from moebench.measure.rotation import block_order
+from moebench.measure.sampling import Blocks, sample_blocks
 from moebench.plan.cases import columns, run_arms
-from moebench.plan.inputs import make_tokens
 from moebench.plan.steps import PlannedStep, TokenGroup
-from moebench.results.rows import CaseRows, Check, DeviceLost, record_failure
-from moebench.routing.synthetic import rank_statistics
-from moebench.run.options import Progress, RunOptions
+from moebench.results.rows import CaseRows, Check
+from moebench.routing.synthetic import local_counts, rank_statistics
+from moebench.run.case import CaseContext
+from moebench.run.layer import LayerHeld
 from moebench.spec.schema import local_experts
 
-# Gates of a single-layer case that stay per rank (the others join the per-layer record).
+# Gates of a one-layer case that stay per rank (the others join the per-layer record).
 RANK_GATES = ("graph_replay", "dispatch", "memory")
+LEDGER_SUMS = ("rows", "bytes_read", "bytes_written", "flops")
 
 
-def weight_seed(seed: int, layer: int) -> int:
-    """The seed of one layer's expert weights: every layer its own."""
-    return seed + 1_000 * (layer + 1)
+@dataclass(kw_only=True)
+class StepHeld:
+    """One token group while the case sequence works on it."""
+
+    gi: int
+    group: TokenGroup
+    cols: dict
+    links: dict[int, Any]  # layer -> the topology's record of that layer
+    draws: dict[int, Any]  # layer -> the routing of the step being run
+    problems: dict[tuple[int, int], Any] = field(default_factory=dict)  # (rank, layer)
+    stages: dict[tuple[str, int, int], tuple] = field(default_factory=dict)  # (arm, rank, layer)
+    workspaces: dict[tuple[str, int, int], Any] = field(default_factory=dict)
+    first: LayerHeld | None = None  # the layer that went through every gate (end to end)
+    calls: dict[str, Any] = field(default_factory=dict)  # arm -> the topology's timed calls
 
 
-def run_step_case(
-    p: PlannedStep,
-    device: torch.device,
-    clock: Clock,
-    run_id: str,
-    options: RunOptions,
-    stop: faults.Stopper,
-    limit_s: float | None = None,
-    progress: Progress | None = None,
-) -> CaseRows:
-    """Every step of the case (module docstring); failures become rows. Raises only
-    ``faults.Interrupted`` (the case is then not finished)."""
-    progress = progress or Progress()
-    s = p.case.scenario
-    arms = run_arms(s, options.aa)
-    names = tuple(arms)
-    out = CaseRows()
-    first_cols = {**step_columns(p, run_id, p.groups[0]), "rank": p.ranks[0], "live_rows": 0}
-    stop.start_case(limit_s)
-    try:
-        weights: dict[int, dict] = {}
-        timed = list(names)
-        for gi, group in enumerate(p.groups):
-            timed = _run_group(
-                p,
-                gi,
-                group,
-                weights,
-                arms,
-                timed,
-                device,
-                clock,
-                run_id,
-                options,
-                stop,
-                out,
-                progress,
-            )
-            faults.release(device)
-    except faults.CaseTimeout as timeout:
-        for arm in names:
-            out.add(
-                first_cols, arm, Check(name="timeout", status="error", detail=f"timeout: {timeout}")
-            )
-    except DeviceLost as lost:
-        out.fault = str(lost)
-        hit = {c["arm"] for c in out.checks if c["status"] == "error"}
-        for arm in names:
-            if arm not in hit:
-                out.add(
-                    first_cols,
-                    arm,
-                    Check(name="aborted", status="error", detail=f"not finished: {lost}"),
-                )
-    finally:
-        stop.end_case()
-        out.warnings += clock.warnings() if clock is not None else []
-    return out
+class Step:
+    """The step regime of one planned case on ``topology`` (``run.case.CaseRegime``)."""
 
+    def __init__(self, p: PlannedStep, topology, ctx: CaseContext):
+        s = p.case.scenario
+        self.p, self.topology, self.ctx = p, topology, ctx
+        self.scenario = s
+        self.arms = run_arms(s, ctx.options.aa)
+        self.names = tuple(self.arms)
+        self.family: FamilyRecord = family_of(s)
+        self.timed = list(self.names)  # a later group does not time an arm that failed before
+        self.weights: dict[int, dict] = {}  # layer -> its weight tensors, kept across groups
+        self.ranks = topology.ranks(p)
+        self._first_cols = self._group_cols(p.groups[0])
 
-def step_columns(p: PlannedStep, run_id: str, group: TokenGroup) -> dict:
-    return columns(
-        p.case,
-        run_id,
-        tokens_per_rank=group.tokens_per_rank,
-        capacity_rows=group.capacity_rows,
-        routing_label=p.router.label(),
-    )
+    def rows(self) -> CaseRows:
+        return CaseRows()
 
+    def units(self):
+        for gi, group in enumerate(self.p.groups):
+            if not self.timed:
+                return
+            yield gi, group
 
-def _run_group(
-    p, gi, group, weights, arms, timed, device, clock, run_id, options, stop, out, progress
-) -> list[str]:
-    """One token group: inputs, gates, graphs, its steps, the last check. Returns the arms that
-    are still timed (a later group does not time an arm that failed in an earlier one)."""
-    s = p.case.scenario
-    family = family_of(s)
-    cols = step_columns(p, run_id, group)
-    T = group.tokens_per_rank * s.topology.dp
-    E = local_experts(s)
-    first = group.steps[0]
-    stop.check("step inputs")
-    try:
-        x = make_tokens(
-            tokens=T, hidden=s.model.hidden, seed=s.routing.seed + 7 * gi, device=device
-        )
-        draws = {layer: p.router.draw(first, layer, T) for layer in p.layers}
-        layer_problem = {}
-        for layer in p.layers:
-            layer_s = dataclasses.replace(
-                s, routing=dataclasses.replace(s.routing, seed=weight_seed(s.routing.seed, layer))
-            )
-            built = family.problem(layer_s, draws[layer], group.capacity_rows, x, 0, device)
-            if layer in weights:  # built in an earlier group: keep one copy of the layer's weights
-                built = dataclasses.replace(built, **weights[layer])
-            else:
-                weights[layer] = {f: getattr(built, f) for f in family.weight_fields}
-            layer_problem[layer] = built
-            stop.check("step inputs")
-        problems = {
-            (r, layer): layer_problem[layer]
-            if r == 0
-            else dataclasses.replace(layer_problem[layer], expert_offset=r * E)
-            for r in p.ranks
-            for layer in p.layers
-        }
-    except faults.CaseTimeout:
-        raise
-    except Exception as exc:  # out of memory building a layer: every arm's row
-        record_failure(
-            out, {**cols, "rank": p.ranks[0], "live_rows": 0}, list(arms), "inputs", exc, device
-        )
-        return []
-    for r in p.ranks:
-        for layer in p.layers:
-            out.routing.append(_routing_row(p, cols, draws[layer], r, layer, first, group))
-    log = LayerGates()
-    shared = {}  # arm -> the group's workspace of a staged arm
-    stages: dict[tuple[str, int, int], tuple] = {}
-    workspaces: dict[tuple[str, int, int], object] = {}
-    for r in p.ranks:
-        rank_cols = {**cols, "rank": r, "live_rows": 0}
-        for li, layer in enumerate(p.layers):
-            stop.check(f"rank {r}, layer {layer}, gates")
-            problem = problems[(r, layer)]
-            ref = family.reference(problem)
-            full = gi == 0 and li == 0 and r == p.ranks[0]
-            if full:  # the full gates of a one-layer case, once: graph replay and dispatch
-                # are properties of the arm's code, not of a rank's experts
-                scratch = CaseRows()
-                _, _, passed = gate_rank(
-                    problem,
-                    ref,
-                    {a: arms[a] for a in timed},
-                    allow_mismatch=options.allow_mismatch,
-                    device=device,
-                    stop=stop,
-                    out=scratch,
-                    rank_cols=rank_cols,
-                    family=family,
-                )
-                for row in scratch.checks:
-                    if row["gate"].startswith(RANK_GATES):
-                        out.checks.append(row)
-                    else:
-                        log.add(
-                            r,
-                            layer,
-                            row["arm"],
-                            [
-                                Check(
-                                    name=row["gate"],
-                                    status=row["status"],
-                                    error=row["error"],
-                                    detail=row["detail"],
-                                )
-                            ],
+    def label(self, unit) -> str:
+        return f"case {self.p.case.case_id} at {unit[1].tokens_per_rank} tokens per rank"
+
+    def current_cols(self) -> dict:
+        return self._first_cols
+
+    def _group_cols(self, group: TokenGroup) -> dict:
+        cols = columns(self.p.case, self.ctx.run_id, tokens_per_rank=group.tokens_per_rank,
+                       capacity_rows=group.capacity_rows,
+                       routing_label=self.p.router.label())  # fmt: skip
+        return {**cols, "rank": self.ranks[0], "live_rows": 0}
+
+    # ----------------------------------------------------------------- 1. inputs
+
+    def inputs(self, unit, out: CaseRows) -> StepHeld | None:
+        gi, group = unit
+        cols = self._group_cols(group)
+        check = lambda: self.ctx.stop.check("step inputs")  # noqa: E731
+        try:
+            links = self.topology.step_inputs(self.p, gi, group, self.family, self.weights, check)
+        except faults.CaseTimeout:
+            raise
+        except Exception as exc:  # out of memory building a layer: every arm's row
+            self.topology.recover(out, cols, self.names, "inputs", exc)
+            self.timed = []
+            return None
+        T = group.tokens_per_rank * self.scenario.topology.dp
+        draws = {layer: self.p.router.draw(group.steps[0], layer, T) for layer in self.p.layers}
+        for r in self.ranks:
+            for layer in self.p.layers:
+                out.routing.append(self._routing_row(cols, draws[layer], r, layer, group))
+        return StepHeld(gi=gi, group=group, cols=cols, links=links, draws=draws)
+
+    def _routing_row(self, cols, draw, rank: int, layer: int, group: TokenGroup) -> dict:
+        s = self.scenario
+        stats = rank_statistics(draw.topk_ids_TK, rank=rank, ep=s.topology.ep,
+                                local_experts=local_experts(s),
+                                capacity_rows=group.capacity_rows)  # fmt: skip
+        return {"run_id": cols["run_id"], "case_id": cols["case_id"], "routing": draw.label,
+                "tokens_per_rank": group.tokens_per_rank, "trace_sha256": draw.trace_sha256,
+                "step": group.steps[0], "layer": layer, **stats}  # fmt: skip
+
+    # ----------------------------------------------------------------- 2. gates
+
+    def gates(self, held: StepHeld, out: CaseRows) -> list[str]:
+        family, arms, opts = self.family, self.arms, self.ctx.options
+        log = LayerGates()
+        shared: dict = {}  # arm -> the group's workspace of a staged arm
+        ledger: dict[tuple[str, int], list[dict]] = {}
+        timed = list(self.timed)
+        for r in self.ranks:
+            rank_cols = {**held.cols, "rank": r}
+            for li, layer in enumerate(self.p.layers):
+                self.ctx.stop.check(f"rank {r}, layer {layer}, gates")
+                problem = self.topology.step_problem(held.links[layer], r, layer)
+                held.problems[(r, layer)] = problem
+                ref = family.reference(problem)
+                if held.gi == 0:  # the work ledger of one step: each stage summed over layers
+                    for arm in timed:
+                        ledger.setdefault((arm, r), []).extend(
+                            ledger_rows(arms[arm], arm, problem, rank_cols)
                         )
-                timed = [a for a in timed if a in passed]
-                faults.release(device)
-            sets = {}
-            for arm in timed:
-                ws = group_workspace(family, arms[arm], problem, shared, arm)
-                try:
-                    sets[arm] = (ws, assemble.build(arms[arm], ws))
-                except Exception as exc:
-                    log.add(
-                        r,
-                        layer,
-                        arm,
-                        [Check(name="run", status="error", detail=faults.describe(exc))],
-                    )
-            if not full:
-                for arm, rows in gate_layer(problem, ref, arms, sets, family, device).items():
-                    log.add(r, layer, arm, rows)
+                full = held.gi == 0 and li == 0 and r == self.ranks[0]
+                if full:
+                    timed = self._full_gates(held, problem, ref, timed, rank_cols, layer, out, log)
+                sets = {}
+                for arm in timed:
+                    ws = group_workspace(family, arms[arm], problem, shared, arm)
+                    try:
+                        sets[arm] = (ws, assemble.build(arms[arm], ws))
+                    except Exception as exc:
+                        failed = Check(name="run", status="error", detail=faults.describe(exc))
+                        log.add(r, layer, arm, [failed])
+                if full:
+                    for _ws, st in sets.values():  # warm the shared workspace's stages
+                        run_all(st)
+                else:
+                    for arm, rows in gate_layer(problem, ref, arms, sets, family,
+                                                self.topology.device).items():  # fmt: skip
+                        log.add(r, layer, arm, rows)
+                for arm, (ws, st) in sets.items():
+                    held.stages[(arm, r, layer)] = st
+                    held.workspaces[(arm, r, layer)] = ws
+                del ref
+        for rows in ledger.values():
+            out.ledger += sum_ledger(rows)
+        for r, arm, check in log.rows(f"step {held.group.steps[0]}"):
+            out.add({**held.cols, "rank": r}, arm, check)
+        bad = set().union(*(log.failed(r) for r in self.ranks))
+        return [a for a in timed if (opts.allow_mismatch or a not in bad)
+                and all((a, r, la) in held.stages for r in self.ranks
+                        for la in self.p.layers)]  # fmt: skip
+
+    def _full_gates(self, held, problem, ref, timed, rank_cols, layer, out, log) -> list[str]:
+        """Every gate of a one-layer case on the first layer: the rank gates as rows of their
+        own, the others into the per-layer record. Returns the arms that passed."""
+        scratch = CaseRows()
+        sets, _, passed = gate_rank(
+            problem, ref, {a: self.arms[a] for a in timed},
+            allow_mismatch=self.ctx.options.allow_mismatch, device=self.topology.device,
+            stop=self.ctx.stop, out=scratch, rank_cols=rank_cols, family=self.family,
+        )  # fmt: skip
+        for row in scratch.checks:
+            if row["gate"].startswith(RANK_GATES):
+                out.checks.append(row)
             else:
-                for _ws, st in sets.values():  # warm the shared workspace's stages
-                    run_all(st)
-            for arm, (ws, st) in sets.items():
-                stages[(arm, r, layer)] = st
-                workspaces[(arm, r, layer)] = ws
-            del ref
-        if gi == 0:
-            for arm in timed:  # the work ledger of one step: each stage summed over the layers
-                out.ledger += step_ledger(
-                    arms[arm], arm, [problems[(r, la)] for la in p.layers], rank_cols
-                )
-    for r, arm, check in log.rows(f"step {first}"):
-        out.add({**cols, "rank": r}, arm, check)
-    bad = set().union(*(log.failed(r) for r in p.ranks))
-    timed = [a for a in timed if options.allow_mismatch or a not in bad]
-    timed = [a for a in timed if all((a, r, la) in stages for r in p.ranks for la in p.layers)]
-    if not timed:
+                log.add(rank_cols["rank"], layer, row["arm"], [Check(
+                    name=row["gate"], status=row["status"], error=row["error"],
+                    detail=row["detail"])])  # fmt: skip
+        held.first = LayerHeld(rank=rank_cols["rank"], cols=rank_cols, problem=problem, ref=ref,
+                               link=held.links[layer], stage_sets=sets)  # fmt: skip
+        self.topology.release()
+        return [a for a in timed if a in passed]
+
+    def end_to_end(self, held: StepHeld, timed: list[str], out: CaseRows) -> list[str]:
+        if held.first is not None:  # the first group's first layer: the topology's own gate
+            timed = self.topology.step_end_to_end(held.first, timed, self.arms, out)
+        held.first = None
         return timed
-    timed = _time_group(
-        p,
-        group,
-        problems,
-        draws,
-        stages,
-        arms,
-        timed,
-        family,
-        clock,
-        cols,
-        device,
-        stop,
-        out,
-        progress,
-    )
-    _post_timing(p, group, problems, stages, workspaces, timed, family, cols, device, out)
-    return timed
+
+    # ----------------------------------------------------------------- 3. steps
+
+    def time(self, held: StepHeld, timed: list[str], out: CaseRows) -> list[str]:
+        s, p, topo = self.scenario, self.p, self.topology
+        m = s.measure
+        graph = {a: m.graph and self.ctx.clock.cuda and self.arms[a].graph for a in timed}
+        on_fail = topo.on_fail(out, held.cols, "timing")
+        calls = {}
+        for arm in list(timed):
+            try:
+                calls[arm] = topo.step_calls(p, held.links, held.stages, arm, graph[arm])
+                self.ctx.stop.check("step graphs")
+            except Exception as exc:
+                timed.remove(arm)
+                if on_fail is None:
+                    raise
+                on_fail(arm, exc)
+        E = local_experts(s)
+        blocks = s.step.blocks
+        for si in held.group.steps:
+            if si != held.group.steps[0]:  # the step's own routing, into the tensors graphs read
+                held.draws = topo.step_routing(held.links, p, si, held.group)
+            live, wbytes = {}, {a: {} for a in timed}
+            for layer in p.layers:
+                ids = held.draws[layer].topk_ids_TK
+                for r in self.ranks:
+                    live[(r, layer)] = int(local_counts(ids, r * E, E).sum())
+                    problem = topo.step_problem(held.links[layer], r, layer)  # an untimed dispatch
+                    for a in timed:  # the weight bytes of the experts this step routes rows to
+                        wbytes[a][(r, layer)] = self.family.weight_bytes(
+                            self.arms[a], problem).get(WHOLE_FFN, 0)  # fmt: skip
+            probes = {a: topo.step_probes(a, p, calls[a], live, wbytes[a]) for a in timed}
+            if si == held.group.steps[0] and topo.warm_probes:
+                for _ in range(m.warmup):
+                    for a in timed:
+                        for probe in probes[a]:
+                            probe.measure()
+            timed, _ = sample_blocks(
+                timed, probes, blocks=Blocks(count=blocks, first=si * blocks),
+                iterations=m.iterations, clock=self.ctx.clock,
+                cols={**held.cols, "step": si, "weights": "cold",
+                      "weight_copies": len(p.layers)},
+                arm_cols={a: {"mode": "graph" if graph[a] else "eager"} for a in timed},
+                out=out.samples, stop=self.ctx.stop, where=f"step {si}", on_fail=on_fail,
+            )  # fmt: skip
+            self.ctx.progress.step(f"{p.case.case_id} step {si + 1}/{len(p.tokens)}")
+        held.calls = calls
+        return timed
+
+    # ----------------------------------------------------------------- 4. after timing
+
+    def after_timing(self, held: StepHeld, timed: list[str], out: CaseRows) -> None:
+        log = LayerGates()
+        precision = self.scenario.precision
+        for r in self.ranks:
+            for layer in self.p.layers:
+                ref = None
+                for arm in timed:
+                    try:
+                        self.topology.run_as_timed(held.calls[arm], r, layer)
+                        if ref is None:  # every arm of a rank's layer sees the same rows
+                            ref = self.family.reference(held.problems[(r, layer)])
+                        check = check_reference(held.workspaces[(arm, r, layer)].y_TD, ref,
+                                                precision)  # fmt: skip
+                    except Exception as exc:
+                        self.topology.recover(out, {**held.cols, "rank": r}, [arm],
+                                              "post_timing", exc)  # fmt: skip
+                        continue
+                    log.add(r, layer, arm, [dataclasses.replace(check, name="post_timing")])
+        for r, arm, check in log.rows(f"step {held.group.steps[-1]}, after timing"):
+            out.add({**held.cols, "rank": r}, arm, check)
+
+    def finish(self, held: StepHeld, timed: list[str], out: CaseRows) -> None:
+        self.timed = timed
+        held.stages.clear()
+        held.workspaces.clear()
+        self.topology.release()
 
 
-def group_workspace(family, arm, problem, shared: dict, name: str):
+def group_workspace(family: FamilyRecord, arm, problem, shared: dict, name: str):
     """The group's workspace of a staged arm over ``problem`` (its buffers shared by every layer
     and rank); a whole-FFN arm's own per (rank, layer)."""
     if not arm.staged:
@@ -282,184 +304,11 @@ def group_workspace(family, arm, problem, shared: dict, name: str):
     return ws
 
 
-def _time_group(
-    p, group, problems, draws, stages, arms, timed, family, clock, cols, device, stop, out, progress
-) -> list[str]:
-    """The group's steps: graphs, then per step its routing and its samples."""
-    s = p.case.scenario
-    use_graph = {a: s.measure.graph and clock.cuda and arms[a].graph for a in timed}
-    layer_call, step_call = {}, {}
-    for arm in list(timed):
-        try:
-            for r in p.ranks:
-                seq = [stages[(arm, r, layer)] for layer in p.layers]
-                whole = lambda seq=seq: [run_all(st) for st in seq]  # noqa: E731
-                step_call[(arm, r)] = clock.capture(whole) if use_graph[arm] else whole
-                for layer, st in zip(p.layers, seq, strict=True):
-                    call = lambda st=st: run_all(st)  # noqa: E731
-                    layer_call[(arm, r, layer)] = clock.capture(call) if use_graph[arm] else call
-                stop.check("step graphs")
-        except faults.CaseTimeout:
-            raise
-        except Exception as exc:
-            timed.remove(arm)
-            record_failure(
-                out, {**cols, "rank": p.ranks[0], "live_rows": 0}, [arm], "timing", exc, device
-            )
-    T = group.tokens_per_rank * s.topology.dp
-    E = local_experts(s)
-    blocks = s.step.blocks
-    device_label = "cuda" if clock.cuda else "cpu"
-    for si in group.steps:
-        if si != group.steps[0]:
-            for layer in p.layers:  # the step's own routing, into the tensors the graphs read
-                draws[layer] = p.router.draw(si, layer, T)
-                problem = problems[(p.ranks[0], layer)]
-                problem.topk_ids_TK.copy_(draws[layer].topk_ids_TK)
-                problem.topk_weights_TK.copy_(draws[layer].topk_weights_TK)
-        live = {}
-        for layer in p.layers:
-            counts = np.bincount(
-                draws[layer].topk_ids_TK.flatten().numpy(), minlength=E * s.topology.ep
-            )
-            for r in p.ranks:
-                live[(r, layer)] = int(counts[r * E : (r + 1) * E].sum())
-        wbytes = {
-            (a, r, la): family.weight_bytes(arms[a], problems[(r, la)])[WHOLE_FFN]
-            for a in timed
-            for r in p.ranks
-            for la in p.layers
-        }
-        for b in range(blocks):
-            telemetry = clock.telemetry()
-            for position, arm in enumerate(block_order(timed, si * blocks + b)):
-                base = {
-                    **cols,
-                    "arm": arm,
-                    "block": b,
-                    "position": position,
-                    "step": si,
-                    "device": device_label,
-                    "regime": "step",
-                    "weights": "cold",
-                    "weight_copies": len(p.layers),
-                    "mode": "graph" if use_graph[arm] else "eager",
-                    **telemetry,
-                }
-                try:
-                    for r in p.ranks:
-                        _sample_rank(
-                            p,
-                            arm,
-                            r,
-                            base,
-                            live,
-                            wbytes,
-                            step_call,
-                            layer_call,
-                            clock,
-                            s.measure.iterations,
-                            out,
-                        )
-                        stop.check(f"step {si}, rank {r}")
-                except (faults.CaseTimeout, faults.Interrupted):
-                    raise
-                except Exception as exc:
-                    timed.remove(arm)
-                    record_failure(
-                        out,
-                        {**cols, "rank": p.ranks[0], "live_rows": 0},
-                        [arm],
-                        "timing",
-                        exc,
-                        device,
-                    )
-        progress.step(f"{p.case.case_id} step {si + 1}/{len(p.tokens)}")
-    return timed
-
-
-def _sample_rank(p, arm, r, base, live, wbytes, step_call, layer_call, clock, iterations, out):
-    rank_base = {**base, "rank": r}
-    for it in range(iterations):
-        t = clock.sample_us(step_call[(arm, r)], flush_l2=True)
-        out.samples.append(
-            {
-                **rank_base,
-                "stage": WHOLE_STEP,
-                "layer": -1,
-                "iteration": it,
-                "time_us": t,
-                "live_rows": sum(live[(r, la)] for la in p.layers),
-                "weight_bytes": sum(wbytes[(arm, r, la)] for la in p.layers),
-            }
-        )
-    for layer in p.layers:
-        for it in range(iterations):
-            t = clock.sample_us(layer_call[(arm, r, layer)], flush_l2=True)
-            out.samples.append(
-                {
-                    **rank_base,
-                    "stage": WHOLE_FFN,
-                    "layer": layer,
-                    "iteration": it,
-                    "time_us": t,
-                    "live_rows": live[(r, layer)],
-                    "weight_bytes": wbytes[(arm, r, layer)],
-                }
-            )
-
-
-def _post_timing(p, group, problems, stages, workspaces, timed, family, cols, device, out):
-    """The last step's routing, every layer of every rank, each arm held to its reference."""
-    log = LayerGates()
-    for r in p.ranks:
-        for layer in p.layers:
-            problem = problems[(r, layer)]
-            ref = family.reference(problem)
-            for arm in timed:
-                try:
-                    run_all(stages[(arm, r, layer)])
-                    if device.type == "cuda":
-                        torch.cuda.synchronize()
-                    check = gate_checks.check_reference(
-                        workspaces[(arm, r, layer)].y_TD, ref, problem.precision
-                    )
-                except Exception as exc:
-                    check = Check(name="reference", status="error", detail=faults.describe(exc))
-                log.add(r, layer, arm, [dataclasses.replace(check, name="post_timing")])
-    for r, arm, check in log.rows(f"step {group.steps[-1]}, after timing"):
-        out.add({**cols, "rank": r}, arm, check)
-
-
-def _routing_row(p, cols, draw, rank, layer, step, group) -> dict:
-    s = p.case.scenario
-    stats = rank_statistics(
-        draw.topk_ids_TK,
-        rank=rank,
-        ep=s.topology.ep,
-        local_experts=local_experts(s),
-        capacity_rows=group.capacity_rows,
-    )
-    return {
-        "run_id": cols["run_id"],
-        "case_id": cols["case_id"],
-        "routing": draw.label,
-        "tokens_per_rank": group.tokens_per_rank,
-        "trace_sha256": draw.trace_sha256,
-        "step": step,
-        "layer": layer,
-        **stats,
-    }
-
-
-def step_ledger(arm, name, problems, rank_cols) -> list[dict]:
+def sum_ledger(rows: list[dict]) -> list[dict]:
     """One step's ledger rows of an arm on a rank: every stage's work summed over the layers."""
     total: dict[str, dict] = {}
-    for problem in problems:
-        for row in ledger_rows(arm, name, problem, rank_cols):
-            got = total.setdefault(
-                row["stage"], {**row, "rows": 0, "bytes_read": 0, "bytes_written": 0, "flops": 0}
-            )
-            for k in ("rows", "bytes_read", "bytes_written", "flops"):
-                got[k] += row[k]
+    for row in rows:
+        got = total.setdefault(row["stage"], {**row, **dict.fromkeys(LEDGER_SUMS, 0)})
+        for k in LEDGER_SUMS:
+            got[k] += row[k]
     return list(total.values())

@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import math
 
+from moebench.core.families import PRECISIONS, facts
 from moebench.core.layout import capacity_rows
-from moebench.core.vocabulary import ACTIVATIONS, FAMILY_PRECISIONS, PRECISIONS
+from moebench.core.vocabulary import ACTIVATIONS, Regime
 from moebench.spec import fields as yf
 from moebench.spec.schema import (
     DEFAULT_ARMS,
@@ -52,7 +53,9 @@ def timed_samples(
     regime: ranks x arms x steps x step blocks x iterations x (each layer, and the whole step)."""
     if step is not None:
         return ranks * arms * step.steps * step.blocks * measure.iterations * (layers + 1)
-    n_timed = ("ffn" in measure.regimes) + len(measure.stages) * ("kernel" in measure.regimes)
+    n_timed = (Regime.FFN in measure.regimes) + len(measure.stages) * (
+        Regime.KERNEL in measure.regimes
+    )
     blocks = max(measure.blocks, measure.max_blocks or 0)
     return ranks * arms * blocks * measure.iterations * n_timed
 
@@ -72,13 +75,13 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
     measure = measure_section(optional_section(doc, "measure"), family)
     step = _step(doc, model, routing, shape, measure)
     precision = yf.choice(
-        doc.get("precision", FAMILY_PRECISIONS[family][0]), "precision", PRECISIONS
+        doc.get("precision", facts(family).precisions[0]), "precision", PRECISIONS
     )
-    if precision not in FAMILY_PRECISIONS[family]:
+    if precision not in facts(family).precisions:
         raise yf.Invalid(
             "precision",
             f"{precision!r} is not a precision of the {family} arms ({', '.join(arms)}); "
-            f"they take {', '.join(FAMILY_PRECISIONS[family])}",
+            f"they take {', '.join(facts(family).precisions)}",
         )
     for i, arm in enumerate(resolved):
         if not arm.runs(precision):
@@ -87,7 +90,7 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
                 f"{arm.name!r} runs precision {', '.join(arm.precisions)} only, not {precision!r}",
             )
     gemm = yf.choice(doc.get("gemm", "triton"), "gemm", GEMMS)
-    if gemm == "torch" and (family != "prefill" or precision != "bf16"):
+    if gemm == "torch" and precision not in facts(family).torch_gemm:
         raise yf.Invalid(
             "gemm",
             "torch runs the prefill arms' GEMMs through torch._grouped_mm, with precision bf16 "
@@ -194,12 +197,12 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
 
 def _step(doc, model, routing, shape, measure) -> StepSpec | None:
     """The step section, when the step regime runs, and the rules it sets for the others."""
-    regime = "step" in measure.regimes
+    regime = Regime.STEP in measure.regimes
     if not regime:
         if doc.get("step") is not None:
             raise yf.Invalid("step", "needs measure.regimes: [step]")
         return None
-    if measure.regimes != ("step",):
+    if tuple(measure.regimes) != (Regime.STEP,):
         raise yf.Invalid(
             "measure.regimes",
             "step runs alone: it times whole model steps (ffn, kernel and profile time one "

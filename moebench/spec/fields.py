@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from moebench.core.errors import clip
+from moebench.core.errors import clip, one_line
 
 
 class Invalid(Exception):
@@ -22,10 +22,6 @@ class Invalid(Exception):
         super().__init__(path, message)
         self.path = path
         self.message = message
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.splitlines())
 
 
 def format_error(label: str, exc: Invalid) -> str:

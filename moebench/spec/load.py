@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from moebench.core.errors import ScenarioError
+from moebench.core.errors import ScenarioError, one_line
 from moebench.spec import fields as yf
 from moebench.spec.build import build_scenario
 from moebench.spec.schema import MAX_TEXT, SWEEPABLE, Scenario, to_plain
@@ -31,7 +31,7 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
                 raise ScenarioError(f"{label}: not a regular file")
             raw = f.read(4 * MAX_TEXT + 1)  # a bounded read: /dev/zero is not a scenario
     except OSError as exc:
-        raise ScenarioError(yf.one_line(f"{label}: cannot read ({exc.strerror or exc})")) from None
+        raise ScenarioError(one_line(f"{label}: cannot read ({exc.strerror or exc})")) from None
     if len(raw) > 4 * MAX_TEXT:
         raise ScenarioError(f"{label}: too large ({len(raw)} bytes) for a scenario")
     try:

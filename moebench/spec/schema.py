@@ -15,10 +15,12 @@ Reading a document into these values is ``moebench.spec.load``; the checks of ea
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
+from moebench.core.families import DEFAULT_BASELINE, DEFAULT_FAMILY
 from moebench.core.models import PRESETS
-from moebench.core.vocabulary import DEFAULT_BASELINE, DEFAULT_REGIMES, PREFILL_STAGES
+from moebench.core.vocabulary import DEFAULT_REGIMES, PREFILL_STAGES, Family
 
 # The arms come from the registry (moebench/arm/registry.py), the shared words from the vocabulary.
 # A scenario runs the arms of one family: `prefill` (the capacity-buffer pipeline) or `decode`
@@ -176,7 +178,7 @@ class Scenario:
     gemm: str = "triton"  # grouped GEMMs of the prefill arms: ours, or torch._grouped_mm
     arms: tuple[str, ...] = DEFAULT_ARMS  # the arms' names (the `arm` column)
     arm_refs: tuple[str, ...] = DEFAULT_ARMS  # as the scenario names them (moebench.arm.registry)
-    family: str = "prefill"  # the arms' family (vocabulary.FAMILIES)
+    family: Family = DEFAULT_FAMILY  # the arms' family (core.families)
     measure: MeasureSpec = field(default_factory=MeasureSpec)
     step: StepSpec | None = None  # the step regime's section (None: no step regime)
     sweep: tuple[tuple[str, tuple], ...] = ()
@@ -262,9 +264,11 @@ SWEEPABLE = (
 
 
 def to_plain(v: Any) -> Any:
-    """Tuples to lists, recursively (YAML and JSON friendly)."""
+    """Tuples to lists and enum members to their strings, recursively (YAML and JSON friendly)."""
     if isinstance(v, tuple | list):
         return [to_plain(x) for x in v]
+    if isinstance(v, StrEnum):
+        return str(v)
     return v
 
 

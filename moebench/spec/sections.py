@@ -15,15 +15,9 @@ from typing import Any
 from moebench.arm import registry
 from moebench.arm.base import Arm
 from moebench.core.errors import TraceError
+from moebench.core.families import facts
 from moebench.core.models import PRESETS
-from moebench.core.vocabulary import (
-    DEFAULT_REGIMES,
-    FAMILY_BASELINE,
-    FAMILY_STAGES,
-    FAMILY_WIDTH,
-    REGIMES,
-    ROUTING_FAMILIES,
-)
+from moebench.core.vocabulary import DEFAULT_REGIMES, REGIMES, ROUTING_FAMILIES, Family
 from moebench.routing.traces import read_meta, replay_hint
 from moebench.spec import fields as yf
 from moebench.spec.schema import (
@@ -101,7 +95,7 @@ def model_section(v: Any, family: str) -> ModelSpec:
         raise yf.Invalid("model.dense_layers", f"leaves none of the {layers} layers with an MoE")
     hidden = yf.integer(merged["hidden"], "model.hidden", 1, MAX_WIDTH)
     intermediate = yf.integer(merged["intermediate"], "model.intermediate", 1, MAX_WIDTH)
-    multiple, why = FAMILY_WIDTH[family]
+    multiple, why = facts(family).width, facts(family).width_why
     for name, width in (("hidden", hidden), ("intermediate", intermediate)):
         if width % multiple:
             origin = f" (preset {preset!r}: override it)" if preset and name not in m else ""
@@ -305,13 +299,13 @@ def measure_section(v: Any, family: str) -> MeasureSpec:
     return MeasureSpec(
         regimes=yf.choices(m.get("regimes", DEFAULT_REGIMES), "measure.regimes", REGIMES),
         stages=yf.choices(
-            m.get("stages", FAMILY_STAGES[family]), "measure.stages", FAMILY_STAGES[family]
+            m.get("stages", facts(family).stages), "measure.stages", facts(family).stages
         ),
         warmup=yf.integer(m.get("warmup", 2), "measure.warmup", 0, 10_000),
         blocks=blocks,
         iterations=yf.integer(m.get("iterations", 5), "measure.iterations", 1, 100_000),
         ranks=ranks,
-        baseline=yf.string(m.get("baseline", FAMILY_BASELINE[family]), "measure.baseline"),
+        baseline=yf.string(m.get("baseline", facts(family).baseline), "measure.baseline"),
         graph=yf.boolean(m.get("graph", True), "measure.graph"),
         aa=yf.boolean(m.get("aa", False), "measure.aa"),
         case_timeout_s=timeout,
@@ -366,7 +360,7 @@ def arms_section(v: Any, origin: Origin) -> tuple[tuple[Arm, ...], tuple[str, ..
         if arm.name in names:
             raise yf.Invalid(path, f"{ref!r}: an arm named {arm.name!r} is listed twice")
         if family is None:
-            family = arm.family
+            family = Family(arm.family)
         elif arm.family != family:
             raise yf.Invalid(
                 path,

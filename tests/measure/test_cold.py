@@ -78,17 +78,14 @@ def test_rotation_calls_each_copy_in_turn():
 
 def _prefill_problem():
     """Rank 0's problem of the CLI tests' tiny fp8 prefill scenario, as the runner builds it."""
+    from moebench.measure.clock import Clock
     from moebench.plan.cases import plan
-    from moebench.plan.inputs import make_tokens
-    from moebench.run.simulated import _rank_inputs
+    from moebench.run.simulated_ranks import SimulatedRanks
     from moebench.spec.load import parse_scenario
-    from moebench.spec.schema import global_tokens
 
     (p,) = plan(parse_scenario(TINY))
-    s = p.case.scenario
     cpu = torch.device("cpu")
-    x = make_tokens(tokens=global_tokens(s), hidden=s.model.hidden, seed=s.routing.seed, device=cpu)
-    problem, _ = _rank_inputs(p, x, 0, cpu)
+    problem, _ = SimulatedRanks(cpu, Clock(cpu)).layer_inputs(p, 0)
     return FAMILIES["prefill"], problem
 
 

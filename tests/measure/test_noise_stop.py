@@ -8,7 +8,7 @@ from cli_support import TINY, runner, write
 
 from moebench.cli.app import app
 from moebench.core.errors import ScenarioError
-from moebench.measure.timed import noise_reached
+from moebench.measure.sampling import noise_reached
 from moebench.results.reader import load_run
 from moebench.spec.load import parse_scenario
 
@@ -39,16 +39,14 @@ def test_a_reached_target_stops_at_the_minimum(tmp_path):
 
 
 def test_noise_is_the_cv_of_block_medians_of_every_arm():
-    cols = {"rank": 0, "case_id": "c"}
-
     def rows(arm, values):
         return [{"rank": 0, "case_id": "c", "regime": "ffn", "arm": arm, "stage": "ffn",
                  "block": b, "time_us": v} for b, v in enumerate(values)]  # fmt: skip
 
     steady = rows("a", [100, 100.5, 99.5]) + rows("b", [50, 50.2, 49.9])
-    assert noise_reached(steady, cols, ["a", "b"], 1.0)
+    assert noise_reached(steady, ["a", "b"], 1.0)
     noisy = steady + rows("c", [100, 120, 80])
-    assert not noise_reached(noisy, cols, ["a", "b", "c"], 1.0)
+    assert not noise_reached(noisy, ["a", "b", "c"], 1.0)
 
 
 @pytest.mark.parametrize(

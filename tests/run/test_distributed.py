@@ -337,7 +337,7 @@ def test_a_world_of_one_agrees_with_simulated_bit_for_bit(tmp_path, precision):
     from moebench.core.numerics import bitwise_compare
     from moebench.plan.cases import plan
     from moebench.plan.inputs import build_problem, make_tokens, make_weights
-    from moebench.run import distributed as dist_runner
+    from moebench.run import distributed_rank as dist_runner
 
     text = TINY.replace("ep: 2, dp: 2", "ep: 1").replace(
         "precision: fp8", f"precision: {precision}"

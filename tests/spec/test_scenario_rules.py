@@ -198,7 +198,7 @@ RULES = [
     pytest.param(
         doc(measure={"regimes": ["trace"]}),
         "measure.regimes[0]",
-        "ffn, kernel, profile",
+        "ffn, profile, kernel",
         id="regime",
     ),
     pytest.param(doc(measure={"regimes": []}), "measure.regimes", "empty", id="regimes-empty"),

@@ -38,13 +38,14 @@ import torch
 from moebench.arm import assemble, decode, prefill, registry
 from moebench.arm.base import Arm, run_all
 from moebench.core import reference
-from moebench.core.vocabulary import FAMILY_PRECISIONS, FAMILY_WIDTH
+from moebench.core.families import facts
+from moebench.core.vocabulary import DECODE, PREFILL
 from moebench.integrations.transformers import families
 from moebench.plan import inputs
 
 MOEBENCH_PREFIX = "moebench:"
 ALIGNMENT = 128  # each expert's rows start on a multiple of this in the prefill capacity buffer
-MODEL_PRECISION = {"prefill": "bf16", "decode": "w4a16"}
+MODEL_PRECISION = {PREFILL: "bf16", DECODE: "w4a16"}
 CACHE = "_moebench_prepared"  # the attribute of an experts module holding its prepared arms
 
 
@@ -66,7 +67,7 @@ def register(
     for ref in refs:
         arm = ref if isinstance(ref, Arm) else registry.resolve(ref, base_dir)
         default = MODEL_PRECISION[arm.family]
-        precisions = [p for p in FAMILY_PRECISIONS[arm.family] if arm.runs(p)]
+        precisions = [p for p in facts(arm.family).precisions if arm.runs(p)]
         for precision, suffix in [(default, ""), *((p, f":{p}") for p in precisions)]:
             if not arm.runs(precision):
                 continue
@@ -144,17 +145,17 @@ class PreparedExperts:
         cls = type(module).__name__
         w = families.read(module)
         E, D, F = w.w2_EDF.shape[0], w.w2_EDF.shape[1], w.w2_EDF.shape[2]
-        if arm.family == "prefill" and w.b13_E2F is not None:
+        if arm.family == PREFILL and w.b13_E2F is not None:
             raise ValueError(f"{MOEBENCH_PREFIX}{arm.name}: a prefill arm takes no expert biases "
                              f"and {cls} has them; a decode arm runs it")  # fmt: skip
-        multiple, why = FAMILY_WIDTH[arm.family]
+        multiple, why = facts(arm.family).width, facts(arm.family).width_why
         if D % multiple or F % multiple:
             raise ValueError(f"{MOEBENCH_PREFIX}{arm.name} needs hidden and intermediate widths "
                              f"multiples of {multiple} ({why}); {cls} has {D} and {F}")  # fmt: skip
         dev = w.w13.device
         x0, ids0 = torch.zeros(1, D, device=dev), torch.zeros(1, 1, dtype=torch.int32, device=dev)
         w0 = torch.zeros(1, 1, device=dev)
-        if arm.family == "prefill":
+        if arm.family == PREFILL:
             self.template = inputs.build_problem(
                 x_TD=x0, topk_ids_TK=ids0, topk_weights_TK=w0, w13_EFD=w.concatenated(),
                 w2_EDF=w.w2_EDF, expert_offset=0, alignment=forward.alignment, capacity_rows=0,
@@ -205,7 +206,7 @@ class _Runner:
         arm = prep.arm
         staged = (
             (lambda a, p: prefill.Workspace(p))
-            if arm.family == "prefill"
+            if arm.family == PREFILL
             else (lambda a, p: decode.Workspace(p, layout=a.layout))
         )
         self.ws = assemble.workspace(arm, self.problem, staged)

@@ -1,0 +1,39 @@
+"""The measured ceilings of the GPUs moebench draws floors against, one record a GPU (docs/PERF.md,
+"Measured ceilings of the H200").
+
+A floor is the least time some work can take on that GPU: its bytes at the device-copy ceiling
+(bytes read plus bytes written, as a copy kernel counts them) or its FLOPs at the dense matrix
+rate of its precision, whichever is larger. The work ledger, the work model, the reports and the
+benchmarks in tools/ all read the figures from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ceilings:
+    name: str
+    copy_tbs: float  # device copy, TB/s of bytes read + written (a copy kernel)
+    tflops: dict[str, float] = field(default_factory=dict)  # dense 8192-cube products
+    measured: str = ""  # when and how
+
+    @property
+    def copy_gbps(self) -> float:
+        return self.copy_tbs * 1000.0
+
+    def floor_us(self, bytes_moved: float, flops: float = 0.0, precision: str = "bf16") -> float:
+        """The least microseconds of ``bytes_moved`` device bytes and ``flops`` at ``precision``
+        (fp8 at the fp8 rate, anything else at the bf16 rate)."""
+        rate = self.tflops["fp8" if precision == "fp8" else "bf16"]
+        return max(bytes_moved / (self.copy_tbs * 1e6), flops / (rate * 1e6))
+
+
+H200 = Ceilings(
+    name="H200",
+    copy_tbs=4.27,
+    tflops={"fp8": 1286.0, "bf16": 687.0},
+    measured="2026-11-29, torch 2.11 + cu130: torch copy of large tensors, and 8192-cube "
+    "torch._scaled_mm (fp8) and torch.mm (bf16)",
+)
