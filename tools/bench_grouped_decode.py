@@ -49,7 +49,7 @@ from moebench.arm.decode import Workspace
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.gates.checks import check_decode_sentinels
 from moebench.gates.families import family_of
-from moebench.kernels.grouped_gemv import Launch
+from moebench.kernels.grouped_gemv import Launch, path_launch
 from moebench.measure import bench
 from moebench.measure.clock import Clock
 from moebench.plan.cases import plan
@@ -97,13 +97,11 @@ def parse_variants(spec: str) -> list[tuple]:
 
 def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     """The launch of variant ``v`` for a stage of ``columns`` output columns, fields from
-    ``base`` where ``v`` says None; a path change without blocks takes that path's default."""
+    ``base`` where ``v`` says None; on a change of path, from that path's defaults."""
     path, bm, bn, row_bytes, nw, stages, pdl = v
-    fields = dataclasses.asdict(base)
     if path is not None and path != base.path:
-        fields.update(path=path, num_stages=4 if path == "dot" else 0)
-        fields.update(block_m=16 if path == "dot" else 1, block_n=64 if path == "dot" else 2)
-        fields.update(block_k=128 * (2 if fmt == "mxfp4" else 1), num_warps=4)
+        base = path_launch(path, fmt, columns=columns, pdl=base.pdl)
+    fields = dataclasses.asdict(base)
     for key, val in (("block_m", bm), ("block_n", bn), ("num_warps", nw), ("num_stages", stages),
                      ("pdl", pdl)):  # fmt: skip
         if val is not None:

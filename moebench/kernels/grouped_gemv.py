@@ -228,30 +228,39 @@ class Launch:
 DOT_FROM_SLOTS_PER_EXPERT = 1
 
 
+def path_launch(
+    path: str, fmt: str, *, columns: int, block_m: int | None = None, pdl: bool = False
+) -> Launch:
+    """A path's default blocks for a stage of ``columns`` output columns (N).
+
+    ``gemv``: the sparse GEMV's measured tiles (docs/PERF.md; `sparse_gemv.default_blocks`), one
+    slot a pass unless ``block_m`` says more. ``dot``: 64 weight rows and 128 bytes of each a step
+    (FP8 128 values, MXFP4 256), 16 slots a pass unless ``block_m`` says more, 4 warps, 4 pipeline
+    stages (3 for MXFP4: its steps carry twice the values); unmeasured starting points for the
+    GPU sweep. Row blocks shrink to the largest power of two dividing N."""
+    fits = lambda bn: min(bn, columns & -columns)
+    if path == "dot":
+        k, stages = (128, 4) if fmt == "fp8" else (256, 3)
+        return Launch(path="dot", block_m=block_m or 16, block_n=fits(64), block_k=k,
+                      num_warps=4, num_stages=stages, pdl=pdl)  # fmt: skip
+    n, warps = (2, 1) if fmt == "fp8" else (16, 4)
+    return Launch(path="gemv", block_m=block_m or 1, block_n=fits(n), block_k=1024,
+                  num_warps=warps, pdl=pdl)  # fmt: skip
+
+
 def default_launch(
     fmt: str, *, tokens: int, top_k: int, experts: int, columns: int, pdl: bool = False
 ) -> Launch:
     """The launch the `grouped_decode` arm uses for a stage of ``columns`` output columns (N),
-    from the shapes alone (never the routing).
-
-    ``gemv``: the sparse GEMV's measured tiles (docs/PERF.md; `sparse_gemv.default_blocks`), one
-    slot a pass (a second slot of an expert is a second pass over its tile, from L2). ``dot``:
-    64 weight rows and 128 bytes of each a step (FP8 128 values, MXFP4 256), 16 slots a pass (32
-    when the experts average more than 8 slots, so that a pass seldom needs a second), 4 warps,
-    4 pipeline stages (3 for MXFP4: its steps carry twice the values); unmeasured starting points
-    for the GPU sweep. Row blocks shrink to the largest power of two dividing N; a dot tile needs
-    16 rows, so an N with fewer takes the GEMV."""
-    fits = lambda bn: min(bn, columns & -columns)
-    if tokens * top_k > DOT_FROM_SLOTS_PER_EXPERT * experts and fits(64) >= 16:
-        block_m = 16 if tokens * top_k <= 8 * experts else 32
-        if fmt == "fp8":
-            return Launch(path="dot", block_m=block_m, block_n=fits(64), block_k=128,
-                          num_warps=4, num_stages=4, pdl=pdl)  # fmt: skip
-        return Launch(path="dot", block_m=block_m, block_n=fits(64), block_k=256, num_warps=4,
-                      num_stages=3, pdl=pdl)  # fmt: skip
-    if fmt == "fp8":
-        return Launch(path="gemv", block_m=1, block_n=fits(2), block_k=1024, num_warps=1, pdl=pdl)
-    return Launch(path="gemv", block_m=1, block_n=fits(16), block_k=1024, num_warps=4, pdl=pdl)
+    from the shapes alone (never the routing): the GEMV up to DOT_FROM_SLOTS_PER_EXPERT slots an
+    expert (a second slot of an expert is a second pass over its tile, from L2), the tensor-core
+    tile above, with 32 slots a pass when the experts average more than 8 (so that a pass seldom
+    needs a second). A tile needs 16 rows, so an N with fewer takes the GEMV."""
+    slots = tokens * top_k
+    if slots > DOT_FROM_SLOTS_PER_EXPERT * experts and columns & -columns >= 16:
+        block_m = 16 if slots <= 8 * experts else 32
+        return path_launch("dot", fmt, columns=columns, block_m=block_m, pdl=pdl)
+    return path_launch("gemv", fmt, columns=columns, pdl=pdl)
 
 
 _check = checker("grouped_gemv")
