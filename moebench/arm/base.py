@@ -31,8 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from moebench.core.families import facts
-from moebench.core.vocabulary import FAMILIES
+from moebench.core.families import FACTS, facts
 
 STAGED = "staged"
 WHOLE_FFN = "whole_ffn"
@@ -137,8 +136,8 @@ def arm_problems(arm: Arm) -> list[str]:
     out = []
     if not isinstance(arm.name, str) or not arm.name or "~" in arm.name or "/" in arm.name:
         out.append(f"name must be a non-empty string without '~' or '/', got {arm.name!r}")
-    if arm.family not in FAMILIES:
-        out.append(f"family must be one of {', '.join(FAMILIES)}, got {arm.family!r}")
+    if arm.family not in FACTS:
+        out.append(f"family must be one of {', '.join(FACTS)}, got {arm.family!r}")
         return out
     if arm.contract not in CONTRACTS:
         out.append(f"contract must be one of {', '.join(CONTRACTS)}, got {arm.contract!r}")

@@ -29,7 +29,7 @@ WEIGHT_BYTES = {"fp8": 1.0, "bf16": 2.0, "w8a16": 1.0, "w4a16": 0.5 + 1 / 32}
 
 @dataclass(frozen=True, kw_only=True)
 class FamilyFacts:
-    name: Family
+    name: str  # a ``Family`` member for the built-in families
     stages: tuple[str, ...]  # in the order of the data; the ``stage`` column's values
     precisions: tuple[str, ...]  # first: the default
     width: int  # hidden and intermediate must be multiples of it
@@ -87,7 +87,7 @@ def _decode_cpu(D: int, F: int, E: int, M: int, S: int, layout: str) -> float:
     return DENSE_W * E * 3 * D * F
 
 
-FACTS: dict[Family, FamilyFacts] = {
+FACTS: dict[str, FamilyFacts] = {
     Family.PREFILL: FamilyFacts(
         name=Family.PREFILL,
         stages=PREFILL_STAGES,
@@ -125,8 +125,9 @@ FACTS: dict[Family, FamilyFacts] = {
 
 
 def facts(family: str) -> FamilyFacts:
-    """The record of ``family`` (a ``Family`` or its string)."""
-    return FACTS[Family(family)]
+    """The record of ``family`` (a ``Family`` or its string: a member hashes as its string, so
+    the records are keyed by name, and a family is known exactly when it has a record)."""
+    return FACTS[family]
 
 
 PRECISIONS = tuple(p for f in FACTS.values() for p in f.precisions)

@@ -48,7 +48,7 @@ class FamilyRecord:
     weight_fields: tuple[str, ...]
 
     @property
-    def name(self) -> Family:
+    def name(self) -> str:
         return self.facts.name
 
     @property
@@ -162,7 +162,7 @@ def _decode_checks(arm, ws, cap, ref, p) -> list[Check]:
     ]
 
 
-FAMILIES: dict[Family, FamilyRecord] = {
+FAMILIES: dict[str, FamilyRecord] = {
     Family.PREFILL: FamilyRecord(
         facts=FACTS[Family.PREFILL],
         problem=_prefill_problem,
@@ -188,4 +188,4 @@ FAMILIES: dict[Family, FamilyRecord] = {
 
 def family_of(s: Scenario) -> FamilyRecord:
     """The family of the scenario's arms (validation guarantees they share one)."""
-    return FAMILIES[Family(s.family)]
+    return FAMILIES[s.family]

@@ -20,7 +20,7 @@ from typing import Any
 
 from moebench.core.families import DEFAULT_BASELINE, DEFAULT_FAMILY
 from moebench.core.models import PRESETS
-from moebench.core.vocabulary import DEFAULT_REGIMES, PREFILL_STAGES, Family
+from moebench.core.vocabulary import DEFAULT_REGIMES, PREFILL_STAGES
 
 # The arms come from the registry (moebench/arm/registry.py), the shared words from the vocabulary.
 # A scenario runs the arms of one family: `prefill` (the capacity-buffer pipeline) or `decode`
@@ -178,7 +178,7 @@ class Scenario:
     gemm: str = "triton"  # grouped GEMMs of the prefill arms: ours, or torch._grouped_mm
     arms: tuple[str, ...] = DEFAULT_ARMS  # the arms' names (the `arm` column)
     arm_refs: tuple[str, ...] = DEFAULT_ARMS  # as the scenario names them (moebench.arm.registry)
-    family: Family = DEFAULT_FAMILY  # the arms' family (core.families)
+    family: str = DEFAULT_FAMILY  # the arms' family (a key of core.families.FACTS)
     measure: MeasureSpec = field(default_factory=MeasureSpec)
     step: StepSpec | None = None  # the step regime's section (None: no step regime)
     sweep: tuple[tuple[str, tuple], ...] = ()

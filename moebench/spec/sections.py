@@ -17,7 +17,7 @@ from moebench.arm.base import Arm
 from moebench.core.errors import TraceError
 from moebench.core.families import facts
 from moebench.core.models import PRESETS
-from moebench.core.vocabulary import DEFAULT_REGIMES, REGIMES, ROUTING_FAMILIES, Family
+from moebench.core.vocabulary import DEFAULT_REGIMES, REGIMES, ROUTING_FAMILIES
 from moebench.routing.traces import read_meta, replay_hint
 from moebench.spec import fields as yf
 from moebench.spec.schema import (
@@ -360,7 +360,7 @@ def arms_section(v: Any, origin: Origin) -> tuple[tuple[Arm, ...], tuple[str, ..
         if arm.name in names:
             raise yf.Invalid(path, f"{ref!r}: an arm named {arm.name!r} is listed twice")
         if family is None:
-            family = Family(arm.family)
+            family = facts(arm.family).name
         elif arm.family != family:
             raise yf.Invalid(
                 path,

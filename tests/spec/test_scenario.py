@@ -121,7 +121,7 @@ def test_expect_sources():
 def test_presets(name):
     p = PRESETS[name]
     assert set(p) == {"id", "revision", "hidden", "intermediate", "experts", "top_k", "source",
-                      "layers", "dense_layers", "layers_source"}  # fmt: skip
+                      "layers", "dense_layers", "layers_source", "transformers"}  # fmt: skip
     assert 0 < len(p["dense_layers"]) < p["layers"] or p["dense_layers"] == ()
     assert p["revision"] == "unpinned" or re.fullmatch(r"[0-9a-f]{40}", p["revision"])
     d = doc(model=name, topology={"ep": 8}, shape={"tokens_per_rank": 4, "alignment": 128})
