@@ -46,6 +46,7 @@ import torch
 from arms.decode import grouped_decode
 from moebench.arm import registry
 from moebench.arm.decode import Workspace
+from moebench.core.ceilings import H200
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.gates.checks import check_decode_sentinels
 from moebench.gates.families import family_of
@@ -57,7 +58,7 @@ from moebench.plan.inputs import decode_reference_output, make_tokens
 from moebench.routing.synthetic import local_counts
 from moebench.spec.load import load_scenario
 
-COPY_TBS = 4.27
+COPY_TBS = H200.copy_tbs
 TARGET_OF_COPY = 0.85
 SCENARIO = "scenarios/gpt-oss-20b-decode-grouped.yaml"
 ARMS = ("dense_decode", "sparse_decode", "grouped_decode")
