@@ -44,7 +44,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff format moebench arms tests tools
 	$(BIN)/ruff check --fix moebench arms tests tools
 
-# GPU benchmarks (run on the H200; see README "Running on a GPU").
+# GPU benchmarks (run on the H200; see docs/GUIDE.md "Running on a GPU").
 bench: $(STAMP)
 	$(BIN)/moebench run scenarios/seed-act-microbench.yaml --results $(RESULTS)
 	$(BIN)/moebench run scenarios/v4-flash-ep8.yaml --results $(RESULTS)

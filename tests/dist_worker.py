@@ -1,4 +1,4 @@
-"""One rank of the distributed tests, started by torchrun from tests/test_distributed.py.
+"""One rank of the distributed tests, started by torchrun from tests/run/test_distributed.py.
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 tests/dist_worker.py MODE OUT
 

@@ -1,4 +1,4 @@
-"""Hostile inputs, shared by tests/test_hostile.py and tools/fuzz_scenarios.py.
+"""Hostile inputs, shared by tests/cli/test_hostile.py and tools/fuzz_scenarios.py.
 
 Two families, each a hypothesis strategy and a checker that states the contract:
 

@@ -121,7 +121,8 @@ def main() -> None:
     row(s, "`seed: three`", "validate", scenario(TINY.replace("seed: 3", "seed: three")))
     row(s, "`alpha: .nan`", "validate", scenario(TINY.replace("seed: 3", "seed: 3, alpha: .nan")))
     row(s, "`measure: {blockz: 2}`", "validate", scenario(TINY.replace("blocks: 2", "blockz: 2")))
-    # Arm references (README "Bring your own arm"): each one line naming arms[i], nothing written.
+    # Arm references (docs/ARMS.md "Bring your own arm"): each one line naming arms[i], nothing
+    # written.
     scenario(
         "from moebench.arm.base import Arm\nNOT_AN_ARM = 42\n"
         "CLASH = Arm(name='stock', family='prefill', summary='s', build=lambda ws: ())\n"

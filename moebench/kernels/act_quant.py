@@ -9,7 +9,7 @@ Tensors:
 - ``sf_MG4``  int32 [M, G4] (fp8 only): UE8M0 exponent bytes, four groups per word (byte j of word p
   holds group 4p+j, groups past the last are zero bytes), any strides; the layout of
   `reference.empty_packed_scales` is M-major, strides (1, M_pad).
-- ``ends_E``  int32 [E] (masked only): the endpoint contract of `moebench.layout`.
+- ``ends_E``  int32 [E] (masked only): the endpoint contract of `moebench.core.layout`.
 
 Two launchers share one per-tile body (`_load_item` then `_store_item`), so their outputs on
 live rows are bitwise identical: `act_quant_dense` covers every row of the buffer;

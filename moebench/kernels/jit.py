@@ -5,7 +5,7 @@ where it picks code), and the host-side constants the launchers check against li
 `moebench.kernels.launch`.
 
 FP8 e4m3fn conversion and UE8M0 group scales (`fp32_to_e4m3_bits`, `ue8m0_scale`). They must match
-`moebench.reference` bit for bit: `fp32_to_e4m3_bits` matches
+`moebench.core.reference` bit for bit: `fp32_to_e4m3_bits` matches
 `torch.Tensor.to(torch.float8_e4m3fn)` and `ue8m0_scale` matches `reference.ue8m0_exponent` and
 `reference.exponent_to_scale(254 - exp)`. `fp32_to_bf16` sits with them because it answers the same
 interpreter trap: the Triton interpreter (3.9) truncates fp32 -> bf16 instead of rounding to

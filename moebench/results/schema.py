@@ -1,4 +1,4 @@
-"""The result store's schema: the three tables, their closed value sets, run and case ids.
+"""The result store's schema: the four tables, their closed value sets, run and case ids.
 
 Manifest keys owned by the store: ``results_format``, ``run_id``, ``status`` (running, complete,
 mismatch, errors, failed, interrupted), ``started_at``, ``ended_at``, ``resumed_at`` (list) and
@@ -79,7 +79,8 @@ LATER_SAMPLES = {
 # other regime.
 WHOLE_STEP_LAYER = -1
 MODES = frozenset({"eager", "graph"})
-# warm: the weights as the previous sample left them in L2; cold: rotated copies (moebench/cold.py)
+# warm: the weights as the previous sample left them in L2; cold: rotated copies
+# (moebench/measure/cold.py)
 WEIGHTS = frozenset({"warm", "cold"})
 CHECKS_SCHEMA = _schema(
     ("run_id", _str), ("case_id", _str), ("arm", _str), ("rank", _i32), ("gate", _str),

@@ -1,4 +1,4 @@
-"""Writing a run: one folder per run, a manifest and three Parquet tables (docs/DESIGN.md 9).
+"""Writing a run: one folder per run, a manifest and four Parquet tables (docs/DESIGN.md 9).
 
 Layout::
 
@@ -6,13 +6,15 @@ Layout::
     results/<run_id>/samples/<case_id>.parquet
     results/<run_id>/checks/<case_id>.parquet
     results/<run_id>/routing/<case_id>.parquet
+    results/<run_id>/ledger/<case_id>.parquet
 
 Every file is written to a temp file in its own folder (name starting with ``.`` and ending in
 ``.tmp``), fsynced, then renamed over its final name with ``os.replace``; the folder is fsynced
-after the rename. A case is finished only when its three parts exist *and* the manifest, rewritten
-after the parts, lists it in ``finished_cases``. Readers trust the manifest, never a directory
-listing, so a part left by a crash between the parts and the manifest is ignored by ``load_run``
-and deleted by ``RunWriter.resume``.
+after the rename. A case is finished only when its four parts exist *and* the manifest, rewritten
+after the parts, lists it in ``finished_cases`` (a run written before the ledger table has no
+ledger parts: ``OPTIONAL_TABLES``). Readers trust the manifest, never a directory listing, so a
+part left by a crash between the parts and the manifest is ignored by ``load_run`` and deleted by
+``RunWriter.resume``.
 
 Manifest keys owned here: ``results_format``, ``run_id``, ``status`` (running, complete,
 mismatch, errors, failed, interrupted), ``started_at``, ``ended_at``, ``resumed_at`` (list) and
@@ -124,8 +126,9 @@ class RunWriter:
     @classmethod
     def resume(cls, run_dir: Path, *, min_free_mb: int = DEFAULT_MIN_FREE_MB) -> RunWriter:
         """Reopen an interrupted run: delete temp files, the scratch folder and parts of
-        unfinished cases, check that every finished case has its three parts, set status back to
-        ``running``. Nothing changes when the folder is not a run, is locked, or has no room."""
+        unfinished cases, check that every finished case has its parts (all four, or the three
+        of a run written before the ledger: ``OPTIONAL_TABLES``), set status back to ``running``.
+        Nothing changes when the folder is not a run, is locked, or has no room."""
         run_dir = Path(run_dir)
         manifest = checked_manifest(run_dir)
         check_room(run_dir, min_free_mb)
@@ -222,8 +225,9 @@ class RunWriter:
         self._save()
 
     def finish(self, status: str, **extra: Any) -> None:
-        """Record the final status (complete, mismatch, failed, interrupted) and the end time,
-        then release the lock. The writer cannot write after this; ``resume`` reopens the run."""
+        """Record the final status (complete, mismatch, errors, failed, interrupted) and the end
+        time, then release the lock. The writer cannot write after this; ``resume`` reopens the
+        run."""
         self._check_open()
         if status not in FINAL_STATUSES:
             raise ValueError(f"status {status!r} not in {sorted(FINAL_STATUSES)}")

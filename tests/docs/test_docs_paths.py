@@ -3,13 +3,15 @@ top of docs/ name exists, every link between them lands on a file and a heading,
 `moebench ...` command in them parses against the real Typer app (issue 24).
 
 docs/perf/ is left out on purpose: it is a dated journal of what was run at the time, and its paths
-and commands are those of that day, not a description of the tree now. docs/PERF.md waits in
-``NOT_YET`` until its generated text passes.
+and commands are those of that day, not a description of the tree now. docs/PERF.md, which holds
+the current figures (its tables generated from that journal by tools/perf_tables.py), is checked.
 
 Paths are what a code span or a code block names under one of the repository's top-level folders
 (`moebench/...`, `arms/...`, `tools/...`, `scenarios/...`, `docs/...`, `tests/...`,
-`examples/...`, `baselines/...`, `traces/...`), with `::test_name` checked too, and every link
-target (relative to its page). Commands are the code spans and lines of shell blocks that run
+`examples/...`, `baselines/...`, `traces/...`), with `::test_name` checked too, the modules named
+relative to the package as docs/DESIGN.md writes them (`run/case.py`, `gates/families.py: ...`: a
+moebench subpackage, then a module, which must exist under moebench/), and every link target
+(relative to its page). Commands are the code spans and lines of shell blocks that run
 `moebench` (also as `python -m moebench.cli` or under `torchrun`). A synopsis is parsed whole:
 optional parts (`[--plot DIR]`) are included, each alternative (`table|json`) is parsed, and every
 placeholder (`SCENARIO`, `results/<run_id>`, `$OUT`, `N`, ...) is replaced by a real example value
@@ -36,14 +38,15 @@ import typer.main
 from moebench.cli.app import app
 
 REPO = Path(__file__).resolve().parents[2]
-# docs/PERF.md is generated from the stored records (issue 24 item 4) and is left out until its
-# text passes: as written on 2026-12-01 it shows `moebench compare --format markdown` without a run
-# (twice) and links `../README.md#measured`, a section that moved to docs/GUIDE.md#measured.
-NOT_YET = {REPO / "docs" / "PERF.md"}
-PAGES = [REPO / "README.md", *(p for p in sorted((REPO / "docs").glob("*.md")) if p not in NOT_YET)]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 FOLDERS = "moebench|arms|tools|scenarios|docs|tests|examples|baselines|traces"
 PATH = re.compile(rf"(?<![\w./$<-])((?:{FOLDERS})/[\w./<>*-]*)(::[\w-]+)?")
+# A module named relative to the package (`run/case.py`): its first folder is a subpackage of
+# moebench (read from the tree), so `arms/...`, `tests/run/...` and paths outside the repository
+# (`python/sglang/...`) are not taken for one.
+SUBPACKAGES = "|".join(sorted(p.parent.name for p in (REPO / "moebench").glob("*/__init__.py")))
+PACKAGE_PATH = re.compile(rf"(?<![\w./$<-])((?:{SUBPACKAGES})/[\w/]*\w\.py)(?![\w/-])")
 # The placeholders a path may hold, each standing for any name there (a glob must then match).
 PATH_PLACEHOLDERS = re.compile(r"<[^>/]+>|\bNAME\b")
 SHELL_BLOCK_LANGS = ("", "sh", "bash", "shell", "console")
@@ -171,12 +174,15 @@ def links(page: Path) -> list[Item]:
 
 
 def named_paths(page: Path) -> list[Item]:
-    """Repository paths named in code spans and code blocks, with `::test` where given."""
+    """Repository paths named in code spans and code blocks, with `::test` where given, and the
+    package-relative modules (`run/case.py`) as the repository paths they stand for."""
     out = []
     for item in [*spans(page), *block_lines(page, shell_only=False)]:
         for m in PATH.finditer(item.text):
             path = m.group(1).rstrip(".,")
             out.append(Item(item.page, item.line, path + (m.group(2) or "")))
+        for m in PACKAGE_PATH.finditer(item.text):
+            out.append(Item(item.page, item.line, f"moebench/{m.group(1)}"))
     return out
 
 
@@ -360,6 +366,7 @@ def test_the_pages_are_read():
     assert len(PAGES) >= 6
     assert "scenarios/smoke.yaml" in {i.text for i in named_paths(readme)}
     assert "run scenarios/smoke.yaml" in {i.text for i in named_commands(readme)}
+    assert "moebench/run/case.py" in {i.text for i in named_paths(REPO / "docs" / "DESIGN.md")}
     cli = {i.text for i in named_commands(REPO / "docs" / "CLI.md")}
     assert any(t.startswith("compare RUN") and "--slo-tpot-ms" in t for t in cli), cli
 
@@ -411,6 +418,27 @@ def test_a_command_that_does_not_parse_fails(text, problem):
 )
 def test_a_path_that_names_nothing_fails(text, ok):
     assert (path_problem(text) is None) == ok
+
+
+def test_a_package_relative_module_is_looked_for_under_moebench(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "`run/case.py`, `gates/families.py: FamilyRecord`, `run/no_such.py`, `moebench/run/step.py`"
+        ", `tests/run/test_step.py`, `arms/prefill/stock.py`, `python/sglang/srt/eplb/x.py`, "
+        "`path/file.py`, `prefix_sum.py`\n\n```\n  -> measure/sampling.py.\n```\n"
+    )
+    named = [i.text for i in named_paths(page)]
+    assert named == [
+        "moebench/run/case.py",
+        "moebench/gates/families.py",
+        "moebench/run/no_such.py",
+        "moebench/run/step.py",  # once: a full path is not also read as a relative one
+        "tests/run/test_step.py",
+        "arms/prefill/stock.py",  # a top-level folder, not the package's arm/
+        "moebench/measure/sampling.py",  # in a code block too, at the end of a sentence
+    ], named
+    problems = {t: path_problem(t) for t in named}
+    assert [t for t, p in problems.items() if p] == ["moebench/run/no_such.py"], problems
 
 
 def test_a_link_that_lands_nowhere_fails():

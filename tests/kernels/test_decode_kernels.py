@@ -1,5 +1,5 @@
 """The decode kernels under the interpreter: the sparse GEMV, the dense batched GEMM and the top-k
-combine, against `moebench.reference`; bf16 stores rounded exactly; non-local slots skipped.
+combine, against `moebench.core.reference`; bf16 stores rounded exactly; non-local slots skipped.
 
 Inputs and references are built on the CPU; the kernels run on the test device (the GPU when
 TRITON_INTERPRET is not 1), through `on_device`."""

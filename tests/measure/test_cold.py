@@ -1,5 +1,5 @@
-"""Cold weights (moebench/cold.py): how many copies, that the timed stages really read each copy,
-and a CPU run that rotates them, records them, and keeps its output bit for bit."""
+"""Cold weights (moebench/measure/cold.py): how many copies, that the timed stages really read each
+copy, and a CPU run that rotates them, records them, and keeps its output bit for bit."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ stops with exit 3, keeps its finished cases and resumes.
 
 Each fault happens in a child process (with the Triton interpreter off), so the test process's
 own CUDA context stays usable. Skipped without a GPU. Where pytest is not installed:
-``PYTHONPATH=$PWD python3 tests/test_faults_gpu.py``.
+``PYTHONPATH=$PWD python3 tests/run/test_faults_gpu.py``.
 """
 
 from __future__ import annotations
