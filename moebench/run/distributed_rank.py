@@ -240,14 +240,15 @@ class DistributedRank:
             draws[layer] = draw
         return draws
 
-    def step_calls(self, p, links: dict, sets: dict, arm: str, graph: bool) -> list:
+    def step_calls(self, p, links: dict, stages: dict, workspaces: dict, arm: str,
+                   graph: bool) -> list:  # fmt: skip
         """The arm's step pass: (model layer id, one layer's dispatch, FFN, meeting point and
         combine) for every layer in order, the FFN a CUDA graph with ``graph``."""
         calls = []
         for layer, c in links.items():
-            ws, stages = sets[(arm, self.world.rank, layer)]
-            ffn = self.capture(lambda st=stages: run_all(st)) if graph else (
-                lambda st=stages: run_all(st))  # fmt: skip
+            key = (arm, self.world.rank, layer)
+            ws, st = workspaces[key], stages[key]
+            ffn = self.capture(lambda st=st: run_all(st)) if graph else (lambda st=st: run_all(st))
             calls.append((layer, lambda c=c, ws=ws, ffn=ffn: run_layer(c, ws, ffn)))
         return calls
 

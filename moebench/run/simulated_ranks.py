@@ -138,7 +138,8 @@ class SimulatedRanks:
             draws[layer] = draw
         return draws
 
-    def step_calls(self, p, links: dict, stages: dict, arm: str, graph: bool) -> dict:
+    def step_calls(self, p, links: dict, stages: dict, workspaces: dict, arm: str,
+                   graph: bool) -> dict:  # fmt: skip
         """{rank: (the whole step's call, {layer: that layer's call})}: CUDA graphs with
         ``graph``, eager calls otherwise."""
         wrap = self.clock.capture if graph else (lambda f: f)

@@ -223,7 +223,8 @@ class Step:
         calls = {}
         for arm in list(timed):
             try:
-                calls[arm] = topo.step_calls(p, held.links, held.stages, arm, graph[arm])
+                calls[arm] = topo.step_calls(p, held.links, held.stages, held.workspaces, arm,
+                                             graph[arm])  # fmt: skip
                 self.ctx.stop.check("step graphs")
             except Exception as exc:
                 timed.remove(arm)
