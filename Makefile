@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SCENARIO ?= scenarios/smoke.yaml
 RESULTS ?= results
 
-.PHONY: install run test test-slow test-all lint fmt fuzz bench ci-bench clean
+.PHONY: install run test test-slow test-all test-gpu lint fmt fuzz bench ci-bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,14 @@ test-slow: $(STAMP)
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -n 2
+
+# On a GPU machine, from the source tree without installing (docs/GUIDE.md "Running on a GPU"):
+# the tests marked gpu (every kernel test, the *_gpu.py files, tests marked @pytest.mark.gpu;
+# tests/conftest.py), compiled: TRITON_INTERPRET unset, so triton compiles for the GPU.
+test-gpu:
+	$(PYTHON) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else \
+		'make test-gpu: no GPU visible; make test runs the kernels in the interpreter')"
+	env -u TRITON_INTERPRET PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -p no:cacheprovider -m gpu tests
 
 # Style, then the architecture: import-linter's contracts (pyproject.toml) keep imports one way.
 lint: $(STAMP)
