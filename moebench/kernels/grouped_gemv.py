@@ -372,7 +372,9 @@ def grouped_gemv(
     if L.path == "dot" and fmt == "fp8":
         _grouped_dot_fp8[grid](*args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, **common)
     elif L.path == "dot":
-        _grouped_dot_mxfp4[grid](*args, NUM_STAGES=L.num_stages, **common)
+        _grouped_dot_mxfp4[grid](
+            *args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, **common
+        )
     elif fmt == "fp8":
         _grouped_gemv_fp8[grid](*args, **common)
     else:
