@@ -1,5 +1,6 @@
-"""The grouped decode kernels compiled for sm_90a without a GPU: registers, shared memory, and the
-instructions their weight loop spends per weight byte.
+"""The grouped decode kernels compiled for sm_90a without a GPU: registers, shared memory, the
+programs an SM holds at once, spills (stack bytes, local loads and stores), and the instructions
+their weight loop spends per weight byte.
 
 Compiles `_grouped_gemv_*` and `_grouped_dot_*` (moebench/kernels/grouped_gemv.py, grouped_dot.py)
 at gpt-oss-20b's shapes (D = F = 2,880, 16 local experts, top-4) for the launches given, with the
@@ -11,7 +12,7 @@ torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run he
 
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
 SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens (block_k in values), e.g.
-dot:fp8:16:64:128:4:4:64; the default list is the arm's launches at 1 and 64 tokens.
+dot:fp8:16:64:128:4:4:64; the default list is the arm's launches at 1, 8 and 64 tokens.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ D = F = 2880
 E, TOP_K = 16, 4
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
 DEFAULTS = ["gemv:fp8:1:2:1024:1:0:1", "gemv:mxfp4:1:16:1024:4:0:1",
-            "dot:fp8:16:64:128:4:4:64", "dot:mxfp4:32:64:256:4:3:64"]  # fmt: skip
+            "dot:fp8:16:64:128:4:4:8", "dot:mxfp4:16:64:128:4:4:8",
+            "dot:fp8:32:64:128:4:4:64", "dot:mxfp4:32:64:128:4:4:64"]  # fmt: skip
 
 
 def values(stage: str, tokens: int) -> dict:
@@ -96,7 +98,7 @@ def weight_loop(sass: str) -> int:
     return max((len(b) for b in math), default=0)
 
 
-def report(name: str, kernel, out: str, bytes_per_thread: float) -> None:
+def report(name: str, kernel, out: str, bytes_per_thread: float, warps: int) -> None:
     cubin = os.path.join(out, f"{name}.cubin")
     with open(cubin, "wb") as f:
         f.write(kernel.asm["cubin"])
@@ -105,11 +107,23 @@ def report(name: str, kernel, out: str, bytes_per_thread: float) -> None:
         f.write(sass)
     res = subprocess.run([f"{BIN}/cuobjdump", "-res-usage", cubin], capture_output=True,
                          text=True).stdout  # fmt: skip
-    regs = re.search(r"REG:(\d+)", res)
+    regs = int(re.search(r"REG:(\d+)", res).group(1))
+    stack = int(re.search(r"STACK:(\d+)", res).group(1))
+    spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
     loop = weight_loop(sass)
-    print(f"{name}: {regs.group(1) if regs else '?'} registers, {kernel.metadata.shared} B shared, "
-          f"weight loop {loop} instructions for {bytes_per_thread:g} weight bytes a thread: "
-          f"{loop / bytes_per_thread:.1f} a byte", flush=True)  # fmt: skip
+    print(f"{name}: {regs} registers, {kernel.metadata.shared} B shared, "
+          f"{resident(regs, kernel.metadata.shared, warps)} programs an SM, stack {stack} B, "
+          f"{spills} local loads/stores; weight loop {loop} instructions for "
+          f"{bytes_per_thread:g} weight bytes a thread: {loop / bytes_per_thread:.1f} a byte",
+          flush=True)  # fmt: skip
+
+
+def resident(regs: int, shared: int, warps: int) -> int:
+    """Programs an sm_90 SM holds at once: 64K registers (allocated 8 a thread at a time), 228 KB
+    of shared memory (1 KB reserved a program), 64 warps, 32 programs."""
+    by_regs = 65536 // (-(-regs // 8) * 8 * 32 * warps)
+    by_shared = 233472 // (shared + 1024)
+    return min(by_regs, by_shared, 64 // warps, 32)
 
 
 def grouped(spec: str, out: str) -> None:
@@ -130,7 +144,7 @@ def grouped(spec: str, out: str) -> None:
             c.update({"PTX": True} if fmt == "mxfp4" else {})
         per_byte = 2 if fmt == "mxfp4" else 1
         report(f"grouped_{spec.replace(':', '_')}_{stage}", build(fn, fmt, c, ints, nw, ns), out,
-               bn * bk / per_byte / (32 * nw))  # fmt: skip
+               bn * bk / per_byte / (32 * nw), nw)  # fmt: skip
 
 
 def sparse(fmt: str, out: str) -> None:
@@ -144,7 +158,9 @@ def sparse(fmt: str, out: str) -> None:
         fn = sparse_gemv._sparse_gemv_mxfp4
         c.update(GROUP_MAJOR=True, PTX=True)
     per_byte = 2 if fmt == "mxfp4" else 1
-    report(f"sparse_{fmt}_fc1", build(fn, fmt, c, ints, nw, 0), out, bn * bk / per_byte / (32 * nw))
+    report(
+        f"sparse_{fmt}_fc1", build(fn, fmt, c, ints, nw, 0), out, bn * bk / per_byte / (32 * nw), nw
+    )
 
 
 def main(out: str, specs: list[str]) -> None:

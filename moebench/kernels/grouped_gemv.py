@@ -47,14 +47,20 @@ from the routing, so that a step captured once serves every routing; `tools/benc
 times the alternatives on the GPU.
 
 Budget, from sm_90a SASS compiled offline with triton 3.6 at gpt-oss-20b's shapes
-(`tools/sass_grouped_decode.py`; not measured on a GPU yet): the one-slot GEMV's weight loop is
-the sparse GEMV's, instruction for instruction (FP8 5.4 a weight byte, 66 registers; MXFP4 12.1,
-128 registers against the sparse kernel's 96), the routing scan coming before it; each further
-slot of a pass adds FP8 5.6, MXFP4 3.0 a byte (the multiply-adds and the slot's bf16 widening; the
-weights are converted once). The tensor-core tile (64 rows, 128 bytes a step, 4 warps) is a
-warpgroup MMA (HGMMA 64x16x16) fed from registers: FP8 4.6 a byte for any number of slots up to
-the pass (the e4m3 -> f16 -> bf16 conversion; the dense arm's mma.sync loop is 4.5), MXFP4 12.6
-through ``tl.dot_scaled``'s upcast (the dense arm's own decode is 17.7).
+(`tools/sass_grouped_decode.py`, which also counts registers, spills and the programs an SM
+holds; not measured on a GPU yet). The one-slot GEMV's weight loop is the sparse GEMV's,
+instruction for instruction (FP8 5.4 a weight byte, 66 registers; MXFP4 12.1, 128 registers
+against the sparse kernel's 96), the routing scan coming before it. Each further slot of a pass
+adds about FP8 5.6, MXFP4 3-4 a byte (the multiply-adds and the slot's bf16 widening; the weights
+are converted once), so a GEMV pass of several slots costs as much as several one-slot passes and
+the arm never takes one (`default_launch`). At 1,024 values a step it also spills: FP8 4 slots
+255 registers and 200 B of stack, 8 slots 2.8 KB of stack and 1,400 local loads and stores in the
+loop (7-15 ms at 8 tokens on the H200); `path_launch` shortens the step to 1,024 / slots values
+(FP8 2-16 slots and MXFP4 2-16: no spills). The tensor-core tile (64 rows, 128 values a step,
+4 warps, 16 slots) is a warpgroup MMA (HGMMA 64x16x16) fed from registers, flat in the slots up
+to the pass: FP8 3.4 a byte (145 registers, 3 programs an SM; 4.6 before the K order of
+`grouped_dot`, with 2-byte shared loads), MXFP4 9.2 (146 registers; 12.3 with ``tl.dot_scaled``,
+whose loads were not pipelined).
 """
 
 from __future__ import annotations
@@ -220,12 +226,14 @@ class Launch:
     pdl: bool = False
 
 
-# Slots per local expert, counted as if every slot were local (T * K / E), from which the default
-# launch takes the tensor-core path. Not measured yet (tools/bench_grouped_decode.py times both
-# paths at every token count): below one slot an expert the pass is a plain GEMV, where the sparse
-# GEMV's tiles are the measured best; above, the CUDA cores would spend one multiply-add per slot
-# on every weight value, which the tensor cores do for 16 slots at the cost of one conversion.
-DOT_FROM_SLOTS_PER_EXPERT = 1
+# Slots per local expert, counted as if every slot were local (T * K / E), above which the default
+# launch takes the tensor-core path. Below it the pass is a plain one-slot GEMV, where the sparse
+# GEMV's tiles are the measured best. Measured on the H200 (gpt-oss-20b, 2026-12-01): at one slot
+# an expert (4 tokens) the GEMV, which serves an expert's slots one pass after another, lost to
+# the sparse arm (FP8 102.6 against 72.7 us: the expert holding 3 slots is the critical path);
+# at 2 (8 tokens) the tile won (119.7 against 131.9). Half a slot is a guess between the two,
+# which tools/bench_grouped_decode.py checks (both paths at 1, 2 and 4 tokens).
+DOT_FROM_SLOTS_PER_EXPERT = 0.5
 
 
 def path_launch(
@@ -234,17 +242,19 @@ def path_launch(
     """A path's default blocks for a stage of ``columns`` output columns (N).
 
     ``gemv``: the sparse GEMV's measured tiles (docs/PERF.md; `sparse_gemv.default_blocks`), one
-    slot a pass unless ``block_m`` says more. ``dot``: 64 weight rows and 128 bytes of each a step
-    (FP8 128 values, MXFP4 256), 16 slots a pass unless ``block_m`` says more, 4 warps, 4 pipeline
-    stages (3 for MXFP4: its steps carry twice the values); unmeasured starting points for the
-    GPU sweep. Row blocks shrink to the largest power of two dividing N."""
+    slot a pass unless ``block_m`` says more, 1,024 values a step divided by the slots (at least
+    64), so that the slots' widened values fit in registers (module docstring: budget).
+    ``dot``: 64 weight rows and 128 values a step, 16 slots a pass unless ``block_m`` says more,
+    4 warps, 4 pipeline stages (FP8 145 registers, MXFP4 146: 3 programs an SM); unmeasured
+    starting points for the GPU sweep. Row blocks shrink to the largest power of two dividing
+    N."""
     fits = lambda bn: min(bn, columns & -columns)
     if path == "dot":
-        k, stages = (128, 4) if fmt == "fp8" else (256, 3)
-        return Launch(path="dot", block_m=block_m or 16, block_n=fits(64), block_k=k,
-                      num_warps=4, num_stages=stages, pdl=pdl)  # fmt: skip
+        return Launch(path="dot", block_m=block_m or 16, block_n=fits(64), block_k=128,
+                      num_warps=4, num_stages=4, pdl=pdl)  # fmt: skip
     n, warps = (2, 1) if fmt == "fp8" else (16, 4)
-    return Launch(path="gemv", block_m=block_m or 1, block_n=fits(n), block_k=1024,
+    m = block_m or 1
+    return Launch(path="gemv", block_m=m, block_n=fits(n), block_k=max(64, 1024 // m),
                   num_warps=warps, pdl=pdl)  # fmt: skip
 
 
@@ -252,10 +262,11 @@ def default_launch(
     fmt: str, *, tokens: int, top_k: int, experts: int, columns: int, pdl: bool = False
 ) -> Launch:
     """The launch the `grouped_decode` arm uses for a stage of ``columns`` output columns (N),
-    from the shapes alone (never the routing): the GEMV up to DOT_FROM_SLOTS_PER_EXPERT slots an
-    expert (a second slot of an expert is a second pass over its tile, from L2), the tensor-core
-    tile above, with 32 slots a pass when the experts average more than 8 (so that a pass seldom
-    needs a second). A tile needs 16 rows, so an N with fewer takes the GEMV."""
+    from the shapes alone (never the routing): the one-slot GEMV up to DOT_FROM_SLOTS_PER_EXPERT
+    slots an expert (a second slot of an expert is a second pass over its tile, from L2), the
+    tensor-core tile above, with 32 slots a pass when the experts average more than 8 (so that a
+    pass seldom needs a second). A tile needs 16 rows, so an N with fewer takes the GEMV. A GEMV
+    of several slots a pass is never chosen (module docstring: budget)."""
     slots = tokens * top_k
     if slots > DOT_FROM_SLOTS_PER_EXPERT * experts and columns & -columns >= 16:
         block_m = 16 if slots <= 8 * experts else 32

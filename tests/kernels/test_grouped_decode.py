@@ -16,7 +16,7 @@ import torch
 
 from moebench.core import reference as ref
 from moebench.kernels.batched_gemm import batched_gemm
-from moebench.kernels.grouped_gemv import Launch, default_launch, grouped_gemv
+from moebench.kernels.grouped_gemv import Launch, default_launch, grouped_gemv, path_launch
 from moebench.kernels.sparse_gemv import sparse_gemv
 
 FORMATS = ("fp8", "mxfp4")
@@ -249,12 +249,22 @@ def test_programmatic_dependent_launch_writes_the_same_bits(path):
 
 
 def test_default_launch_follows_the_shapes():
-    """gpt-oss-20b at EP2 (16 local experts, top-4): a GEMV at one token, tensor-core tiles from a
-    few tokens, 32-slot passes when the experts average more than 8 slots; row blocks shrink to
-    divide N, and an N without 16 rows a block takes the GEMV."""
+    """gpt-oss-20b at EP2 (16 local experts, top-4): a one-slot GEMV at one and two tokens,
+    tensor-core tiles from four, 32-slot passes when the experts average more than 8 slots; row
+    blocks shrink to divide N, and an N without 16 rows a block takes the GEMV. A GEMV of several
+    slots a pass (spills at 1,024 values a step, and costs each slot's multiply-adds on every
+    weight) is never chosen, and asked for, it takes shorter steps."""
     gpt = dict(top_k=4, experts=16, columns=5760)
     assert default_launch("fp8", tokens=1, **gpt).path == "gemv"
-    assert default_launch("mxfp4", tokens=4, **gpt).path == "gemv"
+    assert default_launch("mxfp4", tokens=2, **gpt).path == "gemv"
+    assert default_launch("mxfp4", tokens=4, **gpt).path == "dot"
+    for fmt in FORMATS:
+        for tokens in (1, 2, 4, 8, 16, 32, 64):
+            for columns in (5760, 2880, 40):
+                launch = default_launch(fmt, tokens=tokens, top_k=4, experts=16, columns=columns)
+                assert launch.path == "dot" or launch.block_m == 1
+    assert path_launch("gemv", "fp8", columns=5760, block_m=4).block_k == 256
+    assert path_launch("gemv", "mxfp4", columns=5760, block_m=32).block_k == 64
     mid = default_launch("fp8", tokens=32, **gpt)
     assert (mid.path, mid.block_m, mid.block_n) == ("dot", 16, 64)
     assert default_launch("mxfp4", tokens=64, **gpt).block_m == 32
