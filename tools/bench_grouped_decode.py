@@ -19,17 +19,23 @@ and grouped the touched experts once), GB/s that over the time, and the share of
 ceiling. With `--floor` (a token count, e.g. 64) the tool also times the best read of the touched
 experts' bytes there (tools/bench_decode.py's read kernel): what any kernel needs to read them.
 
-Variants of the grouped launch (`moebench.kernels.grouped_gemv.Launch`), one item each, comma
-separated: path:block_m:block_n:row_bytes:warps[:stages[:pdl]], "-" for the arm's default of a
-field, row_bytes the weight bytes of a row a step (FP8 one value a byte, MXFP4 two), e.g.
-"dot:32:64:128:4:5,gemv:2:2:1024:1". A block_n that does not divide N (fc2's 2,880) shrinks to one
-that does. The arm's own launch always runs, as "default".
+Variants of the grouped launch (`moebench.kernels.grouped_gemv.Launch`): by default the
+candidates in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one
+item each, comma separated, at every count of ``--variant-tokens``:
+path:block_m:block_n:block_k:warps[:stages[:pdl]], "-" for the arm's default of a field, block_k
+in values (FP8 one a byte, MXFP4 two), e.g. "dot:32:64:128:4:5,gemv:2:2:512:1". A field left to
+the default of another path takes that path's (`grouped_gemv.path_launch`); a block_n that does
+not divide N (fc2's 2,880) shrinks to one that does. The arm's own launch always runs, as
+"default", and a variant equal to it is skipped. Cases run from the most tokens down, so that a
+run cut short by its time budget (variants are not started past TIME_BUDGET_S) loses the cheap
+cases' variants first.
 
 Targets printed at the end: grouped faster than dense at every count, MXFP4 faster than FP8 at every
 count, and at 32 and 64 tokens >= 85% of the copy ceiling over the touched experts' bytes.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_grouped_decode.py OUT [--tokens 1,8,64]
 [--variants SPEC] [--variant-tokens 1,8,32,64] [--floor 64] [--scenario S]
+OUT is created if missing; the rows go to OUT/bench_grouped_decode.json as each case ends.
 On a CPU (the interpreter, a tiny ``--scenario``) it runs the checks and times nothing.
 """
 
@@ -38,6 +44,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 
@@ -62,29 +69,36 @@ COPY_TBS = H200.copy_tbs
 TARGET_OF_COPY = 0.85
 SCENARIO = "scenarios/gpt-oss-20b-decode-grouped.yaml"
 ARMS = ("dense_decode", "sparse_decode", "grouped_decode")
-TIME_BUDGET_S = 500.0
+TIME_BUDGET_S = 200.0
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 CLOCK = Clock(dev)
 
-# Grouped launches beside the default: (path, block_m, block_n, row bytes a step, warps, stages,
-# pdl), None for the default's field. The GEMV with more slots a pass; tensor-core tiles of
-# 64 and 128 rows, 64 to 256 bytes a step, 3 to 6 stages, 16 and 32 slots; the default step with
-# and without PDL (the one equal to the default is skipped).
-VARIANTS = [
-    ("gemv", 2, None, None, None, None, None),
-    ("gemv", 4, 8, 1024, 4, None, None),
-    ("dot", 16, 64, 128, 4, 4, None),
-    ("dot", 16, 64, 64, 4, 6, None),
-    ("dot", 16, 64, 256, 4, 3, None),
-    ("dot", 16, 128, 128, 8, 4, None),
-    ("dot", 32, 64, 128, 4, 4, None),
-    ("dot", 16, 64, 128, 4, 5, None),
-    (None, None, None, None, None, None, True),
-    (None, None, None, None, None, None, False),
+# Grouped launches beside the default, each with the token counts it is there to decide:
+# (path, block_m, block_n, block_k in values, warps, stages, pdl), None for the default's field.
+# The defaults (grouped_gemv.default_launch): the one-slot GEMV at 1-2 tokens, the tile of 64 rows,
+# 128 values a step, 4 stages and 16 slots (32 at 64 tokens) from 4.
+VARIANTS: list[tuple[tuple[int, ...], tuple]] = [
+    # Where the GEMV hands over to the tile: both paths at 1, 2 and 4 tokens (the one equal to the
+    # default is skipped), and a GEMV of two slots a pass (no spills since its step shrank).
+    ((1, 2, 4), ("dot", 16, 64, 128, 4, 4, None)),
+    ((1, 2, 4), ("gemv", 1, None, None, None, None, None)),
+    ((2, 4), ("gemv", 2, None, None, None, None, None)),
+    # Programmatic dependent launch flipped (MXFP4 on, FP8 off by default): the one-token GEMV
+    # (issue 28's 75% target) and the tile at 8 and 64 tokens.
+    ((1, 8, 64), (None, None, None, None, None, None, True)),
+    ((1, 8, 64), (None, None, None, None, None, None, False)),
+    # More bytes in flight a program: 64 values a step, 6 stages (no masked step: 2,880 = 45 x 64;
+    # FP8 102 registers, 4 programs an SM; MXFP4 80, 6 an SM) and 128 values, 6 stages.
+    ((8, 16, 32, 64), ("dot", None, None, 64, None, 6, None)),
+    ((8, 32, 64), ("dot", None, None, 128, None, 6, None)),
+    # 16 or 32 slots a pass at 32 and 64 tokens (at most 16 slots an expert at 64 in this
+    # routing: one pass either way, the 32-slot one with twice the slots' operand).
+    ((32, 64), ("dot", 16, None, None, None, None, None)),
+    ((32, 64), ("dot", 32, None, None, None, None, None)),
 ]
 
 
-def parse_variants(spec: str) -> list[tuple]:
+def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple]]:
     out = []
     for item in spec.split(","):
         f = item.split(":")
@@ -92,23 +106,22 @@ def parse_variants(spec: str) -> list[tuple]:
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl = None if f[6] in ("-", "") else bool(int(f[6]))
-        out.append((path, *nums, pdl))
+        out.append((tokens, (path, *nums, pdl)))
     return out
 
 
 def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     """The launch of variant ``v`` for a stage of ``columns`` output columns, fields from
     ``base`` where ``v`` says None; on a change of path, from that path's defaults."""
-    path, bm, bn, row_bytes, nw, stages, pdl = v
-    if path is not None and path != base.path:
-        base = path_launch(path, fmt, columns=columns, pdl=base.pdl)
+    path, bm, bn, bk, nw, stages, pdl = v
+    if path is not None and (path != base.path or (bm is not None and path == "gemv")):
+        # That path's own blocks (a GEMV's step follows its slots a pass).
+        base = path_launch(path, fmt, columns=columns, block_m=bm, pdl=base.pdl)
     fields = dataclasses.asdict(base)
-    for key, val in (("block_m", bm), ("block_n", bn), ("num_warps", nw), ("num_stages", stages),
-                     ("pdl", pdl)):  # fmt: skip
+    for key, val in (("block_m", bm), ("block_n", bn), ("block_k", bk), ("num_warps", nw),
+                     ("num_stages", stages), ("pdl", pdl)):  # fmt: skip
         if val is not None:
             fields[key] = val
-    if row_bytes is not None:
-        fields["block_k"] = row_bytes * (2 if fmt == "mxfp4" else 1)
     fields["block_n"] = min(fields["block_n"], columns & -columns)
     return Launch(**fields)
 
@@ -132,9 +145,10 @@ def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:
     return dict(diff=diff, ok=ok, sentinels="; ".join(bad) or "pass")
 
 
-def main(out_dir: str, tokens: list[int], variants: list[tuple], variant_tokens: set[int],
+def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], tuple]],
          floor_tokens: set[int], scenario: str = SCENARIO) -> None:  # fmt: skip
     t_start = time.monotonic()
+    os.makedirs(out_dir, exist_ok=True)
     s = load_scenario(scenario)
     arms = {name: registry.resolve(name) for name in ARMS}
     rows: list[dict] = []
@@ -147,7 +161,8 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple], variant_tokens:
         print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                        for k, v in row.items()), flush=True)  # fmt: skip
 
-    for p in plan(s):
+    cases = sorted(plan(s), key=lambda p: -p.case.scenario.shape.tokens_per_rank)
+    for p in cases:
         cs = p.case.scenario
         T = cs.shape.tokens_per_rank
         if T not in tokens:
@@ -169,11 +184,13 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple], variant_tokens:
             steps[name] = (ws, arm.build(ws), arm.weight_bytes(prob)["ffn"], None)
         base1, base2 = grouped_decode.launches(prob)
         over_budget = time.monotonic() - t_start > TIME_BUDGET_S
-        if T in variant_tokens and not over_budget:
-            for v in variants:
+        if not over_budget:
+            for v_tokens, v in variants:
+                if T not in v_tokens:
+                    continue
                 l1 = variant_launch(base1, v, fmt, prob.w13.shape[1])
                 l2 = variant_launch(base2, v, fmt, prob.w2.shape[1])
-                if (l1, l2) == (base1, base2):
+                if (l1, l2) == (base1, base2) or f"grouped {describe(l1)}" in steps:
                     continue
                 ws = Workspace(prob, layout="TKD")
                 stages = grouped_decode.build_stages(ws, fc1=l1, fc2=l2)
@@ -297,9 +314,9 @@ if __name__ == "__main__":
     ap.add_argument("out")
     ap.add_argument("--tokens", default="1,2,4,8,16,32,64")
     ap.add_argument("--variants", default="")
-    ap.add_argument("--variant-tokens", default="1,8,32,64")
+    ap.add_argument("--variant-tokens", default="1,2,4,8,16,32,64", help="for --variants")
     ap.add_argument("--floor", default="")
     ap.add_argument("--scenario", default=SCENARIO, help="a decode scenario with its shapes")
     a = ap.parse_args()
-    main(a.out, ints(a.tokens), parse_variants(a.variants) if a.variants else VARIANTS,
-         set(ints(a.variant_tokens)), set(ints(a.floor)), a.scenario)  # fmt: skip
+    variants = parse_variants(a.variants, tuple(ints(a.variant_tokens))) if a.variants else VARIANTS
+    main(a.out, ints(a.tokens), variants, set(ints(a.floor)), a.scenario)
