@@ -34,8 +34,8 @@ Two paths, the same arithmetic up to the fp32 summation order:
 - ``dot`` (tensor cores, `moebench.kernels.grouped_dot`): the expert's weight tile as the
   [BLOCK_N, BLOCK_K] operand, the pass's slots as a [BLOCK_K, BLOCK_M] operand (M padded to 16
   or more with masked rows), fp32 accumulation; FP8 converted to bf16 exactly and scaled after the
-  sum, MXFP4 through ``tl.dot_scaled`` (e2m1 times its power-of-two scale, exact in bf16). For
-  several slots an expert (tens of tokens), where the CUDA cores' multiply-adds would bound it.
+  sum, MXFP4 decoded to bf16 in registers (e2m1 times its power-of-two scale, exact). For
+  several slots an expert (from a few tokens), where the CUDA cores' multiply-adds would bound it.
 
 Both store through one epilogue (`grouped_slots.slot_epilogue`): bias, the GLU in fp32 in the
 reference's order, bf16 rounded to nearest even. So the outputs are those of `sparse_gemv` and
