@@ -108,6 +108,7 @@ class Arm:
     launches: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     forbidden: tuple[str, ...] = ()  # kernel names that must not launch
     precisions: tuple[str, ...] = ()  # the precisions it runs; empty: all of its family's
+    precision_note: str = ""  # why it runs only those (the scenario's precision error adds it)
     layout: str = ""  # decode, staged: the workspace's row layout (TKD or ETD)
     masked_act: bool = False  # prefill, staged: padding rows must keep their poison
     graph: bool = True  # its FFN may be captured in a CUDA graph (whole_ffn may say False)

@@ -10,10 +10,16 @@ A scenario's ``arms:`` entry is one of:
   its own (its folder put on ``sys.path``, so that it can import the files beside it);
 - a name an installed package registers under the entry-point group ``moebench.arms``
   (``[project.entry-points."moebench.arms"] my_arm = "mypkg.moe:MY_ARM"``);
-- ``hf:<backend>``: an experts backend of Hugging Face transformers (``hf:grouped_mm``,
-  ``hf:grouped_mm@gpt_oss`` for the decode family), built by
+- ``hf:<backend>``: an experts backend of Hugging Face transformers (``hf:grouped_mm``, or
+  ``hf:grouped_mm@gpt_oss`` to name the experts class), built by
   ``moebench.integrations.transformers``, loaded here by import string (``TRANSFORMERS``) like
-  the built-in arms, so that a scenario without one never imports transformers.
+  the built-in arms, so that a scenario without one never imports transformers. Such an arm
+  depends on its scenario (the family of the other arms, the model, the activation decide the
+  experts class it builds): the scenario binds it with ``bind``, which writes that ``Context``
+  into the reference (``hf:grouped_mm?family=decode&model=gpt-oss-20b&activation=swiglu_oai``),
+  and the bound reference is what the scenario keeps, so that every process that resolves it
+  again (an isolated child, a torchrun rank, a resume) builds the same class. The arm's name is
+  the reference without its context.
 
 The attribute must be a ``moebench.arm.base.Arm``. moebench never imports the ``arms`` package
 statically (import-linter checks it): the built-in arms are found here by import string, exactly
@@ -30,6 +36,7 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from moebench.arm.base import Arm
@@ -46,12 +53,52 @@ BUILTIN = {
 }
 ENTRY_POINT_GROUP = "moebench.arms"
 HF_PREFIX = "hf:"
-TRANSFORMERS = "moebench.integrations.transformers.hf_arms:hf_arm"  # text after hf: -> Arm
+TRANSFORMERS = "moebench.integrations.transformers.hf_arms:hf_arm"  # (text, Context) -> Arm
 FILE_MODULE_PREFIX = "moebench_user_arm_"
 
 
 class ArmError(MoebenchError):
     """An arm reference that names no arm (one line, without the field: the caller adds it)."""
+
+
+CONTEXT_MARK = "?"  # hf:<backend>?<key>=<value>&...: a reference bound to its scenario
+
+
+@dataclass(frozen=True, kw_only=True)
+class Context:
+    """What a scenario knows when it resolves an arm that depends on it; an empty field is not
+    known (``moebench arms`` without a scenario, ``run_arm``, a file arm's ``hf_arm(...)``)."""
+
+    family: str = ""  # the family of the scenario's other arms (none: no other arm says)
+    model: str = ""  # the model's preset
+    activation: str = ""  # the scenario's activation
+
+    def encode(self) -> str:
+        return "&".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
+                        if getattr(self, f.name))  # fmt: skip
+
+    @classmethod
+    def decode(cls, ref: str, text: str) -> Context:
+        known = {f.name for f in fields(cls)}
+        parts = [p for p in text.split("&") if p]
+        pairs = [p.partition("=") for p in parts]
+        bad = [p for p, (k, eq, v) in zip(parts, pairs, strict=True)
+               if k not in known or not eq or not v]  # fmt: skip
+        if bad:
+            raise ArmError(f"{ref!r}: {bad[0]!r} is not a context moebench binds "
+                           f"({', '.join(sorted(known))}, as key=value)")  # fmt: skip
+        return cls(**{k: v for k, _, v in pairs})
+
+
+def bind(ref: str, context: Context) -> str:
+    """``ref`` bound to the scenario's ``context`` where its arm depends on the scenario (an
+    ``hf:`` reference); any other reference, and one bound already (the normalised document a
+    manifest holds, parsed again), as it is. The bound reference is what the scenario keeps and
+    every later ``resolve`` reads (module docstring)."""
+    if kind_of(ref) != "transformers" or CONTEXT_MARK in ref:  # bound already: as it is
+        return ref
+    encoded = context.encode()
+    return f"{ref}{CONTEXT_MARK}{encoded}" if encoded else ref
 
 
 def builtin_names() -> tuple[str, ...]:
@@ -154,11 +201,14 @@ def _attribute(ref: str, module: str, attr: str, origin: str) -> Arm:
 
 
 def _transformers(ref: str) -> Arm:
-    """The ``hf:`` arm (its maker raises the ArmError of a bad name or a backend that cannot run
-    here, one line naming ``ref``)."""
+    """The ``hf:`` arm, in the context its reference is bound to (its maker raises the ArmError
+    of a bad name, of a class the context cannot take or of a backend that cannot run here, one
+    line naming the reference)."""
+    name, _, encoded = ref.partition(CONTEXT_MARK)
+    context = Context.decode(name, encoded)
     module, attr = TRANSFORMERS.split(":")
     make = getattr(importlib.import_module(module), attr)
-    return _check(ref, make(ref[len(HF_PREFIX) :]), module, "transformers")
+    return _check(name, make(name[len(HF_PREFIX) :], context), module, "transformers")
 
 
 def _from_file(ref: str, path: Path, attr: str) -> Arm:

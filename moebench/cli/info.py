@@ -197,8 +197,9 @@ def _transformers_arms(found: dict) -> tuple[str, dict[str, tuple[str, str, str]
         except registry.ArmError as exc:
             cannot[ref] = ("prefill", backends.origin(name), str(exc))
     version = backends.families.transformers_version()
-    return (f"hf:<backend>: the experts backends of transformers {version} (prefill, bf16; "
-            "hf:<backend>@gpt_oss: decode; docs/TRANSFORMERS.md)"), cannot  # fmt: skip
+    return (f"hf:<backend>: the experts backends of transformers {version}, as a prefill arm on "
+            "Qwen3-MoE's experts class; in a scenario, its family and its model's class "
+            "(--scenario shows them; docs/TRANSFORMERS.md)"), cannot  # fmt: skip
 
 
 def env(

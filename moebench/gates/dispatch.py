@@ -11,7 +11,10 @@ launched no masked kernel, and the fp8 prefix-sum arms that their GEMMs are the 
 live-tile kernel.
 
 An expected entry may name alternatives, ``"a|b"``: a stage whose launch is chosen per case (the
-masked activation's grid or persistent schedule) must launch one of them.
+masked activation's grid or persistent schedule) must launch one of them. A name may be a shell
+pattern (``*prepare_grouped_gemm_data*``): torch's CUTLASS kernels carry their template arguments
+in the name, so an arm that runs them (transformers' ``grouped_mm``) declares what every
+instantiation's name holds.
 
 Limits, stated in each row: a kernel name carries no constexpr values, so ``PSUM`` of
 ``_grouped_gemm_fp8``/``_grouped_gemm_bf16`` cannot be seen; and a launcher that returns early on
@@ -24,6 +27,7 @@ On the CPU the Triton interpreter runs kernels as Python and launches no device 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import re
 import sys
 from collections.abc import Iterable
@@ -59,10 +63,15 @@ def base_name(kernel: str) -> str:
 def judge(expected: Iterable[str], forbidden: Iterable[str], ran: Iterable[str]) -> Check:
     """The ``dispatch`` row for the set of kernel names that ran."""
     names = {base_name(k) for k in ran}
+
     # An entry "a|b" is satisfied by either kernel: a stage whose launch is chosen per case from
-    # the routing (the masked activation's schedule) declares its alternatives.
-    missing = [k for k in expected if not names & set(k.split("|"))]
-    bad = [k for k in forbidden if k in names]
+    # the routing (the masked activation's schedule) declares its alternatives; each is a name or
+    # a shell pattern (without * ? [ a pattern matches its name only).
+    def launched(entry: str) -> bool:
+        return any(fnmatch.fnmatchcase(n, alt) for alt in entry.split("|") for n in names)
+
+    missing = [k for k in expected if not launched(k)]
+    bad = [k for k in forbidden if launched(k)]
     if missing or bad:
         parts = []
         if missing:

@@ -66,7 +66,11 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
     for k in ("name", "model", "shape"):
         if k not in doc:
             raise yf.Invalid(k, "required")
-    resolved, arm_refs, family = arms_section(doc.get("arms", DEFAULT_ARMS), origin)
+    # The activation before the arms: an hf: arm builds an experts class that computes it.
+    activation = yf.choice(doc.get("activation", "silu"), "activation", ACTIVATIONS)
+    resolved, arm_refs, family = arms_section(
+        doc.get("arms", DEFAULT_ARMS), origin, model=doc["model"], activation=activation
+    )
     arms = tuple(a.name for a in resolved)
     model = model_section(doc["model"], family)
     topology = topology_section(optional_section(doc, "topology"))
@@ -85,9 +89,11 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
         )
     for i, arm in enumerate(resolved):
         if not arm.runs(precision):
+            why = f": {arm.precision_note}" if arm.precision_note else ""
             raise yf.Invalid(
                 f"arms[{i}]",
-                f"{arm.name!r} runs precision {', '.join(arm.precisions)} only, not {precision!r}",
+                f"{arm.name!r} runs precision {', '.join(arm.precisions)} only, not "
+                f"{precision!r}{why}",
             )
     gemm = yf.choice(doc.get("gemm", "triton"), "gemm", GEMMS)
     if gemm == "torch" and precision not in facts(family).torch_gemm:
@@ -179,7 +185,7 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
         routing=routing,
         shape=shape,
         precision=precision,
-        activation=yf.choice(doc.get("activation", "silu"), "activation", ACTIVATIONS),
+        activation=activation,
         gemm=gemm,
         arms=arms,
         arm_refs=arm_refs,

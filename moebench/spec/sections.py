@@ -338,23 +338,55 @@ def expect_sources_section(v: Any, arms: tuple[str, ...]) -> tuple[tuple[str, st
     return tuple(sorted(out))
 
 
-def arms_section(v: Any, origin: Origin) -> tuple[tuple[Arm, ...], tuple[str, ...], str]:
+def arms_section(
+    v: Any, origin: Origin, *, model: Any = None, activation: str = ""
+) -> tuple[tuple[Arm, ...], tuple[str, ...], str]:
     """(arms, references, family) of the scenario's arms. An entry is a built-in name, an import
-    string ``module:ATTR``, a file ``path.py:ATTR`` relative to the scenario or an installed
-    entry point (moebench/arm/registry.py); each is resolved now, so that a bad reference is one
-    line naming ``arms[i]`` before any work. The arms share one family (arms of two families
-    need two scenarios: their inputs, precisions and stages differ)."""
+    string ``module:ATTR``, a file ``path.py:ATTR`` relative to the scenario, an installed entry
+    point or ``hf:<backend>`` (moebench/arm/registry.py); each is resolved now, so that a bad
+    reference is one line naming ``arms[i]`` before any work. The arms share one family (arms of
+    two families need two scenarios: their inputs, precisions and stages differ).
+
+    An ``hf:`` arm depends on its scenario, so it is resolved last, bound (``registry.bind``) to
+    what the scenario knows by then: the family of the other arms, the model's preset
+    (``model``: the document's model section, read here for its preset only) and the activation
+    (``activation``: the scenario's, checked); the references returned are the bound
+    ones, which every later resolution reads (``plan.cases.run_arms``). Alone in a scenario, the
+    ``hf:`` arms take their family from the preset's transformers family."""
     refs = yf.sequence(v, "arms")
     if not refs:
         raise yf.Invalid("arms", "lists no arm")
-    arms, names, family = [], [], None
+    written = []
     for i, ref in enumerate(refs):
-        path = f"arms[{i}]"
-        ref = yf.string(ref, path)
+        ref = yf.string(ref, f"arms[{i}]")
         if "~" in ref:
-            raise yf.Invalid(path, f"{ref!r}: '~' is reserved for the A/A copy (measure.aa)")
+            raise yf.Invalid(
+                f"arms[{i}]", f"{ref!r}: '~' is reserved for the A/A copy (measure.aa)"
+            )
+        written.append(ref)
+    # The arms that do not depend on the scenario first: their family is the hf: arms' context.
+    # A failure is kept, to be raised at its own index, so that the first bad entry is named.
+    found: dict[int, Arm | registry.ArmError] = {}
+    for i, ref in enumerate(written):
+        if registry.kind_of(ref) != "transformers":
+            try:
+                found[i] = registry.resolve(ref, origin.folder)
+            except registry.ArmError as exc:
+                found[i] = exc
+    others = [a.family for a in found.values() if isinstance(a, Arm)]
+    context = registry.Context(
+        family=str(facts(others[0]).name) if others else "",
+        model=_preset_of(model),
+        activation=activation,
+    )
+    arms, names, bound, family = [], [], [], None
+    for i, ref in enumerate(written):
+        path = f"arms[{i}]"
         try:
-            arm = registry.resolve(ref, origin.folder)
+            if i in found and isinstance(found[i], registry.ArmError):
+                raise found[i]
+            bound.append(registry.bind(ref, context))
+            arm = found.get(i) or registry.resolve(bound[-1], origin.folder)
         except registry.ArmError as exc:
             raise yf.Invalid(path, str(exc)) from None
         if arm.name in names:
@@ -369,7 +401,14 @@ def arms_section(v: Any, origin: Origin) -> tuple[tuple[Arm, ...], tuple[str, ..
             )
         names.append(arm.name)
         arms.append(arm)
-    return tuple(arms), tuple(str(r) for r in refs), family
+    return tuple(arms), tuple(bound), family
+
+
+def _preset_of(model: Any) -> str:
+    """The preset a model section names (a name, or ``preset:`` in a mapping); empty when it names
+    none or one that does not exist (``model_section`` says so, after the arms)."""
+    preset = model.get("preset") if isinstance(model, dict) else model
+    return preset if isinstance(preset, str) and preset in PRESETS else ""
 
 
 def optional_section(doc: dict, key: str) -> Any:

@@ -16,6 +16,7 @@ from cli_support import one_line_error, runner
 from moebench.arm import registry
 from moebench.cli.app import app
 from moebench.core.numerics import TOLERANCE, calc_diff
+from moebench.gates import dispatch
 from moebench.integrations.transformers import backends
 from moebench.plan import inputs
 from moebench.results.reader import load_run
@@ -42,6 +43,7 @@ arms: ARMS
 measure: {regimes: [ffn], warmup: 0, blocks: 2, iterations: 1}
 """
 GATES = ("reference", "nan_poison", "post_timing", "fresh_input")
+GPT_OSS_CLASS = "experts class transformers.models.gpt_oss.modeling_gpt_oss.GptOssExperts"
 
 
 def scenario(tmp: Path, arms: list[str], text: str = PREFILL, precision: str = "bf16") -> Path:
@@ -82,12 +84,18 @@ def test_transformers_backends_pass_every_gate_beside_stock_with_transformers_pi
 
 
 def test_gpt_oss_experts_pass_every_gate_of_a_decode_scenario(tmp_path):
-    hf = ["hf:eager@gpt_oss", "hf:grouped_mm@gpt_oss"]
+    # hf:eager takes the decode family from the other arms; @gpt_oss names the same class.
+    hf = ["hf:eager", "hf:grouped_mm@gpt_oss"]
     r, checks = checked(tmp_path, ["dense_decode", *hf], DECODE)
     for arm in hf:
         for rank in (0, 1):
             for gate in GATES:
                 assert checks[(arm, rank, gate)]["status"] == "pass", (arm, rank, gate)
+        # The class that ran, in the manifest's provenance of the arm.
+        assert GPT_OSS_CLASS in " ".join(r.manifest["sources"][arm]["kernels"]), arm
+    assert r.manifest["scenario"]["normalised"]["arms"][1] == (
+        "hf:eager?family=decode&activation=swiglu_oai"
+    )
     # 5.24's eager gpt-oss forward takes no sentinel: the clamp form, exact, passed the gates.
     assert backends.non_local_mode("eager", "gpt_oss") == backends.CLAMP
 
@@ -114,12 +122,24 @@ def test_a_moebench_arm_round_trips_through_transformers_interface():
 BAD = [
     (PREFILL, "stock", "hf:nope", "has no experts backend 'nope' (it has eager, "),
     (PREFILL, "stock", "hf:grouped_mm@llama", "'llama' after '@' is not an experts family"),
-    # hf:<backend> is a prefill arm; a decode scenario names hf:<backend>@gpt_oss.
-    (DECODE, "dense_decode", "hf:grouped_mm", "'hf:grouped_mm' is a prefill arm but"),
+    # A class of the prefill layout named in a decode scenario.
+    (DECODE, "dense_decode", "hf:grouped_mm@mixtral", "Mixtral's experts take the prefill layout"),
+    # The decode family's class computes swiglu_oai only.
+    (
+        DECODE.replace("swiglu_oai", "silu"),
+        "dense_decode",
+        "hf:grouped_mm",
+        "a decode arm (the family of the scenario's other arms) builds the experts class gpt-oss's "
+        "for swiglu_oai only; the scenario's activation is silu",
+    ),
+    # A reference bound already keeps its binding: here a decode arm beside a prefill one.
+    (PREFILL, "stock", "hf:grouped_mm?family=decode", "'hf:grouped_mm' is a decode arm but"),
 ]
 
 
-@pytest.mark.parametrize("text, first, ref, message", BAD, ids=["unknown", "family", "decode"])
+@pytest.mark.parametrize(
+    "text, first, ref, message", BAD, ids=["unknown", "family", "decode", "activation", "bound"]
+)
 def test_a_bad_hf_reference_is_one_line_naming_it(tmp_path, text, first, ref, message):
     line = one_line_error(run(scenario(tmp_path, [first, ref], text), tmp_path))
     assert "s.yaml: arms[1]: " in line and message in line, line
@@ -129,7 +149,9 @@ def test_a_bad_hf_reference_is_one_line_naming_it(tmp_path, text, first, ref, me
 def test_a_precision_the_backend_does_not_run_is_one_line(tmp_path):
     path = scenario(tmp_path, ["stock", "hf:grouped_mm"], precision="fp8")
     line = one_line_error(run(path, tmp_path))
-    assert "arms[1]: 'hf:grouped_mm' runs precision bf16 only, not 'fp8'" in line, line
+    assert "arms[1]: 'hf:grouped_mm' runs precision bf16 only, not 'fp8': " in line, line
+    # and why: the activation moebench's fp8 quantises, the Hub kernels no machine here reaches
+    assert "quantises the tokens and the activation" in line and "Hugging Face Hub" in line
     assert not (tmp_path / "results").exists()
 
 
@@ -163,3 +185,53 @@ def test_moebench_arms_lists_every_backend_with_its_origin():
         in (doc["hf:grouped_mm"]["kernels"][0])
     )
     assert "transformers" in doc["hf:grouped_mm"]["distributions"]
+
+
+def test_moebench_arms_shows_the_class_a_scenarios_hf_arm_builds(tmp_path):
+    path = scenario(tmp_path, ["dense_decode", "hf:grouped_mm"], DECODE)
+    result = runner.invoke(app, ["arms", "--scenario", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    entry = json.loads(result.output)["hf:grouped_mm"]
+    assert entry["family"] == "decode" and GPT_OSS_CLASS in " ".join(entry["kernels"])
+    assert f"(transformers {transformers.__version__})" in entry["kernels"][1]
+    # Without the scenario, the same name is a prefill arm on the default class.
+    doc = json.loads(runner.invoke(app, ["arms", "--format", "json"]).output)
+    assert doc["hf:grouped_mm"]["family"] == "prefill"
+    assert "Qwen3MoeExperts" in doc["hf:grouped_mm"]["kernels"][1]
+
+
+# Kernel names the H200 profiled (torch 2.11, CUDA 13.0, transformers 5.17) in gpt-oss-20b's
+# experts at 8 tokens, the CUTLASS and setup names cut short in their template arguments:
+# grouped_mm's torch grouped GEMM, and the cuBLAS GEMMs of batched_mm (which transformers'
+# grouped_mm fallback, a loop of plain products, launches too).
+GROUPED_MM_RAN = [
+    "_ZN7cutlass13device_kernelIN2at4cuda6detail25enable_3x_kernel_for_sm9xINS_4gemm6kernel13Gemm"
+    "UniversalINS5_17GroupProblemShapeIN4cute5tupleIJiiiEEEEENS5_10collective13CollectiveMmaI"
+    "EEEEEEvNT_6ParamsE",
+    "void at::cuda::detail::prepare_grouped_gemm_data<cutlass::bfloat16_t, cutlass::bfloat16_t, "
+    "cutlass::bfloat16_t, float>(cutlass::bfloat16_t*, int const*, int, int, int, long, bool)",
+    "void at::cuda::kernelHistogram1D<int, int, long, 1, 2, -1>(int, int, long)",
+]
+CUBLAS_RAN = ["nvjet_sm90_tst_192x8_64x8_1x1_h_bz_NNT", "nvjet_sm90_tst_192x8_64x8_2x1_v_bz_NNT"]
+
+
+def test_the_dispatch_gate_holds_grouped_mm_to_torchs_grouped_gemm():
+    arm = registry.resolve("hf:grouped_mm")
+    expected, forbidden = dispatch.declared(arm, "bf16")
+    assert dispatch.judge(expected, forbidden, GROUPED_MM_RAN).status == "pass"
+    fell_back = dispatch.judge(expected, forbidden, CUBLAS_RAN)
+    assert fell_back.status == "fail", fell_back
+    assert "declared but not launched: *prepare_grouped_gemm_data*, *cutlass*Group" in (
+        fell_back.detail
+    )
+    # The decode arm runs the same GEMM at both of its precisions (the weights are bf16).
+    bound = registry.bind(
+        "hf:grouped_mm", registry.Context(family="decode", activation="swiglu_oai")
+    )
+    assert registry.resolve(bound).launches == dict.fromkeys(("w8a16", "w4a16"), expected)
+    # cuBLAS picks batched_mm's and eager's kernels by shape: they declare none, and are skipped.
+    for name in ("hf:batched_mm", "hf:eager"):
+        other = registry.resolve(name)
+        assert other.launches == {}
+        check = dispatch.dispatch(other, (), "bf16", torch.device("cuda"))
+        assert check.status == "skip" and "declares no launches" in check.detail

@@ -65,31 +65,58 @@ def test_a_gpt_oss_module_takes_a_prefill_problem_interleaved_with_zero_biases()
 
 
 @pytest.mark.parametrize(
-    "hidden, intermediate, activation, named, want",
+    "named, family, preset, activation, want, arm_family",
     [
-        (4096, 2048, "silu", None, "deepseek_v4"),  # V4-Flash's widths
-        (7168, 2048, "silu", None, "deepseek_v3"),
-        (2048, 768, "silu", None, "qwen3_moe"),
-        (4096, 14336, "silu", None, "mixtral"),
-        (2048, 1024, "silu", None, "olmoe"),
-        (2880, 2880, "swiglu_oai", None, "gpt_oss"),  # both gpt-oss presets: one family
-        (128, 128, "silu", None, "qwen3_moe"),  # no preset's widths: the default
-        (128, 128, "swiglu_oai", None, "gpt_oss"),
-        (4096, 2048, "silu", "mixtral", "mixtral"),  # named wins over the widths
+        # each preset alone: its own class, and the arm's family from it
+        (None, "", "deepseek-v4-flash", "silu", "deepseek_v4", "prefill"),
+        (None, "", "deepseek-v3", "silu", "deepseek_v3", "prefill"),
+        (None, "", "qwen3-30b-a3b", "silu", "qwen3_moe", "prefill"),
+        (None, "", "mixtral-8x7b", "silu", "mixtral", "prefill"),
+        (None, "", "olmoe-1b-7b", "silu", "olmoe", "prefill"),
+        (None, "", "gpt-oss-20b", "swiglu_oai", "gpt_oss", "decode"),  # both gpt-oss presets
+        (None, "", "gpt-oss-120b", "swiglu_oai", "gpt_oss", "decode"),
+        # the other arms' family decides; the preset's class only where it takes that family
+        (None, "decode", "gpt-oss-20b", "swiglu_oai", "gpt_oss", "decode"),
+        (None, "decode", "qwen3-30b-a3b", "swiglu_oai", "gpt_oss", "decode"),  # the default
+        (None, "prefill", "gpt-oss-20b", "silu", "qwen3_moe", "prefill"),  # gpt-oss is decode's
+        (None, "prefill", "qwen3-30b-a3b", "swiglu_oai", "gpt_oss", "prefill"),  # not silu
+        # no preset: the default of the family and activation
+        (None, "", "", "silu", "qwen3_moe", "prefill"),
+        (None, "prefill", "", "swiglu_oai", "gpt_oss", "prefill"),
+        (None, "decode", "", "swiglu_oai", "gpt_oss", "decode"),
+        (None, "", "", "", "qwen3_moe", "prefill"),  # outside a scenario
+        # named wins over the preset, and its layout sets the family
+        ("mixtral", "", "deepseek-v4-flash", "silu", "mixtral", "prefill"),
+        ("gpt_oss", "", "", "swiglu_oai", "gpt_oss", "decode"),
     ],
 )
-def test_the_family_built_is_named_or_the_presets_by_widths(
-    hidden, intermediate, activation, named, want
+def test_the_class_built_is_named_or_the_presets_or_the_default(
+    named, family, preset, activation, want, arm_family
 ):
-    fam = families.family_for(
-        hidden=hidden, intermediate=intermediate, activation=activation, named=named
-    )
-    assert fam.name == want
+    choice = families.choose(named=named, family=family, preset=preset, activation=activation)
+    assert (choice.experts.name, choice.family) == (want, arm_family)
 
 
-def test_a_named_family_of_another_activation_is_refused():
-    with pytest.raises(ValueError, match="Mixtral experts compute silu"):
-        families.family_for(hidden=128, intermediate=128, activation="swiglu_oai", named="mixtral")
+@pytest.mark.parametrize(
+    "named, family, preset, activation, message",
+    [
+        ("mixtral", "", "", "swiglu_oai", "Mixtral's experts (MixtralExperts) compute silu"),
+        # silu in the decode layout: no class computes it, and the line says whence the family
+        (None, "decode", "", "silu", "a decode arm (the family of the scenario's other arms)"),
+        (None, "", "gpt-oss-20b", "silu", "(the family of model gpt-oss-20b's gpt-oss experts)"),
+    ],
+)
+def test_a_class_the_scenario_cannot_take_is_refused(named, family, preset, activation, message):
+    with pytest.raises(ValueError) as info:
+        families.choose(named=named, family=family, preset=preset, activation=activation)
+    assert message in str(info.value) and f"activation is {activation}" in str(info.value)
+
+
+def test_the_class_path_is_the_installed_class():
+    fam = families.FAMILIES["gpt_oss"]
+    assert families.class_path(fam) == "transformers.models.gpt_oss.modeling_gpt_oss.GptOssExperts"
+    module = families.build(fam, hidden=D, intermediate=F, experts=E, backend="eager")
+    assert type(module) is families.experts_class(fam)
 
 
 def test_read_refuses_what_moebenchs_arms_do_not_compute():

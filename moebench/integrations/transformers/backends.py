@@ -41,6 +41,7 @@ from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.integrations.transformers import families
 
 EAGER = "eager"
+GROUPED_MM = "grouped_mm"
 SENTINEL = "sentinel"
 CLAMP = "clamp"
 # The probe's module: widths that moebench's own arms take too (the moebench:<arm> round trip).
@@ -82,6 +83,29 @@ def origin(name: str) -> str:
     dists = importlib.metadata.packages_distributions().get(top, [])
     shipped = ", ".join(f"{d} {importlib.metadata.version(d)}" for d in dists) or "no distribution"
     return f"{where} ({shipped}; registered in transformers {version})"
+
+
+# What transformers' own grouped_mm forward must launch on a CUDA device, for the dispatch gate
+# (moebench.gates.dispatch: shell patterns, since torch's kernels carry template arguments in
+# their names): torch's grouped GEMM (torch.nn.functional.grouped_mm or torch._grouped_mm), its
+# device-side setup kernel and the CUTLASS grouped-problem GEMM, seen under the profiler on the
+# H200 (torch 2.11, CUDA 13.0, transformers 5.17) at every shape tried, prefill and decode, 1 to
+# 512 tokens. Its fallback (a loop of plain matrix products, taken where torch's grouped GEMM
+# cannot run) launches neither, and the gate fails it. batched_mm (torch.bmm) and eager (a
+# loop of F.linear) launch whichever cuBLAS kernel cuBLAS's heuristics pick for the shape (on the
+# H200 nvjet_sm90_tst_<tile>_<layout>, the tile by shape): nothing a declaration could name across
+# shapes and CUDA versions, so they declare none and the gate skips them, as it does the Hub
+# kernels and another package's backends, whose kernels moebench does not know.
+TORCH_GROUPED_GEMM = ("*prepare_grouped_gemm_data*", "*cutlass*GroupProblemShape*")
+
+
+def launches(name: str) -> tuple[str, ...]:
+    """The kernels backend ``name`` must launch on a CUDA device (empty: not known)."""
+    from transformers.integrations import moe
+
+    if name == GROUPED_MM and function(name) is moe.grouped_mm_experts_forward:
+        return TORCH_GROUPED_GEMM
+    return ()
 
 
 @dataclass(frozen=True, kw_only=True)

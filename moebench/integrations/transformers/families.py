@@ -78,30 +78,92 @@ FAMILIES: dict[str, ExpertsFamily] = {
                 activation="swiglu_oai"),
     )
 }  # fmt: skip
-# The class built when the scenario's widths are no preset's, by the problem's activation.
-DEFAULT = {"silu": "qwen3_moe", "swiglu_oai": "gpt_oss"}
+# The class an hf: arm builds where the model's preset gives none it can take, by the arm's
+# moebench family and the scenario's activation (the first: where the activation is not known).
+DEFAULT = {
+    PREFILL: {"silu": "qwen3_moe", "swiglu_oai": "gpt_oss"},
+    DECODE: {"swiglu_oai": "gpt_oss"},
+}
 
 
-def family_for(*, hidden: int, intermediate: int, activation: str, named: str | None = None):
-    """The family an ``hf:`` arm builds: the one it names (``hf:grouped_mm@mixtral``), else the
-    family of the preset whose widths the problem has (a preset with experts, top-k or tokens
-    changed keeps its family), else the activation's default. All silu families share one layout
-    and one forward per backend, so the choice changes the class, never the arithmetic."""
+@dataclass(frozen=True, kw_only=True)
+class Choice:
+    """The experts class an ``hf:`` arm builds, the moebench family it is an arm of, and why."""
+
+    experts: ExpertsFamily
+    family: str  # prefill | decode
+    why: str  # for the arm's summary
+
+
+def choose(
+    *, named: str | None, family: str = "", preset: str = "", activation: str = ""
+) -> Choice:
+    """The experts class of an ``hf:`` arm in its scenario (empty: not known): the class it names
+    (``@mixtral``); else the class of the model's preset (``core/models.py``: its
+    ``transformers``) where that class takes the arm's family's layout and computes the
+    activation; else the default of that family and activation (``DEFAULT``). The arm's family
+    is the named class's, else the scenario's other arms', else the preset class's, else prefill.
+    A ValueError says why no class fits (a named class of another family, another activation,
+    silu in the decode layout). All silu classes share one layout and one forward per backend:
+    the choice changes the class, never the arithmetic."""
+    by_preset = FAMILIES[PRESETS[preset]["transformers"]] if preset in PRESETS else None
     if named is not None:
         fam = FAMILIES[named]
-        if fam.activation != activation:
-            raise ValueError(
-                f"{fam.label} experts compute {fam.activation}; the scenario's activation is "
-                f"{activation}"
-            )
-        return fam
-    found = {
-        p["transformers"]
-        for p in PRESETS.values()
-        if (p["hidden"], p["intermediate"]) == (hidden, intermediate)
-        and FAMILIES[p["transformers"]].activation == activation
-    }
-    return FAMILIES[found.pop() if len(found) == 1 else DEFAULT[activation]]
+        if family and fam.moebench_family != family:
+            raise ValueError(f"{fam.label}'s experts take the {fam.moebench_family} layout; the "
+                             f"scenario's other arms are {family} arms")  # fmt: skip
+        choice = Choice(experts=fam, family=fam.moebench_family, why="named by the reference")
+    else:
+        if family:
+            whence = "the family of the scenario's other arms"
+        elif by_preset is not None:
+            whence = f"the family of model {preset}'s {by_preset.label} experts"
+        else:
+            whence = "no other arm and no preset names a family"
+        family = family or (by_preset.moebench_family if by_preset else PREFILL)
+        if (
+            by_preset is not None
+            and by_preset.moebench_family == family
+            and activation in ("", by_preset.activation)
+        ):
+            choice = Choice(experts=by_preset, family=family, why=f"the class of model {preset}")
+        else:
+            defaults = DEFAULT[family]
+            if activation and activation not in defaults:
+                builds = ", ".join(f"{FAMILIES[f].label}'s for {a}" for a, f in defaults.items())
+                raise ValueError(f"a {family} arm ({whence}) builds the experts class {builds} "
+                                 f"only; the scenario's activation is {activation}")  # fmt: skip
+            fam = FAMILIES[defaults.get(activation) or next(iter(defaults.values()))]
+            if not (preset or activation):
+                reason = "resolved outside a scenario"
+            elif by_preset is None:
+                reason = "the model names no preset"
+            elif by_preset.moebench_family != family:
+                reason = (f"model {preset}'s {by_preset.label} experts take the "
+                          f"{by_preset.moebench_family} layout")  # fmt: skip
+            else:
+                reason = (
+                    f"model {preset}'s {by_preset.label} experts compute {by_preset.activation}"
+                )
+            choice = Choice(experts=fam, family=family,
+                            why=f"the default of a {family} arm: {reason}")  # fmt: skip
+    fam = choice.experts
+    if activation and fam.activation != activation:
+        raise ValueError(f"{fam.label}'s experts ({fam.experts}) compute {fam.activation}; the "
+                         f"scenario's activation is {activation}")  # fmt: skip
+    return choice
+
+
+def experts_class(fam: ExpertsFamily) -> type:
+    """The installed transformers' experts class of ``fam``."""
+    modeling = importlib.import_module(f"transformers.models.{fam.name}.modeling_{fam.name}")
+    return getattr(modeling, fam.experts)
+
+
+def class_path(fam: ExpertsFamily) -> str:
+    """Where the experts class ``build`` makes is defined: module and class name."""
+    cls = experts_class(fam)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def transformers_version() -> str:
@@ -115,14 +177,13 @@ def build(fam: ExpertsFamily, *, hidden: int, intermediate: int, experts: int, b
     the class's own), its parameters on the meta device until ``load`` gives them tensors."""
     import transformers
 
-    modeling = importlib.import_module(f"transformers.models.{fam.name}.modeling_{fam.name}")
     d, f, e = fam.widths
     config = getattr(transformers, fam.config)(
         **{d: hidden, f: intermediate, e: experts}, **dict(fam.extra),
         num_experts_per_tok=1, experts_implementation=backend,
     )  # fmt: skip
     with torch.device("meta"):
-        return getattr(modeling, fam.experts)(config)
+        return experts_class(fam)(config)
 
 
 def interleave(w_E2FX: torch.Tensor) -> torch.Tensor:

@@ -5,26 +5,28 @@ Legend: T tokens, K top-k, E local experts, D hidden, F intermediate.
 
 A scenario names ``hf:eager``, ``hf:grouped_mm``, ``hf:batched_mm`` or any other name in the
 installed transformers' ``ALL_EXPERTS_FUNCTIONS``; ``moebench.arm.registry`` loads ``hf_arm``
-below by import string and hands it the text after ``hf:``. ``prepare`` (untimed) builds the
-experts module of the scenario's architecture (``families.family_for``), gives it moebench's
-weights in that family's own layout, and probes how this transformers version takes non-local
-slots (``backends``); the timed callable maps the rank's global ids to local ones (the sentinel
-or its exact substitute: a few elementwise kernels, what transformers' own expert-parallel
-router does too) and calls the module, whose forward is the backend. The gates, timing,
-statistics and pins are every arm's.
+below by import string and hands it the text after ``hf:`` with the scenario's ``Context`` (the
+family of its other arms, its model preset, its activation). The experts class is chosen then
+(``families.choose``: the one ``@<family>`` names, else the model preset's, else the default of
+the family and activation), so the arm is made for its scenario: its family, its precisions and
+the class it builds are fixed before any work, and its summary and kernels say which class (module,
+name, transformers version). ``prepare`` (untimed) builds that class at the problem's widths,
+gives it moebench's weights in its own layout, and probes how this transformers version takes
+non-local slots (``backends``); the timed callable maps the rank's global ids to local ones (the
+sentinel or its exact substitute: a few elementwise kernels, what transformers' own
+expert-parallel router does too) and calls the module, whose forward is the backend. The gates,
+timing, statistics and pins are every arm's; where the backend's kernels are known
+(``backends.launches``), the dispatch gate checks that they launched.
 
-- prefill (``hf:<backend>``, or ``hf:<backend>@<family>`` to name the class): bf16 only. The
-  fp8 precision quantises the activation between the projections, which transformers' bf16
-  backends do not; its fine-grained FP8 experts load their GEMMs from the Hugging Face Hub at run
-  time (the ``kernels`` package), which neither moebench machine can reach.
-- decode (``hf:<backend>@gpt_oss``: gpt-oss's layout is the decode layout): w8a16 and w4a16,
-  the weights dequantised to bf16 before timing. The arithmetic is the precision's (activations
-  stay bf16 in both); the bytes are bf16's, two (w8a16) or about four (w4a16) times what
-  moebench's decode arms read, and ``weight_bytes`` says so. This is transformers' own gpt-oss
-  path wherever its MXFP4 Hub kernels are absent (it dequantises the checkpoint to bf16).
+- prefill: bf16 only (``PREFILL_NOTE`` says why, in the scenario's precision error).
+- decode (gpt-oss's layout is the decode layout): w8a16 and w4a16, the weights dequantised to
+  bf16 before timing. The arithmetic is the precision's (activations stay bf16 in both); the
+  bytes are bf16's, two (w8a16) or about four (w4a16) times what moebench's decode arms read, and
+  ``weight_bytes`` says so. This is transformers' own gpt-oss path wherever its MXFP4 Hub kernels
+  are absent (it dequantises the checkpoint to bf16).
 
-A backend that cannot run on this machine, an unknown name and a missing transformers are one
-``ArmError`` line when the scenario is loaded, before any work.
+A backend that cannot run on this machine, an unknown name, a class the scenario cannot take and
+a missing transformers are one ``ArmError`` line when the scenario is loaded, before any work.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import torch
 
 from moebench.arm import base, decode, prefill
 from moebench.arm.base import Arm, Prepared
-from moebench.arm.registry import HF_PREFIX, ArmError
+from moebench.arm.registry import HF_PREFIX, ArmError, Context
 from moebench.core import vocabulary
 from moebench.integrations.transformers import backends, families
 from moebench.integrations.transformers.register import MOEBENCH_PREFIX, register
@@ -43,6 +45,11 @@ from moebench.plan.inputs import dequant_decode_weights
 
 PREFILL_PRECISIONS = ("bf16",)
 DECODE_PRECISIONS = ("w8a16", "w4a16")
+PREFILL_NOTE = (
+    "moebench's fp8 quantises the tokens and the activation between the projections, which "
+    "transformers' bf16 backends do not, and transformers' fine-grained FP8 experts load their "
+    "kernels from the Hugging Face Hub at run time, which no moebench machine reaches"
+)
 
 
 def parse(text: str) -> tuple[str, str | None]:
@@ -51,12 +58,15 @@ def parse(text: str) -> tuple[str, str | None]:
     return (backend, named) if at else (text, None)
 
 
-def hf_arm(text: str) -> Arm:
-    """The arm of transformers' experts backend ``text`` (``grouped_mm``, ``grouped_mm@gpt_oss``);
-    an ``ArmError`` naming ``hf:<text>`` when it names none or cannot run here. A package that
-    registers a backend of its own is compared through a file arm: ``import that_package`` and
-    ``ARM = hf_arm("its_name")`` (so that its sources are pinned with the arm)."""
+def hf_arm(text: str, context: Context | None = None) -> Arm:
+    """The arm of transformers' experts backend ``text`` (``grouped_mm``, ``grouped_mm@gpt_oss``)
+    in its scenario's ``context`` (none: a prefill arm on Qwen3-MoE's class, or the class
+    named); an ``ArmError`` naming ``hf:<text>`` when it names none, the scenario cannot take the
+    class, or it cannot run here. A package that registers a backend of its own is compared
+    through a file arm: ``import that_package`` and ``ARM = hf_arm("its_name")`` (so that its
+    sources are pinned with the arm)."""
     ref = HF_PREFIX + text
+    context = context or Context()
     if not backends.installed():
         raise ArmError(
             f"{ref!r}: transformers is not installed (pip install 'moebench[transformers]')"
@@ -66,6 +76,11 @@ def hf_arm(text: str) -> Arm:
     if named is not None and named not in families.FAMILIES:
         raise ArmError(f"{ref!r}: {named!r} after '@' is not an experts family moebench builds "
                        f"({', '.join(families.FAMILIES)})")  # fmt: skip
+    try:
+        choice = families.choose(named=named, family=context.family, preset=context.model,
+                                 activation=context.activation)  # fmt: skip
+    except ValueError as exc:
+        raise ArmError(f"{ref!r}: {exc}") from None
     if backend.startswith(MOEBENCH_PREFIX):  # a moebench arm through transformers: a round trip
         register([backend.removeprefix(MOEBENCH_PREFIX).split(":")[0]])
     known = backends.names()
@@ -75,53 +90,54 @@ def hf_arm(text: str) -> Arm:
             f"{', '.join(known)}); one that another package registers is named by an arm file "
             "that imports the package (docs/TRANSFORMERS.md)"
         )
-    fam = families.FAMILIES[named or families.DEFAULT["silu"]]
+    fam = choice.experts
     why = backends.unavailable(backend, fam.name)
     if why is not None:
         raise ArmError(f"{ref!r}: the transformers {version} experts backend {backend!r} cannot "
                        f"run on this machine: {why}")  # fmt: skip
-    decode_arm = fam.moebench_family == vocabulary.DECODE
-    on = fam.label if named else "the scenario model's experts class"
+    decode_arm = choice.family == vocabulary.DECODE
+    precisions = DECODE_PRECISIONS if decode_arm else PREFILL_PRECISIONS
+    built = f"{families.class_path(fam)} (transformers {version})"
+    launches = backends.launches(backend)
     return Arm(
         name=ref,
-        family=fam.moebench_family,
+        family=choice.family,
         contract=base.WHOLE_FFN,
         summary=(
-            f"transformers {version} experts backend {backend!r} on {on}"
-            + ("; weights dequantised to bf16" if decode_arm else "")
+            f"transformers {version} experts backend {backend!r} on {fam.label}'s experts class, "
+            f"{choice.why}" + ("; weights dequantised to bf16" if decode_arm else "")
         ),
-        prepare=functools.partial(_prepare, backend=backend, named=named),
+        prepare=functools.partial(_prepare, backend=backend, family=fam.name),
         weight_bytes=_decode_weight_bytes if decode_arm else None,
-        kernels=(backends.origin(backend),),
-        precisions=DECODE_PRECISIONS if decode_arm else PREFILL_PRECISIONS,
+        kernels=(backends.origin(backend), f"experts class {built}"),
+        launches=dict.fromkeys(precisions, launches) if launches else {},
+        precisions=precisions,
+        precision_note="" if decode_arm else PREFILL_NOTE,
         # eager reads the experts hit back to the host (nonzero): no CUDA graph captures it.
         graph=backend != backends.EAGER,
     )
 
 
-def _prepare(problem, y_TD: torch.Tensor, *, backend: str, named: str | None) -> Prepared:
-    """Untimed: the module with this rank's weights; returns the timed callable."""
-    if isinstance(problem, decode.Problem):
-        return _prepare_decode(problem, backend=backend, named=named)
-    if not isinstance(problem, prefill.Problem):
+def _prepare(problem, y_TD: torch.Tensor, *, backend: str, family: str) -> Prepared:
+    """Untimed: the arm's experts class with this rank's weights; returns the timed callable."""
+    fam = families.FAMILIES[family]
+    if not isinstance(problem, decode.Problem | prefill.Problem):
         raise TypeError(f"an hf: arm takes a prefill or decode problem, got {type(problem)}")
     p = problem
-    if p.precision not in PREFILL_PRECISIONS:
-        raise ValueError(f"hf:{backend} runs prefill at bf16 only, not {p.precision}")
-    E, D, F = p.local_experts, p.x_TD.shape[1], p.w2_EDF.shape[2]
-    fam = families.family_for(hidden=D, intermediate=F, activation=p.activation, named=named)
+    if p.activation != fam.activation:
+        raise ValueError(f"hf:{backend} builds {fam.label}'s experts ({fam.activation}); the "
+                         f"problem's activation is {p.activation}")  # fmt: skip
+    E, D = p.local_experts, p.x_TD.shape[1]
+    if isinstance(p, decode.Problem):
+        F = p.intermediate
+        w13, w2 = (w.to(torch.bfloat16) for w in dequant_decode_weights(p))
+        biases = {"b13_E2F": p.b13_E2F, "b2_ED": p.b2_ED}
+    else:
+        if p.precision not in PREFILL_PRECISIONS:
+            raise ValueError(f"hf:{backend} runs prefill at bf16 only, not {p.precision}")
+        F, w13, w2, biases = p.w2_EDF.shape[2], p.w13_EFD, p.w2_EDF, {}
     module = families.build(fam, hidden=D, intermediate=F, experts=E, backend=backend)
-    families.load(module, fam, w13=p.w13_EFD, w2_EDF=p.w2_EDF, interleaved=False)
-    return _timed(module, p, backends.non_local_mode(backend, fam.name))
-
-
-def _prepare_decode(p: decode.Problem, *, backend: str, named: str | None) -> Prepared:
-    E, D, F = p.local_experts, p.x_TD.shape[1], p.intermediate
-    fam = families.family_for(hidden=D, intermediate=F, activation=p.activation, named=named)
-    w13, w2 = (w.to(torch.bfloat16) for w in dequant_decode_weights(p))
-    module = families.build(fam, hidden=D, intermediate=F, experts=E, backend=backend)
-    families.load(module, fam, w13=w13, w2_EDF=w2, interleaved=True, b13_E2F=p.b13_E2F,
-                  b2_ED=p.b2_ED)  # fmt: skip
+    families.load(module, fam, w13=w13, w2_EDF=w2, interleaved=bool(biases), **biases)
     return _timed(module, p, backends.non_local_mode(backend, fam.name))
 
 
