@@ -71,6 +71,7 @@ def run_arm(
         w13_EFD=w13_EFD,
         w2_EDF=w2_EDF,
         expert_offset=0,
+        experts=E,
         alignment=alignment,
         capacity_rows=default_capacity(T, K, E, alignment),
         precision=precision,

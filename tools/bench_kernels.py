@@ -567,7 +567,8 @@ def rank0_pipeline():
     from moebench.plan.inputs import build_problem, make_tokens, make_weights
     from moebench.routing.synthetic import synthesize
 
-    r = synthesize(family="uniform", tokens=4096, experts=256, top_k=6, ep=8)
+    experts = 256  # V4-Flash's, eight ranks of E
+    r = synthesize(family="uniform", tokens=4096, experts=experts, top_k=6, ep=8)
     w13, w2 = make_weights(experts=range(32), hidden=D, intermediate=F, seed=0, device=dev)
     p = build_problem(
         x_TD=make_tokens(tokens=4096, hidden=D, seed=0, device=dev),
@@ -576,6 +577,7 @@ def rank0_pipeline():
         w13_EFD=w13,
         w2_EDF=w2,
         expert_offset=0,
+        experts=experts,
         alignment=A,
         capacity_rows=M,
         precision="fp8",

@@ -50,21 +50,45 @@ def build(arm: Arm, ws: Any) -> tuple[Stage, ...]:
     if not callable(prepared.run):
         raise TypeError(f"arm {arm.name!r}: prepare returned {type(out).__name__}, not a callable")
     allowed = stage_names(arm)
+    seen = set()
     for st in prepared.stages:
         if st.name not in allowed:
             raise ValueError(
                 f"arm {arm.name!r}: sub-stage {st.name!r} is not a {arm.family} stage "
                 f"({', '.join(allowed)})"
             )
+        if st.name in seen:
+            raise ValueError(f"arm {arm.name!r}: sub-stage {st.name!r} is named twice")
+        seen.add(st.name)
     ws.kernel_stages = tuple(prepared.stages)
     y, run = ws.y_TD, prepared.run
 
     def ffn() -> None:
         r = run()
         if isinstance(r, torch.Tensor) and r is not y:
+            if r.shape != y.shape or r.dtype != y.dtype or r.device != y.device:
+                raise ValueError(wrong_output(arm, r, y))
             y.copy_(r)  # an arm that returns its output pays this copy in its timing
 
     return (Stage(name=WHOLE_FFN, run=ffn),)
+
+
+def wrong_output(arm: Arm, r: torch.Tensor, y_TD: torch.Tensor) -> str:
+    """One line for a whole-FFN arm whose callable returned a tensor that is not its output:
+    what it returned beside what ``y_TD`` is (bf16 [T, D], on the problem's device)."""
+    where = f" on {r.device}" if r.device != y_TD.device else ""
+    want = f" on {y_TD.device}" if where else ""
+    return (
+        f"arm {arm.name!r}: its callable returned {_dtype(r.dtype)} {list(r.shape)}{where}; "
+        f"the output is {_dtype(y_TD.dtype)} [T, D] = {list(y_TD.shape)}{want} "
+        "(write y_TD, or return a tensor of that shape and dtype)"
+    )
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(
+        dtype, str(dtype).removeprefix("torch.")
+    )
 
 
 def kernel_stages(arm: Arm, ws: Any, stages: tuple[Stage, ...]) -> tuple[Stage, ...]:

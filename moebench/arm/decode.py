@@ -21,7 +21,8 @@ class Problem:
     w13: [E, 2F, D] gate/up rows interleaved (row 2j gate, 2j+1 up of column j); w2: [E, D, F].
     w8a16: FP8 e4m3 weights, float32 per-expert scales w13_scale [E], w2_scale [E].
     w4a16: MXFP4, uint8 [E, 2F, D/2] and [E, D, F/2], e8m0 scales [E, 2F, D/32], [E, D, F/32].
-    b13_E2F: bf16 [E, 2F]; b2_ED: bf16 [E, D]. Local experts: [expert_offset, expert_offset + E).
+    b13_E2F: bf16 [E, 2F]; b2_ED: bf16 [E, D]. Local experts: [expert_offset, expert_offset + E)
+    of ``experts``, the model's global expert count (ids in topk_ids_TK lie in [0, experts)).
     """
 
     x_TD: torch.Tensor
@@ -34,6 +35,7 @@ class Problem:
     w2_scale: torch.Tensor
     b2_ED: torch.Tensor
     expert_offset: int
+    experts: int  # the model's global experts (E is this rank's share)
     precision: str
     activation: str
 

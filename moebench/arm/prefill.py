@@ -27,7 +27,8 @@ class Problem:
     topk_ids_TK: int32 [T, K] global expert ids; topk_weights_TK: float32 [T, K].
     w13_EFD: [E, 2F, D] gate rows then up rows; w2_EDF: [E, D, F]; bf16, or FP8 e4m3 with fp32
     128x128 block scales w13_scale [E, 2F/128, D/128] and w2_scale [E, D/128, F/128].
-    Local experts are the global ids [expert_offset, expert_offset + E).
+    Local experts are the global ids [expert_offset, expert_offset + E) of ``experts``, the
+    model's global expert count (every rank's; ids in topk_ids_TK lie in [0, experts)).
     """
 
     x_TD: torch.Tensor
@@ -39,6 +40,7 @@ class Problem:
     w2_EDF: torch.Tensor
     w2_scale: torch.Tensor | None
     expert_offset: int
+    experts: int  # the model's global experts (E is this rank's share)
     alignment: int
     capacity_rows: int
     precision: str

@@ -34,8 +34,8 @@ def reference_all(p: PlannedCase, x_all: torch.Tensor, device: torch.device) -> 
                                device=device)  # fmt: skip
         part = reference_output(build_problem(
             x_TD=x_all, topk_ids_TK=ids, topk_weights_TK=weights, w13_EFD=w13, w2_EDF=w2,
-            expert_offset=r * E, alignment=s.shape.alignment, capacity_rows=p.capacity_rows,
-            precision=s.precision, activation=s.activation,
+            expert_offset=r * E, experts=s.model.experts, alignment=s.shape.alignment,
+            capacity_rows=p.capacity_rows, precision=s.precision, activation=s.activation,
         ))  # fmt: skip
         y = part if y is None else y + part
     return y

@@ -128,8 +128,8 @@ def _prefill_problem(s, rt, capacity_rows, x, rank, device) -> prefill.Problem:
     return inputs.build_problem(
         x_TD=x, topk_ids_TK=rt.topk_ids_TK.to(device),
         topk_weights_TK=rt.topk_weights_TK.to(device), w13_EFD=w13, w2_EDF=w2,
-        expert_offset=experts.start, alignment=s.shape.alignment, capacity_rows=capacity_rows,
-        precision=s.precision, activation=s.activation, gemm=s.gemm,
+        expert_offset=experts.start, experts=s.model.experts, alignment=s.shape.alignment,
+        capacity_rows=capacity_rows, precision=s.precision, activation=s.activation, gemm=s.gemm,
     )  # fmt: skip
 
 
@@ -150,7 +150,8 @@ def _decode_problem(s, rt, capacity_rows, x, rank, device) -> decode.Problem:
     return inputs.build_decode_problem(
         x_TD=x, topk_ids_TK=rt.topk_ids_TK.to(device),
         topk_weights_TK=rt.topk_weights_TK.to(device), w13_E2FD=w13, b13_E2F=b13, w2_EDF=w2,
-        b2_ED=b2, expert_offset=experts.start, precision=s.precision, activation=s.activation,
+        b2_ED=b2, expert_offset=experts.start, experts=s.model.experts, precision=s.precision,
+        activation=s.activation,
     )  # fmt: skip
 
 

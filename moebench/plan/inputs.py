@@ -61,6 +61,7 @@ def build_problem(
     w13_EFD: torch.Tensor,
     w2_EDF: torch.Tensor,
     expert_offset: int,
+    experts: int,
     alignment: int,
     capacity_rows: int,
     precision: str,
@@ -70,8 +71,10 @@ def build_problem(
     """Quantise what the precision asks for and bundle one rank's inputs.
 
     fp8: tokens are quantised per (token, 128 columns) before the scatter, as a serving engine's
-    dispatch carries FP8 rows; weights get 128x128 block scales.
+    dispatch carries FP8 rows; weights get 128x128 block scales. ``experts``: the model's global
+    expert count, of which w13_EFD holds [expert_offset, expert_offset + E).
     """
+    check_experts(experts, expert_offset, w13_EFD.shape[0])
     x, x_sf = prefill_tokens(x_TD, precision)
     if precision == "fp8":
         w13, w13_s = reference.quant_weight_fp8_block(w13_EFD)
@@ -91,12 +94,23 @@ def build_problem(
         w2_EDF=w2,
         w2_scale=w2_s,
         expert_offset=expert_offset,
+        experts=experts,
         alignment=alignment,
         capacity_rows=capacity_rows,
         precision=precision,
         activation=activation,
         gemm=gemm,
     )
+
+
+def check_experts(experts: int, expert_offset: int, local: int) -> None:
+    """ValueError unless the rank's experts [expert_offset, expert_offset + local) lie within
+    the model's ``experts``."""
+    if not (isinstance(experts, int) and 0 <= expert_offset and expert_offset + local <= experts):
+        raise ValueError(
+            f"experts: the model's global expert count must hold this rank's experts "
+            f"[{expert_offset}, {expert_offset + local}); got {experts!r}"
+        )
 
 
 def reference_output(p: Problem) -> torch.Tensor:
@@ -159,11 +173,15 @@ def build_decode_problem(
     w2_EDF: torch.Tensor,
     b2_ED: torch.Tensor,
     expert_offset: int,
+    experts: int,
     precision: str,
     activation: str,
 ) -> decode.Problem:
     """Quantise the weights as the precision asks (w8a16: FP8 e4m3, one scale an expert; w4a16:
-    MXFP4 along the reduction dimension) and bundle one rank's decode inputs; tokens stay bf16."""
+    MXFP4 along the reduction dimension) and bundle one rank's decode inputs; tokens stay bf16.
+    ``experts``: the model's global expert count, of which the weights hold
+    [expert_offset, expert_offset + E)."""
+    check_experts(experts, expert_offset, w13_E2FD.shape[0])
     if precision == "w8a16":
         quant = reference.quant_weight_fp8_expert
     elif precision == "w4a16":
@@ -184,6 +202,7 @@ def build_decode_problem(
         w2_scale=w2_s,
         b2_ED=b2_ED.to(torch.bfloat16).contiguous(),
         expert_offset=expert_offset,
+        experts=experts,
         precision=precision,
         activation=activation,
     )

@@ -294,7 +294,7 @@ def layer_inputs(
     # experts' weights; the FFN's tokens are then the rows received by dispatch.
     own = build_problem(
         x_TD=x_all[t0:t1], topk_ids_TK=ids[t0:t1], topk_weights_TK=weights[t0:t1], w13_EFD=w13,
-        w2_EDF=w2, expert_offset=rank * E, alignment=s.shape.alignment,
+        w2_EDF=w2, expert_offset=rank * E, experts=s.model.experts, alignment=s.shape.alignment,
         capacity_rows=p.capacity_rows, precision=s.precision, activation=s.activation,
     )  # fmt: skip
     del w13, w2

@@ -27,8 +27,8 @@ def problem(precision: str, activation: str, ids: torch.Tensor, weights: torch.T
     kw = dict(w13_E2FD=w13, b13_E2F=b13, w2_EDF=w2, b2_ED=b2) | over
     x = inputs.make_tokens(tokens=T, hidden=D, seed=3, device=torch.device("cpu"))
     return inputs.build_decode_problem(
-        x_TD=x, topk_ids_TK=ids, topk_weights_TK=weights, expert_offset=E, precision=precision,
-        activation=activation, **kw,
+        x_TD=x, topk_ids_TK=ids, topk_weights_TK=weights, expert_offset=E, experts=E_ALL,
+        precision=precision, activation=activation, **kw,
     )  # fmt: skip
 
 
@@ -142,7 +142,7 @@ def test_prefill_weight_bytes_follow_the_blocks_each_mode_visits():
     w2 = torch.randn(E4, 128, 128)
     p = inputs.build_problem(
         x_TD=torch.randn(3, 128), topk_ids_TK=ids, topk_weights_TK=torch.ones(3, 2),
-        w13_EFD=w13, w2_EDF=w2, expert_offset=0, alignment=A, capacity_rows=128,
+        w13_EFD=w13, w2_EDF=w2, expert_offset=0, experts=E4, alignment=A, capacity_rows=128,
         precision="fp8", activation="silu",
     )  # fmt: skip
     per1, per2 = 256 * 128 + 2 * 1 * 4, 128 * 128 + 1 * 1 * 4  # FP8 values + 128x128 scales

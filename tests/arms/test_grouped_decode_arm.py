@@ -27,7 +27,7 @@ def problem(precision: str, activation: str, ids: torch.Tensor, weights: torch.T
     x = inputs.make_tokens(tokens=ids.shape[0], hidden=D, seed=3, device=torch.device("cpu"))
     return inputs.build_decode_problem(
         x_TD=x, topk_ids_TK=ids, topk_weights_TK=weights, w13_E2FD=w13, b13_E2F=b13, w2_EDF=w2,
-        b2_ED=b2, expert_offset=E, precision=precision, activation=activation,
+        b2_ED=b2, expert_offset=E, experts=E_ALL, precision=precision, activation=activation,
     )  # fmt: skip
 
 

@@ -248,8 +248,8 @@ def test_run_arm_takes_an_arm_object_and_refuses_ids_out_of_range():
                            device=torch.device("cpu"))  # fmt: skip
     y = moebench.run_arm(arm, x, ids, w, w13, w2, precision="fp8", alignment=16)
     p = build_problem(x_TD=x, topk_ids_TK=ids, topk_weights_TK=w, w13_EFD=w13, w2_EDF=w2,
-                      expert_offset=0, alignment=16, capacity_rows=64, precision="fp8",
-                      activation="silu")  # fmt: skip
+                      expert_offset=0, experts=E, alignment=16, capacity_rows=64,
+                      precision="fp8", activation="silu")  # fmt: skip
     assert calc_diff(y.float(), reference_output(p)) < TOLERANCE["fp8"]
     bad = ids.clone()
     bad[3, 1] = 7

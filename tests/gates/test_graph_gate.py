@@ -91,7 +91,7 @@ def small_problem(precision, T=6, K=2, E=3, D=128, F=256, A=16, seed=0):
     w2 = (torch.randn(E, D, F, generator=g) / F**0.5).to(torch.bfloat16)
     return build_problem(
         x_TD=x, topk_ids_TK=ids, topk_weights_TK=w, w13_EFD=w13, w2_EDF=w2, expert_offset=0,
-        alignment=A, capacity_rows=default_capacity(T, K, E, A), precision=precision,
+        experts=E, alignment=A, capacity_rows=default_capacity(T, K, E, A), precision=precision,
         activation="silu",
     )  # fmt: skip
 

@@ -112,8 +112,8 @@ def test_a_moebench_arm_round_trips_through_transformers_interface():
     p = inputs.build_problem(
         x_TD=inputs.make_tokens(tokens=T, hidden=D, seed=2, device=cpu), topk_ids_TK=ids,
         topk_weights_TK=torch.softmax(torch.randn(T, 2, generator=g), 1), w13_EFD=w13,
-        w2_EDF=w2, expert_offset=E, alignment=16, capacity_rows=64, precision="bf16",
-        activation="silu",
+        w2_EDF=w2, expert_offset=E, experts=2 * E, alignment=16, capacity_rows=64,
+        precision="bf16", activation="silu",
     )  # fmt: skip
     y = arm.prepare(p, None).run()
     assert calc_diff(y.float(), inputs.reference_output(p)) < TOLERANCE["bf16"]

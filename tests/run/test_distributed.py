@@ -354,8 +354,8 @@ def test_a_world_of_one_agrees_with_simulated_bit_for_bit(tmp_path, precision):
                                device=torch.device("cpu"))  # fmt: skip
         simulated = build_problem(
             x_TD=x, topk_ids_TK=p.routing.topk_ids_TK, topk_weights_TK=p.routing.topk_weights_TK,
-            w13_EFD=w13, w2_EDF=w2, expert_offset=0, alignment=16, capacity_rows=p.capacity_rows,
-            precision=precision, activation="silu",
+            w13_EFD=w13, w2_EDF=w2, expert_offset=0, experts=4, alignment=16,
+            capacity_rows=p.capacity_rows, precision=precision, activation="silu",
         )  # fmt: skip
         for name in ("stock", "prefix_sum", "prefix_sum_masked"):  # the prefill family
             arm = registry.resolve(name)

@@ -158,14 +158,14 @@ class PreparedExperts:
         if arm.family == PREFILL:
             self.template = inputs.build_problem(
                 x_TD=x0, topk_ids_TK=ids0, topk_weights_TK=w0, w13_EFD=w.concatenated(),
-                w2_EDF=w.w2_EDF, expert_offset=0, alignment=forward.alignment, capacity_rows=0,
-                precision=precision, activation=w.activation,
+                w2_EDF=w.w2_EDF, expert_offset=0, experts=E, alignment=forward.alignment,
+                capacity_rows=0, precision=precision, activation=w.activation,
             )  # fmt: skip
         else:
             w13, b13, b2 = w.decode_layout()
             self.template = inputs.build_decode_problem(
                 x_TD=x0, topk_ids_TK=ids0, topk_weights_TK=w0, w13_E2FD=w13, b13_E2F=b13,
-                w2_EDF=w.w2_EDF, b2_ED=b2, expert_offset=0, precision=precision,
+                w2_EDF=w.w2_EDF, b2_ED=b2, expert_offset=0, experts=E, precision=precision,
                 activation=w.activation,
             )  # fmt: skip
         self.arm, self.precision, self.alignment = arm, precision, forward.alignment
