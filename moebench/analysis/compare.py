@@ -73,7 +73,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from moebench.analysis import critical, ledger, policy, stats, step, workmodel
+from moebench.analysis import (
+    critical,
+    ledger,
+    model,
+    model_summary,
+    policy,
+    stats,
+    step,
+    workmodel,
+)
 from moebench.analysis.belonging import belonging, distinct, provenance_warnings
 from moebench.analysis.blocks import Group, concat_samples, timing_groups
 from moebench.analysis.rows import REGIME_ORDER, CaseInfo, CompareRow, Comparison, RunInfo, Timing
@@ -244,6 +253,7 @@ def compare_runs(
     warnings = belonging(runs, force) + provenance_warnings(runs)
     every = concat_samples(runs)
     samples, step_samples = step.split(every)  # the step regime's rows make cells of their own
+    samples, model_samples = model.split(samples)  # and the model regime's
     checks = pa.concat_tables([r.checks for r in runs])
     arms_seen = distinct(every["arm"]) | distinct(checks["arm"])
     if baseline not in arms_seen:
@@ -291,7 +301,9 @@ def compare_runs(
                            slo_tpot_ms=slo_tpot_ms, non_moe_us=non_moe_us)  # fmt: skip
     cases = _case_infos(runs, step.without_whole_steps(every))
     extra = policy.pairs(groups, stepped.series, cases, baseline, status)
+    modelled = model.prepare(model_samples, runs, status, baseline, warnings)
     m = sum(paired is not None for _, _, paired in cells) + stepped.comparisons + len(extra)
+    m += modelled.comparisons
     alpha = stats.cell_alpha(1 - confidence, m, correction)
     needed = stats.blocks_needed(alpha)
     rows = []
@@ -327,6 +339,8 @@ def compare_runs(
         )
     devices = tuple(sorted(distinct(every["device"])))
     summary = step.summarise(stepped, alpha, threshold_pct, confidence)
+    served = model_summary.summarise(modelled, alpha, threshold_pct, confidence,
+                                     slo_tpot_ms=slo_tpot_ms, step=summary)  # fmt: skip
     if len(devices) > 1:
         warnings.append("runs mix CPU and GPU timings; never compare figures across devices")
     comparison = Comparison(
@@ -341,7 +355,7 @@ def compare_runs(
             samples, {k for k, (st, _) in status.items() if st == "mismatch"}
         )),
         gates=tuple(ledger.gate_rows(runs)), ledger=tuple(ledger.ledger_rows(runs)),
-        step=summary, policy=policy.build(rows, summary.rows if summary else (),
+        step=summary, model=served, policy=policy.build(rows, summary.rows if summary else (),
                                           policy.decide(extra, alpha, threshold_pct), cases,
                                           baseline),
     )  # fmt: skip

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from moebench.analysis import critical, ledger, workmodel
+from moebench.analysis.model_summary import ModelSummary
 from moebench.analysis.policy import Policy
 from moebench.analysis.stats import TOO_FEW
 from moebench.analysis.step import StepRow, StepSummary
@@ -172,6 +173,9 @@ class Comparison:
     # The step regime (moebench/analysis/step.py): per (run, case, mode, arm) the model step's
     # percentiles, imbalance tax and TPOT share, the goodput per series; None without it.
     step: StepSummary | None = None
+    # The model regime (moebench/analysis/model.py, model_summary.py): a whole model's measured
+    # TTFT and TPOT per arm, its floor, the measured non-MoE time, goodput; None without it.
+    model: ModelSummary | None = None
     # Over token sweeps, where each arm's advantage disappears (moebench/analysis/policy.py).
     policy: list[Policy] = field(default_factory=list)
 

@@ -201,7 +201,11 @@ def _run_progress(s, options):
 
     device = preflight.device_of(s)
     notes = preflight.notes(s, device, options.aa)
-    if s.step is not None:
+    if s.model_run is not None:  # the model regime (cli.model_preflight)
+        from moebench.cli.model_preflight import model_notes
+
+        notes += model_notes(s, device, options.aa)
+    elif s.step is not None:
         from moebench.cli import step_preflight
         from moebench.plan.steps import plan_step_case
         from moebench.spec.sweep import expand
@@ -281,6 +285,7 @@ def _print_comparison(
     width: int | None = None,
     slo_tpot_ms: float | None = None,
     non_moe_us: float | None = None,
+    non_moe_from: str | None = None,
 ):
     from moebench.analysis.compare import compare_runs
     from moebench.core.families import DEFAULT_BASELINE
@@ -288,6 +293,17 @@ def _print_comparison(
     from moebench.results.reader import load_run
 
     loaded = [load_run(r) for r in runs]
+    note = None
+    if non_moe_from is not None:  # the step regime's non-MoE time, measured by a model run
+        from moebench.analysis.model_summary import measured_non_moe
+
+        if non_moe_us is not None:
+            raise MoebenchError("give --non-moe-us or --non-moe-from, not both")
+        where, at, batch = non_moe_from.rpartition("@")
+        if not (at and batch.isdigit()):
+            where, batch = non_moe_from, ""
+        non_moe_us, source = measured_non_moe(load_run(Path(where)), int(batch) if batch else None)
+        note = f"step regime: non-MoE time {non_moe_us:,.1f} us, {source} (--non-moe-from)"
     if baseline is None:
         scenario = loaded[0].manifest.get("scenario") or {}
         measure = (scenario.get("normalised") or {}).get("measure") or {}
@@ -296,6 +312,8 @@ def _print_comparison(
         loaded, baseline=baseline, threshold_pct=threshold, correction=correction, force=force,
         slo_tpot_ms=slo_tpot_ms, non_moe_us=non_moe_us,
     )  # fmt: skip
+    if note is not None:
+        comparison.warnings.append(note)
     for w in comparison.warnings:
         err.print(f"moebench: warning: {w}", markup=False)
     plots = []
@@ -380,8 +398,9 @@ def compare(
     slo_tpot_ms: Annotated[
         float | None,
         typer.Option(
-            help="Step regime: the SLO on P99 TPOT in ms for the goodput, instead of the "
-            "scenario's step.slo_tpot_ms (an assumption, so no new run is needed).",
+            help="Step and model regimes: the SLO on P99 TPOT in ms for the goodput, instead of "
+            "the scenario's step.slo_tpot_ms or model_run.slo_tpot_ms (an assumption, so no new "
+            "run is needed).",
             show_default=False,
         ),
     ] = None,
@@ -390,6 +409,14 @@ def compare(
         typer.Option(
             help="Step regime: the non-MoE time of a step in us, instead of the scenario's "
             "step.non_moe_us.",
+            show_default=False,
+        ),
+    ] = None,
+    non_moe_from: Annotated[
+        str | None,
+        typer.Option(
+            help="Step regime: the non-MoE time measured by a model regime run (RUN_DIR, or "
+            "RUN_DIR@BATCH when it ran several batches): its moebench:none decode step P50.",
             show_default=False,
         ),
     ] = None,
@@ -426,7 +453,7 @@ def compare(
         return
     try:
         _print_comparison(runs, baseline, format, threshold, correction, plot, force, timings,
-                          width, slo_tpot_ms, non_moe_us)  # fmt: skip
+                          width, slo_tpot_ms, non_moe_us, non_moe_from)  # fmt: skip
     except MoebenchError as exc:
         raise _fail(exc) from None
 

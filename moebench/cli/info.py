@@ -32,6 +32,11 @@ def validate(scenario: ScenarioArg) -> None:
 
     try:
         s = _load(scenario)
+        if s.model_run is not None:  # the model regime: its own table (cli.model_preflight)
+            from moebench.cli.model_preflight import validate_model
+
+            sources_and_pins(s, RunOptions(allow_source_drift=False))
+            return validate_model(s, out, err)
         if s.step is not None:
             from moebench.plan.steps import plan_step_case
             from moebench.spec.sweep import expand

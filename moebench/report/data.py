@@ -2,8 +2,9 @@
 
 Undefined figures (NaN) become JSON null and empty CSV cells; the JSON document also carries the
 title, the warnings, the names of the plots, the work model, the step regime's summary (``step``:
-percentiles, imbalance tax, TPOT share and goodput, derived figures marked ``derived``) and the
-``policy``.
+percentiles, imbalance tax, TPOT share and goodput, derived figures marked ``derived``), the
+model regime's (``model``: measured TTFT, TPOT percentiles, floor, non-MoE time, goodput, the
+policy over batch sizes) and the ``policy``.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def render_json(comp: Comparison, plots: Sequence[str]) -> str:
         "plots": list(plots),
         "workmodel": _workmodel_json(comp.workmodel) if comp.workmodel is not None else None,
         "step": comp.step.as_dict() if comp.step is not None else None,
+        "model": comp.model.as_dict() if comp.model is not None else None,
         "policy": [p.as_dict() for p in comp.policy],
         "rows": [_plain(r) for r in comp.rows],
     }  # fmt: skip

@@ -17,6 +17,7 @@ from typing import Any
 from moebench.analysis.rows import CompareRow, Comparison
 from moebench.analysis.stats import TOO_FEW
 from moebench.core.vocabulary import PASS_STAGES, Regime
+from moebench.report.model_sections import model_sections
 from moebench.report.sections import (
     CRITICAL_PATH_NOTE,
     STEP_ONLY,
@@ -135,7 +136,7 @@ def render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
 
     columns, rows = display_rows(comp)
     lines += ["## Results", "", _md_cell(CRITICAL_PATH_NOTE), ""]
-    if rows or comp.step is None:
+    if rows or (comp.step is None and comp.model is None):
         lines += [*_md_table([name for name, _ in columns], rows), ""]
     else:
         lines += [STEP_ONLY, ""]
@@ -176,7 +177,9 @@ def render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
                          fmt_pct(twin), fmt_pct(r.cv_pct), r.decision])  # fmt: skip
         lines += [*_md_table(header, body), ""]
 
-    for heading, note, header, cells in workmodel_sections(comp) + step_sections(comp):
+    for heading, note, header, cells in (
+        workmodel_sections(comp) + step_sections(comp) + model_sections(comp)
+    ):
         lines += [f"## {heading}", "", _md_cell(note), "", *_md_table(header, cells), ""]
     if comp.passes:
         lines += ["## Distributed: critical path per pass", ""]

@@ -73,8 +73,8 @@ def render(
 
 def without_verdicts(comp: Comparison) -> Comparison:
     """The comparison with every decision and interval blanked (CPU timings decide nothing):
-    the rows', the model step's changes, the goodput ratio's verdict and the policy built on
-    them; the figures stay."""
+    the rows', the model step's and the model regime's changes, the goodput ratio's verdict and
+    the policy built on them; the figures stay."""
     reason = "CPU timing (Triton interpreter): no verdict"
     rows = [
         r if r.decision == "baseline" or r.status == "mismatch" else dataclasses.replace(
@@ -83,5 +83,6 @@ def without_verdicts(comp: Comparison) -> Comparison:
         for r in comp.rows
     ]  # fmt: skip
     step = comp.step.without_verdicts(reason) if comp.step is not None else None
-    return dataclasses.replace(comp, rows=rows, step=step,
+    model = comp.model.without_verdicts(reason) if comp.model is not None else None
+    return dataclasses.replace(comp, rows=rows, step=step, model=model,
                                policy=policy.without_verdicts(comp.policy, reason))  # fmt: skip

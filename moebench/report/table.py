@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 
 from moebench.analysis.rows import Comparison
+from moebench.report.model_sections import model_sections
 from moebench.report.sections import (
     CRITICAL_PATH_NOTE,
     STEP_ONLY,
@@ -73,7 +74,7 @@ def render_table(comp: Comparison, width: int) -> str:
     say(title(comp))
     say(CRITICAL_PATH_NOTE)
     widths = _fit_widths(columns, body, width - 2 * len(columns))  # 2: padding per column
-    if not body and comp.step is not None:
+    if not body and (comp.step is not None or comp.model is not None):
         say(STEP_ONLY)
     elif widths is not None:
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -96,7 +97,9 @@ def render_table(comp: Comparison, width: int) -> str:
     say("")
     for line in aa_lines(comp) + noise_lines(comp) + reconciliation_lines(comp) + pass_lines(comp):
         say(line)
-    for heading, note, header, cells in workmodel_sections(comp) + step_sections(comp):
+    for heading, note, header, cells in (
+        workmodel_sections(comp) + step_sections(comp) + model_sections(comp)
+    ):
         say("")
         say(f"{heading}: {note}")
         _print_cells(console, [(h, False) for h in header], cells, width)

@@ -1,9 +1,10 @@
 """A simulated run: every case, every rank of it on one device in this process.
 
 Each case runs the case sequence (``run.case``) with the regime it asks for (one layer,
-``run.layer``; a model step, ``run.step``) on the simulated topology (``run.simulated_ranks``),
-then its rows are written as one Parquet part per table. The run's opening, resume checks and
-last word are ``run.lifecycle``'s, shared with the distributed run.
+``run.layer``; a model step, ``run.step``; a whole model, ``run.model``) on the simulated
+topology (``run.simulated_ranks``), then its rows are written as one Parquet part per table.
+The run's opening, resume checks and last word are ``run.lifecycle``'s, shared with the
+distributed run.
 
 Failures (see ``core.faults``): an arm that runs out of memory, fails to compile or raises becomes
 an ``error`` row and the other arms go on; inputs that cannot be built make every arm of that rank
@@ -28,6 +29,7 @@ from moebench.results.rows import CaseRows
 from moebench.run import isolate, lifecycle
 from moebench.run.case import CaseContext, run_case
 from moebench.run.layer import OneLayer
+from moebench.run.model import ModelRun, check_model_memory, model_manifest, plan_model_case
 from moebench.run.options import Progress, RunOptions, RunSummary, case_timeout, resume_command
 from moebench.run.simulated_ranks import SimulatedRanks
 from moebench.run.step import Step
@@ -50,6 +52,10 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
         planned = [plan_step_case(c) for c in expand(s)]
         check_memory(planned, len(names), device)  # before anything is allocated
         extra = {"step": step_manifest(s, planned)}
+    elif s.model_run is not None:  # the model regime: every case a whole model (run.model)
+        planned = [plan_model_case(c, options.aa) for c in expand(s)]
+        check_model_memory(planned, device)  # before anything is allocated
+        extra = {"model": model_manifest(s, planned)}
     else:
         planned = plan(s)
     clock = None if options.isolate else Clock(device)
@@ -113,8 +119,11 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
 
 
 def _units(p, names) -> int:
-    """Progress units of a case: one per (rank, arm), or per step of a step regime case."""
+    """Progress units of a case: one per (rank, arm), per step of a step regime case, one for a
+    model regime case."""
     s = p.case.scenario
+    if s.model_run is not None:
+        return 1
     return s.step.steps if s.step is not None else len(p.ranks) * len(names)
 
 
@@ -134,5 +143,6 @@ def case_rows(
     topology = SimulatedRanks(device, clock)
     ctx = CaseContext(run_id=run_id, options=options, clock=clock, stop=stop,
                       progress=progress or Progress(), limit_s=limit_s)  # fmt: skip
-    regime = Step if p.case.scenario.step is not None else OneLayer
+    s = p.case.scenario
+    regime = Step if s.step is not None else ModelRun if s.model_run is not None else OneLayer
     return run_case(regime(p, topology, ctx), topology, ctx)

@@ -9,6 +9,7 @@ string is ``moebench.spec.load``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 
@@ -16,6 +17,7 @@ from moebench.core.families import PRECISIONS, facts
 from moebench.core.layout import capacity_rows
 from moebench.core.vocabulary import ACTIVATIONS, Regime
 from moebench.spec import fields as yf
+from moebench.spec.model import check_model_regime, model_run_section, model_samples
 from moebench.spec.schema import (
     DEFAULT_ARMS,
     DEVICES,
@@ -25,6 +27,7 @@ from moebench.spec.schema import (
     MAX_SAMPLES,
     TOP_KEYS,
     MeasureSpec,
+    ModelRunSpec,
     Scenario,
     StepSpec,
 )
@@ -63,7 +66,8 @@ def timed_samples(
 def build_scenario(doc: dict, origin: Origin) -> Scenario:
     """One scenario from a document (its sweep parsed, not expanded)."""
     yf.section(doc, "", TOP_KEYS)
-    for k in ("name", "model", "shape"):
+    model_run = model_run_section(doc["model_run"]) if doc.get("model_run") is not None else None
+    for k in ("name", "model", *(("shape",) if model_run is None else ())):
         if k not in doc:
             raise yf.Invalid(k, "required")
     # The activation before the arms: an hf: arm builds an experts class that computes it.
@@ -75,9 +79,15 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
     model = model_section(doc["model"], family)
     topology = topology_section(optional_section(doc, "topology"))
     routing = routing_section(optional_section(doc, "routing"), origin)
-    shape = shape_section(doc["shape"])
+    shape = _shape(doc, model_run)
     measure = measure_section(optional_section(doc, "measure"), family)
     step = _step(doc, model, routing, shape, measure)
+    if model_run is not None or Regime.MODEL in measure.regimes:
+        if model_run is None:
+            raise yf.Invalid("model_run", "required by measure.regimes: [model]")
+        check_model_regime(doc, model_run, model=model, topology=topology, routing=routing,
+                           measure=measure)  # fmt: skip
+        measure = dataclasses.replace(measure, iterations=1)
     precision = yf.choice(
         doc.get("precision", facts(family).precisions[0]), "precision", PRECISIONS
     )
@@ -142,7 +152,8 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
     tokens = shape.tokens_per_rank * topology.dp
     n_ranks = len(measure.ranks) if measure.ranks is not None else ep
     n_layers = len(step_layers(step, model)) if step is not None else 0
-    n_samples = timed_samples(measure, n_ranks, len(arms), step, n_layers)
+    n_samples = (timed_samples(measure, n_ranks, len(arms), step, n_layers) if model_run is None
+                 else model_samples(model_run, measure, len(arms)))  # fmt: skip
     if n_samples > MAX_SAMPLES:
         raise yf.Invalid(
             "measure.iterations",
@@ -192,6 +203,7 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
         family=family,
         measure=measure,
         step=step,
+        model_run=model_run,
         sweep=sweep_section(optional_section(doc, "sweep")),
         expect_sources=expect_sources_section(optional_section(doc, "expect_sources"), arms),
         device=yf.choice(doc.get("device", "auto"), "device", DEVICES),
@@ -199,6 +211,22 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
         text=origin.text,
         sha256=hashlib.sha256(origin.text.encode("utf-8", "surrogatepass")).hexdigest(),
     )
+
+
+def _shape(doc: dict, model_run: ModelRunSpec | None):
+    """The shape section; in the model regime its tokens are the batch (a prefill arm's
+    capacity alignment may be written)."""
+    if model_run is None:
+        return shape_section(doc["shape"])
+    written = optional_section(doc, "shape")
+    if isinstance(written, dict) and written.get("tokens_per_rank", model_run.batch) != (
+        model_run.batch
+    ):
+        raise yf.Invalid("shape.tokens_per_rank", "the model regime's tokens per step are "
+                         "model_run.batch; leave it out")  # fmt: skip
+    return shape_section({**yf.section(written, "shape", ("alignment", "capacity",
+                                                          "tokens_per_rank")),
+                          "tokens_per_rank": model_run.batch})  # fmt: skip
 
 
 def _step(doc, model, routing, shape, measure) -> StepSpec | None:

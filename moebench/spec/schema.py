@@ -20,7 +20,7 @@ from typing import Any
 
 from moebench.core.families import DEFAULT_BASELINE, DEFAULT_FAMILY
 from moebench.core.models import PRESETS
-from moebench.core.vocabulary import DEFAULT_REGIMES, PREFILL_STAGES
+from moebench.core.vocabulary import DEFAULT_REGIMES, MODEL_STAGES, PREFILL_STAGES
 
 # The arms come from the registry (moebench/arm/registry.py), the shared words from the vocabulary.
 # A scenario runs the arms of one family: `prefill` (the capacity-buffer pipeline) or `decode`
@@ -166,6 +166,27 @@ class StepSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ModelRunSpec:
+    """The ``model`` regime (``moebench.spec.model``): a whole transformers model of the preset,
+    ``batch`` sequences, each decode step timed at a KV cache of ``context`` tokens and more,
+    ``decode_steps`` steps a block; a prefill of ``prompt`` tokens a sequence (its TTFT).
+    ``routing``: the model's own router, or each layer's recorded load (a trace). ``config``:
+    transformers config fields over the preset's, as (key, value) pairs. ``slo_tpot_ms`` is a
+    given SLO on the measured P99 TPOT for goodput."""
+
+    batch: int = 1
+    context: int = 256
+    prompt: int = 32
+    decode_steps: int = 16
+    check_steps: int = 2
+    stages: tuple[str, ...] = MODEL_STAGES
+    routing: str = "router"
+    slo_tpot_ms: float | None = None
+    attention: str | None = None  # None: the model's own attention implementation
+    config: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Scenario:
     name: str
     description: str = ""
@@ -181,6 +202,7 @@ class Scenario:
     family: str = DEFAULT_FAMILY  # the arms' family (a key of core.families.FACTS)
     measure: MeasureSpec = field(default_factory=MeasureSpec)
     step: StepSpec | None = None  # the step regime's section (None: no step regime)
+    model_run: ModelRunSpec | None = None  # the model regime's section (None: no model regime)
     sweep: tuple[tuple[str, tuple], ...] = ()
     expect_sources: tuple[tuple[str, str], ...] = ()
     device: str = "auto"
@@ -226,6 +248,7 @@ TOP_KEYS = (
     "arms",
     "measure",
     "step",
+    "model_run",
     "sweep",
     "expect_sources",
     "device",
@@ -234,6 +257,7 @@ MODEL_FIELDS = ("id", "revision", "hidden", "intermediate", "experts", "top_k")
 # Model fields with a default for a model that names no preset (one layer, no dense layer).
 MODEL_LAYER_FIELDS = ("layers", "dense_layers")
 STEP_KEYS = ("layers", "steps", "blocks", "tokens", "non_moe_us", "slo_tpot_ms")
+MODEL_RUN_KEYS = tuple(f.name for f in fields(ModelRunSpec))
 MAX_STEPS = 100_000
 ROUTING_KEYS = (
     "family",
@@ -257,6 +281,7 @@ SWEEPABLE = (
     "gemm",
     "arms",
     "device",
+    *(f"model_run.{k}" for k in MODEL_RUN_KEYS if k != "config"),
 )
 
 
@@ -306,6 +331,9 @@ def to_dict(scenario: Scenario) -> dict:
         "arms": list(scenario.arm_refs),  # as written: what parsing it again resolves
         "measure": plain(scenario.measure),
         "step": None if scenario.step is None else _step_plain(scenario.step),
+        "model_run": None if scenario.model_run is None else (
+            plain(scenario.model_run)
+            | {"config": {k: to_plain(v) for k, v in scenario.model_run.config}}),
         "sweep": {p: to_plain(v) for p, v in scenario.sweep},
         "expect_sources": dict(scenario.expect_sources),
         "device": scenario.device,

@@ -1,0 +1,423 @@
+"""The ``model`` regime: a whole transformers model of a preset, each arm as its experts backend,
+its prefill (TTFT) and decode steps (TPOT) timed (issue 27; docs/DESIGN.md section 14).
+
+A case is one unit of the case sequence (``run.case``), on the simulated topology (one device):
+
+1. Inputs. The model at the preset's real shapes with random weights
+   (``integrations.transformers.model``: built on the meta device, materialised once on this
+   one), its decode cache filled with ``context`` tokens a sequence by the reference backend
+   (transformers' ``eager`` experts), the reference's logits of the prompt and of the first
+   ``check_steps`` decode steps; with ``model_run.routing: trace`` every layer's routing of every
+   step drawn from the layer's recorded load (``routing.step_draws``), the same for every arm.
+2. Gates, before anything is timed, per arm and for the no-work backend (``NO_EXPERTS``): its
+   decode step captured as one CUDA graph (on the GPU, where the arm allows it; otherwise run
+   eagerly, ``mode: eager``, and said so in a ``capture`` row), then its prefill logits and those
+   of ``check_steps`` decode steps through the very call that will be timed, against the
+   reference's, within the precision's tolerance (``model_prefill``, ``model_decode``). The
+   no-work backend's distance from the reference is the gates' power: when it is not far above the
+   tolerance, no arm's logits can show that it computed its experts, and every arm fails.
+3. Timing (``measure.sampling``): each block, in the Williams order, every arm and the no-work
+   backend once: the prefill (eager, a sample of stage ``prefill``), then ``decode_steps`` decode
+   steps from the same context, each a sample of stage ``decode`` (``step`` its index).
+4. After timing: every timed arm on fresh inputs (other prompt and decode tokens written into the
+   same tensors) against the reference's logits on them (``fresh_prefill``, ``fresh_decode``).
+
+A sample's ``weight_bytes`` are the expert weights the call read (the experts its routing touched
+in every MoE layer, in the arm's own weight format); the rest of a step's floor (the other
+parameters, the KV cache) is in the manifest's ``model`` section, per case.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from moebench.arm.registry import HF_PREFIX
+from moebench.core import faults
+from moebench.core.errors import ScenarioError
+from moebench.core.families import facts
+from moebench.core.models import PRESETS
+from moebench.core.numerics import TOLERANCE, calc_diff, nonfinite
+from moebench.core.vocabulary import MODEL_DECODE, MODEL_PREFILL, NO_EXPERTS, Regime
+from moebench.integrations.transformers import model as hf_model
+from moebench.integrations.transformers.families import GPT_OSS
+from moebench.integrations.transformers.serving import ModelRunner
+from moebench.measure.sampling import Blocks, Probe, sample_blocks
+from moebench.plan.cases import columns, run_arms
+from moebench.plan.steps import available_memory, size
+from moebench.results.rows import CaseRows, Check
+from moebench.routing.step_draws import StepRouting, trace_layer_map
+from moebench.routing.synthetic import rank_statistics
+from moebench.run.case import CaseContext
+from moebench.spec.schema import Case, Scenario
+
+POWER = 10.0  # the no-work backend must differ from the reference by this many tolerances
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedModel:
+    case: Case
+    plan: hf_model.ModelPlan
+    memory: dict[str, int]
+    ranks: tuple[int, ...] = (0,)
+
+
+def plan_model_case(case: Case, aa: bool = False) -> PlannedModel:
+    """The case's model and the memory it needs; a ScenarioError names what cannot be."""
+    s = case.scenario
+    p = hf_model.plan(s)
+    return PlannedModel(
+        case=case, plan=p, memory=hf_model.memory(p, s, list(run_arms(s, aa).values()))
+    )
+
+
+def check_model_memory(planned: list[PlannedModel], device: torch.device) -> None:
+    """A ScenarioError (exit 2, nothing allocated) when a case cannot fit, with the bytes."""
+    free, where = available_memory(device)
+    for p in planned:
+        need = model_need(p.memory)
+        if need > free:
+            s = p.case.scenario
+            parts = ", ".join(f"{size(v)} {k}" for k, v in p.memory.items() if v)
+            raise ScenarioError(
+                f"{s.path or s.name}: case {p.case.case_id}: the model ({p.plan.label}, "
+                f"{s.model.layers} layers) needs about {size(need)} ({parts}), {size(free)} "
+                f"{where}: keep fewer layers with model.layers, or a smaller model_run.batch"
+            )
+
+
+def model_need(memory: dict[str, int]) -> int:
+    """Bytes a case needs: its parts and a tenth more (allocator slack, the graphs' pools)."""
+    return int(1.1 * sum(memory.values()))
+
+
+def model_manifest(s: Scenario, planned: list[PlannedModel]) -> dict:
+    """The run manifest's ``model`` section: what the analysis needs to read the rows (the rest of
+    each case's floor, its batch and context), and what was built."""
+    import transformers
+
+    cases = {}
+    for p in planned:
+        cs, run = p.case.scenario, p.case.scenario.model_run
+        cases[p.case.case_id] = {
+            "batch": run.batch, "context": run.context, "prompt": run.prompt,
+            "decode_steps": run.decode_steps, "check_steps": run.check_steps,
+            "stages": list(run.stages), "layers": cs.model.layers,
+            "model_layers": PRESETS[cs.model.preset]["layers"],
+            "moe_layers": list(p.plan.moe_layers), "label": p.plan.label,
+            "step_bytes": p.plan.step_bytes, "row_bytes": p.plan.row_bytes,
+            "kv": [{"kind": k, "bytes_per_token": b,
+                    "slots": (min(p.plan.window, run.context + run.decode_steps)
+                              if k == "sliding_attention" else None)}
+                   for k, b in zip(p.plan.kinds, p.plan.kv_token_bytes, strict=True)],
+            "attention": p.plan.attention, "config": p.plan.overrides,
+            "memory": p.memory, "precision": cs.precision, "slo_tpot_ms": run.slo_tpot_ms,
+        }  # fmt: skip
+    return {"cases": cases, "transformers": transformers.__version__, "non_moe": NO_EXPERTS,
+            "routing": planned[0].case.scenario.model_run.routing}  # fmt: skip
+
+
+@dataclass(kw_only=True)
+class ModelHeld:
+    runner: ModelRunner
+    cols: dict
+    backends: dict[str, str]  # arm (and NO_EXPERTS) -> its experts backend
+    ref_prefill: torch.Tensor
+    ref_decode: list[torch.Tensor]
+    calls: dict[str, Callable[[], None]] = field(default_factory=dict)  # arm -> its decode call
+    modes: dict[str, str] = field(default_factory=dict)  # arm -> graph | eager
+    power: str = ""  # why the gates cannot tell an arm from none ("" when they can)
+
+
+class ModelRun:
+    """The model regime of one case (``run.case.CaseRegime``; module docstring)."""
+
+    def __init__(self, p, topology, ctx: CaseContext):
+        s = p.case.scenario
+        self.p, self.topology, self.ctx, self.scenario = p, topology, ctx, s
+        self.run = s.model_run
+        self.arms = run_arms(s, ctx.options.aa)
+        self.names = (*self.arms, NO_EXPERTS)
+        self.plan = p.plan if isinstance(p, PlannedModel) else hf_model.plan(s)
+        self.router = _router(s)
+        label = self.router.label() if self.router else "the model's own router (random weights)"
+        cols = columns(p.case, ctx.run_id, tokens_per_rank=self.run.batch, capacity_rows=0,
+                       routing_label=label)  # fmt: skip
+        self.cols = {**cols, "rank": 0, "live_rows": self.run.batch * s.model.top_k}
+
+    def rows(self) -> CaseRows:
+        return CaseRows()
+
+    def units(self):
+        return [0]
+
+    def label(self, unit) -> str:
+        return f"case {self.p.case.case_id} (batch {self.run.batch})"
+
+    def current_cols(self) -> dict:
+        return self.cols
+
+    # ----------------------------------------------------------------- 1. inputs
+
+    def inputs(self, unit, out: CaseRows) -> ModelHeld | None:
+        s, run, device = self.scenario, self.run, self.topology.device
+        try:
+            model = hf_model.build(self.plan, s, device, s.routing.seed)
+            self.ctx.stop.check("building the model")
+            runner = ModelRunner(model, self.plan, batch=run.batch, context=run.context,
+                                 prompt=run.prompt, steps=run.decode_steps, device=device,
+                                 seed=s.routing.seed, draws=self._draws(device))  # fmt: skip
+            runner.use("eager")
+            runner.fill_context(s.routing.seed)
+            ref_prefill, ref_decode = (
+                runner.run_prefill(),
+                runner.run_decode(runner.decode, run.check_steps),
+            )
+            backends = {a: hf_model.backend_of(arm, s.precision) for a, arm in self.arms.items()}
+            backends[NO_EXPERTS] = hf_model.register_no_experts()
+        except faults.CaseTimeout:
+            raise
+        except Exception as exc:  # out of memory building the model: every arm's row
+            self.topology.recover(out, self.cols, self.names, "inputs", exc)
+            return None
+        sha = self.router.trace.sha256 if self.router is not None else ""
+        for layer, routes in runner.routes.items():  # the reference's first decode step
+            ids = routes[MODEL_DECODE][0].cpu()
+            out.routing.append({"run_id": self.cols["run_id"], "case_id": self.cols["case_id"],
+                                "routing": self.cols["routing"], "tokens_per_rank": run.batch,
+                                "trace_sha256": sha,
+                                "step": 0, "layer": layer,
+                                **rank_statistics(ids, rank=0, ep=1, local_experts=s.model.experts,
+                                                  capacity_rows=ids.numel())})  # fmt: skip
+        return ModelHeld(runner=runner, cols=self.cols, backends=backends,
+                         ref_prefill=ref_prefill, ref_decode=ref_decode)  # fmt: skip
+
+    def _draws(self, device) -> dict | None:
+        """{(layer, phase): (ids, weights)} of a trace, every decode step and the prefill."""
+        if self.router is None:
+            return None
+        run, out = self.run, {}
+        for layer in self.plan.moe_layers:
+            steps = [self.router.draw(1 + i, layer, run.batch) for i in range(run.decode_steps)]
+            out[(layer, MODEL_DECODE)] = (
+                torch.stack([d.topk_ids_TK.long() for d in steps]).to(device),
+                torch.stack([d.topk_weights_TK for d in steps]).to(device),
+            )
+            d = self.router.draw(0, layer, run.batch * run.prompt)
+            out[(layer, MODEL_PREFILL)] = (d.topk_ids_TK.long().to(device),
+                                           d.topk_weights_TK.to(device))  # fmt: skip
+        return out
+
+    # ----------------------------------------------------------------- 2. gates
+
+    def gates(self, held: ModelHeld, out: CaseRows) -> list[str]:
+        tol = TOLERANCE[self.scenario.precision]
+        errors: dict[str, tuple[float, float]] = {}
+        for name in self.names[::-1]:  # the no-work backend first: the gates' power
+            self.ctx.stop.check(f"gates of {name}")
+            try:
+                self._prepare_call(held, name, out)
+                errors[name] = self._compare(held, name, held.ref_prefill, held.ref_decode)
+            except faults.CaseTimeout:
+                raise
+            except Exception as exc:
+                self.topology.recover(out, held.cols, [name], "model_gates", exc)
+        none = errors.get(NO_EXPERTS)
+        if none is not None:
+            weakest = min(none)
+            held.power = "" if weakest > POWER * tol else (
+                f"the logits without expert work are within {weakest:.3g} of the reference "
+                f"({POWER:g} x the tolerance {tol:g} is needed): this check cannot tell an arm "
+                "from none")  # fmt: skip
+            out.add(held.cols, NO_EXPERTS, Check(
+                name="power", status="fail" if held.power else "pass", error=weakest,
+                detail=held.power or f"the logits without expert work differ by {weakest:.3g} "
+                                     f"(>= {POWER:g} x tolerance {tol:g})"))  # fmt: skip
+        passed = []
+        for name in self.arms:
+            if name not in errors:
+                continue
+            ok = True
+            for gate, err in zip(("model_prefill", "model_decode"), errors[name], strict=True):
+                good = err <= tol and not held.power
+                ok &= good
+                out.add(held.cols, name, Check(name=gate, status="pass" if good else "fail",
+                                               error=err, detail=held.power if held.power else
+                                               ("" if good else f"tolerance {tol:g}")))  # fmt: skip
+            if ok or self.ctx.options.allow_mismatch:
+                passed.append(name)
+        return [*passed, *([NO_EXPERTS] if NO_EXPERTS in errors else [])]
+
+    def _prepare_call(self, held: ModelHeld, name: str, out: CaseRows) -> None:
+        """The arm's decode call: its step captured as one CUDA graph where it can be, else the
+        eager step, with a ``capture`` row saying which."""
+        runner, clock = held.runner, self.ctx.clock
+        runner.use(held.backends[name])
+        arm = self.arms.get(name)
+        allowed = self.scenario.measure.graph and (arm is None or arm.graph)
+        held.calls[name], held.modes[name] = runner.decode, "eager"
+        if not clock.cuda:
+            return
+        if not allowed:
+            why = "measure.graph is false" if not self.scenario.measure.graph else (
+                f"{name} declares no CUDA graph")  # fmt: skip
+            out.add(held.cols, name, Check(name="capture", status="skip", detail=f"eager: {why}"))
+            return
+        try:
+            warm = min(max(1, self.scenario.measure.warmup), self.run.decode_steps)
+            runner.run_decode(runner.decode, warm)  # builds the arm's buffers, compiles
+            runner.restore_context()
+            held.calls[name] = clock.capture(runner.decode)
+            held.modes[name] = "graph"
+            out.add(held.cols, name, Check(name="capture", status="pass",
+                                           detail="one CUDA graph a decode step"))  # fmt: skip
+        except Exception as exc:
+            if not faults.device_healthy(self.topology.device):
+                raise
+            out.add(
+                held.cols,
+                name,
+                Check(
+                    name="capture",
+                    status="skip",
+                    detail=f"eager: the step could not be captured ({faults.describe(exc)})",
+                ),
+            )
+        finally:
+            runner.restore_context()
+
+    def _compare(self, held: ModelHeld, name: str, ref_prefill, ref_decode) -> tuple[float, float]:
+        """(prefill error, worst decode step's error) of ``name`` against the reference; NaN or
+        inf in its logits is an infinite error."""
+        runner = held.runner
+        runner.use(held.backends[name])
+        got = runner.run_prefill()
+        steps = runner.run_decode(held.calls[name], len(ref_decode))
+        prefill = _error(got, ref_prefill)
+        decode = max(_error(g, r) for g, r in zip(steps, ref_decode, strict=True))
+        return prefill, decode
+
+    def end_to_end(self, held: ModelHeld, timed: list[str], out: CaseRows) -> list[str]:
+        return timed
+
+    # ----------------------------------------------------------------- 3. timing
+
+    def time(self, held: ModelHeld, timed: list[str], out: CaseRows) -> list[str]:
+        probes = {name: [self._probe(held, name)] for name in timed}
+        timed, _ = sample_blocks(
+            timed, probes, blocks=Blocks(count=self.scenario.measure.blocks), iterations=1,
+            clock=self.ctx.clock, cols=held.cols, arm_cols={}, out=out.samples,
+            stop=self.ctx.stop, where=f"case {self.p.case.case_id}",
+            on_fail=self.topology.on_fail(out, held.cols, "timing"),
+        )  # fmt: skip
+        self.ctx.progress.step(f"{self.p.case.case_id} timed")
+        return timed
+
+    def _probe(self, held: ModelHeld, name: str) -> Probe:
+        """A block's turn of ``name``: its prefill, then its decode steps from the context."""
+        run, runner, clock = self.run, held.runner, self.ctx.clock
+        per_expert = self._expert_bytes(name)
+        common = {"regime": Regime.MODEL, "layer": -1, "weights": "warm", "weight_copies": 1}
+        rows: dict = {}
+        if MODEL_PREFILL in run.stages:
+            rows[MODEL_PREFILL] = {**common, "stage": MODEL_PREFILL, "mode": "eager", "step": -1,
+                                   "tokens_per_rank": run.batch * run.prompt,
+                                   "live_rows": run.batch * run.prompt * self.scenario.model.top_k,
+                                   "weight_bytes": -1}  # fmt: skip
+        if MODEL_DECODE in run.stages:
+            for i in range(run.decode_steps):
+                rows[(MODEL_DECODE, i)] = {
+                    **common,
+                    "stage": MODEL_DECODE,
+                    "step": i,
+                    "mode": held.modes[name],
+                    "weight_bytes": -1,
+                }
+
+        def measure() -> dict:
+            times = {}
+            if MODEL_PREFILL in run.stages:
+                runner.use(held.backends[name])
+                runner.reset_prefill()
+                times[MODEL_PREFILL] = clock.sample_us(runner.prefill)
+                touched = runner.touched(MODEL_PREFILL)
+                rows[MODEL_PREFILL]["weight_bytes"] = per_expert * sum(
+                    v[0] for v in touched.values()
+                )
+            if MODEL_DECODE in run.stages:
+                if held.modes[name] == "eager":
+                    runner.use(held.backends[name])
+                runner.restore_context()
+                for i in range(run.decode_steps):
+                    runner.at_step(i)
+                    times[(MODEL_DECODE, i)] = clock.sample_us(held.calls[name])
+                touched = runner.touched(MODEL_DECODE)
+                for i in range(run.decode_steps):
+                    rows[(MODEL_DECODE, i)]["weight_bytes"] = per_expert * sum(
+                        v[i] for v in touched.values()
+                    )
+            return times
+
+        return Probe(measure=measure, rows=rows)
+
+    def _expert_bytes(self, name: str) -> int:
+        """Bytes of one expert's weights as ``name`` reads them: its precision's format for a
+        moebench arm, the model's bf16 parameters for a transformers backend, none for none."""
+        m, arm = self.scenario.model, self.arms.get(name)
+        if arm is None:
+            return 0
+        if arm.name.startswith(HF_PREFIX):
+            biased = self.plan.experts.layout == GPT_OSS
+            return (3 * m.hidden * m.intermediate + biased * (2 * m.intermediate + m.hidden)) * 2
+        return int(
+            facts(arm.family).expert_bytes(m.hidden, m.intermediate, 1, self.scenario.precision)
+        )
+
+    # ----------------------------------------------------------------- 4. after timing
+
+    def after_timing(self, held: ModelHeld, timed: list[str], out: CaseRows) -> None:
+        runner, run = held.runner, self.run
+        runner.set_tokens(self.scenario.routing.seed + 1)  # other prompt and decode tokens
+        runner.use("eager")
+        ref_prefill = runner.run_prefill()
+        ref_decode = runner.run_decode(runner.decode, run.check_steps)
+        tol = TOLERANCE[self.scenario.precision]
+        for name in timed:
+            if name == NO_EXPERTS:
+                continue
+            try:
+                errors = self._compare(held, name, ref_prefill, ref_decode)
+            except Exception as exc:
+                self.topology.recover(out, held.cols, [name], "fresh_inputs", exc)
+                continue
+            for gate, err in zip(("fresh_prefill", "fresh_decode"), errors, strict=True):
+                out.add(held.cols, name, Check(name=gate, status="pass" if err <= tol else "fail",
+                                               error=err, detail="" if err <= tol else
+                                               f"tolerance {tol:g}, other tokens"))  # fmt: skip
+
+    def finish(self, held: ModelHeld, timed: list[str], out: CaseRows) -> None:
+        held.runner.close()
+        held.calls.clear()
+        held.runner = None
+        self.topology.release()
+
+
+def _error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return math.inf if nonfinite(got) else calc_diff(got, want)
+
+
+def _router(s: Scenario) -> StepRouting | None:
+    """The draws replacing every layer's routing (``model_run.routing: trace``), or None."""
+    if s.model_run.routing != "trace":
+        return None
+    r = s.routing
+    return StepRouting(
+        family=r.family, seed=r.seed, experts=s.model.experts, top_k=s.model.top_k, ep=1,
+        alignment=s.shape.alignment, trace_path=r.path,
+        layer_map=trace_layer_map(r.path, s.model.moe_layers),
+        options={k: getattr(r, k) for k in ("alpha", "hot_rank", "hot_fraction",
+                                            "empty_fraction")},
+    )  # fmt: skip
