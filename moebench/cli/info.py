@@ -70,11 +70,11 @@ def validate(scenario: ScenarioArg) -> None:
             str(len(p.ranks)),
             f"{min(live)} / {max(live)}",
             f"{min(empty)} / {max(empty)}",
-            f"{cost.samples:,}",
+            preflight.samples_cell(cost),
             "-" if cost.seconds is None else f"~{preflight.duration(cost.seconds)}",
         )
     t.caption = (
-        "samples: ranks x arms x blocks x iterations x timed stages; time: "
+        preflight.samples_note(costs) + "; time: "
         + ("an estimate for this CPU under the Triton interpreter (gates, warm-up and samples)"
            if device == "cpu" else "estimated for CPU runs only")
     )  # fmt: skip

@@ -6,7 +6,9 @@ minutes and leaves a folder behind. ``notes`` are the warnings a run or a valida
 front: a regime this device cannot record (``profile`` needs CUDA graphs), a limit this mode does
 not enforce. ``case_costs`` is what ``validate`` prints per case: the samples it will record and,
 on the CPU, an estimate of its time under the Triton interpreter, so that a shape that cannot
-finish on the CPU is flagged before anyone waits for it.
+finish on the CPU is flagged before anyone waits for it. A whole-FFN arm's kernel-regime samples
+are the sub-stages its ``prepare`` names, known only when it runs: they are not counted, and
+``samples_cell``/``samples_note`` say so where the count is printed.
 """
 
 from __future__ import annotations
@@ -140,9 +142,27 @@ def notes(s: Scenario, device: str, aa: bool = False) -> list[str]:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CaseCost:
     case_id: str
-    samples: int  # ranks x arms x blocks x iterations x timed stages
+    samples: int  # ranks x blocks x iterations x each arm's timed stages (spec.build.timed_samples)
     seconds: float | None  # estimated wall time under the interpreter; None on a GPU
     limit_s: float | None  # measure.case_timeout_s of the case
+    # whole-FFN arms whose kernel-regime samples (the sub-stages they name) are not in `samples`
+    open_arms: tuple[str, ...] = ()
+
+
+def samples_cell(cost: CaseCost) -> str:
+    """The samples of a case as ``validate`` prints them: ``84``, or ``84+`` when a whole-FFN arm
+    may add the sub-stages it names (``samples_note``)."""
+    return f"{cost.samples:,}" + ("+" if cost.open_arms else "")
+
+
+def samples_note(costs: list[CaseCost]) -> str:
+    """What the count covers, for ``validate``'s caption."""
+    text = "samples: ranks x blocks x iterations x each arm's timed stages"
+    arms = sorted({a for c in costs for a in c.open_arms})
+    if arms:
+        text += (f" (+: {', '.join(arms)}, whole-FFN, counted with ffn samples only, plus any "
+                 "sub-stages it names: its prepare says which when it runs)")  # fmt: skip
+    return text
 
 
 def ffn_seconds(s: Scenario, arm: Arm, capacity_rows: int, live_rows: int) -> float:
@@ -156,32 +176,35 @@ def ffn_seconds(s: Scenario, arm: Arm, capacity_rows: int, live_rows: int) -> fl
 def case_costs(planned: list[PlannedCase], device: str, aa: bool = False) -> list[CaseCost]:
     """Per case: the samples it records and, on the CPU, its estimated time (every arm on every
     rank: the gate runs, the warm-up and the timed runs; a kernel-regime sample counts as its
-    stage's share of a whole FFN)."""
+    stage's share of a whole FFN). A whole-FFN arm is counted without kernel-regime samples,
+    in both (its sub-stages are known only when it runs: ``open_arms``)."""
     out = []
     for p in planned:
         s = p.case.scenario
         m = s.measure
         arms = run_arms(s, aa)
+        kernel = Regime.KERNEL in m.regimes and bool(m.stages)
+        whole = [name for name, arm in arms.items() if not arm.staged]
         seconds = None
         if device == "cpu":
-            share = len(m.stages) / len(facts(s.family).stages) if Regime.KERNEL in m.regimes else 0
-            runs = (
-                GATE_RUNS + m.warmup + m.blocks * m.iterations * ((Regime.FFN in m.regimes) + share)
-            )
+            share = len(m.stages) / len(facts(s.family).stages) if kernel else 0
             live = p.counts_RE.sum(dim=1).tolist()
-            seconds = sum(
-                runs * ffn_seconds(s, arm, p.capacity_rows, int(live[rank]))
-                for rank in p.ranks
-                for arm in arms.values()
-            )
+            seconds = 0.0
+            for arm in arms.values():
+                timed = (Regime.FFN in m.regimes) + (share if arm.staged else 0)
+                runs = GATE_RUNS + m.warmup + m.blocks * m.iterations * timed
+                seconds += sum(
+                    runs * ffn_seconds(s, arm, p.capacity_rows, int(live[rank])) for rank in p.ranks
+                )
             if s.topology.mode == "distributed":  # one process a rank, sharing the cores
                 seconds /= max(1, min(len(p.ranks), os.cpu_count() or 1))
         out.append(
             CaseCost(
                 case_id=p.case.case_id,
-                samples=timed_samples(m, len(p.ranks), len(arms)),
+                samples=timed_samples(m, len(p.ranks), len(arms), whole_ffn=len(whole)),
                 seconds=seconds,
                 limit_s=m.case_timeout_s,
+                open_arms=tuple(whole) if kernel else (),
             )
         )
     return out

@@ -48,19 +48,29 @@ from moebench.spec.step import step_layers, step_section
 
 
 def timed_samples(
-    measure: MeasureSpec, ranks: int, arms: int, step: StepSpec | None = None, layers: int = 0
+    measure: MeasureSpec,
+    ranks: int,
+    arms: int,
+    step: StepSpec | None = None,
+    layers: int = 0,
+    *,
+    whole_ffn: int = 0,
 ) -> int:
-    """Samples one case records: ranks x arms x blocks x iterations x timed stages (``ffn``, and
-    each of ``measure.stages`` in the kernel regime). The bound below and ``moebench validate``
-    count the same way; with ``measure.target_cv``, at most ``max_blocks`` blocks. The step
-    regime: ranks x arms x steps x step blocks x iterations x (each layer, and the whole step)."""
+    """Samples one case records: ranks x blocks x iterations x the stages each arm times (``ffn``,
+    and in the kernel regime each of ``measure.stages`` that the arm has). A staged arm has every
+    stage of its family; a whole-FFN arm only the sub-stages its ``prepare`` names, which are
+    known when it runs, not before: ``whole_ffn`` of the ``arms`` are counted with their ``ffn``
+    samples alone (what ``moebench validate`` shows, saying "plus any sub-stages it names").
+    Left 0, every arm counts every stage: a bound (a whole-FFN arm names a stage at most once),
+    which the limit below and the free-space check use. With ``measure.target_cv``, at most
+    ``max_blocks`` blocks. The step regime: ranks x arms x steps x step blocks x iterations x
+    (each layer, and the whole step)."""
     if step is not None:
         return ranks * arms * step.steps * step.blocks * measure.iterations * (layers + 1)
-    n_timed = (Regime.FFN in measure.regimes) + len(measure.stages) * (
-        Regime.KERNEL in measure.regimes
-    )
+    ffn = Regime.FFN in measure.regimes
+    kernel = len(measure.stages) * (Regime.KERNEL in measure.regimes)
     blocks = max(measure.blocks, measure.max_blocks or 0)
-    return ranks * arms * blocks * measure.iterations * n_timed
+    return ranks * blocks * measure.iterations * (arms * ffn + (arms - whole_ffn) * kernel)
 
 
 def build_scenario(doc: dict, origin: Origin) -> Scenario:

@@ -90,6 +90,28 @@ def test_a_users_arms_get_every_gate_the_statistics_and_pins(outside_run):
     assert arms == {"stock", "prefix_sum_masked", "torch_grouped", "masked_persistent"}
 
 
+def validated_samples(scenario_path: Path) -> tuple[str, str]:
+    """``moebench validate``'s samples cell of the one case, and its caption on one line."""
+    result = runner.invoke(app, ["validate", str(scenario_path)])
+    assert result.exit_code == 0, result.output
+    (row,) = [ln for ln in result.stdout.splitlines() if ln.startswith("│ c000")]
+    return row.split("│")[7].strip(), " ".join(result.stdout.split())
+
+
+def test_validate_counts_the_samples_the_run_writes_for_a_whole_ffn_arm(outside_run):
+    """torch_grouped names no sub-stage: it times ffn alone, and validate counts it so, saying
+    that a whole-FFN arm may add the sub-stages it names (known when its prepare runs)."""
+    run_dir, _ = outside_run
+    written = load_run(run_dir).samples.num_rows
+    # 2 ranks x 2 blocks x 1 iteration x (ffn and act of the three staged arms, ffn of
+    # torch_grouped)
+    assert written == 2 * 2 * 1 * (3 * 2 + 1)
+    cell, caption = validated_samples(run_dir.parent.parent / "s.yaml")
+    assert cell == f"{written}+", cell
+    assert ("torch_grouped, whole-FFN, counted with ffn samples only, plus any sub-stages it "
+            "names") in caption, caption  # fmt: skip
+
+
 def test_moebench_arms_lists_a_scenarios_arms_with_origin_and_hash(tmp_path):
     path = scenario(tmp_path, ["stock", example("torch_grouped.py")])
     result = runner.invoke(app, ["arms", "--scenario", str(path), "--format", "json"])
@@ -281,6 +303,10 @@ def test_named_sub_stages_feed_the_kernel_regime_and_a_wrong_name_is_an_error_ro
         s["stage"] for s in load_run(run_dir).samples.to_pylist() if s["arm"] == "with_stages"
     }
     assert stages == {"ffn", "act"}
+    # validate counts its ffn samples; the run adds the act samples its prepare named
+    cell, _ = validated_samples(path)
+    written = load_run(run_dir).samples.num_rows
+    assert cell == f"{written - 2 * 2 * 1}+", (cell, written)  # ranks x blocks x iterations
     (tmp_path / "bad.py").write_text(WHOLE_WITH_STAGES.replace("STAGE", '"fused"'))
     path = scenario(tmp_path, ["stock", "bad.py:ARM"])
     shutil.rmtree(tmp_path / "results")
