@@ -27,6 +27,7 @@ match the reference again, so an output cached on input addresses or shapes cann
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,6 +113,9 @@ class Arm:
     layout: str = ""  # decode, staged: the workspace's row layout (TKD or ETD)
     masked_act: bool = False  # prefill, staged: padding rows must keep their poison
     graph: bool = True  # its FFN may be captured in a CUDA graph (whole_ffn may say False)
+    # files it reads (a tuned config JSON): relative to its module's folder, or absolute; hashed
+    # into its sources and pins beside its code (moebench.run.closure), so a change is drift
+    data_files: tuple[str | os.PathLike, ...] = ()
     origin: str = "builtin"  # builtin | import | file | entry point
     module: str = ""
 
@@ -146,6 +150,10 @@ def arm_problems(arm: Arm) -> list[str]:
         out.append("a staged arm needs build(workspace) -> stages")
     elif arm.contract == WHOLE_FFN and not callable(arm.prepare):
         out.append("a whole_ffn arm needs prepare(problem, y_TD) -> callable")
+    if not isinstance(arm.data_files, tuple | list) or not all(
+        isinstance(f, str | os.PathLike) and str(f) for f in arm.data_files
+    ):
+        out.append(f"data_files must be a tuple of paths, got {arm.data_files!r}")
     if arm.weight_bytes is not None and not callable(arm.weight_bytes):
         out.append("weight_bytes must be a callable problem -> {stage: bytes}")
     precisions = facts(arm.family).precisions

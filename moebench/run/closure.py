@@ -8,7 +8,13 @@ hashed and followed; a module of an installed distribution (torch, triton, or an
 vllm) is recorded as that distribution, name, version and the sha256 of its RECORD (of its file
 list when it has none), and not followed; the standard library is left out. The hash an arm is
 pinned to covers all of it, so that appending a comment to any file the arm's code reaches, or
-upgrading a package it imports, changes the pin, and a file no arm reaches does not.
+upgrading a package it imports, changes the pin, and a file no arm reaches does not. The data
+files an arm declares (``Arm.data_files``: a tuned config it reads) are hashed beside its code.
+
+A file is named in the pin relative to the first source root that holds it (the repository, then
+the arm's folder, then a loose package's): the pin covers a file's content and where it sits in
+its tree, never where the tree lies, so an identical copy of a user's arm folder elsewhere pins
+the same and a changed byte is named by that relative path.
 """
 
 from __future__ import annotations
@@ -33,15 +39,33 @@ class Closure:
     files: dict[Path, str] = field(default_factory=dict)  # absolute path -> sha256
     # distribution name -> {version, record_sha256}
     distributions: dict[str, dict[str, str]] = field(default_factory=dict)
+    data: dict[Path, str] = field(default_factory=dict)  # a declared data file -> sha256
+    # The source roots, in the order searched: the given ones, then loose packages on sys.path.
+    roots: list[Path] = field(default_factory=list)
+
+    def name(self, path: Path) -> str:
+        """``path`` as the pin names it: relative to the first root that holds it (module
+        docstring); absolute only when no root holds it (a data file declared by an absolute
+        path outside them)."""
+        for root in self.roots:
+            if path.is_relative_to(root):
+                return path.relative_to(root).as_posix()
+        return str(path)
 
 
-def closure_of(module: str, *, roots: list[Path], file: Path | None = None) -> Closure:
+def closure_of(
+    module: str, *, roots: list[Path], file: Path | None = None, data: tuple[Path, ...] = ()
+) -> Closure:
     """The import closure of ``module`` (``file``: its path when it was loaded from a file rather
-    than found by name). ``roots``: source folders searched first, in order (the repository,
-    the arm file's folder); other names are looked up on ``sys.path`` without importing them."""
-    out = Closure()
+    than found by name), and the ``data`` files it declares (absolute paths; each must exist).
+    ``roots``: source folders searched first, in order (the repository, the arm file's folder);
+    other names are looked up on ``sys.path`` without importing them."""
     roots = [Path(r).resolve() for r in roots]
-    queue: list[tuple[str, Path | None]] = [(module, file)]
+    out = Closure(roots=roots)  # _find appends a loose package's folder to the same list
+    for path in data:
+        path = Path(path).resolve()
+        out.data[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+    queue: list[tuple[str, Path | None]] = [(module, Path(file).resolve() if file else None)]
     seen: set[str] = set()
     while queue:
         name, path = queue.pop()
@@ -61,13 +85,17 @@ def closure_of(module: str, *, roots: list[Path], file: Path | None = None) -> C
     return out
 
 
-def combined_hash(c: Closure, rel) -> str:
-    """One sha256 over the closure's files (as ``rel`` names them) and distributions."""
+def combined_hash(c: Closure, rel=None) -> str:
+    """One sha256 over the closure's files (as ``rel`` names them; by default ``Closure.name``),
+    distributions and data files."""
+    rel = rel or c.name
     h = hashlib.sha256()
     for name, digest in sorted((rel(p), d) for p, d in c.files.items()):
         h.update(f"{name}\0{digest}\n".encode())
     for name, d in sorted(c.distributions.items()):
         h.update(f"dist:{name}\0{d['version']}\0{d['record_sha256']}\n".encode())
+    for name, digest in sorted((rel(p), d) for p, d in c.data.items()):
+        h.update(f"data:{name}\0{digest}\n".encode())
     return h.hexdigest()
 
 

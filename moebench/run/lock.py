@@ -4,7 +4,9 @@ The YAML is edited as text so that the user's comments and layout survive: an ex
 ``expect_sources`` block (and the comment lock wrote above it) is replaced, otherwise one is
 appended. The result is parsed again before it replaces the file. Beside the scenario,
 ``NAME.lock.json`` records what each hash covers (every file of the arm's import closure, the
-distributions it reaches), so that a later drift can name what changed.
+distributions it reaches, the data files it declares), so that a later drift can name what
+changed. Files are named as the pin names them (relative to the repository or to the arm's
+folder, ``moebench.run.closure``): a scenario and its arm folder copied elsewhere keep their pins.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ def lock_path(scenario_path: str | Path) -> Path:
 
 def read_lock(s: Scenario) -> dict | None:
     """What ``moebench lock`` recorded beside the scenario (per arm: its hash, every file of its
-    import closure and the distributions it reaches), or None when there is none or it cannot be
-    read (then a drift is still refused, only without naming the file)."""
+    import closure, the distributions it reaches and the data files it declares), or None when
+    there is none or it cannot be read (then a drift is still refused, only without naming the
+    file)."""
     if s.path is None:
         return None
     try:
@@ -71,8 +74,8 @@ def write_pins(path: Path) -> dict[str, str]:
     block += [f"  {arm}: {h}" for arm, h in pins.items()]
     text = "\n".join(lines + block) + "\n"
     parse_scenario(text, path=str(path))
-    record = {"scenario": s.name, "arms": {a: {k: v[k] for k in ("hash", "files", "distributions",
-              "origin", "module")} for a, v in sources.items()}}  # fmt: skip
+    keys = ("hash", "files", "distributions", "data", "origin", "module")
+    record = {"scenario": s.name, "arms": {a: {k: v[k] for k in keys} for a, v in sources.items()}}
     _replace(lock_path(path), json.dumps(record, indent=1, sort_keys=True) + "\n")
     _replace(path, text)
     return pins

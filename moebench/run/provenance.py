@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from moebench.arm.base import Arm
-from moebench.core.errors import SourceDriftError
+from moebench.core.errors import MoebenchError, SourceDriftError
 from moebench.core.version import __version__
 from moebench.run.closure import closure_of, combined_hash
 
@@ -17,19 +17,21 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def arm_provenance(arms: dict[str, Arm]) -> dict[str, dict]:
     """{name: provenance} of ``arms``: the hash a scenario pins, the files of the arm's import
-    closure with their sha256 (paths relative to the repository where they lie in it), the
-    installed distributions it reaches (version, sha256 of RECORD), the kernels it declares,
+    closure with their sha256 (paths relative to the repository where they lie in it, else to the
+    arm's folder: ``Closure.name``), the installed distributions it reaches (version, sha256 of
+    RECORD), the data files it declares (``data``, named the same way), the kernels it declares,
     its contract and where it came from (``moebench.run.closure``)."""
     out = {}
     for name, arm in arms.items():
         mod = sys.modules.get(arm.module)
         file = Path(mod.__file__) if mod is not None and getattr(mod, "__file__", None) else None
         roots = [REPO_ROOT] + ([file.parent] if file is not None else [])
-        c = closure_of(arm.module, roots=roots, file=file)
+        c = closure_of(arm.module, roots=roots, file=file, data=data_paths(name, arm, file))
         out[name] = {
-            "hash": combined_hash(c, _rel),
-            "files": {_rel(f): d for f, d in sorted(c.files.items(), key=lambda x: _rel(x[0]))},
+            "hash": combined_hash(c),
+            "files": _named(c, c.files),
             "distributions": dict(sorted(c.distributions.items())),
+            "data": _named(c, c.data),
             "kernels": list(arm.kernels),
             "contract": arm.contract,
             "origin": arm.origin,
@@ -38,14 +40,43 @@ def arm_provenance(arms: dict[str, Arm]) -> dict[str, dict]:
     return out
 
 
+def data_paths(name: str, arm: Arm, file: Path | None) -> tuple[Path, ...]:
+    """The data files ``arm`` declares, as absolute paths (a relative one is relative to the
+    folder of the module that defines it); MoebenchError naming the arm and the file when one
+    is not there."""
+    out = []
+    for declared in arm.data_files:
+        path = Path(declared).expanduser()
+        if not path.is_absolute():
+            if file is None:
+                raise MoebenchError(f"arm {name!r}: data_files: {str(declared)!r} is relative, "
+                                    f"and module {arm.module!r} has no folder")  # fmt: skip
+            path = file.parent / path
+        if not path.is_file():
+            raise MoebenchError(f"arm {name!r}: data_files: {str(declared)!r} is not a file "
+                                f"({path})")  # fmt: skip
+        out.append(path)
+    return tuple(out)
+
+
+def _named(c, digests: dict[Path, str]) -> dict[str, str]:
+    return dict(sorted((c.name(p), d) for p, d in digests.items()))
+
+
 def differences(was: dict, now: dict) -> list[str]:
     """What changed between two provenance records of one arm: files changed, added or no
-    longer reached, distributions upgraded, added or gone (empty when the details are unknown)."""
+    longer reached, data files changed, added or no longer declared, distributions upgraded,
+    added or gone (empty when the details are unknown)."""
     out = []
     before, after = was.get("files") or {}, now.get("files") or {}
     out += [f"{f} changed" for f in sorted(before.keys() & after.keys()) if before[f] != after[f]]
     out += [f"{f} is new in its import closure" for f in sorted(after.keys() - before.keys())]
     out += [f"{f} is no longer reached" for f in sorted(before.keys() - after.keys())]
+    before, after = was.get("data") or {}, now.get("data") or {}
+    out += [f"data file {f} changed" for f in sorted(before.keys() & after.keys())
+            if before[f] != after[f]]  # fmt: skip
+    out += [f"data file {f} is newly declared" for f in sorted(after.keys() - before.keys())]
+    out += [f"data file {f} is no longer declared" for f in sorted(before.keys() - after.keys())]
     db, da = was.get("distributions") or {}, now.get("distributions") or {}
     for d in sorted(db.keys() | da.keys()):
         x, y = db.get(d), da.get(d)
@@ -90,13 +121,6 @@ def check_pins(
             drift[0] + " (run `moebench lock` to re-pin, or pass --allow-source-drift)"
         )
     return drift
-
-
-def _rel(p: Path) -> str:
-    try:
-        return str(p.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(p)
 
 
 def git_state() -> dict:

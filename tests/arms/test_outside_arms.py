@@ -4,6 +4,7 @@ is caught; every bad reference is one line naming the field, exit 2, nothing wri
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import textwrap
@@ -255,6 +256,67 @@ def test_a_pin_drift_names_the_file_that_changed(tmp_path):
     line = one_line_error(run(path, tmp_path))
     assert "arm 'torch_grouped': sources hash" in line and "my_arm.py changed" in line, line
     assert not (tmp_path / "results").exists()
+
+
+TUNED_ARM = textwrap.dedent("""\
+    import json
+    from pathlib import Path
+
+    from moebench.arm.base import Arm
+    from torch_grouped import prepare as torch_prepare
+
+    CONFIG = Path(__file__).parent / "configs" / "tuned.json"
+
+    def prepare(p, y_TD):
+        json.loads(CONFIG.read_text())  # the tiles a tuner chose, read as an engine reads them
+        return torch_prepare(p, y_TD)
+
+    ARM = Arm(name="tuned", family="prefill", contract="whole_ffn", summary="s",
+              prepare=prepare, data_files=("configs/tuned.json",))
+""")
+
+
+def users_folder(folder: Path) -> Path:
+    """A user's arm folder: the arm, a helper it imports, the config it reads, a scenario."""
+    (folder / "configs").mkdir(parents=True)
+    (folder / "my_arm.py").write_text(TUNED_ARM)
+    shutil.copy(EXAMPLES / "torch_grouped.py", folder / "torch_grouped.py")
+    (folder / "configs" / "tuned.json").write_text('{"block_m": 64}\n')
+    return scenario(folder, ["stock", "my_arm.py:ARM"])
+
+
+def test_an_identical_copy_of_a_users_arm_elsewhere_keeps_its_pin(tmp_path):
+    path = users_folder(tmp_path / "mine")
+    assert runner.invoke(app, ["lock", str(path)]).exit_code == 0
+    lock = json.loads((tmp_path / "mine" / "s.lock.json").read_text())["arms"]["tuned"]
+    assert set(lock["files"]) >= {"my_arm.py", "torch_grouped.py"}  # relative to its folder
+    assert lock["data"] == {"configs/tuned.json": hashlib.sha256(b'{"block_m": 64}\n').hexdigest()}
+    copy = tmp_path / "elsewhere" / "deeper"
+    shutil.copytree(tmp_path / "mine", copy)
+    result = runner.invoke(app, ["validate", str(copy / "s.yaml")])
+    assert result.exit_code == 0, result.output  # the same bytes: the same pin
+    arms = runner.invoke(app, ["arms", "--scenario", str(copy / "s.yaml"), "--format", "json"])
+    assert json.loads(arms.output)["tuned"]["hash"] in path.read_text()
+    # One byte changed in the copy: drift, naming the file by its place in the arm's folder.
+    (copy / "torch_grouped.py").write_text((copy / "torch_grouped.py").read_text() + "#")
+    line = one_line_error(runner.invoke(app, ["validate", str(copy / "s.yaml")]))
+    assert "arm 'tuned': sources hash" in line and ": torch_grouped.py changed" in line, line
+    assert str(tmp_path) not in line
+
+
+def test_a_data_file_an_arm_declares_is_pinned_and_a_change_is_named(tmp_path):
+    path = users_folder(tmp_path)
+    assert runner.invoke(app, ["lock", str(path)]).exit_code == 0
+    config = tmp_path / "configs" / "tuned.json"
+    config.write_text('{"block_m": 128}\n')
+    line = one_line_error(runner.invoke(app, ["validate", str(path)]))
+    assert "arm 'tuned': sources hash" in line and "data file configs/tuned.json changed" in line
+    assert one_line_error(run(path, tmp_path)) == line  # run refuses it with the same line
+    config.unlink()
+    line = one_line_error(runner.invoke(app, ["validate", str(path)]))
+    assert "arm 'tuned': data_files: 'configs/tuned.json' is not a file" in line, line
+    with pytest.raises(ValueError, match="data_files must be a tuple of paths, got 'x.json'"):
+        Arm(name="x", family="prefill", summary="s", build=lambda ws: (), data_files="x.json")
 
 
 def test_run_arm_takes_an_arm_object_and_refuses_ids_out_of_range():
