@@ -75,6 +75,7 @@ import pyarrow as pa
 
 from moebench.analysis import (
     critical,
+    integrity,
     ledger,
     model,
     model_summary,
@@ -262,6 +263,7 @@ def compare_runs(
 
     groups = timing_groups(samples, warnings)
     status = _check_status(checks)
+    floor_only = integrity.impossible(checks)
     cells: list[tuple[dict, dict, _Paired | None]] = []  # (identity and timing, change, pairing)
     missing_ref = []
     unchecked: set[str] = set()
@@ -273,7 +275,8 @@ def compare_runs(
         ident = dict(run_id=run_id, case_id=case_id, regime=regime, stage=stage, mode=mode,
                      arm=arm, status=st, baseline=ref, device=g.device)  # fmt: skip
         if st == "mismatch":
-            cells.append((ident | {"reason": why}, {}, None))
+            verdict = "IMPOSSIBLE" if (run_id, case_id, arm) in floor_only else ""
+            cells.append((ident | {"reason": why, "decision": verdict}, {}, None))
             continue
         if st == "unchecked":
             unchecked.add(f"{run_id}/{case_id} arm {arm}")
@@ -355,6 +358,7 @@ def compare_runs(
             samples, {k for k, (st, _) in status.items() if st == "mismatch"}
         )),
         gates=tuple(ledger.gate_rows(runs)), ledger=tuple(ledger.ledger_rows(runs)),
+        integrity=tuple(integrity.integrity_lines(checks)),
         step=summary, model=served, policy=policy.build(rows, summary.rows if summary else (),
                                           policy.decide(extra, alpha, threshold_pct), cases,
                                           baseline),

@@ -178,6 +178,8 @@ class Comparison:
     model: ModelSummary | None = None
     # Over token sweeps, where each arm's advantage disappears (moebench/analysis/policy.py).
     policy: list[Policy] = field(default_factory=list)
+    # What the numbers survived (moebench/analysis/integrity.py): a line per integrity check.
+    integrity: tuple[str, ...] = ()
 
     def regressions(self, pct: float) -> list[CompareRow]:
         """Significantly SLOWER rows whose change exceeds ``pct`` percent. A/A copies are not

@@ -17,6 +17,7 @@ class Ceilings:
     name: str
     copy_tbs: float  # device copy, TB/s of bytes read + written (a copy kernel)
     tflops: dict[str, float] = field(default_factory=dict)  # dense 8192-cube products
+    l2_bytes: int = 0  # what a warm replay may find in L2 instead of device memory
     measured: str = ""  # when and how
 
     @property
@@ -34,6 +35,15 @@ H200 = Ceilings(
     name="H200",
     copy_tbs=4.27,
     tflops={"fp8": 1286.0, "bf16": 687.0},
+    l2_bytes=60 * 2**20,
     measured="2026-11-29, torch 2.11 + cu130: torch copy of large tensors, and 8192-cube "
     "torch._scaled_mm (fp8) and torch.mm (bf16)",
 )
+
+GPUS = {"H200": H200}
+
+
+def for_gpu(name: str) -> Ceilings | None:
+    """The ceilings measured on the GPU that ``name`` (as the driver reports it) names, None
+    when moebench has none for it (no floor is then drawn)."""
+    return next((c for key, c in GPUS.items() if key in name), None)

@@ -22,6 +22,7 @@ from moebench.arm.base import Arm
 from moebench.core.families import FACTS, FamilyFacts
 from moebench.core.vocabulary import WHOLE_FFN, Family
 from moebench.gates import checks as gates
+from moebench.gates.integrity import expects_output
 from moebench.plan import inputs
 from moebench.results.rows import Check
 from moebench.routing.synthetic import Routing, local_counts
@@ -71,7 +72,9 @@ class FamilyRecord:
         if arm.staged:
             return self.staged_checks(arm, ws, cap, ref, problem)
         return [
-            gates.check_reference(ws.y_TD, ref, problem.precision),
+            gates.check_reference(
+                ws.y_TD, ref, problem.precision, expect_output=expects_output(problem)
+            ),  # fmt: skip
             gates.check_nan_poison(ws.y_TD, "the output buffer"),
         ]
 
@@ -135,7 +138,7 @@ def _prefill_problem(s, rt, capacity_rows, x, rank, device) -> prefill.Problem:
 
 def _prefill_checks(arm, ws, cap, ref, p) -> list[Check]:
     return [
-        gates.check_reference(ws.y_TD, ref, p.precision),
+        gates.check_reference(ws.y_TD, ref, p.precision, expect_output=expects_output(p)),
         gates.check_nan_poison(ws.y_TD),
         *gates.check_sentinels(ws, cap, masked_act=arm.masked_act),
     ]
@@ -157,7 +160,7 @@ def _decode_problem(s, rt, capacity_rows, x, rank, device) -> decode.Problem:
 
 def _decode_checks(arm, ws, cap, ref, p) -> list[Check]:
     return [
-        gates.check_reference(ws.y_TD, ref, p.precision),
+        gates.check_reference(ws.y_TD, ref, p.precision, expect_output=expects_output(p)),
         gates.check_nan_poison(ws.y_TD, "rows of non-local slots and unwritten buffers"),
         *gates.check_decode_sentinels(ws),
     ]

@@ -17,13 +17,18 @@ import torch
 
 from moebench.arm.base import run_all
 from moebench.gates.checks import check_reference
+from moebench.gates.integrity import InputGuard, expects_output
 from moebench.plan.inputs import prefill_tokens
 from moebench.results.rows import Check
 from moebench.routing.synthetic import local_counts, rows_needed
 
 
-def fresh_inputs(p, *, experts: int, seed: int) -> tuple[dict[str, torch.Tensor], str]:
-    """New values for the problem's input tensors (same shapes and dtypes), and what was done."""
+def fresh_inputs(
+    p, *, experts: int, seed: int, keep_counts: bool = False
+) -> tuple[dict[str, torch.Tensor], str]:
+    """New values for the problem's input tensors (same shapes and dtypes), and what was done.
+    ``keep_counts``: the same slots dealt to other tokens, so that every expert receives as many
+    rows as before (the timing's input sets: the same work, other values)."""
     T, K = p.topk_ids_TK.shape
     D = p.x_TD.shape[1]
     g = torch.Generator().manual_seed(seed)
@@ -34,13 +39,16 @@ def fresh_inputs(p, *, experts: int, seed: int) -> tuple[dict[str, torch.Tensor]
         xq, xsf = x, None
     ids = p.topk_ids_TK.cpu().to(torch.int64)
     how = f"new tokens and routing (seed {seed})"
-    if bool((ids >= 0).all()) and 0 < K <= experts:
+    if not keep_counts and bool((ids >= 0).all()) and 0 < K <= experts:
         new = torch.rand(T, experts, generator=g).topk(K, dim=1).indices
         if hasattr(p, "capacity_rows"):
             need = rows_needed(local_counts(new, p.expert_offset, p.local_experts), p.alignment)
             if need > p.capacity_rows:
                 new = ids[torch.randperm(T, generator=g)]
                 how = f"new tokens (seed {seed}), the same slots dealt to other tokens"
+    elif bool((ids >= 0).all()):  # the same slots dealt to other tokens: the counts stay
+        new = ids[torch.randperm(T, generator=g)]
+        how = f"new tokens (seed {seed}), the same slots dealt to other tokens"
     else:  # received rows (-1: not local): the live slots dealt to other rows
         live = torch.nonzero(ids.flatten() >= 0).flatten()
         new = ids.flatten().clone()
@@ -59,29 +67,45 @@ def fresh_inputs(p, *, experts: int, seed: int) -> tuple[dict[str, torch.Tensor]
 
 
 def fresh_input_gate(
-    problem, timed: list[str], stage_sets: dict, reference, *, experts: int, seed: int
-) -> dict[str, Check]:
-    """{arm: ``fresh_input`` row} for the ``timed`` arms (their gated stages rerun on new inputs
-    written into the problem's tensors); the problem's inputs are restored afterwards."""
+    problem,
+    timed: list[str],
+    stage_sets: dict,
+    reference,
+    *,
+    experts: int,
+    seed: int,
+    guard: InputGuard | None = None,
+) -> dict[str, list[Check]]:
+    """{arm: its ``fresh_input`` row, and an ``inputs_unchanged`` row when it changed the new
+    inputs} for the ``timed`` arms (their gated stages rerun on new inputs written into the
+    problem's tensors); the problem's inputs are restored afterwards (``guard``: the state it
+    has loaded, else the values before)."""
     new, how = fresh_inputs(problem, experts=experts, seed=seed)
     saved = {k: getattr(problem, k).clone() for k in new}
-    out = {}
+    out: dict[str, list[Check]] = {}
     try:
         for k, v in new.items():
             getattr(problem, k).copy_(v)
+        fresh = InputGuard(problem)  # the new inputs, verified after every arm
         ref = reference(problem)
+        expect = expects_output(problem)
         for arm in timed:
             ws, stages = stage_sets[arm]
             ws.poison()
             run_all(stages)
             if problem.x_TD.is_cuda:
                 torch.cuda.synchronize()
-            c = check_reference(ws.y_TD, ref, problem.precision)
-            out[arm] = Check(name="fresh_input", status=c.status, error=c.error,
-                             detail=f"{how}, the same prepared arm: {c.detail}")  # fmt: skip
+            c = check_reference(ws.y_TD, ref, problem.precision, expect_output=expect)
+            out[arm] = [Check(name="fresh_input", status=c.status, error=c.error,
+                              detail=f"{how}, the same prepared arm: {c.detail}")]  # fmt: skip
+            changed = fresh.check(arm, "the fresh-input run")
+            if changed is not None:
+                out[arm].append(changed)
     finally:
         for k, v in saved.items():
             getattr(problem, k).copy_(v)
+        if guard is not None:
+            guard.restore()
         if problem.x_TD.is_cuda:
             torch.cuda.synchronize()
     return out

@@ -22,6 +22,7 @@ import torch
 from moebench.arm.base import Arm, run_all
 from moebench.core import faults
 from moebench.gates.families import FamilyRecord
+from moebench.gates.integrity import InputGuard
 from moebench.results.rows import Check, DeviceLost
 
 _RANK = {"pass": 0, "skip": 1, "fail": 2, "error": 3}
@@ -34,10 +35,12 @@ def gate_layer(
     stage_sets: dict,
     family: FamilyRecord,
     device: torch.device,
+    guard: InputGuard | None = None,
 ) -> dict[str, list[Check]]:
     """One layer of one rank: {arm: its checks}. ``stage_sets``: {arm: (workspace, stages)} over
     this layer's problem. An arm that raises gets a ``run`` error check; DeviceLost when the
-    CUDA context is gone."""
+    CUDA context is gone. ``guard``: the layer's inputs, verified after each arm's run (a change
+    is that arm's ``inputs_unchanged`` failure, undone before the next arm runs)."""
     out: dict[str, list[Check]] = {}
     caps = {}
     for name, (ws, stages) in stage_sets.items():
@@ -48,6 +51,9 @@ def gate_layer(
                 torch.cuda.synchronize()
             cap = family.capture(arms[name], ws)
             out[name] = family.checks(arms[name], ws, cap, ref, problem)
+            changed = guard.check(name, "its gated run") if guard is not None else None
+            if changed is not None:
+                out[name].append(changed)
         except Exception as exc:
             kind = faults.classify(exc)
             if kind != "fatal" and not faults.device_healthy(device):

@@ -19,6 +19,7 @@ from moebench.core.numerics import bitwise_compare
 from moebench.gates import dispatch as dispatch_gate
 from moebench.gates import graph as graph_gate
 from moebench.gates.families import FamilyRecord
+from moebench.gates.integrity import InputGuard
 from moebench.results.rows import CaseRows, Check, record_failure
 
 
@@ -33,12 +34,15 @@ def gate_rank(
     out: CaseRows,
     rank_cols: dict,
     family: FamilyRecord,
+    guard: InputGuard | None = None,
 ):
     """Gates 1-6 for every arm of ``arms`` ({name: arm}) on this rank, rows into ``out``. Returns
     the workspaces and stages of the arms that ran ({name: (workspace, stages)}), their captures,
     and the names of the arms to time. The cross-arm gate compares the staged arms (moebench's
     workspace, the same numerics); a whole-FFN arm's numerics are its own, so it is held to the
-    reference alone."""
+    reference alone. ``guard``: the rank's inputs, verified after each arm's calls (a change is
+    the arm's ``inputs_unchanged`` failure, undone before the next arm runs); a whole-FFN arm's
+    ``prepare`` that raises is its ``prepare`` error, the gated run's its ``run`` error."""
     stage_sets = {}
     captures = {}
     bad: set[str] = set()
@@ -51,8 +55,11 @@ def gate_rank(
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats(device)
                 before = torch.cuda.memory_allocated(device)
+            step = "prepare" if not arm.staged else "run"
             ws = family.workspace(arm, problem)
             stages = assemble.build(arm, ws)
+            _inputs_row(guard, name, "its prepare", out, rank_cols, bad)
+            step = "run"
             ws.poison()
             run_all(stages)
             if problem.x_TD.is_cuda:
@@ -60,9 +67,13 @@ def gate_rank(
             memory = _memory_row(ws, device, before)
             cap = family.capture(arm, ws)
             rows = family.checks(arm, ws, cap, ref, problem) + [memory]
+            if guard is not None:
+                rows.append(guard.verified(name, "its gated run"))
         except Exception as exc:  # a kernel that cannot run this case: a row, not a crash
-            record_failure(out, rank_cols, [name], "run", exc, device)
+            record_failure(out, rank_cols, [name], step, exc, device)
             bad.add(name)
+            if guard is not None:
+                _inputs_row(guard, name, f"its failed {step}", out, rank_cols, bad)
             ws = stages = cap = None
         if name in bad:
             faults.release(device)
@@ -73,6 +84,9 @@ def gate_rank(
         rows += more
         if raised:
             bad.add(name)
+        if guard is not None:
+            changed = guard.check(name, "the graph replay and dispatch gates")
+            rows += [changed] if changed is not None else []
         for c in rows:
             out.add(rank_cols, name, c)
         if any(c.failed for c in rows):
@@ -93,6 +107,14 @@ def gate_rank(
                 bad.add(name)
     timed = [n for n in names if n in stage_sets and (allow_mismatch or n not in bad)]
     return stage_sets, captures, timed
+
+
+def _inputs_row(guard, name: str, during: str, out: CaseRows, rank_cols: dict, bad: set) -> None:
+    """A failing ``inputs_unchanged`` row when the arm changed its inputs ``during`` (undone)."""
+    changed = guard.check(name, during) if guard is not None else None
+    if changed is not None:
+        out.add(rank_cols, name, changed)
+        bad.add(name)
 
 
 def post_timing(y_TD: torch.Tensor, gated_TD: torch.Tensor, what: str = "output") -> Check:

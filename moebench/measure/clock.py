@@ -8,6 +8,12 @@ Host launch latency is kept out of the figures: before the start event the GPU i
 its own (the L2 flush, or a short spin) so that, by the time it records the start, the timed launch
 is already queued behind it. Without that, event-to-event time of a small stage includes the
 10-20 us the host needs to launch a Triton kernel from Python.
+
+Before every sample the device's persisting L2 lines are reset to normal ones
+(``cudaCtxResetPersistingL2Cache``): an arm may set an access-policy window that pins its
+weights in L2, which no flush by reading a buffer evicts, and the next sample would read them
+from cache. ``host_us`` times a call with a synchronised host clock beside the events: work an
+eager arm launches on a stream of its own escapes the events but not the host clock.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from collections.abc import Callable
 import torch
 
 from moebench.measure.graphs import capture_replay
+
+_CUDART: object = False  # the CUDA runtime library (ctypes), None where it cannot be found
 
 L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
 # The flush reads its buffer: writing it (zero_) would leave L2 full of dirty lines whose write-back
@@ -58,6 +66,7 @@ class Clock:
         self._max_sm: float | None = None
         self.throttled: dict[str, int] = {}  # reason -> blocks that showed it
         self.blocks = 0
+        self._reset_l2 = _persisting_l2_reset() if self.cuda else None
 
     def sample_us(self, fn: Callable[[], None], *, flush_l2: bool = False) -> float:
         """Microseconds of one call of ``fn``."""
@@ -65,6 +74,8 @@ class Clock:
             t0 = time.perf_counter()
             fn()
             return (time.perf_counter() - t0) * 1e6
+        if self._reset_l2 is not None:
+            self._reset_l2()
         if flush_l2:
             self._flush.zero_() if self.dirty_flush else self._flush.max()
         else:
@@ -74,6 +85,19 @@ class Clock:
         self._end.record()
         self._end.synchronize()
         return self._start.elapsed_time(self._end) * 1e3
+
+    @property
+    def resets_persisting_l2(self) -> bool:
+        return self._reset_l2 is not None
+
+    def host_us(self, fn: Callable[[], None]) -> float:
+        """Microseconds of one call of ``fn`` by the host clock, the device synchronised before
+        and after (every stream: what a call leaves running on another stream is counted)."""
+        self.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        self.synchronize()
+        return (time.perf_counter() - t0) * 1e6
 
     def capture(self, fn: Callable[[], None]) -> Callable[[], None]:
         """A CUDA graph of ``fn`` (already warmed up) and its replay; ``fn`` itself on the CPU."""
@@ -146,6 +170,33 @@ class Clock:
     def synchronize(self) -> None:
         if self.cuda:
             torch.cuda.synchronize()
+
+
+def _persisting_l2_reset() -> Callable[[], None] | None:
+    """A call of ``cudaCtxResetPersistingL2Cache`` (the CUDA runtime torch loaded), or None."""
+    global _CUDART
+    if _CUDART is False:
+        import ctypes
+        import glob
+        import os
+
+        _CUDART = None
+        here = os.path.dirname(torch.__file__)
+        names = [
+            "libcudart.so",
+            *glob.glob(os.path.join(here, "lib", "libcudart*.so*")),
+            *glob.glob(os.path.join(here, "..", "nvidia", "*", "lib", "libcudart.so*")),
+        ]
+        for name in names:
+            try:
+                _CUDART = ctypes.CDLL(name)
+                _CUDART.cudaCtxResetPersistingL2Cache  # noqa: B018 (present in this runtime)
+                break
+            except (OSError, AttributeError):
+                _CUDART = None
+    if _CUDART is None:
+        return None
+    return _CUDART.cudaCtxResetPersistingL2Cache
 
 
 def _nvml_handle():

@@ -75,10 +75,13 @@ def sample_blocks(
     stop: faults.Stopper | None = None,
     where: str = "timing",
     on_fail: Callable[[str, Exception], None] | None = None,
+    after_turn: Callable[[str, int], bool] | None = None,
 ) -> tuple[list[str], int]:
     """Samples of ``arms`` into ``out`` (module docstring). ``cols``: the columns every row
-    carries (the case's, the rank's); ``arm_cols[arm]``: an arm's own (``mode``). Returns the
-    arms that finished and the number of blocks run."""
+    carries (the case's, the rank's); ``arm_cols[arm]``: an arm's own (``mode``).
+    ``after_turn(arm, block)``, after each arm's turn in a block (its inputs verified): False
+    drops the arm from the rotation. Returns the arms that finished and the number of blocks
+    run."""
     active = [a for a in arms if a in probes]
     started = time.monotonic()
     first = len(out)
@@ -96,13 +99,13 @@ def sample_blocks(
                             out.append(sample_row(at, probe.rows[key], iteration=it, time_us=t))
                         if stop is not None:
                             stop.check(where)
-            except (faults.CaseTimeout, KeyboardInterrupt):
-                raise
             except Exception as exc:
                 if on_fail is None:
                     raise
                 active.remove(arm)
                 on_fail(arm, exc)
+            if after_turn is not None and arm in active and not after_turn(arm, block):
+                active.remove(arm)
         block += 1
     return active, block
 

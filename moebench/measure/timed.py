@@ -9,11 +9,22 @@ bit-identical weight copies, each with its own graphs (``measure.cold``). The ``
 replays the same whole-FFN graphs under the profiler afterwards, in the same block order. An arm
 that fails while being timed gets a ``timing`` error row (``on_fail``) and leaves the rotation;
 the others go on.
+
+Integrity (``Integrity``, docs/DESIGN.md section 15): each ffn sample first loads inputs of its
+own, the next of the input sets the regime made (other tokens and routing with the same
+per-expert counts, so the same work) with its tokens in a new order, and its output is held to
+that set's reference in that order afterwards: no two samples in a row see the same inputs, so
+an arm that recognises its inputs and replays an old output gains nothing, and one whose timed
+output is wrong fails ``timed_outputs`` and its numbers are not shown.
+After each arm's turn in a block its inputs are verified (``inputs_unchanged``). When the
+blocks are done, input set 0 (the gated one) is loaded and every arm's timed call runs once
+more, so that the checks after timing compare like with like.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,11 +37,27 @@ from moebench.measure import cold
 from moebench.measure.clock import Clock
 from moebench.measure.rotation import block_order
 from moebench.measure.sampling import Blocks, Probe, clock_probe, sample_blocks
-from moebench.results.rows import CaseRows, sample_row
+from moebench.results.rows import CaseRows, Check, sample_row
 from moebench.spec.schema import MeasureSpec
 
 # (arm, its whole-FFN call, its weight bytes per stage) -> the probe of the ffn regime
 FfnProbe = Callable[[str, Callable[[], None], Mapping[str, int]], Probe]
+
+
+@dataclass(kw_only=True)
+class Integrity:
+    """What the timing verifies around the arms' calls (the regime builds it from
+    ``gates.integrity``). ``sets``: the input sets the ffn samples rotate through;
+    ``load(k)`` writes sample k's inputs into the problem's tensors and returns what
+    ``check_output(loaded, y)`` needs to say why ``y`` is not their output (None when it is);
+    ``reset()`` loads the gated inputs again; ``verify(arm, during)`` is None or the arm's
+    failing ``inputs_unchanged`` row (the inputs already restored)."""
+
+    sets: int
+    load: Callable[[int], Any]
+    check_output: Callable[[Any, torch.Tensor], str | None]
+    reset: Callable[[], None]
+    verify: Callable[[str, str], Check | None]
 
 
 def time_layer(
@@ -50,6 +77,7 @@ def time_layer(
     on_fail: Callable[[str, Exception], None] | None,
     blocks: int | None = None,
     warm_probes: bool = False,
+    integrity: Integrity | None = None,
 ) -> tuple[list[str], int]:
     """Samples of the ``timed`` arms into ``out.samples`` (module docstring). Returns the arms
     that finished and the number of blocks run: ``measure.blocks``, or with
@@ -100,6 +128,20 @@ def time_layer(
             for arm in list(active):
                 for probe in probes[arm][:1] if Regime.FFN in m.regimes else ():
                     probe.measure()
+    wrong: dict[str, list[str]] = {a: [] for a in active}
+    counted: dict[str, int] = dict.fromkeys(active, 0)
+    if integrity is not None and Regime.FFN in m.regimes:
+        for arm in active:
+            probes[arm][0] = _rotating(probes[arm][0], integrity, stage_sets[arm][0].y_TD,
+                                       wrong[arm], counted, arm)  # fmt: skip
+
+    def after_turn(arm: str, block: int) -> bool:
+        changed = integrity.verify(arm, f"its timed samples of block {block}")
+        if changed is None:
+            return True
+        out.add(cols, arm, changed)
+        return False
+
     weight_cols = {"weights": "cold" if m.cold_weights else "warm", "weight_copies": len(copies)}
     active, ran = sample_blocks(
         active, probes,
@@ -109,17 +151,69 @@ def time_layer(
         iterations=m.iterations, clock=clock, cols={**cols, **weight_cols},
         arm_cols={a: {"mode": "graph" if graphs[a] else "eager"} for a in active},
         out=out.samples, stop=stop, where=where, on_fail=fail,
+        after_turn=after_turn if integrity is not None else None,
     )  # fmt: skip
+    if integrity is not None:
+        active = _after_blocks(active, ffn, stage_sets, integrity, wrong, counted, cols, out, fail)
     profiled = [a for a in active if graphs[a]]
     if Regime.PROFILE in m.regimes and profiled:
         # Per-stage device time inside the same graph replays, one profiler session per rank.
         try:
             _profile(profiled, stage_sets, ffn, m, {**cols, **weight_cols}, clock, weight_bytes,
                      out, ran)  # fmt: skip
-        except Exception as exc:
+        except Exception:  # one arm's replays did not split: profile each alone, charge it
             for arm in profiled:
-                fail(arm, exc)
+                try:
+                    _profile([arm], stage_sets, ffn, m, {**cols, **weight_cols}, clock,
+                             weight_bytes, out, ran)  # fmt: skip
+                except Exception as exc:
+                    fail(arm, exc)
     return active, ran
+
+
+def _rotating(probe: Probe, integrity: Integrity, y_TD, wrong: list, counted: dict, arm: str):
+    """The ffn probe of ``arm`` with the input sets rotated through and each output checked."""
+
+    def measure():
+        k = counted[arm]
+        loaded = integrity.load(k)
+        times = probe.measure()
+        why = integrity.check_output(loaded, y_TD)
+        if why is not None:
+            wrong.append(f"sample {k} (input set {k % integrity.sets}): {why}")
+        counted[arm] += 1
+        return times
+
+    return Probe(measure=measure, rows=probe.rows)
+
+
+def _after_blocks(active, ffn, stage_sets, integrity, wrong, counted, cols, out, fail):
+    """Each arm's ``timed_outputs`` row; then input set 0 loaded and every arm's timed call once
+    more (its inputs verified), so that the checks after timing compare the gated inputs'
+    outputs. Returns the arms still timed."""
+    for arm in list(active):
+        n, bad = counted.get(arm, 0), wrong.get(arm, [])
+        if n:
+            out.add(cols, arm, Check(
+                name="timed_outputs", status="fail" if bad else "pass",
+                detail=(f"{len(bad)} of {n} timed outputs wrong; first: {bad[0]}" if bad else
+                        f"all {n} timed outputs within tolerance of their references: "
+                        f"{min(n, integrity.sets)} input sets, each sample's tokens in an order "
+                        "of its own"),
+            ))  # fmt: skip
+    integrity.reset()
+    for arm in list(active):
+        try:
+            call = ffn.get(arm)
+            call() if call is not None else run_all(stage_sets[arm][1])
+            changed = integrity.verify(arm, "its last timed call")
+        except Exception as exc:
+            fail(arm, exc)
+            continue
+        if changed is not None:
+            out.add(cols, arm, changed)
+            active.remove(arm)
+    return active
 
 
 def _arm_probes(arm, spec: Arm, stage_set, copies, m: MeasureSpec, clock, wbytes, ffn_probe,

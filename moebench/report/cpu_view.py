@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from moebench.analysis.rows import Comparison
 from moebench.core.ceilings import H200
+from moebench.report.sections import integrity_lines
 
 TIMINGS_HINT = (
     "CPU run: timings are the Triton interpreter's and say nothing about a GPU, so none is shown "
@@ -96,8 +97,10 @@ def step_lines(comp: Comparison) -> list[str]:
 def render_cpu(comp: Comparison, markdown: bool = False, plots: Sequence[str] = ()) -> str:
     title = "# moebench: CPU run (Triton interpreter)" if markdown else (
         "moebench: CPU run (Triton interpreter)")  # fmt: skip
-    parts = [title, "", *gate_lines(comp, markdown), "", *ledger_lines(comp, markdown), "",
-             *step_lines(comp), TIMINGS_HINT]  # fmt: skip
+    parts = [title, "", *gate_lines(comp, markdown), "",
+             *(["## Integrity", ""] if markdown and comp.integrity else []),
+             *integrity_lines(comp, heading=not markdown), *([""] if comp.integrity else []),
+             *ledger_lines(comp, markdown), "", *step_lines(comp), TIMINGS_HINT]  # fmt: skip
     if not markdown:  # prose wrapped to 100 columns; table lines as they are
         parts = [line for p in parts for line in (
             textwrap.wrap(p, 100) if len(p) > 100 and "  " not in p else [p])]  # fmt: skip

@@ -74,6 +74,7 @@ def render_json(comp: Comparison, plots: Sequence[str]) -> str:
             f"{r.run_id}/{r.case_id} {r.regime}/{r.stage} {r.arm}" for r in aa.rows
             if r.decision != "SAME"
         ]},
+        "integrity": list(comp.integrity),
         "noise": _plain(comp.noise()),
         "reconciliation": [_plain(r) | {"ratio": r.ratio} for r in comp.reconciliation()],
         "distributed": _plain(list(comp.passes)),

@@ -26,6 +26,7 @@ from moebench.report.sections import (
     fmt_change,
     fmt_pct,
     fmt_us,
+    integrity_lines,
     per_rank,
     step_sections,
     title,
@@ -162,6 +163,8 @@ def render_markdown(comp: Comparison, plots: Sequence[str]) -> str:
     ]  # fmt: skip
     lines += [*(_md_table(header, body) if noise else ["No cell has two blocks."]), ""]
 
+    if comp.integrity:
+        lines += ["## Integrity", "", *integrity_lines(comp, heading=False), ""]
     lines += ["## A/A control", "", *aa_lines(comp, heading=False), ""]
     aa = comp.aa
     if aa is not None and aa.rows:

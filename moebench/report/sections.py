@@ -164,6 +164,14 @@ def aa_lines(comp: Comparison, *, heading: bool = True) -> list[str]:
     ]
 
 
+def integrity_lines(comp: Comparison, *, heading: bool = True) -> list[str]:
+    """What the numbers survived: one line per integrity check of these runs."""
+    if not comp.integrity:
+        return []
+    head = ["Integrity (what these numbers survived):"] if heading else []
+    return head + [f"- {line}" for line in comp.integrity]
+
+
 def noise_lines(comp: Comparison) -> list[str]:
     lines = []
     multi = len(comp.run_ids) > 1

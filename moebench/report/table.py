@@ -17,6 +17,7 @@ from moebench.report.sections import (
     STEP_ONLY,
     aa_lines,
     display_rows,
+    integrity_lines,
     noise_lines,
     pass_lines,
     reconciliation_lines,
@@ -95,7 +96,8 @@ def render_table(comp: Comparison, width: int) -> str:
     for note, n in notes.items():
         say(f"[{n}] {note}")
     say("")
-    for line in aa_lines(comp) + noise_lines(comp) + reconciliation_lines(comp) + pass_lines(comp):
+    for line in (integrity_lines(comp) + aa_lines(comp) + noise_lines(comp)
+                 + reconciliation_lines(comp) + pass_lines(comp)):  # fmt: skip
         say(line)
     for heading, note, header, cells in (
         workmodel_sections(comp) + step_sections(comp) + model_sections(comp)

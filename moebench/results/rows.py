@@ -27,13 +27,13 @@ class Check:
     """One gate's verdict on one arm: a row of the ``checks`` table once the rank is known."""
 
     name: str
-    status: str  # pass | fail | error | skip
+    status: str  # pass | fail | error | skip | info (a recorded fact, never a failure)
     error: float = math.nan
     detail: str = ""
 
     @property
     def failed(self) -> bool:
-        return self.status not in ("pass", "skip")
+        return self.status not in ("pass", "skip", "info")
 
 
 @dataclass(kw_only=True)

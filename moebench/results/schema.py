@@ -46,7 +46,8 @@ DEFAULT_MIN_FREE_MB = 100
 STAGES = frozenset(STAGE_ORDER)
 REGIMES = frozenset(VOCAB_REGIMES)
 DEVICES = frozenset({"cpu", "cuda"})
-CHECK_STATUSES = frozenset({"pass", "fail", "error", "skip"})
+# "info": a fact recorded beside the gates, never a failure (is an arm bitwise deterministic).
+CHECK_STATUSES = frozenset({"pass", "fail", "error", "skip", "info"})
 
 
 def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:

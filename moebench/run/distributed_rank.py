@@ -60,6 +60,7 @@ class DistributedRank:
     """This process's rank of the world (module docstring)."""
 
     warm_probes = True  # the warm-up runs whole passes, so that the collectives warm up too
+    rotates_inputs = False  # an arm cannot leave the rotation on one rank alone
 
     def __init__(self, world: World, clock: Clock, run_id: str, *, allow_mismatch: bool = False):
         self.world = world
@@ -150,7 +151,7 @@ class DistributedRank:
         if self.leader:
             out.checks += checks
         failed = distributed.broadcast(world, sorted({
-            r["arm"] for r in checks if r["status"] not in ("pass", "skip")
+            r["arm"] for r in checks if r["status"] in ("fail", "error")
         }) if self.leader else None)  # fmt: skip
         return [a for a in timed if self.allow_mismatch or a not in failed]
 
@@ -219,6 +220,10 @@ class DistributedRank:
     def step_end_to_end(self, first, timed: list[str], arms, out: CaseRows) -> list[str]:
         """The first layer of the first group end to end, as a one-layer case checks it."""
         return self.end_to_end(first.link.planned, first, timed, arms, out)
+
+    def step_guards(self, p, group, links: dict, family) -> dict:
+        """None: the layers' received rows are rewritten by every dispatch (module docstring)."""
+        return {}
 
     def step_problem(self, link: LayerCase, rank: int, layer: int):
         """The layer's problem on this rank: the rows its dispatch receives, which the next

@@ -19,6 +19,7 @@ from moebench.arm.base import run_all
 from moebench.core import faults
 from moebench.core.vocabulary import WHOLE_FFN, WHOLE_STEP, Regime
 from moebench.gates.families import family_of
+from moebench.gates.integrity import InputGuard
 from moebench.measure.clock import Clock
 from moebench.measure.sampling import Probe, clock_probe
 from moebench.measure.timed import ffn_clock_probe
@@ -34,6 +35,7 @@ class SimulatedRanks:
 
     leader = True
     warm_probes = False  # the eager warm-up before capture is enough: no collectives to warm
+    rotates_inputs = True  # the ffn samples rotate input sets (measure.input_sets)
 
     def __init__(self, device: torch.device, clock: Clock):
         self.device = device
@@ -119,6 +121,21 @@ class SimulatedRanks:
 
     def step_end_to_end(self, first, timed: list[str], arms, out: CaseRows) -> list[str]:
         return timed
+
+    def step_guards(self, p, group, links: dict, family) -> dict:
+        """{layer: its InputGuard}: tokens and routing copied to the host, the weights
+        fingerprinted and, when an arm changed them, made again from the layer's seed."""
+        s = p.case.scenario
+        out = {}
+        for layer, problem in links.items():
+
+            def rebuild(layer=layer):
+                x = make_tokens(tokens=1, hidden=s.model.hidden, seed=0, device=self.device)
+                return family.problem(layer_scenario(s, layer), p.router.draw(0, layer, 1),
+                                      group.capacity_rows, x, 0, self.device)  # fmt: skip
+
+            out[layer] = InputGuard(problem, rebuild=rebuild, rebuilt=family.weight_fields)
+        return out
 
     def step_problem(self, link, rank: int, layer: int):
         """A rank's problem of a layer: the layer's tensors with the rank's expert offset."""

@@ -22,6 +22,12 @@ A unit of the case sequence (``run.case``) is a token group (the steps that shar
    pass of the whole step (dispatch, FFN, meeting point, combine per layer), no flush.
 4. After the group's last step every layer of every rank runs once more as timed and is held to
    its reference for that step's routing (``post_timing``).
+
+In simulated mode every layer's inputs are verified after each of an arm's calls: its gated
+runs, its turns in a timing block, its run after timing (``gates.integrity``; the weights are
+fingerprinted and restored from their seed, not copied). A distributed rank's layers share the
+exchange's received rows, which every dispatch rewrites: there the gates verify nothing beyond
+what a one-layer case does.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from moebench.core import faults
 from moebench.core.vocabulary import WHOLE_FFN
 from moebench.gates.checks import check_reference
 from moebench.gates.families import FamilyRecord, family_of, ledger_rows
+from moebench.gates.integrity import expects_output
 from moebench.gates.layers import LayerGates, gate_layer
 from moebench.gates.rank import gate_rank
 from moebench.measure.sampling import Blocks, sample_blocks
@@ -67,6 +74,7 @@ class StepHeld:
     workspaces: dict[tuple[str, int, int], Any] = field(default_factory=dict)
     first: LayerHeld | None = None  # the layer that went through every gate (end to end)
     calls: dict[str, Any] = field(default_factory=dict)  # arm -> the topology's timed calls
+    guards: dict[int, Any] = field(default_factory=dict)  # layer -> its InputGuard (simulated)
 
 
 class Step:
@@ -124,7 +132,8 @@ class Step:
         for r in self.ranks:
             for layer in self.p.layers:
                 out.routing.append(self._routing_row(cols, draws[layer], r, layer, group))
-        return StepHeld(gi=gi, group=group, cols=cols, links=links, draws=draws)
+        guards = self.topology.step_guards(self.p, group, links, self.family)
+        return StepHeld(gi=gi, group=group, cols=cols, links=links, draws=draws, guards=guards)
 
     def _routing_row(self, cols, draw, rank: int, layer: int, group: TokenGroup) -> dict:
         s = self.scenario
@@ -156,8 +165,10 @@ class Step:
                             ledger_rows(arms[arm], arm, problem, rank_cols)
                         )
                 full = held.gi == 0 and li == 0 and r == self.ranks[0]
+                guard = held.guards.get(layer)
                 if full:
-                    timed = self._full_gates(held, problem, ref, timed, rank_cols, layer, out, log)
+                    timed = self._full_gates(held, problem, ref, timed, rank_cols, layer, out, log,
+                                             guard)  # fmt: skip
                 sets = {}
                 for arm in timed:
                     ws = group_workspace(family, arms[arm], problem, shared, arm)
@@ -171,7 +182,7 @@ class Step:
                         run_all(st)
                 else:
                     for arm, rows in gate_layer(problem, ref, arms, sets, family,
-                                                self.topology.device).items():  # fmt: skip
+                                                self.topology.device, guard).items():  # fmt: skip
                         log.add(r, layer, arm, rows)
                 for arm, (ws, st) in sets.items():
                     held.stages[(arm, r, layer)] = st
@@ -186,14 +197,15 @@ class Step:
                 and all((a, r, la) in held.stages for r in self.ranks
                         for la in self.p.layers)]  # fmt: skip
 
-    def _full_gates(self, held, problem, ref, timed, rank_cols, layer, out, log) -> list[str]:
+    def _full_gates(self, held, problem, ref, timed, rank_cols, layer, out, log,
+                    guard) -> list[str]:  # fmt: skip
         """Every gate of a one-layer case on the first layer: the rank gates as rows of their
         own, the others into the per-layer record. Returns the arms that passed."""
         scratch = CaseRows()
         sets, _, passed = gate_rank(
             problem, ref, {a: self.arms[a] for a in timed},
             allow_mismatch=self.ctx.options.allow_mismatch, device=self.topology.device,
-            stop=self.ctx.stop, out=scratch, rank_cols=rank_cols, family=self.family,
+            stop=self.ctx.stop, out=scratch, rank_cols=rank_cols, family=self.family, guard=guard,
         )  # fmt: skip
         for row in scratch.checks:
             if row["gate"].startswith(RANK_GATES):
@@ -236,6 +248,8 @@ class Step:
         for si in held.group.steps:
             if si != held.group.steps[0]:  # the step's own routing, into the tensors graphs read
                 held.draws = topo.step_routing(held.links, p, si, held.group)
+                for guard in held.guards.values():  # the harness's own change
+                    guard.accept(["topk_ids_TK", "topk_weights_TK"])
             live, wbytes = {}, {a: {} for a in timed}
             for layer in p.layers:
                 ids = held.draws[layer].topk_ids_TK
@@ -253,6 +267,7 @@ class Step:
                             probe.measure()
             timed, _ = sample_blocks(
                 timed, probes, blocks=Blocks(count=blocks, first=si * blocks),
+                after_turn=self._after_turn(held, out) if held.guards else None,
                 iterations=m.iterations, clock=self.ctx.clock,
                 cols={**held.cols, "step": si, "weights": "cold",
                       "weight_copies": len(p.layers)},
@@ -263,6 +278,20 @@ class Step:
         held.calls = calls
         return timed
 
+    def _after_turn(self, held: StepHeld, out: CaseRows):
+        """After an arm's turn in a block: every layer's inputs verified (its failing row, the
+        inputs restored, and the arm leaves the rotation when one changed)."""
+
+        def check(arm: str, block: int) -> bool:
+            changed = [c for layer, g in held.guards.items()
+                       if (c := g.check(arm, f"its timed samples of block {block}, layer {layer}"))
+                       is not None]  # fmt: skip
+            for c in changed:
+                out.add(held.cols, arm, c)
+            return not changed
+
+        return check
+
     # ----------------------------------------------------------------- 4. after timing
 
     def after_timing(self, held: StepHeld, timed: list[str], out: CaseRows) -> None:
@@ -270,19 +299,24 @@ class Step:
         precision = self.scenario.precision
         for r in self.ranks:
             for layer in self.p.layers:
-                ref = None
+                # The rows this rank's layer receives (a distributed rank dispatches them), and
+                # their reference from inputs no arm has run on since they were verified.
+                problem = self.topology.step_problem(held.links[layer], r, layer)
+                ref = self.family.reference(problem)
+                expect = expects_output(problem)
+                guard = held.guards.get(layer)
                 for arm in timed:
                     try:
                         self.topology.run_as_timed(held.calls[arm], r, layer)
-                        if ref is None:  # every arm of a rank's layer sees the same rows
-                            ref = self.family.reference(held.problems[(r, layer)])
                         check = check_reference(held.workspaces[(arm, r, layer)].y_TD, ref,
-                                                precision)  # fmt: skip
+                                                precision, expect_output=expect)  # fmt: skip
                     except Exception as exc:
                         self.topology.recover(out, {**held.cols, "rank": r}, [arm],
                                               "post_timing", exc)  # fmt: skip
                         continue
-                    log.add(r, layer, arm, [dataclasses.replace(check, name="post_timing")])
+                    checks = [dataclasses.replace(check, name="post_timing")]
+                    changed = guard.check(arm, "its run after timing") if guard else None
+                    log.add(r, layer, arm, checks + ([changed] if changed else []))
         for r, arm, check in log.rows(f"step {held.group.steps[-1]}, after timing"):
             out.add({**held.cols, "rank": r}, arm, check)
 

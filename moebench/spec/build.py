@@ -90,7 +90,9 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
     topology = topology_section(optional_section(doc, "topology"))
     routing = routing_section(optional_section(doc, "routing"), origin)
     shape = _shape(doc, model_run)
-    measure = measure_section(optional_section(doc, "measure"), family)
+    measure_doc = optional_section(doc, "measure")
+    measure = measure_section(measure_doc, family)
+    step_doc = doc.get("step")
     step = _step(doc, model, routing, shape, measure)
     if model_run is not None or Regime.MODEL in measure.regimes:
         if model_run is None:
@@ -132,6 +134,15 @@ def build_scenario(doc: dict, origin: Origin) -> Scenario:
         raise yf.Invalid(
             "measure.cold_weights", "rotates weights in simulated mode only, not distributed"
         )
+    if measure.input_sets > 1 and (topology.mode == "distributed" or step_doc is not None):
+        if "input_sets" in measure_doc:
+            raise yf.Invalid(
+                "measure.input_sets",
+                "rotates input sets in the one-layer regimes in simulated mode only (a model step "
+                "draws its own routing every step; the ranks of a distributed run would have to "
+                "rotate together); leave it out or set 1",
+            )
+        measure = dataclasses.replace(measure, input_sets=1)
     if measure.target_cv is not None and topology.mode == "distributed":
         raise yf.Invalid(
             "measure.target_cv",

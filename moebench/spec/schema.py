@@ -43,6 +43,7 @@ MAX_DRAWS = 1 << 28  # routing draws tokens_per_rank * dp * experts random numbe
 MAX_SAMPLES = 4_000_000  # sample rows one case holds in memory before its part is written
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
 MAX_WEIGHT_COPIES = 64
+MAX_INPUT_SETS = 64  # measure.input_sets
 CASE_ID_MAX = 100
 
 
@@ -145,6 +146,11 @@ class MeasureSpec:
     target_cv: float | None = None
     max_blocks: int | None = None
     time_budget_s: float | None = None
+    # The ffn regime's samples rotate through this many input sets (the gated tokens and
+    # routing, then others with the same per-expert counts), each timed output held to its set's
+    # reference (docs/DESIGN.md section 15); 1: the gated inputs only. One-layer regimes in
+    # simulated mode (a model step draws its own routing every step).
+    input_sets: int = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,9 +337,12 @@ def to_dict(scenario: Scenario) -> dict:
         "arms": list(scenario.arm_refs),  # as written: what parsing it again resolves
         "measure": plain(scenario.measure),
         "step": None if scenario.step is None else _step_plain(scenario.step),
-        "model_run": None if scenario.model_run is None else (
+        "model_run": None
+        if scenario.model_run is None
+        else (
             plain(scenario.model_run)
-            | {"config": {k: to_plain(v) for k, v in scenario.model_run.config}}),
+            | {"config": {k: to_plain(v) for k, v in scenario.model_run.config}}
+        ),
         "sweep": {p: to_plain(v) for p, v in scenario.sweep},
         "expect_sources": dict(scenario.expect_sources),
         "device": scenario.device,

@@ -24,6 +24,7 @@ from moebench.spec.schema import (
     CAPACITIES,
     MAX_CASES,
     MAX_EXPERTS,
+    MAX_INPUT_SETS,
     MAX_RANKS,
     MAX_ROWS,
     MAX_SEED,
@@ -315,6 +316,9 @@ def measure_section(v: Any, family: str) -> MeasureSpec:
         target_cv=target,
         max_blocks=most,
         time_budget_s=budget,
+        input_sets=yf.integer(
+            m.get("input_sets", MeasureSpec.input_sets), "measure.input_sets", 1, MAX_INPUT_SETS
+        ),  # fmt: skip
     )
 
 
