@@ -199,6 +199,11 @@ class ModelRow:
         })  # fmt: skip
 
 
+def p50_of(values) -> float:
+    """The P50 every figure of the regime uses (an order statistic, as the intervals are)."""
+    return float(np.quantile(np.asarray(values, dtype=float), 0.5, method="inverted_cdf"))
+
+
 def _quantile(values: np.ndarray, q: float, alpha: float, unit: str) -> Quantile | None:
     if len(values) == 0:
         return None
@@ -289,7 +294,7 @@ def rows(p: Prepared, alpha: float, threshold: float, confidence: float) -> list
                 changes.append(decide_paired(*pair, alpha, threshold, "samples"))
         decode = np.array(list(cell.decode.values()))
         none = p.cells.get((run_id, case_id, mode, NO_EXPERTS))
-        non_moe = float(np.median(list(none.decode.values()))) if none and none.decode else _NAN
+        non_moe = p50_of(list(none.decode.values())) if none and none.decode else _NAN
         batch = int(setup.get("batch", 0)) or None
         p50 = _quantile(decode, 0.5, level, "steps")
         floors = np.array([v for v in cell.floor.values() if not math.isnan(v)])

@@ -24,8 +24,6 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from moebench.analysis import policy
 from moebench.analysis.goodput import Goodput, clean_json, goodput
 from moebench.analysis.model import (
@@ -33,6 +31,7 @@ from moebench.analysis.model import (
     ModelRow,
     Prepared,
     cells,
+    p50_of,
     rows,
     split,
     without_verdicts,
@@ -219,6 +218,6 @@ def measured_non_moe(run, batch: int | None = None) -> tuple[float, str]:
         raise MoebenchError(f"{run.run_id} has no non-MoE time at batch {b} (it has "
                             f"{', '.join(map(str, sorted(by_batch)))})")  # fmt: skip
     case_id, mode, c = sorted(by_batch[b], key=lambda x: x[1] != "graph")[0]
-    us = float(np.median(list(c.decode.values())))
+    us = p50_of(list(c.decode.values()))
     return us, (f"measured by model run {run.run_id} ({case_id}, batch {b}, {mode}: P50 of "
                 f"{len(c.decode)} {NO_EXPERTS} decode steps)")  # fmt: skip

@@ -10,6 +10,7 @@ import torch
 from moebench.cli.preflight import CaseCost, duration, ffn_seconds, slow_cases
 from moebench.core.coverage import blocks_needed, cell_alpha
 from moebench.core.errors import MoebenchError
+from moebench.core.models import PRESETS
 from moebench.core.vocabulary import MODEL_DECODE, MODEL_PREFILL
 from moebench.plan.cases import arm_names, run_arms
 from moebench.plan.steps import available_memory, size
@@ -73,7 +74,7 @@ def validate_model(s: Scenario, out, err) -> None:
     """``validate`` of a model regime scenario: per case its model, memory, samples, time."""
     from rich.table import Table
 
-    from moebench.run.model import check_model_memory, model_need, plan_model_case
+    from moebench.run.model_plan import check_model_memory, model_need, plan_model_case
 
     device = "cuda" if s.device == "cuda" or (s.device == "auto" and torch.cuda.is_available()) \
         else "cpu"  # fmt: skip
@@ -89,7 +90,10 @@ def validate_model(s: Scenario, out, err) -> None:
         run = p.case.scenario.model_run
         need = model_need(p.memory)
         fits = "fits" if need <= free else "DOES NOT FIT"
-        t.add_row(p.case.case_id, p.plan.label,
+        m = p.case.scenario.model
+        changed = ", modified" if [k for k, _ in m.modified if k != "layers"] else ""
+        kept = f"{m.preset} ({m.layers} of {PRESETS[m.preset]['layers']} layers{changed})"
+        t.add_row(p.case.case_id, kept,
                   str(run.batch), f"{run.context} + {run.decode_steps} / {run.prompt}",
                   f"{cost.samples:,}", f"{size(need)} of {size(free)} ({fits})",
                   "-" if cost.seconds is None else f"~{duration(cost.seconds)}")  # fmt: skip

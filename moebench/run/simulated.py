@@ -29,7 +29,8 @@ from moebench.results.rows import CaseRows
 from moebench.run import isolate, lifecycle
 from moebench.run.case import CaseContext, run_case
 from moebench.run.layer import OneLayer
-from moebench.run.model import ModelRun, check_model_memory, model_manifest, plan_model_case
+from moebench.run.model import ModelRun
+from moebench.run.model_plan import check_model_memory, model_manifest, plan_model_case
 from moebench.run.options import Progress, RunOptions, RunSummary, case_timeout, resume_command
 from moebench.run.simulated_ranks import SimulatedRanks
 from moebench.run.step import Step

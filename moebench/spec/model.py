@@ -103,6 +103,9 @@ def check_model_regime(
     measure: MeasureSpec,
 ) -> None:
     """The rules the model regime sets for the other sections, one ``Invalid`` line each."""
+    if Regime.MODEL not in measure.regimes:
+        raise yf.Invalid("measure.regimes", "model_run is read by the model regime: write "
+                         "measure.regimes: [model]")  # fmt: skip
     if tuple(measure.regimes) != (Regime.MODEL,):
         raise yf.Invalid("measure.regimes", "model runs alone: it times a whole model (ffn, "
                          "kernel, profile and step time MoE layers: give them their own "

@@ -200,12 +200,13 @@ def _on_meta(config, attention: str):
 # --------------------------------------------------------------------------- the backends
 
 
-def backend_of(arm: Arm, precision: str) -> str:
-    """The experts backend a model runs ``arm`` with (module docstring); registers it."""
+def backend_of(arm: Arm, precision: str, alignment: int) -> str:
+    """The experts backend a model runs ``arm`` with (module docstring), registered; a prefill
+    arm's capacity buffer aligns each expert's rows to ``alignment``."""
     if arm.name.startswith(HF_PREFIX):
         backend = arm.name.removeprefix(HF_PREFIX).rpartition("@")
         return backend[0] or backend[2]
-    register([arm])
+    register([arm], alignment=alignment)
     return f"{MOEBENCH_PREFIX}{arm.name}:{precision}"
 
 
@@ -313,7 +314,11 @@ def memory(p: ModelPlan, s: Scenario, arms: list[Arm]) -> dict[str, int]:
     B, V = run.batch, int(p.config.vocab_size)
     D, K = s.model.hidden, s.model.top_k
     tokens = (B, B * run.prompt)  # a decode step's tokens, a prefill's
-    activations = B * run.prompt * (8 * D + 6 * K * s.model.intermediate) * DTYPE.itemsize
+    heads = int(p.config.num_attention_heads)
+    activations = (
+        B * run.prompt * (8 * D + 6 * K * s.model.intermediate) * DTYPE.itemsize
+        + B * heads * run.prompt**2 * 4
+    )  # a prefill's attention scores, if made
     return {
         "parameters": p.param_bytes,
         "arms": sum(arm_bytes(p, s, a, tokens) for a in {a.name: a for a in arms}.values()),
