@@ -22,6 +22,11 @@ A case is one unit of the case sequence (``run.case``), on the simulated topolog
 4. After timing: every timed arm on fresh inputs (other prompt and decode tokens written into the
    same tensors) against the reference's logits on them (``fresh_prefill``, ``fresh_decode``).
 
+The model's expert weights are fingerprinted after each arm's gates and each of its turns in a
+block: an arm that wrote them (a bf16 prefill arm reads the model's own tensors) fails
+``weights_unchanged``, leaves the rotation, and the layers it changed are written again from
+their seeds before another arm runs (docs/DESIGN.md section 15).
+
 A sample's ``weight_bytes`` are the expert weights the call read (the experts its routing touched
 in every MoE layer, in the arm's own weight format); the rest of a step's floor (the other
 parameters, the KV cache) is in the manifest's ``model`` section, per case.
@@ -65,6 +70,8 @@ class ModelHeld:
     calls: dict[str, Callable[[], None]] = field(default_factory=dict)  # arm -> its decode call
     modes: dict[str, str] = field(default_factory=dict)  # arm -> graph | eager
     power: str = ""  # why the gates cannot tell an arm from none ("" when they can)
+    weights: tuple[int, ...] = ()  # the experts' fingerprint as built
+    changed: set[str] = field(default_factory=set)  # arms that wrote the model's weights
 
 
 class ModelRun:
@@ -129,7 +136,8 @@ class ModelRun:
                                 **rank_statistics(ids, rank=0, ep=1, local_experts=s.model.experts,
                                                   capacity_rows=ids.numel())})  # fmt: skip
         return ModelHeld(runner=runner, cols=self.cols, backends=backends,
-                         ref_prefill=ref_prefill, ref_decode=ref_decode)  # fmt: skip
+                         ref_prefill=ref_prefill, ref_decode=ref_decode,
+                         weights=runner.fingerprint())  # fmt: skip
 
     def _draws(self, device) -> dict | None:
         """{(layer, phase): (ids, weights)} of a trace, every decode step and the prefill."""
@@ -161,6 +169,7 @@ class ModelRun:
                 raise
             except Exception as exc:
                 self.topology.recover(out, held.cols, [name], "model_gates", exc)
+            self._weights_unchanged(held, name, "its gates", out)
         none = errors.get(NO_EXPERTS)
         if none is not None:
             weakest = min(none)
@@ -183,7 +192,7 @@ class ModelRun:
                 out.add(held.cols, name, Check(name=gate, status="pass" if good else "fail",
                                                error=err, detail=held.power if held.power else
                                                ("" if good else f"tolerance {tol:g}")))  # fmt: skip
-            if ok or self.ctx.options.allow_mismatch:
+            if (ok and name not in held.changed) or self.ctx.options.allow_mismatch:
                 passed.append(name)
         return [*passed, *([NO_EXPERTS] if NO_EXPERTS in errors else [])]
 
@@ -248,9 +257,40 @@ class ModelRun:
             clock=self.ctx.clock, cols=held.cols, arm_cols={}, out=out.samples,
             stop=self.ctx.stop, where=f"case {self.p.case.case_id}",
             on_fail=self.topology.on_fail(out, held.cols, "timing"),
+            after_turn=lambda name, block: self._weights_unchanged(
+                held, name, f"its samples of block {block}", out),
         )  # fmt: skip
         self.ctx.progress.step(f"{self.p.case.case_id} timed")
+        for name in timed:
+            if name not in held.changed:
+                out.add(held.cols, name, Check(name="weights_unchanged", status="pass",
+                                               detail="the experts' weights as built after "
+                                                      "every gate and timed turn"))  # fmt: skip
         return timed
+
+    def _weights_unchanged(self, held: ModelHeld, name: str, when: str, out: CaseRows) -> bool:
+        """Whether ``name`` left the model's expert weights as built in its ``when``; a change is
+        its ``weights_unchanged`` failure, and the layers it changed are written again from their
+        seeds, so that no other arm runs on them (docs/DESIGN.md section 15)."""
+        now = held.runner.fingerprint()
+        changed = [layer for layer, v in now.items() if v != held.weights[layer]]
+        if not changed:
+            return name not in held.changed
+        s = self.scenario
+        hf_model.restore_experts(held.runner.model, self.plan, s, changed, self.topology.device,
+                                 s.routing.seed)  # fmt: skip
+        held.changed.add(name)
+        out.add(
+            held.cols,
+            name,
+            Check(
+                name="weights_unchanged",
+                status="fail",
+                detail=f"{name} wrote the expert weights of layer(s) "
+                f"{', '.join(map(str, changed))} in {when}; written again from their seeds",
+            ),
+        )
+        return False
 
     def _probe(self, held: ModelHeld, name: str) -> Probe:
         """A block's turn of ``name``: its prefill, then its decode steps from the context."""

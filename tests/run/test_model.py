@@ -42,6 +42,39 @@ ARM = Arm(name="zeros", family="decode", summary="writes zeros", contract=WHOLE_
           prepare=prepare)
 """
 
+NUDGE_ARM = """\
+from moebench.arm.base import WHOLE_FFN, Arm
+from moebench.core import reference
+
+def prepare(problem, y_TD):
+    def run():  # the right output, and one weight of the model a little larger every call
+        problem.w2_EDF.view(-1)[0].add_(1.0)
+        y_TD.copy_(reference.moe_ffn(problem.x_TD, problem.topk_ids_TK, problem.topk_weights_TK,
+                                     problem.w13_EFD, problem.w2_EDF,
+                                     activation_kind=problem.activation,
+                                     expert_offset=problem.expert_offset))
+    return run
+
+ARM = Arm(name="nudge", family="prefill", summary="writes a weight", contract=WHOLE_FFN,
+          prepare=prepare)
+"""
+QWEN = """\
+name: tiny-qwen
+description: a tiny Qwen3-MoE
+model: {preset: qwen3-30b-a3b, hidden: 128, intermediate: 128, experts: 4, top_k: 2, layers: 1}
+arms: [stock, nudge.py:ARM]
+precision: bf16
+shape: {alignment: 16}
+measure: {regimes: [model], blocks: 1, warmup: 0}
+model_run:
+  batch: 1
+  context: 3
+  prompt: 2
+  decode_steps: 1
+  check_steps: 1
+  config: {vocab_size: 64, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 32}
+"""
+
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
@@ -238,3 +271,21 @@ def test_compare_takes_the_step_regimes_non_moe_time_from_a_model_run(smoke):
     result = runner.invoke(app, ["compare", str(run_dir), "--non-moe-from", str(run_dir)])
     line = one_line_error(result)
     assert "batches 1, 2: name one, RUN@BATCH" in line
+
+
+def test_an_arm_that_writes_the_models_weights_is_named(tmp_path):
+    """A bf16 prefill arm reads the model's own expert weights; one that writes them (here a
+    single weight, its logits still within the tolerance) is caught by the weights' fingerprint
+    after its gates, and never timed; the baseline is timed and passes."""
+    (tmp_path / "nudge.py").write_text(NUDGE_ARM)
+    result = runner.invoke(app, ["run", str(write(tmp_path, QWEN)), "--results",
+                                 str(tmp_path / "r")])  # fmt: skip
+    assert result.exit_code == 1, result.output
+    (run_dir,) = (tmp_path / "r").iterdir()
+    run = load_run(run_dir)
+    got = {(c["arm"], c["gate"]): c for c in run.checks.to_pylist()}
+    assert got[("nudge", "model_prefill")]["status"] == "pass"  # its logits pass
+    bad = got[("nudge", "weights_unchanged")]
+    assert bad["status"] == "fail" and "in its gates" in bad["detail"]
+    assert got[("stock", "weights_unchanged")]["status"] == "pass"
+    assert set(run.samples["arm"].to_pylist()) == {"stock", NO_EXPERTS}

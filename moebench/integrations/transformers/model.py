@@ -26,6 +26,7 @@ allocated, and the model itself with random weights on the device.
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 from dataclasses import dataclass, field
 
@@ -267,6 +268,20 @@ def _fill_experts(module, fam, s: Scenario, layer: int, device, seed: int) -> No
         w13[ids.start : ids.stop] = round_trip(g13, s.precision)
         w2[ids.start : ids.stop] = round_trip(g2, s.precision)
     families.load(module, fam, w13=w13, w2_EDF=w2, interleaved=biased, b13_E2F=b13, b2_ED=b2)
+
+
+def restore_experts(model, p: ModelPlan, s: Scenario, layers, device, seed: int) -> None:
+    """Write each of ``layers``' experts' weights again from their seeds, in place: the tensors a
+    captured graph or an arm's prepared copy reads keep their addresses."""
+    modules = experts_modules(model)
+    with torch.no_grad():
+        for layer in layers:
+            module = modules[layer]
+            fresh = copy.copy(module)
+            fresh._parameters = dict(module._parameters)  # replaced in the copy, not the model
+            _fill_experts(fresh, p.experts, s, layer, device, weight_seed(seed, layer))
+            for name, t in module.named_parameters(recurse=False):
+                t.copy_(getattr(fresh, name))
 
 
 def round_trip(w_ENK: torch.Tensor, precision: str) -> torch.Tensor:

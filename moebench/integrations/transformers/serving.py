@@ -31,6 +31,7 @@ from moebench.core.vocabulary import MODEL_DECODE, MODEL_PREFILL
 from moebench.integrations.transformers.cache import SlotCache
 from moebench.integrations.transformers.model import DTYPE, ModelPlan, experts_modules
 
+_INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 ATTENTION_BUDGET = 1 << 29  # bytes of attention scores one chunk of the context fill may make
 FILL = "fill"  # the context fill: the router's own choice, nothing recorded
 
@@ -191,6 +192,18 @@ class ModelRunner:
                 out[layer] = [int(torch.unique(ids[i]).numel()) for i in range(ids.shape[0])]
             else:
                 out[layer] = [int(torch.unique(ids).numel())]
+        return out
+
+    def fingerprint(self) -> dict[int, tuple[int, ...]]:
+        """{layer: a sum of the bits of each of its expert parameters} (one read of them, one
+        sync): an arm that writes the model's weights changes it (docs/DESIGN.md section 15)."""
+        sums = [t.detach().reshape(-1).view(_INTS[t.element_size()]).sum(dtype=torch.int64)
+                for m in self.experts.values() for t in m.parameters()]  # fmt: skip
+        flat = torch.stack(sums).tolist()
+        out, i = {}, 0
+        for layer, m in self.experts.items():
+            n = len(list(m.parameters()))
+            out[layer], i = tuple(flat[i : i + n]), i + n
         return out
 
     def close(self) -> None:
