@@ -5,8 +5,8 @@ A case is one unit of the case sequence (``run.case``), on the simulated topolog
 
 1. Inputs. The model at the preset's real shapes with random weights
    (``integrations.transformers.model``: built on the meta device, materialised once on this
-   one), its decode cache filled with ``context`` tokens a sequence by the reference backend
-   (transformers' ``eager`` experts), the reference's logits of the prompt and of the first
+   one), its decode cache filled with ``context`` tokens a sequence (``ModelRunner.fill_context``),
+   the reference's (transformers' ``eager`` experts) logits of the prompt and of the first
    ``check_steps`` decode steps; with ``model_run.routing: trace`` every layer's routing of every
    step drawn from the layer's recorded load (``routing.step_draws``), the same for every arm.
 2. Gates, before anything is timed, per arm and for the no-work backend (``NO_EXPERTS``): its
@@ -112,8 +112,8 @@ class ModelRun:
             runner = ModelRunner(model, self.plan, batch=run.batch, context=run.context,
                                  prompt=run.prompt, steps=run.decode_steps, device=device,
                                  seed=s.routing.seed, draws=self._draws(device))  # fmt: skip
-            runner.use("eager")
             runner.fill_context(s.routing.seed)
+            runner.use("eager")  # the reference: the model's own experts forward
             ref_prefill, ref_decode = (
                 runner.run_prefill(),
                 runner.run_decode(runner.decode, run.check_steps),

@@ -66,6 +66,7 @@ ROUND_TRIP = {
     "fp8": (reference.quant_weight_fp8_block, reference.dequant_weight_fp8_block),
 }
 CHUNK = 8  # experts generated and rounded at a time (bounds the float32 transient)
+ATTENTION_BUDGET = 1 << 30  # bytes of attention scores a chunk of the context fill may make
 DTYPE = torch.bfloat16
 
 
@@ -323,6 +324,14 @@ def quiet():
         yield
 
 
+def fill_chunk(p: ModelPlan, batch: int, context: int, steps: int) -> tuple[int, int]:
+    """(tokens a sequence in each chunk of the context fill, bytes of that chunk's attention
+    scores): as many tokens as keep the scores within ``ATTENTION_BUDGET``."""
+    per_token = batch * int(p.config.num_attention_heads) * (context + steps) * 4
+    chunk = max(1, min(context, ATTENTION_BUDGET // per_token))
+    return chunk, chunk * per_token
+
+
 def memory(p: ModelPlan, s: Scenario, arms: list[Arm]) -> dict[str, int]:
     """Bytes a case allocates on its device, by part, before anything is (module docstring)."""
     run = s.model_run
@@ -340,4 +349,5 @@ def memory(p: ModelPlan, s: Scenario, arms: list[Arm]) -> dict[str, int]:
         "kv cache": p.kv_bytes(B, run.context + run.decode_steps) + p.kv_bytes(B, run.prompt),
         "logits": 4 * B * V * 4,  # the step's, the reference's, a check's, a fresh one's
         "activations": activations,
+        "context fill": fill_chunk(p, B, run.context, run.decode_steps)[1],
     }

@@ -10,7 +10,9 @@ Legend: B sequences, P prompt tokens, C context tokens, N decode steps, K top-k,
   replay is a step, and step i is replayed after ``at_step(i)``. Its input tokens are the
   table's, never the model's own argmax: every arm decodes the same tokens.
 - **The context**: before anything is timed the decode cache is filled with C tokens a sequence
-  by the reference backend (``fill_context``, in chunks), and ``restore_context`` returns to that
+  by transformers' grouped_mm experts (``fill_context``, in chunks; its K and V are the model's
+  whatever backend computed them within bf16, and the context is only the state every arm starts
+  from; the reference is never it), and ``restore_context`` returns to that
   state before every run of N steps, so that every arm decodes from the same cache.
 - **The prefill** (``prefill``): P tokens a sequence from an empty cache of its own, the logits of
   the last token; run eagerly, as serving engines run prefill.
@@ -29,10 +31,15 @@ import torch
 
 from moebench.core.vocabulary import MODEL_DECODE, MODEL_PREFILL
 from moebench.integrations.transformers.cache import SlotCache
-from moebench.integrations.transformers.model import DTYPE, ModelPlan, experts_modules
+from moebench.integrations.transformers.model import (
+    DTYPE,
+    ModelPlan,
+    experts_modules,
+    fill_chunk,
+)
 
 _INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-ATTENTION_BUDGET = 1 << 29  # bytes of attention scores one chunk of the context fill may make
+FILL_BACKEND = "grouped_mm"  # transformers' own, on every device and family (eager where absent)
 FILL = "fill"  # the context fill: the router's own choice, nothing recorded
 
 
@@ -124,15 +131,16 @@ class ModelRunner:
         self.prefill_cache.restore(self.empty[MODEL_PREFILL])
 
     def fill_context(self, seed: int) -> None:
-        """C tokens a sequence into the decode cache with the backend set, in chunks whose
+        """C tokens a sequence into the decode cache (module docstring), in chunks whose
         attention scores stay within ``ATTENTION_BUDGET``; the state every decode starts from."""
+        from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+
+        self.use(FILL_BACKEND if FILL_BACKEND in ALL_EXPERTS_FUNCTIONS else "eager")
         self.phase = FILL
         cache = self.decode_cache
         cache.restore(self.empty[MODEL_DECODE])
         context = tokens((self.B, self.C), self.vocab, seed * 2 + 3, self.device)
-        heads = int(self.plan.config.num_attention_heads)
-        per_token = self.B * heads * (self.C + self.N) * 4
-        chunk = max(1, min(self.C, ATTENTION_BUDGET // per_token))
+        chunk, _ = fill_chunk(self.plan, self.B, self.C, self.N)
         with torch.no_grad():
             for a in range(0, self.C, chunk):
                 self._forward(cache, context[:, a : a + chunk])
