@@ -216,3 +216,22 @@ def test_a_model_runs_non_moe_time_is_handed_to_the_step_regime():
     assert "batch 4" in where and NO_EXPERTS in where
     with pytest.raises(MoebenchError, match="not a model regime run"):
         measured_non_moe(model_run({"dense_decode": 1.0}))
+
+
+def test_the_measured_tpot_stands_beside_the_step_regimes_derived_one():
+    """A step run at 32 tokens a step (16 a rank, 2 data ranks) and a model run at batch 32:
+    each arm's measured TPOT beside the step's MoE time plus its given non-MoE time, and plus
+    the non-MoE time the model run measured."""
+    from step_runs import drift, step_run
+
+    steps = step_run({"dense_decode": drift(64)}, run_id="run-s",
+                     step={"non_moe_us": 500.0})  # fmt: skip
+    model = model_run({"dense_decode": 1.0, NO_EXPERTS: 0.4}, batches=(32,))
+    comp = compare_runs([steps, model], baseline="dense_decode", force=True)
+    (b,) = comp.model.beside_step
+    s = next(r for r in comp.step.rows if r.arm == "dense_decode")
+    m = by_arm(comp, "c032")["dense_decode"]
+    assert b["tokens_per_step"] == 32 and b["arm"] == "dense_decode"
+    assert b["model"]["tpot_p50_us"] == m.tpot_p50.us
+    assert b["step"]["derived_tpot_p50_us"] == pytest.approx(s.p50.us + 500.0)
+    assert b["step"]["with_measured_non_moe_us"] == pytest.approx(s.p50.us + m.non_moe_us)
