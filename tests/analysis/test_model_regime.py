@@ -57,10 +57,18 @@ def rows(run_id, case_id, arm, factor, *, batch, mode="graph", device="cuda", se
                                  tokens_per_rank=batch * 16, weight_bytes=weight_bytes,
                                  time_us=10 * BASE_US * factor * noise[b, -1]))  # fmt: skip
         for i in range(STEPS):
-            out.append(common | dict(stage="decode", mode=mode, block=b, step=i,
-                                     tokens_per_rank=batch,
-                                     weight_bytes=0 if arm == NO_EXPERTS else weight_bytes,
-                                     time_us=BASE_US * factor * drift[b, i] * noise[b, i]))
+            out.append(
+                common
+                | dict(
+                    stage="decode",
+                    mode=mode,
+                    block=b,
+                    step=i,
+                    tokens_per_rank=batch,
+                    weight_bytes=0 if arm == NO_EXPERTS else weight_bytes,
+                    time_us=BASE_US * factor * drift[b, i] * noise[b, i],
+                )
+            )
     return out
 
 
@@ -73,13 +81,26 @@ def model_run(arms: dict[str, float | dict], *, batches=(4,), run_id="run-m", mo
         cases[case_id] = setup(batch, slo)
         for k, (arm, f) in enumerate(arms.items()):
             factor = f[batch] if isinstance(f, dict) else f
-            sample_rows += rows(run_id, case_id, arm, factor, batch=batch, seed=k,
-                                mode=(modes or {}).get(arm, "graph"), device=device)
+            sample_rows += rows(
+                run_id,
+                case_id,
+                arm,
+                factor,
+                batch=batch,
+                seed=k,
+                mode=(modes or {}).get(arm, "graph"),
+                device=device,
+            )
             status = "fail" if (case_id, arm) in failed else "pass"
             check_rows += checks(run_id, arm, status, case_id=case_id)
-    manifest = {"run_id": run_id, "finished_cases": list(cases), "sources": SOURCES,
-                "environment": ENV, "scenario": {"name": "synthetic-model"},
-                "model": {"cases": cases, "non_moe": NO_EXPERTS, "routing": "router"}}
+    manifest = {
+        "run_id": run_id,
+        "finished_cases": list(cases),
+        "sources": SOURCES,
+        "environment": ENV,
+        "scenario": {"name": "synthetic-model"},
+        "model": {"cases": cases, "non_moe": NO_EXPERTS, "routing": "router"},
+    }
     return Run(run_dir=None, manifest=manifest, samples=rows_to_table("samples", sample_rows),
                checks=rows_to_table("checks", check_rows),
                routing=SCHEMAS["routing"].empty_table())  # fmt: skip
@@ -210,8 +231,11 @@ def test_a_model_runs_non_moe_time_is_handed_to_the_step_regime():
     with pytest.raises(MoebenchError, match="no non-MoE time at batch 8"):
         measured_non_moe(run, 8)
     us, where = measured_non_moe(run, 4)
-    none = [x["time_us"] for x in run.samples.to_pylist()
-            if x["arm"] == NO_EXPERTS and x["stage"] == "decode" and x["case_id"] == "c004"]
+    none = [
+        x["time_us"]
+        for x in run.samples.to_pylist()
+        if x["arm"] == NO_EXPERTS and x["stage"] == "decode" and x["case_id"] == "c004"
+    ]
     assert us == float(np.quantile(none, 0.5, method="inverted_cdf"))
     assert "batch 4" in where and NO_EXPERTS in where
     with pytest.raises(MoebenchError, match="not a model regime run"):
