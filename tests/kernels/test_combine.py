@@ -1,12 +1,15 @@
-"""The combine kernel against reference.combine, under the interpreter."""
+"""The combine kernel against reference.combine (the interpreter on the CPU, compiled on a GPU)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from kernel_device import on_device
 
 from moebench.core import layout, reference
-from moebench.kernels.combine import combine
+from moebench.kernels.combine import combine as combine_kernel
+
+combine = on_device(combine_kernel)  # the GPU under make test-gpu, else the interpreter
 
 
 def plan_for(T: int, K: int, n_global: int, E: int, offset: int, mode: str, A: int, seed: int):

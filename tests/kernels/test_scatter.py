@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernel_device import on_device
 
 from moebench.core import layout, reference
-from moebench.kernels.scatter import FUSIONS, scatter, scatter_scratch
+from moebench.kernels.scatter import FUSIONS, scatter_scratch
+from moebench.kernels.scatter import scatter as scatter_kernel
+
+scatter = on_device(scatter_kernel)  # the GPU under make test-gpu, else the interpreter
 
 POISON_INT = 0x5A5A5A5A  # index maps and scale words start as garbage that no valid value equals
 
