@@ -264,13 +264,14 @@ def default_launch(
     """The launch the `grouped_decode` arm uses for a stage of ``columns`` output columns (N),
     from the shapes alone (never the routing): the one-slot GEMV up to DOT_FROM_SLOTS_PER_EXPERT
     slots an expert (a second slot of an expert is a second pass over its tile, from L2), the
-    tensor-core tile above, with 32 slots a pass when the experts average more than 8 (so that a
-    pass seldom needs a second). A tile needs 16 rows, so an N with fewer takes the GEMV. A GEMV
-    of several slots a pass is never chosen (module docstring: budget)."""
+    tensor-core tile above, 16 slots a pass at every count: 32 slots a pass lost at 32 and 64
+    tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8 220.8 against 179.4 us,
+    MXFP4 253.7 against 177.3; docs/perf/2026-12-01-integrity/bench_grouped_decode.log), a second
+    pass over an expert's tile reading it from L2. A tile needs 16 rows, so an N with fewer takes
+    the GEMV. A GEMV of several slots a pass is never chosen (module docstring: budget)."""
     slots = tokens * top_k
     if slots > DOT_FROM_SLOTS_PER_EXPERT * experts and columns & -columns >= 16:
-        block_m = 16 if slots <= 8 * experts else 32
-        return path_launch("dot", fmt, columns=columns, block_m=block_m, pdl=pdl)
+        return path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)
 
 

@@ -267,7 +267,8 @@ def test_default_launch_follows_the_shapes():
     assert path_launch("gemv", "mxfp4", columns=5760, block_m=32).block_k == 64
     mid = default_launch("fp8", tokens=32, **gpt)
     assert (mid.path, mid.block_m, mid.block_n) == ("dot", 16, 64)
-    assert default_launch("mxfp4", tokens=64, **gpt).block_m == 32
+    # 16 slots a pass at every count: 32 lost at 32 and 64 tokens on the H200 (default_launch)
+    assert {default_launch(f, tokens=64, **gpt).block_m for f in FORMATS} == {16}
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
 
