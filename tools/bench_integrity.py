@@ -1,0 +1,120 @@
+"""What each integrity defence does to a timed figure: one arm's ffn graph on rank 0 of a
+scenario, timed with the run's ``Clock`` and each defence of docs/DESIGN.md section 15 switched on
+alone, then all together, so that a shift in a scenario's figures can be put on its cause.
+
+Variants (interleaved in rotating rounds, as tools/bench_kernels.py times its variants):
+  plain        the graph replayed, the clock's spin before each sample, no reset, nothing between
+  reset_l2     cudaCtxResetPersistingL2Cache before each sample (what ``Clock.sample_us`` does)
+  load         an input set loaded before each sample: another set's tokens, rows permuted
+  fingerprint  every input fingerprinted after each sample (a turn of one sample)
+  all          the three together
+
+Each variant's output is checked against the reference of the inputs it ran on before any time
+counts. Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_integrity.py OUT [SCENARIO] [ARM]
+(default scenarios/v4-flash-ep8.yaml and prefix_sum_masked; writes OUT/bench_integrity.json).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+from moebench.arm import assemble, registry
+from moebench.arm.base import run_all
+from moebench.gates.checks import check_reference
+from moebench.gates.families import family_of
+from moebench.gates.fresh import fresh_inputs
+from moebench.gates.integrity import InputGuard, fingerprint
+from moebench.measure.bench import warm
+from moebench.measure.clock import Clock
+from moebench.measure.rotation import block_order
+from moebench.plan.cases import plan
+from moebench.run.simulated_ranks import SimulatedRanks
+from moebench.spec.load import load_scenario
+
+VARIANTS = ("plain", "reset_l2", "load", "fingerprint", "all")
+ROUNDS, REPS, SETS = 10, 8, 4
+
+
+def main(out: str, scenario: str, arm_name: str) -> None:
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    s = load_scenario(scenario)
+    (p, *_) = plan(s)
+    clock = Clock(dev)
+    problem, _ = SimulatedRanks(dev, clock).layer_inputs(p, p.ranks[0])
+    family = family_of(s)
+    arm = registry.resolve(arm_name, Path(scenario).parent)
+    ws = family.workspace(arm, problem)
+    stages = assemble.build(arm, ws)
+    ws.poison()
+    run_all(stages)
+    guard = InputGuard(problem)
+    for i in range(1, SETS):
+        values, _ = fresh_inputs(problem, experts=s.model.experts, seed=s.routing.seed + 100 + i,
+                                 keep_counts=True)  # fmt: skip
+        guard.add_set(values)
+    refs = []
+    for i in range(SETS):
+        guard.load(i)
+        refs.append(family.reference(problem))
+    guard.load(0)
+    graph = clock.capture(lambda: run_all(stages))
+    if dev.type == "cuda":
+        warm([graph])
+    reset = clock._reset_l2
+    T = problem.topk_ids_TK.shape[0]
+    order = torch.Generator().manual_seed(7)
+    counter = [0]
+
+    def before(v: str):
+        if v in ("load", "all"):
+            k = counter[0] = counter[0] + 1
+            rows = torch.randperm(T, generator=order)
+            guard.load(k % SETS, rows)
+            return k % SETS, rows
+        return 0, None
+
+    def after(v: str, loaded) -> None:
+        if v in ("fingerprint", "all"):
+            for t in guard.tensors.values():
+                fingerprint(t)
+
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    for v in VARIANTS:  # correctness first: each variant's output against its inputs' reference
+        loaded = before(v)
+        graph()
+        clock.synchronize()
+        i, rows = loaded
+        ref = refs[i] if rows is None else refs[i][rows.to(refs[i].device)]
+        c = check_reference(ws.y_TD, ref, problem.precision)
+        if c.status != "pass":
+            raise SystemExit(f"{v}: output wrong before timing: {c.detail}")
+        guard.load(0)
+    for r in range(ROUNDS):
+        for v in block_order(list(VARIANTS), r):
+            for _ in range(REPS):
+                loaded = before(v)
+                clock._reset_l2 = reset if v in ("reset_l2", "all") else None
+                times[v].append(clock.sample_us(graph))
+                after(v, loaded)
+            guard.load(0)
+    clock._reset_l2 = reset
+    result = {v: statistics.median(t) for v, t in times.items()}
+    for v in VARIANTS:
+        print(f"{v:12s} median {result[v]:9.2f} us  (+{result[v] - result['plain']:.2f})")
+    print(f"persisting-L2 reset available: {reset is not None}")
+    Path(out).mkdir(parents=True, exist_ok=True)
+    doc = {"scenario": scenario, "arm": arm_name, "rank": p.ranks[0], "rounds": ROUNDS,
+           "reps": REPS, "sets": SETS, "median_us": result, "samples_us": times,
+           "reset_available": reset is not None}  # fmt: skip
+    (Path(out) / "bench_integrity.json").write_text(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    main(args[0], args[1] if len(args) > 1 else "scenarios/v4-flash-ep8.yaml",
+         args[2] if len(args) > 2 else "prefix_sum_masked")  # fmt: skip
