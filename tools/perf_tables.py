@@ -21,6 +21,9 @@ from pathlib import Path
 
 import perf_specs_decode
 import perf_specs_ffn
+import perf_specs_grouped
+import perf_specs_hf
+import perf_specs_integrity
 import perf_specs_latest
 import perf_specs_prefill
 import perf_specs_runs
@@ -28,8 +31,18 @@ from perf_cells import Table
 from perf_records import REPO, RecordError, Records
 
 PERF_MD = REPO / "docs" / "PERF.md"
-# PERF.md's order: the latest run first, then the areas, then the runs of issues 15-18.
-SPECS = [perf_specs_latest, perf_specs_prefill, perf_specs_ffn, perf_specs_decode, perf_specs_runs]
+# PERF.md's order: the latest runs first (issues 24-28, then the ceilings and issue 19), then the
+# areas, then the runs of issues 15-18.
+SPECS = [
+    perf_specs_integrity,
+    perf_specs_grouped,
+    perf_specs_hf,
+    perf_specs_latest,
+    perf_specs_prefill,
+    perf_specs_ffn,
+    perf_specs_decode,
+    perf_specs_runs,
+]
 _BLOCK = re.compile(
     r"(?P<open><!-- perf_tables: (?P<name>[\w-]+) -->\n)(?P<body>.*?)"
     r"(?P<close><!-- /perf_tables -->)",
