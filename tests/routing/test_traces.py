@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from moebench.cli.app import app
 from moebench.core.errors import ScenarioError, TraceError, clip
+from moebench.core.vocabulary import Regime
 from moebench.plan.cases import plan
 from moebench.routing.raw_files import load_any
 from moebench.routing.replay import apportion, replay_load
@@ -293,6 +294,9 @@ def test_project_trace_scenarios_resolve_beside_a_checkout(tmp_path, shared_trac
     for p in scenarios:
         s = load_scenario(tmp_path / "repo" / "scenarios" / p.name)
         assert Path(s.routing.path).is_relative_to(tmp_path / "shared" / "traces")
+        if Regime.MODEL in s.measure.regimes:  # a whole model: its layers draw from the trace
+            assert s.model.preset in {"deepseek-v3", "deepseek-v4-flash"}
+            continue
         if s.step is not None:  # a model step: every MoE layer replays a trace layer of its own
             layer_map = trace_layer_map(s.routing.path, s.model.moe_layers)
             assert s.model.preset in {"deepseek-v3", "deepseek-v4-flash"}

@@ -218,8 +218,13 @@ def test_a_mistake_is_one_line_before_any_work(tmp_path, old, new, path):
     assert f": {path}: " in line, line
 
 
-def test_validate_prints_each_case_with_its_memory(tmp_path):
-    result = runner.invoke(app, ["validate", str(SMOKE)], env={"COLUMNS": "200"})
+def test_validate_prints_each_case_with_its_memory(tmp_path, monkeypatch):
+    from moebench.cli import common
+
+    # The console's width is fixed when moebench.cli.common is first imported (COLUMNS then, 80
+    # under a test runner's pipe): widen it here so the case ids are not cut, whatever ran first.
+    monkeypatch.setattr(common.out, "width", 200)
+    result = runner.invoke(app, ["validate", str(SMOKE)])
     assert result.exit_code == 0, result.output
     assert "model regime" in result.stdout and "fits" in result.stdout
     assert "c001-batch=2" in result.stdout and "(2 of 24 layers, modified)" in result.stdout
