@@ -16,6 +16,7 @@ point). How many blocks: ``Blocks`` (a fixed count, or a floor with the noise-ba
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -83,11 +84,30 @@ def sample_blocks(
     drops the arm from the rotation. Returns the arms that finished and the number of blocks
     run."""
     active = [a for a in arms if a in probes]
+    # The host must have queued each timed launch before the GPU's head start runs out (the
+    # clock's spin): a garbage-collector pass in between would land inside the sample, so the
+    # collector runs between blocks and not during them (timeit turns it off while it times).
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        return _blocks(active, probes, blocks=blocks, iterations=iterations, clock=clock,
+                       cols=cols, arm_cols=arm_cols, out=out, stop=stop, where=where,
+                       on_fail=on_fail, after_turn=after_turn)  # fmt: skip
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _blocks(active, probes, *, blocks, iterations, clock, cols, arm_cols, out, stop, where,
+            on_fail, after_turn) -> tuple[list[str], int]:  # fmt: skip
     started = time.monotonic()
     first = len(out)
     device = "cuda" if clock.cuda else "cpu"
     block = 0
     while active and not _enough(blocks, block, started, out[first:], active):
+        if block:
+            gc.collect()
         telemetry = clock.telemetry()  # clocks, temperature, power: once a block
         for position, arm in enumerate(block_order(active, blocks.first + block)):
             at = {**cols, **arm_cols.get(arm, {}), "arm": arm, "block": block,
