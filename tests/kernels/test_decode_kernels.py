@@ -6,10 +6,9 @@ TRITON_INTERPRET is not 1), through `on_device`."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
+from kernel_device import DEVICE, on_device
 
 from moebench.core import reference as ref
 from moebench.kernels.batched_gemm import batched_gemm
@@ -17,22 +16,6 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.sparse_gemv import sparse_gemv
 
 FORMATS = ("fp8", "mxfp4")
-DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
-
-
-def on_device(launch):
-    """``launch`` with its tensor arguments moved to DEVICE and copied back in place afterwards
-    (outputs are written in place), so that tests keep CPU tensors."""
-
-    def run(*args, **kw):
-        moved = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args]
-        moved_kw = {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
-        launch(*moved, **moved_kw)
-        for a, m in zip([*args, *kw.values()], [*moved, *moved_kw.values()], strict=True):
-            if isinstance(a, torch.Tensor) and m is not a:
-                a.copy_(m.cpu())
-
-    return run
 
 
 gemv, dense, combine = on_device(sparse_gemv), on_device(batched_gemm), on_device(combine_topk)

@@ -1,5 +1,5 @@
 """The grouped decode GEMV under the interpreter: both paths (CUDA-core GEMV, tensor-core tile),
-both weight formats, against `moebench.reference` per slot; rows of non-local slots keep their
+both weight formats, against `moebench.core.reference` per slot; rows of non-local slots keep their
 poison; bitwise equal to the sparse GEMV, the dense GEMM and torch's rounding where every fp32
 sum is exact; other ranks' experts never read.
 
@@ -9,10 +9,10 @@ TRITON_INTERPRET is not 1), through `on_device`."""
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import pytest
 import torch
+from kernel_device import DEVICE, on_device
 
 from moebench.core import reference as ref
 from moebench.kernels.batched_gemm import batched_gemm
@@ -20,22 +20,6 @@ from moebench.kernels.grouped_gemv import Launch, default_launch, grouped_gemv, 
 from moebench.kernels.sparse_gemv import sparse_gemv
 
 FORMATS = ("fp8", "mxfp4")
-DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
-
-
-def on_device(launch):
-    """``launch`` with its tensor arguments moved to DEVICE and copied back in place afterwards
-    (outputs are written in place), so that tests keep CPU tensors."""
-
-    def run(*args, **kw):
-        moved = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args]
-        moved_kw = {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
-        launch(*moved, **moved_kw)
-        for a, m in zip([*args, *kw.values()], [*moved, *moved_kw.values()], strict=True):
-            if isinstance(a, torch.Tensor) and m is not a:
-                a.copy_(m.cpu())
-
-    return run
 
 
 grouped, sparse, dense = on_device(grouped_gemv), on_device(sparse_gemv), on_device(batched_gemm)
