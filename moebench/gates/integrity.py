@@ -143,10 +143,11 @@ class InputGuard:
     def restore(self, names: list[str] | None = None) -> None:
         """Write state 0 back into the same tensors (the pristine inputs), or, for ``names``,
         what was loaded there: a timed sample's permuted state is rewritten by the next load."""
-        if names is None or self._permuted:
-            self.load(0)
-            self._write(0, list(self.tensors) if names is None else names)
-            self._loaded.update({k: self._prints[0][k] for k in self.tensors})
+        if names is None or self._permuted:  # back to state 0, the reordered rows included
+            fix = set(self.tensors) if names is None else {*names, *self.permutable(0)}
+            self._write(0, [k for k in self.tensors if k in fix])
+            self._loaded.update({k: self._prints[0][k] for k in fix})
+            self.current, self._permuted = 0, False
         else:
             self._write(self.current, names)
         left = self.changed()
