@@ -78,15 +78,14 @@ def fresh_input_gate(
 ) -> dict[str, list[Check]]:
     """{arm: its ``fresh_input`` row, and an ``inputs_unchanged`` row when it changed the new
     inputs} for the ``timed`` arms (their gated stages rerun on new inputs written into the
-    problem's tensors); the problem's inputs are restored afterwards (``guard``: the state it
-    has loaded, else the values before)."""
+    problem's tensors, a state of ``guard`` of their own, verified after every arm); the
+    problem's inputs are back in ``guard``'s state 0 afterwards (without a guard: as they were
+    before)."""
     new, how = fresh_inputs(problem, experts=experts, seed=seed)
-    saved = {k: getattr(problem, k).clone() for k in new}
+    guard = guard if guard is not None else InputGuard(problem)
     out: dict[str, list[Check]] = {}
     try:
-        for k, v in new.items():
-            getattr(problem, k).copy_(v)
-        fresh = InputGuard(problem)  # the new inputs, verified after every arm
+        guard.load(guard.add_set(new))
         ref = reference(problem)
         expect = expects_output(problem)
         for arm in timed:
@@ -98,14 +97,11 @@ def fresh_input_gate(
             c = check_reference(ws.y_TD, ref, problem.precision, expect_output=expect)
             out[arm] = [Check(name="fresh_input", status=c.status, error=c.error,
                               detail=f"{how}, the same prepared arm: {c.detail}")]  # fmt: skip
-            changed = fresh.check(arm, "the fresh-input run")
+            changed = guard.check(arm, "the fresh-input run")
             if changed is not None:
                 out[arm].append(changed)
     finally:
-        for k, v in saved.items():
-            getattr(problem, k).copy_(v)
-        if guard is not None:
-            guard.restore()
+        guard.restore()
         if problem.x_TD.is_cuda:
             torch.cuda.synchronize()
     return out
