@@ -4,10 +4,13 @@ alone, then all together, so that a shift in a scenario's figures can be put on 
 
 Variants (interleaved in rotating rounds, as tools/bench_kernels.py times its variants):
   plain        the graph replayed, the clock's spin before each sample, no reset, nothing between
+  flush        L2 flushed (a buffer written) before each sample, as the kernel regime does: what
+               a cold L2 costs, beside which the others can be read
   reset_l2     cudaCtxResetPersistingL2Cache before each sample (what ``Clock.sample_us`` does)
   load         an input set loaded before each sample: another set's tokens, rows permuted
+  check        each sample's output held to its reference after it (what the run does)
   fingerprint  every input fingerprinted after each sample (a turn of one sample)
-  all          the three together
+  all          load, reset_l2, check and fingerprint together (the run's ffn samples)
 
 Each variant's output is checked against the reference of the inputs it ran on before any time
 counts. Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_integrity.py OUT [SCENARIO] [ARM]
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -36,7 +40,7 @@ from moebench.plan.cases import plan
 from moebench.run.simulated_ranks import SimulatedRanks
 from moebench.spec.load import load_scenario
 
-VARIANTS = ("plain", "reset_l2", "load", "fingerprint", "all")
+VARIANTS = ("plain", "flush", "reset_l2", "load", "check", "fingerprint", "all")
 ROUNDS, REPS, SETS = 10, 8, 4
 
 
@@ -79,11 +83,18 @@ def main(out: str, scenario: str, arm_name: str) -> None:
         return 0, None
 
     def after(v: str, loaded) -> None:
+        if v in ("check", "all"):
+            i, rows = loaded
+            ref = refs[i] if rows is None else refs[i][rows.to(refs[i].device)]
+            c = check_reference(ws.y_TD, ref, problem.precision)
+            if c.status != "pass":
+                raise SystemExit(f"{v}: a timed output is wrong: {c.detail}")
         if v in ("fingerprint", "all"):
             for t in guard.tensors.values():
                 fingerprint(t)
 
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    wall: dict[str, float] = dict.fromkeys(VARIANTS, 0.0)  # host seconds a variant's samples took
     for v in VARIANTS:  # correctness first: each variant's output against its inputs' reference
         loaded = before(v)
         graph()
@@ -96,20 +107,27 @@ def main(out: str, scenario: str, arm_name: str) -> None:
         guard.load(0)
     for r in range(ROUNDS):
         for v in block_order(list(VARIANTS), r):
+            t0 = time.perf_counter()
             for _ in range(REPS):
                 loaded = before(v)
                 clock._reset_l2 = reset if v in ("reset_l2", "all") else None
-                times[v].append(clock.sample_us(graph))
+                times[v].append(clock.sample_us(graph, flush_l2=v == "flush"))
                 after(v, loaded)
+            wall[v] += time.perf_counter() - t0
             guard.load(0)
     clock._reset_l2 = reset
     result = {v: statistics.median(t) for v, t in times.items()}
     for v in VARIANTS:
-        print(f"{v:12s} median {result[v]:9.2f} us  (+{result[v] - result['plain']:.2f})")
+        per = wall[v] / len(times[v]) * 1e6
+        print(
+            f"{v:12s} median {result[v]:9.2f} us  (+{result[v] - result['plain']:.2f})  "
+            f"host {per:9.1f} us a sample"
+        )
     print(f"persisting-L2 reset available: {reset is not None}")
     Path(out).mkdir(parents=True, exist_ok=True)
     doc = {"scenario": scenario, "arm": arm_name, "rank": p.ranks[0], "rounds": ROUNDS,
            "reps": REPS, "sets": SETS, "median_us": result, "samples_us": times,
+           "host_us_per_sample": {v: wall[v] / len(times[v]) * 1e6 for v in VARIANTS},
            "reset_available": reset is not None}  # fmt: skip
     (Path(out) / "bench_integrity.json").write_text(json.dumps(doc, indent=1))
 
