@@ -11,6 +11,12 @@ Variants (interleaved in rotating rounds, as tools/bench_kernels.py times its va
   check        each sample's output held to its reference after it (what the run does)
   fingerprint  every input fingerprinted after each sample (a turn of one sample)
   all          load, reset_l2, check and fingerprint together (the run's ffn samples)
+  idle         the host idle for IDLE_S before each sample, the device with nothing to do (what
+               a slow host between samples does to the clocks)
+  idle_spin    idle, then a spin of SPIN_LONG cycles queued before the sample's own spin
+  idle_busy    idle, then BUSY passes of memory traffic (the L2 flush buffer written) first
+
+The variants timed are all of them, or those named (comma-separated) after ARM.
 
 Each variant's output is checked against the reference of the inputs it ran on before any time
 counts. Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_integrity.py OUT [SCENARIO] [ARM]
@@ -40,11 +46,23 @@ from moebench.plan.cases import plan
 from moebench.run.simulated_ranks import SimulatedRanks
 from moebench.spec.load import load_scenario
 
-VARIANTS = ("plain", "flush", "reset_l2", "load", "check", "fingerprint", "all")
+VARIANTS = (
+    "plain",
+    "flush",
+    "reset_l2",
+    "load",
+    "check",
+    "fingerprint",
+    "all",
+    "idle",
+    "idle_spin",
+    "idle_busy",
+)
+IDLE_S, SPIN_LONG, BUSY = 0.005, 2_000_000, 16  # 5 ms; about 1 ms at 2 GHz; about 1 ms of writes
 ROUNDS, REPS, SETS = 10, 8, 4
 
 
-def main(out: str, scenario: str, arm_name: str) -> None:
+def main(out: str, scenario: str, arm_name: str, variants: tuple[str, ...] = VARIANTS) -> None:
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     s = load_scenario(scenario)
     (p, *_) = plan(s)
@@ -75,6 +93,13 @@ def main(out: str, scenario: str, arm_name: str) -> None:
     counter = [0]
 
     def before(v: str):
+        if v.startswith("idle"):
+            time.sleep(IDLE_S)
+            if v == "idle_spin":
+                torch.cuda._sleep(SPIN_LONG)
+            elif v == "idle_busy":
+                for _ in range(BUSY):
+                    clock._flush.zero_()
         if v in ("load", "all"):
             k = counter[0] = counter[0] + 1
             rows = torch.randperm(T, generator=order)
@@ -93,9 +118,9 @@ def main(out: str, scenario: str, arm_name: str) -> None:
             for t in guard.tensors.values():
                 fingerprint(t)
 
-    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    wall: dict[str, float] = dict.fromkeys(VARIANTS, 0.0)  # host seconds a variant's samples took
-    for v in VARIANTS:  # correctness first: each variant's output against its inputs' reference
+    times: dict[str, list[float]] = {v: [] for v in variants}
+    wall: dict[str, float] = dict.fromkeys(variants, 0.0)  # host seconds a variant's samples took
+    for v in variants:  # correctness first: each variant's output against its inputs' reference
         loaded = before(v)
         graph()
         clock.synchronize()
@@ -106,7 +131,7 @@ def main(out: str, scenario: str, arm_name: str) -> None:
             raise SystemExit(f"{v}: output wrong before timing: {c.detail}")
         guard.load(0)
     for r in range(ROUNDS):
-        for v in block_order(list(VARIANTS), r):
+        for v in block_order(list(variants), r):
             t0 = time.perf_counter()
             for _ in range(REPS):
                 loaded = before(v)
@@ -117,17 +142,17 @@ def main(out: str, scenario: str, arm_name: str) -> None:
             guard.load(0)
     clock._reset_l2 = reset
     result = {v: statistics.median(t) for v, t in times.items()}
-    for v in VARIANTS:
+    for v in variants:
         per = wall[v] / len(times[v]) * 1e6
         print(
-            f"{v:12s} median {result[v]:9.2f} us  (+{result[v] - result['plain']:.2f})  "
+            f"{v:12s} median {result[v]:9.2f} us  (+{result[v] - result[variants[0]]:.2f})  "
             f"host {per:9.1f} us a sample"
         )
     print(f"persisting-L2 reset available: {reset is not None}")
     Path(out).mkdir(parents=True, exist_ok=True)
     doc = {"scenario": scenario, "arm": arm_name, "rank": p.ranks[0], "rounds": ROUNDS,
            "reps": REPS, "sets": SETS, "median_us": result, "samples_us": times,
-           "host_us_per_sample": {v: wall[v] / len(times[v]) * 1e6 for v in VARIANTS},
+           "host_us_per_sample": {v: wall[v] / len(times[v]) * 1e6 for v in variants},
            "reset_available": reset is not None}  # fmt: skip
     (Path(out) / "bench_integrity.json").write_text(json.dumps(doc, indent=1))
 
@@ -135,4 +160,5 @@ def main(out: str, scenario: str, arm_name: str) -> None:
 if __name__ == "__main__":
     args = sys.argv[1:]
     main(args[0], args[1] if len(args) > 1 else "scenarios/v4-flash-ep8.yaml",
-         args[2] if len(args) > 2 else "prefix_sum_masked")  # fmt: skip
+         args[2] if len(args) > 2 else "prefix_sum_masked",
+         tuple(args[3].split(",")) if len(args) > 3 else VARIANTS)  # fmt: skip
