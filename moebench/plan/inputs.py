@@ -188,8 +188,10 @@ def build_decode_problem(
         quant = reference.quant_weight_mxfp4
     else:
         raise ValueError(f"unknown decode precision {precision!r}; expected w8a16 or w4a16")
-    w13, w13_s = quant(w13_E2FD)
-    w2, w2_s = quant(w2_EDF)
+    # A transformers checkpoint holds its experts transposed ([E, K, N]); the view given here
+    # keeps those strides through the element-wise quantiser, and the kernels read rows.
+    w13, w13_s = (t.contiguous() for t in quant(w13_E2FD))
+    w2, w2_s = (t.contiguous() for t in quant(w2_EDF))
     dev = x_TD.device
     return decode.Problem(
         x_TD=x_TD.to(torch.bfloat16).contiguous(),

@@ -121,6 +121,27 @@ def test_a_model_gives_its_eager_logits_with_a_moebench_arm(eager, family, impl,
         assert (fn.arm.name, precision, fn.alignment) in m.__dict__[CACHE]
 
 
+def test_an_fp8_decode_arm_reads_gpt_oss_transposed_experts():
+    """gpt-oss holds its experts transposed: the FP8 weights prepared from them are rows the
+    kernels read (a strided FP8 copy was refused by the kernels on the H200), and the logits
+    are eager's on weights that FP8 with a scale an expert holds exactly."""
+    model = gpt_oss()
+    with torch.no_grad():
+        for m in experts_modules(model):
+            for name in ("gate_up_proj", "down_proj"):
+                w = getattr(m, name)
+                w_ENK = w.transpose(1, 2)
+                q, s = reference.quant_weight_fp8_expert(w_ENK.float())
+                w.copy_(reference.dequant_weight_fp8_expert(q, s).transpose(1, 2))
+    tokens = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(9))
+    want = logits(model, "eager", tokens)
+    got = logits(model, "moebench:dense_decode:w8a16", tokens)
+    assert calc_diff(got, want) <= TOLERANCE["w8a16"]
+    for m in experts_modules(model):
+        (prep,) = [v for k, v in m.__dict__[CACHE].items() if k[1] == "w8a16"]
+        assert prep.template.w13.is_contiguous() and prep.template.w2.is_contiguous()
+
+
 def test_a_decode_arm_runs_a_silu_model_with_zero_biases():
     model = qwen3()
     mxfp4_experts(model, "Qwen3MoeExperts")
