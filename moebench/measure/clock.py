@@ -9,6 +9,15 @@ its own (the L2 flush, or a short spin) so that, by the time it records the star
 is already queued behind it. Without that, event-to-event time of a small stage includes the
 10-20 us the host needs to launch a Triton kernel from Python.
 
+The SMs' clock falls within milliseconds of idling: a host that spends a few milliseconds between
+samples (loading the next input set, checking the last output, fingerprinting inputs) hands the
+timed call a device at a low clock, and the 50 us spin does not bring it back (measured on the
+H200 with tools/bench_integrity.py: 5 ms of host idle made prefix_sum_masked at v4-flash-ep8
+335.5 -> 364.6 us and sparse_decode at one token 33.0 -> 54.2 us; a spin of about 1 ms first
+gave 335.5 and 33.1 again; memory traffic instead of the spin did not, 38.3). So a sample that
+follows more than ``IDLE_GAP_S`` of host time since the device last finished is preceded by the
+longer ``WAKE_CYCLES`` spin: back-to-back samples pay nothing.
+
 Before every sample the device's persisting L2 lines are reset to normal ones
 (``cudaCtxResetPersistingL2Cache``): an arm may set an access-policy window that pins its
 weights in L2, which no flush by reading a buffer evicts, and the next sample would read them
@@ -33,6 +42,8 @@ L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
 # the timed kernel then pays (measured on the H200: +2.6 us on a 12.6 us activation, +6 us on a
 # 72 us one).
 SPIN_CYCLES = 100_000  # ~50 us at 2 GHz: longer than the host needs to queue a graph replay
+WAKE_CYCLES = 2_000_000  # ~1 ms at 2 GHz (longer at an idle clock): the SM clock back up
+IDLE_GAP_S = 200e-6  # host time since the device last finished after which a sample wakes it
 
 # The samples columns of ``Clock.telemetry``.
 TELEMETRY = ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w")
@@ -67,6 +78,15 @@ class Clock:
         self.throttled: dict[str, int] = {}  # reason -> blocks that showed it
         self.blocks = 0
         self._reset_l2 = _persisting_l2_reset() if self.cuda else None
+        self._finished = -math.inf  # host time (perf_counter) the device last finished a sample
+        self.wakes = 0  # samples preceded by the long spin (WAKE_CYCLES)
+
+    def spin_cycles(self, now: float) -> int:
+        """The spin before a sample at host time ``now``: the long one after a host gap."""
+        if now - self._finished > IDLE_GAP_S:
+            self.wakes += 1
+            return WAKE_CYCLES
+        return SPIN_CYCLES
 
     def sample_us(self, fn: Callable[[], None], *, flush_l2: bool = False) -> float:
         """Microseconds of one call of ``fn``."""
@@ -76,14 +96,18 @@ class Clock:
             return (time.perf_counter() - t0) * 1e6
         if self._reset_l2 is not None:
             self._reset_l2()
+        cycles = self.spin_cycles(time.perf_counter())
         if flush_l2:
+            if cycles != SPIN_CYCLES:  # the clock up first; the flush then runs right before
+                torch.cuda._sleep(cycles)
             self._flush.zero_() if self.dirty_flush else self._flush.max()
         else:
-            torch.cuda._sleep(SPIN_CYCLES)
+            torch.cuda._sleep(cycles)
         self._start.record()
         fn()
         self._end.record()
         self._end.synchronize()
+        self._finished = time.perf_counter()
         return self._start.elapsed_time(self._end) * 1e3
 
     @property
