@@ -209,3 +209,31 @@ def test_memory_counts_every_part_before_anything_is_built():
     one = hf_model.arm_bytes(p, s, run_arms(s)["dense_decode"], (2, 12))
     assert parts["arms"] == one > 0
     assert hf_model.arm_bytes(p, s, run_arms(s)["hf:grouped_mm"], (2, 12)) == 0
+
+
+def test_each_layers_experts_are_held_to_eager_on_their_own_inputs():
+    """The gate that judges an arm's numerics in a whole model: every eager experts call is
+    recorded (its inputs and output, per layer) and held to transformers' eager experts on the
+    same inputs; an arm's call agrees within its precision, a call one layer got wrong is named,
+    and a captured replay (no hook) records nothing."""
+    s = scenario(**{**GPT_OSS, "arms": "dense_decode"})
+    p = hf_model.plan(s)
+    run = s.model_run
+    runner = ModelRunner(hf_model.build(p, s, CPU, 0), p, batch=run.batch, context=run.context,
+                         prompt=run.prompt, steps=run.decode_steps, device=CPU, seed=0)  # fmt: skip
+    runner.fill_context(0)
+    (arm,) = run_arms(s).values()
+    runner.use(hf_model.backend_of(arm, s.precision, 16))
+    runner.record = {}
+    runner.run_prefill()
+    runner.run_decode(runner.decode, 2)
+    record, runner.record = runner.record, None
+    assert set(record) == set(p.moe_layers)
+    assert all(len(calls) == 3 for calls in record.values())  # the prefill and two steps
+    worst, where = runner.experts_error(record, calc_diff)
+    assert worst <= TOLERANCE[s.precision] and where
+    last = max(p.moe_layers)
+    hidden, ids, weights, out = record[last][2]
+    record[last][2] = (hidden, ids, weights, out * 0.5 + out.roll(1, dims=0) * 0.5)
+    worst, where = runner.experts_error(record, calc_diff)
+    assert worst > 100 * TOLERANCE[s.precision] and where == f"layer {last}, call 2"

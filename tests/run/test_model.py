@@ -110,8 +110,10 @@ def test_every_gate_passes_before_timing_and_on_fresh_tokens_after(smoke):
     _, run = smoke
     checks = Counter((c["arm"], c["gate"], c["status"]) for c in run.checks.to_pylist())
     for arm in ("dense_decode", "hf:grouped_mm"):
-        for gate in ("model_prefill", "model_decode", "fresh_prefill", "fresh_decode"):
+        for gate in ("model_experts", "model_prefill", "model_decode", "fresh_experts",
+                     "fresh_prefill", "fresh_decode"):  # fmt: skip
             assert checks[(arm, gate, "pass")] == 2, (arm, gate)
+        assert not checks[(arm, "model_graph", "pass")]  # no capture on a CPU: nothing to hold
     assert checks[(NO_EXPERTS, "power", "pass")] == 2  # the check can tell an arm from none
     assert not [c for c in run.checks.to_pylist() if c["status"] in ("fail", "error")]
     routing = run.routing.to_pylist()
@@ -180,7 +182,7 @@ def test_an_arm_that_computes_nothing_is_caught_before_timing(tmp_path):
     run = load_run(run_dir)
     failed = {c["gate"] for c in run.checks.to_pylist()
               if c["arm"] == "zeros" and c["status"] == "fail"}  # fmt: skip
-    assert failed == {"model_prefill", "model_decode"}
+    assert failed == {"model_experts", "model_prefill", "model_decode"}
     assert "zeros" not in set(run.samples["arm"].to_pylist())  # never timed
     assert {"dense_decode", NO_EXPERTS} <= set(run.samples["arm"].to_pylist())
 

@@ -16,6 +16,14 @@ Legend: B sequences, P prompt tokens, C context tokens, N decode steps, K top-k,
   state before every run of N steps, so that every arm decodes from the same cache.
 - **The prefill** (``prefill``): P tokens a sequence from an empty cache of its own, the logits of
   the last token; run eagerly, as serving engines run prefill.
+- **Each layer's experts checked** (``record``, ``experts_error``): while ``record`` is a dict,
+  every eager call's experts inputs (the hidden states, ids and weights the experts received)
+  and output are kept per layer, so that the gates can hold each layer's output to transformers'
+  eager experts on the very same inputs. Across a whole model two correct bf16 implementations'
+  logits drift apart layer by layer (calc_diff 3e-4 to 2.7e-2 on the H200, transformers'
+  grouped_mm against its eager experts), so the logits alone cannot hold an arm to its
+  precision; one layer on its own inputs can. A captured replay runs no hook: the record is of
+  eager calls only.
 - **Routing.** A forward pre-hook on each MoE layer's experts module records the routing the
   experts receive (``routes``: [N, B, K] a layer for the decode steps, [B*P, K] for the prefill),
   and with ``draws`` replaces it first: each layer's top-k and weights of each step from a trace's
@@ -78,8 +86,11 @@ class ModelRunner:
         ids = lambda *shape: torch.zeros(*shape, self.K, dtype=torch.int64, device=device)  # noqa: E731
         self.routes = {layer: {MODEL_DECODE: ids(steps, batch), MODEL_PREFILL: ids(batch * prompt)}
                        for layer in self.experts}  # fmt: skip
+        self.record: dict[int, list[tuple[torch.Tensor, ...]]] | None = None
         self.hooks = [m.register_forward_pre_hook(self._hook(layer), with_kwargs=True)
                       for layer, m in self.experts.items()]  # fmt: skip
+        self.hooks += [m.register_forward_hook(self._recorder(layer), with_kwargs=True)
+                       for layer, m in self.experts.items()]  # fmt: skip
 
     # ----------------------------------------------------------------- inputs
 
@@ -189,6 +200,30 @@ class ModelRunner:
             return (hidden, ids, weights), kwargs
 
         return hook
+
+    def _recorder(self, layer: int):
+        def hook(module, args, kwargs, output):
+            if self.record is not None and self.phase != FILL:
+                calls = self.record.setdefault(layer, [])
+                calls.append(tuple(t.detach().clone() for t in (*args, output)))
+
+        return hook
+
+    def experts_error(self, record: dict[int, list[tuple[torch.Tensor, ...]]],
+                      error) -> tuple[float, str]:  # fmt: skip
+        """(the worst ``error(output, eager's)`` of the recorded experts calls, where it was):
+        each call's output against transformers' eager experts on the call's own inputs."""
+        self.use("eager")
+        self.phase = FILL  # the routing hook passes the recorded routing through
+        worst, where = 0.0, ""
+        with torch.no_grad():
+            for layer, calls in record.items():
+                for i, (hidden, ids, weights, out) in enumerate(calls):
+                    want = self.experts[layer](hidden, ids, weights)
+                    err = error(out.float(), want.float())
+                    if err > worst or not where:
+                        worst, where = err, f"layer {layer}, call {i}"
+        return worst, where
 
     def touched(self, phase: str) -> dict[int, list[int]]:
         """{layer: experts that received a token} per decode step (a list of counts over the
