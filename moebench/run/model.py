@@ -18,17 +18,19 @@ A case is one unit of the case sequence (``run.case``), on the simulated topolog
    held to the eager steps' of the same arm (``model_graph``: the timed call computes what was
    checked); and the logits of the prompt and of the steps through the very call that will be timed
    held to the reference's (``model_prefill``, ``model_decode``). Over a whole model two correct
-   implementations' logits drift apart (bf16 rounding, amplified layer after layer: calc_diff 3e-4
-   to 2.7e-2 on the H200 between transformers' own grouped_mm and eager), so the logits' tolerance
-   is the larger of the precision's and a tenth of the no-work backend's distance from the
-   reference (``POWER``): the logits say the model as a whole is right, the layers say the arm's
-   arithmetic is. When the no-work backend is not that far from the reference, no logits can show
-   that an arm computed its experts (``power`` fails), and every arm fails.
+   implementations' logits drift apart (bf16 rounding, amplified layer after layer: on the H200
+   transformers' own grouped_mm was 3e-4 to 8e-4 from eager in Qwen3-30B-A3B's 24 layers, up to
+   0.125 in gpt-oss-20b's, where the no-work backend is 0.22 to 0.59 away), so the logits'
+   tolerance is the larger of the precision's and half the no-work backend's distance from the
+   reference (``LOGITS_SHARE``): the logits say the model as a whole is right, the layers say the
+   arm's arithmetic is. When the no-work backend is not that far from the reference, no logits can
+   show that an arm computed its experts (``power`` fails), and every arm fails.
 3. Timing (``measure.sampling``): each block, in the Williams order, every arm and the no-work
    backend once: the prefill (eager, a sample of stage ``prefill``), then ``decode_steps`` decode
    steps from the same context, each a sample of stage ``decode`` (``step`` its index).
 4. After timing: every timed arm on fresh inputs (other prompt and decode tokens written into the
-   same tensors) against the reference's logits on them (``fresh_prefill``, ``fresh_decode``).
+   same tensors), held as in 2 (``fresh_experts``, ``fresh_graph``, ``fresh_prefill``,
+   ``fresh_decode``).
 
 The model's expert weights are fingerprinted after each arm's gates and each of its turns in a
 block: an arm that wrote them (a bf16 prefill arm reads the model's own tensors) fails
@@ -66,6 +68,12 @@ from moebench.run.model_plan import PlannedModel
 from moebench.spec.schema import Scenario
 
 POWER = 10.0  # the no-work backend must differ from the reference by this many tolerances
+# The logits' tolerance as a share of the no-work backend's distance from the reference: a random
+# gpt-oss-20b of 24 layers amplifies bf16 rounding until correct arms' logits (each layer within
+# 2e-5 of eager on its own inputs) are up to 0.21 of that distance from the reference (H200,
+# transformers' own grouped_mm included); the logits say that the experts ran in every layer,
+# the layers judge the arithmetic.
+LOGITS_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -194,7 +202,8 @@ class ModelRun:
         none = errors.get(NO_EXPERTS)
         if none is not None:
             weakest = min(none.prefill, none.decode)
-            held.limits = (max(tol, none.prefill / POWER), max(tol, none.decode / POWER))
+            held.limits = (max(tol, none.prefill * LOGITS_SHARE),
+                           max(tol, none.decode * LOGITS_SHARE))  # fmt: skip
             held.power = "" if weakest > POWER * tol else (
                 f"the logits without expert work are within {weakest:.3g} of the reference "
                 f"({POWER:g} x the tolerance {tol:g} is needed): this check cannot tell an arm "
@@ -233,8 +242,8 @@ class ModelRun:
                                   "" if good else f"; tolerance {tol:g}") + tokens))  # fmt: skip
         for gate, err, limit in zip(names, (e.prefill, e.decode), held.limits, strict=True):
             good = err <= limit and not power
-            why = (f"tolerance {limit:.3g}: the larger of {tol:g} and 1/{POWER:g} of the no-work "
-                   f"backend's distance{tokens}")  # fmt: skip
+            why = (f"tolerance {limit:.3g}: the larger of {tol:g} and {LOGITS_SHARE:g} x the "
+                   f"no-work backend's distance{tokens}")  # fmt: skip
             rows.append(Check(name=gate, status="pass" if good else "fail", error=err,
                               detail=power or why))  # fmt: skip
         return rows
