@@ -25,15 +25,17 @@ import perf_specs_grouped
 import perf_specs_hf
 import perf_specs_integrity
 import perf_specs_latest
+import perf_specs_model
 import perf_specs_prefill
 import perf_specs_runs
 from perf_cells import Table
 from perf_records import REPO, RecordError, Records
 
 PERF_MD = REPO / "docs" / "PERF.md"
-# PERF.md's order: the latest runs first (issues 24-28, then the ceilings and issue 19), then the
-# areas, then the runs of issues 15-18.
+# PERF.md's order: the latest runs first (issues 25 and 27 of 2026-12-02, issues 24-28, then the
+# ceilings and issue 19), then the areas, then the runs of issues 15-18.
 SPECS = [
+    perf_specs_model,
     perf_specs_integrity,
     perf_specs_grouped,
     perf_specs_hf,
