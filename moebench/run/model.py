@@ -74,6 +74,10 @@ POWER = 10.0  # the no-work backend must differ from the reference by this many 
 # transformers' own grouped_mm included); the logits say that the experts ran in every layer,
 # the layers judge the arithmetic.
 LOGITS_SHARE = 0.5
+# The gates' names (each layer's experts, the captured step, the prompt's and the steps' logits),
+# before timing and after it on fresh tokens.
+MODEL_GATES = ("model_experts", "model_graph", "model_prefill", "model_decode")
+FRESH_GATES = ("fresh_experts", "fresh_graph", "fresh_prefill", "fresh_decode")
 
 
 @dataclass(frozen=True)
@@ -216,7 +220,7 @@ class ModelRun:
         for name in self.arms:
             if name not in errors:
                 continue
-            rows = self._gate_rows(held, errors[name], ("model_prefill", "model_decode"), "")
+            rows = self._gate_rows(held, errors[name], MODEL_GATES, "")
             for row in rows:
                 out.add(held.cols, name, row)
             ok = all(r.status == "pass" for r in rows)
@@ -224,23 +228,23 @@ class ModelRun:
                 passed.append(name)
         return [*passed, *([NO_EXPERTS] if NO_EXPERTS in errors else [])]
 
-    def _gate_rows(self, held: ModelHeld, e: Errors, names: tuple[str, str],
+    def _gate_rows(self, held: ModelHeld, e: Errors, names: tuple[str, str, str, str],
                    tokens: str) -> list[Check]:  # fmt: skip
         """The rows of one arm's errors ``e``: each layer's experts, the captured steps against
         the eager ones, the logits (module docstring); ``tokens`` says which tokens ran."""
         tol = TOLERANCE[self.scenario.precision]
         power = held.power
-        rows = [Check(name=names[0].replace("prefill", "experts"),
+        rows = [Check(name=names[0],
                       status="pass" if e.experts <= tol else "fail", error=e.experts,
                       detail=f"worst: {e.where}" + ("" if e.experts <= tol else
                                                     f"; tolerance {tol:g}") + tokens)]  # fmt: skip
         if e.graph is not None:
             good = e.graph <= tol
-            rows.append(Check(name=names[1].replace("decode", "graph"),
+            rows.append(Check(name=names[1],
                               status="pass" if good else "fail", error=e.graph,
                               detail="captured steps against the same arm's eager steps" + (
                                   "" if good else f"; tolerance {tol:g}") + tokens))  # fmt: skip
-        for gate, err, limit in zip(names, (e.prefill, e.decode), held.limits, strict=True):
+        for gate, err, limit in zip(names[2:], (e.prefill, e.decode), held.limits, strict=True):
             good = err <= limit and not power
             why = (f"tolerance {limit:.3g}: the larger of {tol:g} and {LOGITS_SHARE:g} x the "
                    f"no-work backend's distance{tokens}")  # fmt: skip
@@ -433,8 +437,7 @@ class ModelRun:
             except Exception as exc:
                 self.topology.recover(out, held.cols, [name], "fresh_inputs", exc)
                 continue
-            for row in self._gate_rows(held, errors, ("fresh_prefill", "fresh_decode"),
-                                       "; other tokens"):  # fmt: skip
+            for row in self._gate_rows(held, errors, FRESH_GATES, "; other tokens"):
                 out.add(held.cols, name, row)
 
     def finish(self, held: ModelHeld, timed: list[str], out: CaseRows) -> None:
