@@ -3,6 +3,10 @@
 # Usage: tools/gpu_run.sh OUTDIR scenario.yaml[:extra run args] ...
 # Leaves OUTDIR/summary.txt (exit code and wall time per scenario) and OUTDIR/gpu_run.tgz (each
 # run's log, its `moebench compare --format markdown` report and plots, and the results folders).
+# PER_RUN_TIMEOUT (s, default 300) bounds each run; DEADLINE (epoch seconds, optional) bounds them
+# all: a run gets at most what is left before it less MARGIN (default 25 s, for its report and the
+# archive), and none starts with less than 20 s. Set DEADLINE from the device call's limit_s, so
+# that the archive exists before the call is killed.
 set -uo pipefail
 out=$1; shift
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -19,11 +23,20 @@ for spec in "$@"; do
   name=$(basename "$s" .yaml)${extra:+-$(echo "$extra" | tr -c 'A-Za-z0-9' '_')}
   before=$(ls "$out/results" | wc -l)
   start=$(date +%s)
+  limit=${PER_RUN_TIMEOUT:-300}
+  if [ -n "${DEADLINE:-}" ]; then
+    left=$(( DEADLINE - start - ${MARGIN:-25} ))
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -lt 20 ]; then
+      echo "$name: not run, $left s left before DEADLINE" | tee -a "$summary"
+      continue
+    fi
+  fi
   # shellcheck disable=SC2086
-  timeout "${PER_RUN_TIMEOUT:-300}" python3 -m moebench.cli run "$s" --results "$out/results" $extra \
+  timeout "$limit" python3 -m moebench.cli run "$s" --results "$out/results" $extra \
     > "$out/logs/$name.run.txt" 2>&1
   rc=$?
-  echo "$name: exit $rc after $(( $(date +%s) - start )) s" | tee -a "$summary"
+  echo "$name: exit $rc after $(( $(date +%s) - start )) s (limit $limit s)" | tee -a "$summary"
   run=$(ls -td "$out"/results/*/ 2>/dev/null | head -1)  # the newest run folder is this one
   if [ "$(ls "$out/results" | wc -l)" -gt "$before" ]; then
     python3 -m moebench.cli compare "$run" --format markdown --plot "$out/logs/plots-$name" \
