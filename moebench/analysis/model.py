@@ -52,7 +52,7 @@ def split(samples: pa.Table) -> tuple[pa.Table, pa.Table]:
     return samples.filter(pc.invert(is_model)), samples.filter(is_model)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True)
 class Cell:
     """One (run, case, mode, arm): decode samples by (block, step), prefill samples by block."""
 
@@ -61,7 +61,7 @@ class Cell:
     decode: dict[tuple[int, int], float] = field(default_factory=dict)
     floor: dict[tuple[int, int], float] = field(default_factory=dict)  # us on the H200
     prefill: dict[int, float] = field(default_factory=dict)
-    prefill_mode: str = "eager"
+    prefill_mode: str = "eager"  # its prefill samples' mode (graph: one CUDA graph)
 
 
 def _case_setup(runs, run_id: str, case_id: str) -> dict:
@@ -114,6 +114,7 @@ def cells(samples: pa.Table, runs, warnings: list[str]) -> dict[tuple, Cell]:
             cell = out[key] = Cell(device=data["device"][i], params=data["params"][i])
         if data["stage"][i] == MODEL_PREFILL:
             cell.prefill[data["block"][i]] = t
+            cell.prefill_mode = data["mode"][i]
             continue
         where = (data["block"][i], data["step"][i])
         cell.decode[where] = t
@@ -151,6 +152,7 @@ class ModelRow:
     tpot_mean_us: float
     tokens_per_s: float
     ttft: Quantile | None
+    ttft_mode: str  # the prefill's mode: graph (one CUDA graph) or eager (host launches in it)
     floor_us: float  # P50 over the decode samples
     tpot_over_floor: float
     non_moe_us: float  # NO_EXPERTS's P50 TPOT in the same case and mode
@@ -190,7 +192,7 @@ class ModelRow:
             "model": self.label, "n_blocks": self.n_blocks, "n_steps": self.n_steps,
             "tpot": {"p50": q(self.tpot_p50), "p90": q(self.tpot_p90), "p99": q(self.tpot_p99),
                      "mean_us": self.tpot_mean_us},
-            "tokens_per_s": self.tokens_per_s, "ttft": q(self.ttft),
+            "tokens_per_s": self.tokens_per_s, "ttft": q(self.ttft), "ttft_mode": self.ttft_mode,
             "floor": {"us": self.floor_us, "ceiling": f"{H200.name} copy {H200.copy_tbs} TB/s",
                       "tpot_over_floor": self.tpot_over_floor},
             "non_moe": {"us": self.non_moe_us, "measured_by": NO_EXPERTS, "moe_us": self.moe_us,
@@ -312,6 +314,7 @@ def rows(p: Prepared, alpha: float, threshold: float, confidence: float) -> list
             tpot_p99=_quantile(decode, 0.99, level, "steps") if st != "mismatch" else None,
             tpot_mean_us=mean, tokens_per_s=batch * 1e6 / mean if batch and mean else _NAN,
             ttft=_quantile(np.array(list(cell.prefill.values())), 0.5, level, "blocks"),
+            ttft_mode=cell.prefill_mode,
             floor_us=floor, tpot_over_floor=p50.us / floor if p50 and floor > 0 else _NAN,
             non_moe_us=non_moe, moe_us=p50.us - non_moe if p50 and arm != NO_EXPERTS else _NAN,
             moe_share=1 - non_moe / p50.us if p50 and p50.us > 0 and arm != NO_EXPERTS else _NAN,

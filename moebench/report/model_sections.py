@@ -24,9 +24,9 @@ TPOT_NOTE = (
     "ratios paired by (block, step) against the baseline, corrected with the table."
 )
 TTFT_NOTE = (
-    "measured: the prefill of every sequence's prompt from an empty cache, run eagerly, as "
-    "serving engines run prefill (host launches included), one a block; P50 over the blocks with "
-    "its exact interval; change: median of the ratios paired by block."
+    "measured: the prefill of every sequence's prompt from an empty cache, one a block (mode "
+    "graph: one CUDA graph, the device's time; eager: host launches included); P50 over the "
+    "blocks with its exact interval; change: median of the ratios paired by block."
 )
 SHARE_NOTE = (
     f"measured: the non-MoE time is the TPOT P50 of the same model with {NO_EXPERTS}, the experts "
@@ -97,7 +97,7 @@ def model_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[lis
                            change, result, notes])  # fmt: skip
         if r.ttft is not None:
             t_change, t_result = _change(r.ttft_change)
-            ttft.append(who[:-1] + [f"{r.batch} x {r.prompt}", _q(r.ttft), t_change,
+            ttft.append(who[:-1] + [r.ttft_mode, f"{r.batch} x {r.prompt}", _q(r.ttft), t_change,
                                     "non-MoE reference" if r.arm == NO_EXPERTS else t_result,
                                     r.ttft.note or r.ttft_change.get("reason", "")])  # fmt: skip
         if r.arm != NO_EXPERTS:
@@ -110,7 +110,7 @@ def model_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[lis
             tpot)]  # fmt: skip
     if ttft:
         out.append((f"Model prefill: TTFT ({model})", TTFT_NOTE,
-                    lead + ["case", "arm", "batch x prompt", "TTFT P50 us", "change [CI]",
+                    lead + ["case", "arm", "mode", "batch x prompt", "TTFT P50 us", "change [CI]",
                             "result", "note"], ttft))  # fmt: skip
     if share:
         out.append((f"Model: MoE share, measured ({model})", SHARE_NOTE,

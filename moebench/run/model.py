@@ -26,7 +26,8 @@ A case is one unit of the case sequence (``run.case``), on the simulated topolog
    arm's arithmetic is. When the no-work backend is not that far from the reference, no logits can
    show that an arm computed its experts (``power`` fails), and every arm fails.
 3. Timing (``measure.sampling``): each block, in the Williams order, every arm and the no-work
-   backend once: the prefill (eager, a sample of stage ``prefill``), then ``decode_steps`` decode
+   backend once: the prefill (a sample of stage ``prefill``: one CUDA graph where the decode
+   step is one and ``model_run.prefill_graph`` holds, else eager), then ``decode_steps`` decode
    steps from the same context, each a sample of stage ``decode`` (``step`` its index).
 4. After timing: every timed arm on fresh inputs (other prompt and decode tokens written into the
    same tensors), held as in 2 (``fresh_experts``, ``fresh_graph``, ``fresh_prefill``,
@@ -100,6 +101,8 @@ class ModelHeld:
     ref_decode: list[torch.Tensor]
     calls: dict[str, Callable[[], None]] = field(default_factory=dict)  # arm -> its decode call
     modes: dict[str, str] = field(default_factory=dict)  # arm -> graph | eager
+    prefills: dict[str, Callable[[], None]] = field(default_factory=dict)  # arm -> its prefill
+    prefill_modes: dict[str, str] = field(default_factory=dict)  # arm -> graph | eager
     power: str = ""  # why the gates cannot tell an arm from none ("" when they can)
     limits: tuple[float, float] = (0.0, 0.0)  # the logits' tolerance (prefill, decode)
     weights: tuple[int, ...] = ()  # the experts' fingerprint as built
@@ -254,12 +257,14 @@ class ModelRun:
 
     def _prepare_call(self, held: ModelHeld, name: str, out: CaseRows) -> None:
         """The arm's decode call: its step captured as one CUDA graph where it can be, else the
-        eager step, with a ``capture`` row saying which."""
+        eager step, with a ``capture`` row saying which; and its prefill call, captured too where
+        the step is and ``model_run.prefill_graph`` holds (replayed after ``reset_prefill``)."""
         runner, clock = held.runner, self.ctx.clock
         runner.use(held.backends[name])
         arm = self.arms.get(name)
         allowed = self.scenario.measure.graph and (arm is None or arm.graph)
         held.calls[name], held.modes[name] = runner.decode, "eager"
+        held.prefills[name], held.prefill_modes[name] = runner.prefill, "eager"
         if not clock.cuda:
             return
         if not allowed:
@@ -273,8 +278,14 @@ class ModelRun:
             runner.restore_context()
             held.calls[name] = clock.capture(runner.decode)
             held.modes[name] = "graph"
-            out.add(held.cols, name, Check(name="capture", status="pass",
-                                           detail="one CUDA graph a decode step"))  # fmt: skip
+            what = "one CUDA graph a decode step"
+            if self.run.prefill_graph and MODEL_PREFILL in self.run.stages:
+                runner.run_prefill()  # builds the arm's buffers of the prompt's token count
+                runner.reset_prefill()
+                held.prefills[name] = clock.capture(runner.prefill)
+                held.prefill_modes[name] = "graph"
+                what += ", one the prefill"
+            out.add(held.cols, name, Check(name="capture", status="pass", detail=what))
         except Exception as exc:
             if not faults.device_healthy(self.topology.device):
                 raise
@@ -308,6 +319,12 @@ class ModelRun:
         if held.modes[name] == "graph":
             steps = runner.run_decode(held.calls[name], len(ref_decode))
             graph = max(_error(g, e) for g, e in zip(steps, eager, strict=True))
+        if held.prefill_modes.get(name) == "graph":  # the captured prompt against the eager one
+            eager_prefill = got
+            runner.reset_prefill()
+            held.prefills[name]()
+            got = runner.prefill_BV.float()
+            graph = max(graph or 0.0, _error(got, eager_prefill))
         experts, where = runner.experts_error(record, _error) if record else (0.0, "")
         runner.use(held.backends[name])
         return Errors(prefill=_error(got, ref_prefill),
@@ -368,7 +385,8 @@ class ModelRun:
         common = {"regime": Regime.MODEL, "layer": -1, "weights": "warm", "weight_copies": 1}
         rows: dict = {}
         if MODEL_PREFILL in run.stages:
-            rows[MODEL_PREFILL] = {**common, "stage": MODEL_PREFILL, "mode": "eager", "step": -1,
+            rows[MODEL_PREFILL] = {**common, "stage": MODEL_PREFILL,
+                                   "mode": held.prefill_modes[name], "step": -1,
                                    "tokens_per_rank": run.batch * run.prompt,
                                    "live_rows": run.batch * run.prompt * self.scenario.model.top_k,
                                    "weight_bytes": -1}  # fmt: skip
@@ -387,7 +405,7 @@ class ModelRun:
             if MODEL_PREFILL in run.stages:
                 runner.use(held.backends[name])
                 runner.reset_prefill()
-                times[MODEL_PREFILL] = clock.sample_us(runner.prefill)
+                times[MODEL_PREFILL] = clock.sample_us(held.prefills[name])
                 touched = runner.touched(MODEL_PREFILL)
                 rows[MODEL_PREFILL]["weight_bytes"] = per_expert * sum(
                     v[0] for v in touched.values()

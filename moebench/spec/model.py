@@ -15,6 +15,7 @@ model (docs/DESIGN.md section 14; issue 27), and the rules it sets for the other
       routing: router           # the model's own router; trace: each layer's recorded load
       slo_tpot_ms: 50           # SLO on the measured P99 TPOT, for goodput; omitted: none
       attention: sdpa           # transformers' attention implementation; omitted: the model's
+      prefill_graph: true       # the prefill one CUDA graph (on a GPU, where the decode step is)
       config: {}                # transformers config fields over the preset's (a tiny model)
 
 What needs transformers (the preset's config, the keys of ``config``, the experts class the arms
@@ -71,6 +72,9 @@ def model_run_section(v: Any) -> ModelRunSpec:
         routing=yf.choice(m.get("routing", d.routing), "model_run.routing", ROUTINGS),
         slo_tpot_ms=slo,
         attention=attention,
+        prefill_graph=yf.boolean(
+            m.get("prefill_graph", d.prefill_graph), "model_run.prefill_graph"
+        ),
         config=_config(m.get("config", {})),
     )
 

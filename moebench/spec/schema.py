@@ -189,6 +189,7 @@ class ModelRunSpec:
     routing: str = "router"
     slo_tpot_ms: float | None = None
     attention: str | None = None  # None: the model's own attention implementation
+    prefill_graph: bool = True  # the prefill one CUDA graph where the decode step is one
     config: tuple[tuple[str, Any], ...] = ()
 
 

@@ -208,6 +208,7 @@ def test_a_model_that_cannot_fit_is_refused_before_any_allocation(tmp_path, monk
         ("head_dim: 16}", "head_dim: 16, num_expert: 2}", "model_run.config.num_expert"),  # typo
         ("regimes: [model], ", "", "measure.regimes"),  # model_run needs the regime
         ("  check_steps: 1", "  check_steps: 3", "model_run.check_steps"),  # > decode_steps
+        ("  check_steps: 1", "  check_steps: 1\n  prefill_graph: maybe", "model_run.prefill_graph"),
         ("measure: {", "shape: {tokens_per_rank: 8}\nmeasure: {", "shape.tokens_per_rank"),
         ("preset: gpt-oss-20b,", "id: x, revision: y,", "model.preset"),  # a preset's model
         ("preset: gpt-oss-20b", "preset: deepseek-v4-flash", "model.preset"),  # not recorded
@@ -296,3 +297,14 @@ def test_an_arm_that_writes_the_models_weights_is_named(tmp_path):
     assert bad["status"] == "fail" and "in its gates" in bad["detail"]
     assert got[("stock", "weights_unchanged")]["status"] == "pass"
     assert set(run.samples["arm"].to_pylist()) == {"stock", NO_EXPERTS}
+
+
+def test_the_prefill_is_captured_by_default_and_can_run_eagerly(tmp_path):
+    """``model_run.prefill_graph`` (default true: the prefill one CUDA graph on a GPU where the
+    decode step is one); false keeps the eager prefill, host launches included. On the CPU
+    nothing is captured: the prefill samples say eager either way."""
+    from moebench.spec.load import load_scenario
+
+    assert load_scenario(write(tmp_path, TINY)).model_run.prefill_graph is True
+    eager = TINY.replace("  check_steps: 1", "  check_steps: 1\n  prefill_graph: false")
+    assert load_scenario(write(tmp_path, eager)).model_run.prefill_graph is False

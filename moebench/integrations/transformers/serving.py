@@ -15,7 +15,8 @@ Legend: B sequences, P prompt tokens, C context tokens, N decode steps, K top-k,
   from; the reference is never it), and ``restore_context`` returns to that
   state before every run of N steps, so that every arm decodes from the same cache.
 - **The prefill** (``prefill``): P tokens a sequence from an empty cache of its own, the logits of
-  the last token; run eagerly, as serving engines run prefill.
+  the last token; the regime captures it as one CUDA graph where it captures the step
+  (``model_run.prefill_graph``), replayed after ``reset_prefill``, or runs it eagerly.
 - **Each layer's experts checked** (``record``, ``experts_error``): while ``record`` is a dict,
   every eager call's experts inputs (the hidden states, ids and weights the experts received)
   and output are kept per layer, so that the gates can hold each layer's output to transformers'
