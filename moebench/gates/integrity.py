@@ -13,6 +13,14 @@ a bit changes it, and so does moving values around, which a plain sum would miss
 needs the values, so the guard keeps a pristine copy of each input on the host, or takes a
 ``rebuild`` that makes the inputs again from their seed (a model step's weights, whose host
 copy would be the whole model).
+
+The timing loads an input set before every sample, its token rows in a new order (``load`` with
+``rows``). That path does no host-to-device copy and no synchronisation: the rotated inputs of
+each set are copied to the device once (``_device``, fingerprinted then), a load gathers its rows
+from there, and what it wrote is checked when the inputs are next verified (after the arm's
+turn: the tensors against the same gather, bitwise, and the device copies against their
+fingerprints, so that an arm that wrote into them is named too). The host time between samples
+is time the device idles, and an idle device lowers its clock (``measure.clock``).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import torch
 from moebench.results.rows import Check
 
 CHUNK = 1 << 24  # words a chunk: 128 MiB of int64 temporaries at most
+_GATHERED = object()  # an input a permuted load wrote: checked against its gather, not a print
 _MULT = 0x9E3779B1  # an odd 32-bit multiplier: word i weighs (i * _MULT + 1) mod 2^32
 
 
@@ -80,6 +89,9 @@ class InputGuard:
         self.current = 0
         self._loaded = dict(self._prints[0])  # the fingerprints of what is in the tensors now
         self._permuted = False
+        self._device: dict[tuple[int, str], torch.Tensor] = {}  # (set, input) -> a device copy
+        self._device_prints: dict[tuple[int, str], int] = {}
+        self._gathered: tuple[int, torch.Tensor] | None = None  # (set, rows) of a permuted load
 
     @property
     def sets(self) -> int:
@@ -96,16 +108,36 @@ class InputGuard:
 
     def load(self, i: int, rows: torch.Tensor | None = None) -> None:
         """Write state ``i`` into the problem's tensors, its token rows in the order ``rows``
-        (int64 [T], a permutation) when given: only what differs from what is there now."""
+        (int64 [T], a permutation) when given: only what differs from what is there now. With
+        ``rows``, from the device copies, with no synchronisation (module docstring)."""
         if rows is None and not self._permuted:
             names = [k for k in self.tensors if self._prints[i][k] != self._loaded[k]]
             self._write(i, names)
             self._loaded.update({k: self._prints[i][k] for k in names})
+            self._gathered = None
+        elif rows is None:
+            names = self.permutable(i)
+            self._write(i, names)
+            self._loaded.update({k: self._prints[i][k] for k in names})
+            self._gathered = None
         else:
             names = self.permutable(i)
-            self._write(i, names, rows)
-            self._loaded.update({k: fingerprint(self.tensors[k]) for k in names})
+            on = rows.to(next(iter(self.tensors.values())).device, non_blocking=True)
+            for k in names:
+                self.tensors[k].copy_(self._on_device(i, k)[on])
+                self._loaded[k] = _GATHERED
+            self._gathered = (i, on)
         self.current, self._permuted = i, rows is not None
+
+    def _on_device(self, i: int, k: str) -> torch.Tensor:
+        """Input ``k`` of state ``i`` on the tensors' device, copied there once."""
+        got = self._device.get((i, k))
+        if got is None:
+            own = self._sets[i] if i else None
+            src = own[k] if own is not None and k in own else self._sets[0][k]
+            got = self._device[(i, k)] = src.to(self.tensors[k].device, copy=True)
+            self._device_prints[(i, k)] = fingerprint(got)
+        return got
 
     def permutable(self, i: int) -> list[str]:
         """The inputs a load may reorder: those with a row a token, which state ``i`` or state
@@ -135,19 +167,35 @@ class InputGuard:
         for k in names:
             self._sets[0][k] = self.tensors[k].detach().to("cpu", copy=True)
             self._prints[0][k] = self._loaded[k] = fingerprint(self.tensors[k])
+            self._device.pop((0, k), None)
 
     def changed(self) -> list[str]:
-        """The inputs whose contents differ from what was loaded."""
-        return [k for k, t in self.tensors.items() if fingerprint(t) != self._loaded[k]]
+        """The inputs whose contents differ from what was loaded, and the device copies of the
+        sets (named ``<input> (input set i)``) that differ from what was copied."""
+        bad = []
+        for k, t in self.tensors.items():
+            if self._loaded[k] is _GATHERED:
+                i, rows = self._gathered
+                if not torch.equal(t, self._on_device(i, k)[rows]):
+                    bad.append(k)
+            elif fingerprint(t) != self._loaded[k]:
+                bad.append(k)
+        for (i, k), t in list(self._device.items()):
+            if fingerprint(t) != self._device_prints[(i, k)]:
+                del self._device[(i, k)]  # copied again from the host when next loaded
+                bad.append(f"{k} (input set {i})")
+        return bad
 
     def restore(self, names: list[str] | None = None) -> None:
         """Write state 0 back into the same tensors (the pristine inputs), or, for ``names``,
         what was loaded there: a timed sample's permuted state is rewritten by the next load."""
+        if names is not None:  # the inputs themselves (a device copy is copied again anyway)
+            names = [k for k in names if k in self.tensors]
         if names is None or self._permuted:  # back to state 0, the reordered rows included
             fix = set(self.tensors) if names is None else {*names, *self.permutable(0)}
             self._write(0, [k for k in self.tensors if k in fix])
             self._loaded.update({k: self._prints[0][k] for k in fix})
-            self.current, self._permuted = 0, False
+            self.current, self._permuted, self._gathered = 0, False, None
         else:
             self._write(self.current, names)
         left = self.changed()
