@@ -8,7 +8,8 @@ Variants (interleaved in rotating rounds, as tools/bench_kernels.py times its va
                a cold L2 costs, beside which the others can be read
   reset_l2     cudaCtxResetPersistingL2Cache before each sample (what ``Clock.sample_us`` does)
   load         an input set loaded before each sample: another set's tokens, rows permuted
-  check        each sample's output held to its reference after it (what the run does)
+  check        each sample's output held to its reference after it, the verdicts read after the
+               round's samples (what the run does after an arm's turn)
   fingerprint  every input fingerprinted after each sample (a turn of one sample)
   all          load, reset_l2, check and fingerprint together (the run's ffn samples)
   idle         the host idle for IDLE_S before each sample, the device with nothing to do (what
@@ -35,7 +36,7 @@ import torch
 
 from moebench.arm import assemble, registry
 from moebench.arm.base import run_all
-from moebench.gates.checks import check_reference
+from moebench.gates.checks import check_reference, reference_pending
 from moebench.gates.families import family_of
 from moebench.gates.fresh import fresh_inputs
 from moebench.gates.integrity import InputGuard, fingerprint
@@ -107,13 +108,13 @@ def main(out: str, scenario: str, arm_name: str, variants: tuple[str, ...] = VAR
             return k % SETS, rows
         return 0, None
 
+    verdicts: list = []  # the run's checks: queued after each sample, read after the turn
+
     def after(v: str, loaded) -> None:
         if v in ("check", "all"):
             i, rows = loaded
             ref = refs[i] if rows is None else refs[i][rows.to(refs[i].device)]
-            c = check_reference(ws.y_TD, ref, problem.precision)
-            if c.status != "pass":
-                raise SystemExit(f"{v}: a timed output is wrong: {c.detail}")
+            verdicts.append(reference_pending(ws.y_TD, ref, problem.precision))
         if v in ("fingerprint", "all"):
             for t in guard.tensors.values():
                 fingerprint(t)
@@ -138,6 +139,11 @@ def main(out: str, scenario: str, arm_name: str, variants: tuple[str, ...] = VAR
                 clock._reset_l2 = reset if v in ("reset_l2", "all") else None
                 times[v].append(clock.sample_us(graph, flush_l2=v == "flush"))
                 after(v, loaded)
+            for verdict in verdicts:
+                c = verdict()
+                if c.status != "pass":
+                    raise SystemExit(f"{v}: a timed output is wrong: {c.detail}")
+            verdicts.clear()
             wall[v] += time.perf_counter() - t0
             guard.load(0)
     clock._reset_l2 = reset

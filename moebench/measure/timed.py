@@ -49,13 +49,15 @@ class Integrity:
     """What the timing verifies around the arms' calls (the regime builds it from
     ``gates.integrity``). ``sets``: the input sets the ffn samples rotate through;
     ``load(k)`` writes sample k's inputs into the problem's tensors and returns what
-    ``check_output(loaded, y)`` needs to say why ``y`` is not their output (None when it is);
+    ``check_output(loaded, y)`` needs: it queues the check of ``y`` against their output on the
+    device and returns the call that later says why ``y`` was not it (None when it was), read
+    after the arm's turn so that no sample waits for the host;
     ``reset()`` loads the gated inputs again; ``verify(arm, during)`` is None or the arm's
     failing ``inputs_unchanged`` row (the inputs already restored)."""
 
     sets: int
     load: Callable[[int], Any]
-    check_output: Callable[[Any, torch.Tensor], str | None]
+    check_output: Callable[[Any, torch.Tensor], Callable[[], str | None]]
     reset: Callable[[], None]
     verify: Callable[[str, str], Check | None]
 
@@ -129,13 +131,15 @@ def time_layer(
                 for probe in probes[arm][:1] if Regime.FFN in m.regimes else ():
                     probe.measure()
     wrong: dict[str, list[str]] = {a: [] for a in active}
+    pending: dict[str, list] = {a: [] for a in active}
     counted: dict[str, int] = dict.fromkeys(active, 0)
     if integrity is not None and Regime.FFN in m.regimes:
         for arm in active:
             probes[arm][0] = _rotating(probes[arm][0], integrity, stage_sets[arm][0].y_TD,
-                                       wrong[arm], counted, arm)  # fmt: skip
+                                       pending[arm], counted, arm)  # fmt: skip
 
     def after_turn(arm: str, block: int) -> bool:
+        _settle(pending[arm], wrong[arm], integrity.sets)
         changed = integrity.verify(arm, f"its timed samples of block {block}")
         if changed is None:
             return True
@@ -154,7 +158,8 @@ def time_layer(
         after_turn=after_turn if integrity is not None else None,
     )  # fmt: skip
     if integrity is not None:
-        active = _after_blocks(active, ffn, stage_sets, integrity, wrong, counted, cols, out, fail)
+        active = _after_blocks(active, ffn, stage_sets, integrity, wrong, pending, counted, cols,
+                               out, fail)  # fmt: skip
     profiled = [a for a in active if graphs[a]]
     if Regime.PROFILE in m.regimes and profiled:
         # Per-stage device time inside the same graph replays, one profiler session per rank.
@@ -171,27 +176,36 @@ def time_layer(
     return active, ran
 
 
-def _rotating(probe: Probe, integrity: Integrity, y_TD, wrong: list, counted: dict, arm: str):
-    """The ffn probe of ``arm`` with the input sets rotated through and each output checked."""
+def _rotating(probe: Probe, integrity: Integrity, y_TD, pending: list, counted: dict, arm: str):
+    """The ffn probe of ``arm`` with the input sets rotated through and each output's check
+    queued (``pending``: (sample, verdict), read by ``_settle`` after the arm's turn)."""
 
     def measure():
         k = counted[arm]
         loaded = integrity.load(k)
         times = probe.measure()
-        why = integrity.check_output(loaded, y_TD)
-        if why is not None:
-            wrong.append(f"sample {k} (input set {k % integrity.sets}): {why}")
+        pending.append((k, integrity.check_output(loaded, y_TD)))
         counted[arm] += 1
         return times
 
     return Probe(measure=measure, rows=probe.rows)
 
 
-def _after_blocks(active, ffn, stage_sets, integrity, wrong, counted, cols, out, fail):
+def _settle(pending: list, wrong: list, sets: int) -> None:
+    """The queued checks' verdicts (one synchronisation each), the wrong ones into ``wrong``."""
+    for k, verdict in pending:
+        why = verdict()
+        if why is not None:
+            wrong.append(f"sample {k} (input set {k % sets}): {why}")
+    pending.clear()
+
+
+def _after_blocks(active, ffn, stage_sets, integrity, wrong, pending, counted, cols, out, fail):
     """Each arm's ``timed_outputs`` row; then input set 0 loaded and every arm's timed call once
     more (its inputs verified), so that the checks after timing compare the gated inputs'
     outputs. Returns the arms still timed."""
     for arm in list(active):
+        _settle(pending.get(arm, []), wrong.setdefault(arm, []), integrity.sets)
         n, bad = counted.get(arm, 0), wrong.get(arm, [])
         if n:
             out.add(cols, arm, Check(

@@ -26,6 +26,7 @@ arm's ``inputs_unchanged`` failure, undone before another arm runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from moebench.arm.base import run_all
 from moebench.core.ceilings import for_gpu
 from moebench.core.numerics import bitwise_compare
 from moebench.core.vocabulary import WHOLE_FFN, Regime
-from moebench.gates.checks import check_reference
+from moebench.gates.checks import check_reference, reference_pending
 from moebench.gates.families import family_of, ledger_rows
 from moebench.gates.fresh import fresh_input_gate, fresh_inputs
 from moebench.gates.integrity import (
@@ -203,11 +204,16 @@ class OneLayer:
             guard.load(i, rows)
             return i, rows
 
-        def check_output(loaded, y_TD: torch.Tensor) -> str | None:
+        def check_output(loaded, y_TD: torch.Tensor) -> Callable[[], str | None]:
             i, rows = loaded
-            ref = refs[i][rows.to(refs[i].device)]
-            c = check_reference(y_TD, ref, problem.precision, expect_output=expect[i])
-            return None if c.status == "pass" else c.detail
+            ref = refs[i][rows.to(refs[i].device, non_blocking=True)]
+            verdict = reference_pending(y_TD, ref, problem.precision, expect_output=expect[i])
+
+            def why() -> str | None:
+                c = verdict()
+                return None if c.status == "pass" else c.detail
+
+            return why
 
         return Integrity(sets=guard.sets, load=load, check_output=check_output,
                          reset=lambda: guard.load(0), verify=guard.check)  # fmt: skip
