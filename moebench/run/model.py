@@ -278,28 +278,32 @@ class ModelRun:
             runner.restore_context()
             held.calls[name] = clock.capture(runner.decode)
             held.modes[name] = "graph"
-            what = "one CUDA graph a decode step"
-            if self.run.prefill_graph and MODEL_PREFILL in self.run.stages:
+        except Exception as exc:
+            self._eager(held, name, out, "the step", exc)
+            return
+        finally:
+            runner.restore_context()
+        what = "one CUDA graph a decode step"
+        if self.run.prefill_graph and MODEL_PREFILL in self.run.stages:
+            try:
                 runner.run_prefill()  # builds the arm's buffers of the prompt's token count
                 runner.reset_prefill()
                 held.prefills[name] = clock.capture(runner.prefill)
                 held.prefill_modes[name] = "graph"
                 what += ", one the prefill"
-            out.add(held.cols, name, Check(name="capture", status="pass", detail=what))
-        except Exception as exc:
-            if not faults.device_healthy(self.topology.device):
-                raise
-            out.add(
-                held.cols,
-                name,
-                Check(
-                    name="capture",
-                    status="skip",
-                    detail=f"eager: the step could not be captured ({faults.describe(exc)})",
-                ),
-            )
-        finally:
-            runner.restore_context()
+            except Exception as exc:  # the step stays captured; the prefill runs eagerly
+                held.prefills[name] = runner.prefill
+                self._eager(held, name, out, "the prefill", exc)
+        out.add(held.cols, name, Check(name="capture", status="pass", detail=what))
+
+    def _eager(self, held: ModelHeld, name: str, out: CaseRows, what: str, exc: Exception) -> None:
+        """A capture that failed on a healthy device: that call of ``name`` runs eagerly, and a
+        ``capture`` row says why (an unhealthy device ends the case)."""
+        if not faults.device_healthy(self.topology.device):
+            raise exc
+        out.add(held.cols, name, Check(
+            name="capture", status="skip",
+            detail=f"eager: {what} could not be captured ({faults.describe(exc)})"))  # fmt: skip
 
     def _compare(self, held: ModelHeld, name: str, ref_prefill, ref_decode) -> Errors:
         """``name``'s distances from the reference (``Errors``; NaN or inf in its logits is an

@@ -308,3 +308,51 @@ def test_the_prefill_is_captured_by_default_and_can_run_eagerly(tmp_path):
     assert load_scenario(write(tmp_path, TINY)).model_run.prefill_graph is True
     eager = TINY.replace("  check_steps: 1", "  check_steps: 1\n  prefill_graph: false")
     assert load_scenario(write(tmp_path, eager)).model_run.prefill_graph is False
+
+
+class ReplayClock:
+    """A CPU stand-in for the GPU clock: ``cuda`` true, so that the regime captures its calls,
+    and ``capture`` returns a call of the function ("replay" runs it again): the graph path's
+    bookkeeping (modes, the captured-against-eager gate, the samples' mode) without a GPU."""
+
+    def __new__(cls, device):
+        from moebench.measure.clock import Clock
+
+        clock = Clock(device)
+        clock.cuda = True
+        clock.capture = lambda fn: lambda: fn()
+        clock.synchronize = lambda: None
+        cpu = Clock(device)
+        clock.sample_us = lambda fn, flush_l2=False: cpu.sample_us(fn)
+        return clock
+
+
+def test_on_a_gpu_the_step_and_the_prefill_are_captured_and_held_to_their_eager_calls(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr("moebench.run.simulated.Clock", ReplayClock)
+    result = runner.invoke(app, ["run", str(write(tmp_path, TINY)), "--results",
+                                 str(tmp_path / "r")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "r").iterdir()
+    run = load_run(run_dir)
+    checks = {(c["arm"], c["gate"]): c for c in run.checks.to_pylist()}
+    for arm in ("dense_decode", "hf:grouped_mm", NO_EXPERTS):
+        assert checks[(arm, "capture")]["status"] == "pass"
+        assert "one the prefill" in checks[(arm, "capture")]["detail"]
+    for arm in ("dense_decode", "hf:grouped_mm"):
+        for gate in ("model_graph", "fresh_graph"):
+            assert checks[(arm, gate)]["status"] == "pass" and checks[(arm, gate)]["error"] == 0
+    modes = {(r["stage"], r["mode"]) for r in run.samples.to_pylist()}
+    assert modes == {("prefill", "graph"), ("decode", "graph")}
+    shown = runner.invoke(app, ["compare", str(run_dir), "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    rows = json.loads(shown.stdout)["model"]["rows"]
+    assert {r["ttft_mode"] for r in rows} == {"graph"} and {r["mode"] for r in rows} == {"graph"}
+    eager = TINY.replace("  check_steps: 1", "  check_steps: 1\n  prefill_graph: false")
+    result = runner.invoke(app, ["run", str(write(tmp_path, eager, "e.yaml")), "--results",
+                                 str(tmp_path / "e")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "e").iterdir()
+    modes = {(r["stage"], r["mode"]) for r in load_run(run_dir).samples.to_pylist()}
+    assert modes == {("prefill", "eager"), ("decode", "graph")}
