@@ -16,12 +16,19 @@ TOLERANCE = {"bf16": 2e-4, "fp8": 2e-3, "w8a16": 2e-4, "w4a16": 2e-4}
 
 def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
     """1 - cosine-like similarity; 0 for identical tensors, scale-free. NaN if either has NaN."""
-    x = x.double()
-    y = y.double()
-    denom = (x * x + y * y).sum()
-    if denom == 0:
-        return 0.0
-    return float(1 - 2 * (x * y).sum() / denom)
+    return diff_of(*diff_sums(x, y).tolist())
+
+
+def diff_sums(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The two float64 sums ``calc_diff`` needs, (x*x + y*y, x*y), on the tensors' device and
+    not read back: a caller may queue them and read them later (``gates.checks``)."""
+    x, y = x.double(), y.double()
+    return torch.stack([(x * x + y * y).sum(), (x * y).sum()])
+
+
+def diff_of(denom: float, dot: float) -> float:
+    """``calc_diff`` from its two sums."""
+    return 0.0 if denom == 0 else 1 - 2 * dot / denom
 
 
 def nonfinite(t: torch.Tensor) -> int:

@@ -200,13 +200,14 @@ class OneLayer:
 
         def load(k: int):
             """Sample k: input set k mod sets, its token rows in a fresh random order."""
-            i, rows = k % guard.sets, torch.randperm(T, generator=order)
+            rows = torch.randperm(T, generator=order).to(problem.topk_ids_TK.device)  # seeded
+            i = k % guard.sets
             guard.load(i, rows)
             return i, rows
 
         def check_output(loaded, y_TD: torch.Tensor) -> Callable[[], str | None]:
             i, rows = loaded
-            ref = refs[i][rows.to(refs[i].device, non_blocking=True)]
+            ref = refs[i][rows.to(refs[i].device)]  # the same device: no copy
             verdict = reference_pending(y_TD, ref, problem.precision, expect_output=expect[i])
 
             def why() -> str | None:
