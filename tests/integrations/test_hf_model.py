@@ -237,3 +237,23 @@ def test_each_layers_experts_are_held_to_eager_on_their_own_inputs():
     record[last][2] = (hidden, ids, weights, out * 0.5 + out.roll(1, dims=0) * 0.5)
     worst, where = runner.experts_error(record, calc_diff)
     assert worst > 100 * TOLERANCE[s.precision] and where == f"layer {last}, call 2"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn, torch.float32])
+def test_the_weights_fingerprint_sums_in_small_chunks_and_sees_one_flipped_bit(monkeypatch, dtype):
+    """The model's weights fingerprint once widened a whole tensor to int64 in one call: 56 GiB
+    for a DeepSeek-V3 layer's bf16 experts, out of memory on the H200. In chunks it is the same
+    sum (here 7 words a chunk: chunks that do not divide the tensor, and a last partial one) and
+    still changes with any one bit."""
+    from moebench.integrations.transformers import serving
+
+    t = torch.randn(5, 9).to(dtype)
+    words = t.view(serving._INTS[t.element_size()]).to(torch.int64)
+    whole = int(serving.bit_sum(t))
+    assert whole == int(words.sum())
+    monkeypatch.setattr(serving, "BIT_SUM_CHUNK", 7)
+    assert int(serving.bit_sum(t)) == whole
+    flipped = t.clone()
+    flipped.view(torch.uint8).view(-1)[17] ^= 1
+    assert int(serving.bit_sum(flipped)) != whole
+    assert int(serving.bit_sum(t[:0])) == 0

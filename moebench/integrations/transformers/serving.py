@@ -48,6 +48,19 @@ from moebench.integrations.transformers.model import (
 )
 
 _INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+# Words a chunk of `bit_sum`: 128 MiB of int64 at most. A whole-tensor sum widened to int64 in one
+# call allocates 8 / element_size times the tensor: 56 GiB for a DeepSeek-V3 layer's 28 GiB of
+# bf16 experts on the H200 (2026-12-02), out of memory in the model regime's gates.
+BIT_SUM_CHUNK = 1 << 24
+
+
+def bit_sum(t: torch.Tensor) -> torch.Tensor:
+    """The sum of ``t``'s words as integers, an int64 on its device (wrapping: a checksum, not a
+    number), in chunks of BIT_SUM_CHUNK words so that the temporaries stay small; no sync."""
+    words = t.detach().reshape(-1).view(_INTS[t.element_size()])
+    parts = [words[i : i + BIT_SUM_CHUNK].sum(dtype=torch.int64)
+             for i in range(0, words.numel(), BIT_SUM_CHUNK)]  # fmt: skip
+    return torch.stack(parts).sum() if parts else words.new_zeros((), dtype=torch.int64)
 FILL_BACKEND = "grouped_mm"  # transformers' own, on every device and family (eager where absent)
 FILL = "fill"  # the context fill: the router's own choice, nothing recorded
 
@@ -241,8 +254,7 @@ class ModelRunner:
     def fingerprint(self) -> dict[int, tuple[int, ...]]:
         """{layer: a sum of the bits of each of its expert parameters} (one read of them, one
         sync): an arm that writes the model's weights changes it (docs/DESIGN.md section 15)."""
-        sums = [t.detach().reshape(-1).view(_INTS[t.element_size()]).sum(dtype=torch.int64)
-                for m in self.experts.values() for t in m.parameters()]  # fmt: skip
+        sums = [bit_sum(t) for m in self.experts.values() for t in m.parameters()]
         flat = torch.stack(sums).tolist()
         out, i = {}, 0
         for layer, m in self.experts.items():
