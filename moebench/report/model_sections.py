@@ -85,6 +85,13 @@ def model_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[lis
             tpot.append(who + [str(r.batch), "", "", "", "", "", "", "", f"({r.status})",
                                r.reason])  # fmt: skip
             continue
+        if r.ttft is not None:
+            t_change, t_result = _change(r.ttft_change)
+            ttft.append(who[:-1] + [r.ttft_mode, f"{r.batch} x {r.prompt}", _q(r.ttft), t_change,
+                                    "non-MoE reference" if r.arm == NO_EXPERTS else t_result,
+                                    r.ttft.note or r.ttft_change.get("reason", "")])  # fmt: skip
+        if r.tpot_p50 is None:  # no decode step timed (a prefill-only scenario): no empty rows
+            continue
         change, result = _change(r.change)
         if r.arm == NO_EXPERTS:
             result = "non-MoE reference"
@@ -95,11 +102,6 @@ def model_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[lis
                            fmt_us(r.floor_us),
                            "" if math.isnan(r.tpot_over_floor) else f"{r.tpot_over_floor:,.2f}x",
                            change, result, notes])  # fmt: skip
-        if r.ttft is not None:
-            t_change, t_result = _change(r.ttft_change)
-            ttft.append(who[:-1] + [r.ttft_mode, f"{r.batch} x {r.prompt}", _q(r.ttft), t_change,
-                                    "non-MoE reference" if r.arm == NO_EXPERTS else t_result,
-                                    r.ttft.note or r.ttft_change.get("reason", "")])  # fmt: skip
         if r.arm != NO_EXPERTS:
             share.append(who + [str(r.batch), fmt_us(r.tpot_p50.us) if r.tpot_p50 else "",
                                 fmt_us(r.non_moe_us), fmt_us(r.moe_us),
@@ -107,7 +109,7 @@ def model_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[lis
     out = [(f"Model decode: TPOT ({model})", TPOT_NOTE.format(level=level),
             lead + ["case", "arm", "mode", "batch", "TPOT P50 us", "P90 us", "P99 us", "tokens/s",
                     f"{H200.name} floor us", "TPOT/floor", "change [CI]", "result", "note"],
-            tpot)]  # fmt: skip
+            tpot)] if tpot else []  # fmt: skip
     if ttft:
         out.append((f"Model prefill: TTFT ({model})", TTFT_NOTE,
                     lead + ["case", "arm", "mode", "batch x prompt", "TTFT P50 us", "change [CI]",

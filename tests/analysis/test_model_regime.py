@@ -9,6 +9,7 @@ import json
 import math
 
 import numpy as np
+import pyarrow.compute as pc
 import pytest
 from synthetic_runs import ENV, SOURCES, checks
 
@@ -259,3 +260,18 @@ def test_the_measured_tpot_stands_beside_the_step_regimes_derived_one():
     assert b["model"]["tpot_p50_us"] == m.tpot_p50.us
     assert b["step"]["derived_tpot_p50_us"] == pytest.approx(s.p50.us + 500.0)
     assert b["step"]["with_measured_non_moe_us"] == pytest.approx(s.p50.us + m.non_moe_us)
+
+
+def test_a_prefill_only_run_prints_its_ttft_and_no_empty_decode_tables():
+    """Qwen3-30B-A3B's TTFT scenario on the H200 (2026-12-02) printed a TPOT table and a MoE-share
+    table of empty rows beside its TTFT: with no decode step timed there is nothing to show."""
+    run = model_run({"stock": 1.0, "prefix_sum": 0.8, NO_EXPERTS: 0.4})
+    prefill = run.samples.filter(pc.equal(run.samples["stage"], "prefill"))
+    run = Run(
+        run_dir=None, manifest=run.manifest, samples=prefill, checks=run.checks, routing=run.routing
+    )
+    comp = compare_runs([run], baseline="stock")
+    assert all(r.tpot_p50 is None and r.ttft is not None for r in comp.model.rows)
+    text = render(comp, "markdown")
+    assert "Model prefill: TTFT" in text and "prefix_sum | eager | 4 x 16" in text
+    assert "Model decode: TPOT" not in text and "MoE share" not in text

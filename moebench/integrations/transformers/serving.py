@@ -61,6 +61,8 @@ def bit_sum(t: torch.Tensor) -> torch.Tensor:
     parts = [words[i : i + BIT_SUM_CHUNK].sum(dtype=torch.int64)
              for i in range(0, words.numel(), BIT_SUM_CHUNK)]  # fmt: skip
     return torch.stack(parts).sum() if parts else words.new_zeros((), dtype=torch.int64)
+
+
 FILL_BACKEND = "grouped_mm"  # transformers' own, on every device and family (eager where absent)
 FILL = "fill"  # the context fill: the router's own choice, nothing recorded
 
