@@ -228,11 +228,13 @@ def compare_runs(
     force: bool = False,
     slo_tpot_ms: float | None = None,
     non_moe_us: float | None = None,
+    non_moe_source: str = "",
 ) -> Comparison:
     """Compare every arm against ``baseline`` (an A/A copy against the arm it copies) inside
     each run; see the module docstring. ``force`` turns the refusal of runs that do not belong
     together into a warning. ``slo_tpot_ms`` and ``non_moe_us`` replace the step regime's SLO and
-    non-MoE time of every run (given values, not measured ones)."""
+    non-MoE time of every run (given values; ``non_moe_source`` says where a non-MoE time was
+    measured when it comes from a model run)."""
     if not runs:
         raise MoebenchError("compare needs at least one run")
     if not (threshold_pct >= 0 and 0 < confidence < 1):
@@ -301,7 +303,8 @@ def compare_runs(
         cells.append((ident | timing, change, paired))
 
     stepped = step.prepare(step_samples, runs, status, baseline, warnings,
-                           slo_tpot_ms=slo_tpot_ms, non_moe_us=non_moe_us)  # fmt: skip
+                           slo_tpot_ms=slo_tpot_ms, non_moe_us=non_moe_us,
+                           non_moe_source=non_moe_source)  # fmt: skip
     cases = _case_infos(runs, step.without_whole_steps(every))
     extra = policy.pairs(groups, stepped.series, cases, baseline, status)
     modelled = model.prepare(model_samples, runs, status, baseline, warnings)

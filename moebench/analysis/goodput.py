@@ -94,9 +94,9 @@ class Goodput:
 
 GOODPUT_DEFINITION = (
     "derived: DistServe's goodput (arXiv 2401.09670) restricted to what moebench measures (the "
-    "MoE layers timed plus the scenario's given non-MoE time of a step): over the cases of a "
-    "series, the largest tokens per step whose P99 TPOT (P99 of the model step + non-MoE time) "
-    "meets the SLO, and tokens per second there = tokens per step / P99 TPOT"
+    "MoE layers timed plus a non-MoE time of a step, the scenario's given unless said below): "
+    "over the cases of a series, the largest tokens per step whose P99 TPOT (P99 of the model "
+    "step + non-MoE time) meets the SLO, and tokens per second there = tokens per step / P99 TPOT"
 )
 
 

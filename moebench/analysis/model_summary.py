@@ -181,6 +181,8 @@ def _beside_step(found: list[ModelRow], step) -> list[dict]:
         for s in step.rows:
             if s.arm != m.arm or s.p50 is None or not math.isclose(s.tokens_per_step, m.batch):
                 continue
+            if not _same_setting(m.params, s.params):
+                continue
             out.append(clean_json({
                 "arm": m.arm, "tokens_per_step": m.batch,
                 "model": {"run_id": m.run_id, "case_id": m.case_id, "mode": m.mode,
@@ -191,6 +193,14 @@ def _beside_step(found: list[ModelRow], step) -> list[dict]:
                          "with_measured_non_moe_us": s.p50.us + m.non_moe_us},
             }))  # fmt: skip
     return out
+
+
+def _same_setting(model_params: str, step_params: str) -> bool:
+    """Whether a model case and a step case were swept to the same setting where both runs swept
+    the same parameter (their precision: an FP8 step beside an MXFP4 model is no pair); the
+    batch and the tokens a rank are matched as tokens a step instead."""
+    a, b = (json.loads(x) if x else {} for x in (model_params, step_params))
+    return all(a[k] == b[k] for k in a.keys() & b.keys())
 
 
 def measured_non_moe(run, batch: int | None = None) -> tuple[float, str]:

@@ -65,6 +65,9 @@ class StepSetup:
     # Where the SLO and the non-MoE time come from: "scenario" (the run's manifest) or
     # "compare" (compare's --slo-tpot-ms / --non-moe-us: the same samples, another assumption).
     given_by: str = "scenario"
+    # Where compare's non-MoE time was measured (--non-moe-from: a model run's moebench:none
+    # TPOT), "" where it is a given.
+    non_moe_source: str = ""
 
     @property
     def layers_text(self) -> str:
@@ -290,10 +293,12 @@ def prepare(
     *,
     slo_tpot_ms: float | None = None,
     non_moe_us: float | None = None,
+    non_moe_source: str = "",
 ) -> Prepared:
     """The step regime's per-step figures of every (run, case, mode, arm). ``slo_tpot_ms`` and
     ``non_moe_us``, when given, replace every run's own (both are assumptions about the serving
-    system, not measurements, so another value needs no new run)."""
+    system, not measurements, so another value needs no new run); ``non_moe_source`` says where
+    a given non-MoE time was measured (compare's --non-moe-from), "" where it is assumed."""
     found = series(samples, warnings)
     given = setups(runs, found, warnings)
     if slo_tpot_ms is not None or non_moe_us is not None:
@@ -302,7 +307,9 @@ def prepare(
                 s,
                 slo_tpot_ms=s.slo_tpot_ms if slo_tpot_ms is None else float(slo_tpot_ms),
                 non_moe_us=s.non_moe_us if non_moe_us is None else float(non_moe_us),
-                given_by="compare",
+                # a measured non-MoE time alone is not an assumption given to compare
+                given_by="compare" if slo_tpot_ms is not None or not non_moe_source else s.given_by,
+                non_moe_source=non_moe_source if non_moe_us is not None else s.non_moe_source,
             )
             for run_id, s in given.items()
         }

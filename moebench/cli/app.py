@@ -293,7 +293,7 @@ def _print_comparison(
     from moebench.results.reader import load_run
 
     loaded = [load_run(r) for r in runs]
-    note = None
+    note, source = None, ""
     if non_moe_from is not None:  # the step regime's non-MoE time, measured by a model run
         from moebench.analysis.model_summary import measured_non_moe
 
@@ -310,7 +310,7 @@ def _print_comparison(
         baseline = measure.get("baseline") or DEFAULT_BASELINE
     comparison = compare_runs(
         loaded, baseline=baseline, threshold_pct=threshold, correction=correction, force=force,
-        slo_tpot_ms=slo_tpot_ms, non_moe_us=non_moe_us,
+        slo_tpot_ms=slo_tpot_ms, non_moe_us=non_moe_us, non_moe_source=source,
     )  # fmt: skip
     if note is not None:
         comparison.warnings.append(note)

@@ -36,7 +36,9 @@ SHARE_NOTE = (
 BESIDE_NOTE = (
     "the model regime's measured TPOT beside the step regime's derived one at as many tokens a "
     "step: the MoE layers' P50 + the step run's given non-MoE time, and + the non-MoE time "
-    "measured here."
+    "measured here; cases paired where both runs swept a parameter (the precision) to the same "
+    "value. The model runs on one device: where the step run has EP ranks, its MoE time is a "
+    "rank's share of the experts, and the two TPOTs agree only at one rank."
 )
 POLICY_NOTE = (
     "over each batch sweep, where an arm's TPOT is FASTER than the baseline's (compare's "
@@ -169,7 +171,8 @@ def _policy(m, lead, multi) -> list:
 
 
 def _beside(m) -> list:
-    cells = [[b["arm"], f"{b['tokens_per_step']:g}", fmt_us(b["model"]["tpot_p50_us"]),
+    cells = [[b["model"]["case_id"], b["step"]["case_id"], b["arm"], f"{b['tokens_per_step']:g}",
+              fmt_us(b["model"]["tpot_p50_us"]),
               fmt_us(b["model"].get("non_moe_us") or math.nan),
               fmt_us(b["step"]["moe_p50_us"]), fmt_us(b["step"]["derived_tpot_p50_us"]),
               fmt_us(b["step"].get("with_measured_non_moe_us") or math.nan)]
@@ -177,6 +180,7 @@ def _beside(m) -> list:
     if not cells:
         return []
     return [("Measured TPOT beside the step regime's derived TPOT", BESIDE_NOTE,
-             ["arm", "tokens/step", "model TPOT P50 us", "measured non-MoE us",
-              "step MoE P50 us", "derived TPOT P50 us", "MoE + measured non-MoE us"],
+             ["model case", "step case", "arm", "tokens/step", "model TPOT P50 us",
+              "measured non-MoE us", "step MoE P50 us", "derived TPOT P50 us",
+              "MoE + measured non-MoE us"],
              cells)]  # fmt: skip

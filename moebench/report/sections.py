@@ -310,9 +310,27 @@ PER_TOKEN_NOTE = (
     "imbalance costs (median over steps); graph/S: the whole step timed as one graph, over S."
 )
 TPOT_NOTE = (
-    "derived: TPOT = a percentile of the model step + the scenario's non-MoE time of a step (a "
-    "given, not measured); MoE share = S / TPOT (100% with no non-MoE time: MoE alone)."
+    "derived: TPOT = a percentile of the model step + a non-MoE time of a step (the scenario's "
+    "given unless said below); MoE share = S / TPOT (100% with no non-MoE time: MoE alone)."
 )
+
+
+def _given_text(setups) -> str:
+    """Where the step regime's SLO and non-MoE time came from, when not from the scenario."""
+    measured = sorted({x.non_moe_source for x in setups if x.non_moe_source})
+    if measured:
+        return (f" The non-MoE time was measured, not given: {'; '.join(measured)} "
+                "(--non-moe-from); the SLO is "
+                + ("compare's (--slo-tpot-ms)." if any(x.given_by == "compare" for x in setups)
+                   else "the scenario's."))  # fmt: skip
+    if any(x.given_by == "compare" for x in setups):
+        return (
+            " The SLO and the non-MoE time were given to compare (--slo-tpot-ms, "
+            "--non-moe-us), not taken from the scenario."
+        )
+    return ""
+
+
 POLICY_NOTE = (
     "over each token sweep, where an arm's advantage disappears: use the arm where it is FASTER "
     "(compare's decisions, corrected with the table); the boundary lies between the two sweep "
@@ -379,9 +397,7 @@ def step_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[list
                                share(r.moe_share_p50), share(r.moe_share_p99)])  # fmt: skip
         head = lead + ["case", "arm"]
         level = f"{comp.step.confidence * 100:g}%"
-        given = any(x.given_by == "compare" for x in comp.step.setups)
-        given = (" The SLO and the non-MoE time were given to compare (--slo-tpot-ms, "
-                 "--non-moe-us), not taken from the scenario." if given else "")  # fmt: skip
+        given = _given_text(comp.step.setups)
         out.append((f"Model step ({layers})", STEP_NOTE.format(level=level),
                     head + ["steps", "P50 us", "P90 us", "P99 us", "change [CI]", "result",
                             "note"], steps))  # fmt: skip

@@ -9,6 +9,7 @@ import json
 import math
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from synthetic_runs import ENV, SOURCES, checks
@@ -275,3 +276,45 @@ def test_a_prefill_only_run_prints_its_ttft_and_no_empty_decode_tables():
     text = render(comp, "markdown")
     assert "Model prefill: TTFT" in text and "prefix_sum | eager | 4 x 16" in text
     assert "Model decode: TPOT" not in text and "MoE share" not in text
+
+
+def test_a_step_case_stands_beside_a_model_case_only_at_the_same_precision():
+    """On the H200 (2026-12-02) an FP8 step run's rows stood beside an MXFP4 model case of as
+    many tokens a step: cases pair only where the parameters both runs swept agree."""
+    from step_runs import drift, step_run
+
+    def swept(run, column: str, **extra) -> Run:
+        params = [json.dumps(json.loads(p) | extra, sort_keys=True)
+                  for p in run.samples[column].to_pylist()]  # fmt: skip
+        i = run.samples.schema.get_field_index(column)
+        samples = run.samples.set_column(i, column, pa.array(params, pa.string()))
+        return Run(run_dir=None, manifest=run.manifest, samples=samples, checks=run.checks,
+                   routing=run.routing)  # fmt: skip
+
+    steps = swept(step_run({"dense_decode": drift(64)}, run_id="run-s",
+                           step={"non_moe_us": 500.0}), "params", precision="w8a16")  # fmt: skip
+    model = model_run({"dense_decode": 1.0, NO_EXPERTS: 0.4}, batches=(32,))
+    for precision, pairs in (("w4a16", 0), ("w8a16", 1)):
+        m = swept(model, "params", precision=precision)
+        comp = compare_runs([steps, m], baseline="dense_decode", force=True)
+        assert len(comp.model.beside_step) == pairs, precision
+    text = render(comp, "markdown")
+    assert "| c032 | c000 | dense_decode | 32 |" in text
+
+
+def test_a_measured_non_moe_time_is_said_to_be_measured_not_given():
+    """compare --non-moe-from said the non-MoE time was a given of the scenario or of compare's
+    --non-moe-us; it says which model run measured it, and whose the SLO is."""
+    from step_runs import drift, step_run
+
+    steps = step_run({"dense_decode": drift(64)}, run_id="run-s", step={"non_moe_us": 500.0})
+    source = "measured by model run run-m (c004, batch 4)"
+    for slo, whose in ((None, "the scenario's"), (7.0, "compare's (--slo-tpot-ms)")):
+        comp = compare_runs([steps], baseline="dense_decode", non_moe_us=4000.0,
+                            non_moe_source=source, slo_tpot_ms=slo)  # fmt: skip
+        assert all(r.non_moe_us == 4000.0 for r in comp.step.rows)
+        text = render(comp, "markdown")
+        assert f"measured, not given: {source} (--non-moe-from); the SLO is {whose}." in text
+        assert "were given to compare" not in text
+    given = render(compare_runs([steps], baseline="dense_decode", non_moe_us=4000.0), "markdown")
+    assert "were given to compare (--slo-tpot-ms, --non-moe-us)" in given
