@@ -65,7 +65,7 @@ whose loads were not pipelined).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -236,6 +236,18 @@ class Launch:
 DOT_FROM_SLOTS_PER_EXPERT = 0.5
 
 
+# Slots per local expert (T * K / E) from which the tile takes 64 values a step on 6 pipeline
+# stages instead of 128 on 4: more loads in flight a program (FP8 102 registers, 4 programs an SM;
+# MXFP4 80, 6 an SM). Measured on the H200 (gpt-oss-20b EP2, the step as one graph): at 2 slots an
+# expert (8 tokens) it lost (FP8 136.5 against 124.7 us, MXFP4 135.1 against 115.1;
+# docs/perf/2026-12-01-integrity/bench_grouped_decode.log), at 4 (16 tokens) it won (FP8 157.4
+# against 160.3, MXFP4 146.6 against 154.4; same log), and at 8 and 16 (32 and 64 tokens) it won in
+# both formats (FP8 168.7 against 179.4 and 172.7 against 179.7, MXFP4 152.0 against 174.0 and
+# 159.5 against 178.3; docs/perf/2026-12-02-serving/bench_grouped_decode.log); with it FP8 beats
+# dense_decode at 32 tokens (168.7 against 175.1), where the shallow tile lost (179.4).
+DEEP_FROM_SLOTS_PER_EXPERT = 4
+
+
 def path_launch(
     path: str, fmt: str, *, columns: int, block_m: int | None = None, pdl: bool = False
 ) -> Launch:
@@ -264,14 +276,18 @@ def default_launch(
     """The launch the `grouped_decode` arm uses for a stage of ``columns`` output columns (N),
     from the shapes alone (never the routing): the one-slot GEMV up to DOT_FROM_SLOTS_PER_EXPERT
     slots an expert (a second slot of an expert is a second pass over its tile, from L2), the
-    tensor-core tile above, 16 slots a pass at every count: 32 slots a pass lost at 32 and 64
+    tensor-core tile above (from DEEP_FROM_SLOTS_PER_EXPERT slots an expert 64 values a step on 6
+    stages), 16 slots a pass at every count: 32 slots a pass lost at 32 and 64
     tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8 220.8 against 179.4 us,
     MXFP4 253.7 against 177.3; docs/perf/2026-12-01-integrity/bench_grouped_decode.log), a second
     pass over an expert's tile reading it from L2. A tile needs 16 rows, so an N with fewer takes
     the GEMV. A GEMV of several slots a pass is never chosen (module docstring: budget)."""
     slots = tokens * top_k
     if slots > DOT_FROM_SLOTS_PER_EXPERT * experts and columns & -columns >= 16:
-        return path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
+        tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
+        if slots >= DEEP_FROM_SLOTS_PER_EXPERT * experts:
+            return replace(tile, block_k=64, num_stages=6)
+        return tile
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)
 
 

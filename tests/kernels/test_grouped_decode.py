@@ -255,6 +255,17 @@ def test_default_launch_follows_the_shapes():
     assert {default_launch(f, tokens=64, **gpt).block_m for f in FORMATS} == {16}
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
+    # The deep tile (64 values a step, 6 stages) from 4 slots an expert: it lost at 8 tokens (2
+    # slots an expert) and won from 16 on both formats on the H200 (DEEP_FROM_SLOTS_PER_EXPERT).
+    for fmt in FORMATS:
+        steps = {t: default_launch(fmt, tokens=t, **gpt) for t in (4, 8, 16, 32, 64)}
+        assert {t: (x.block_k, x.num_stages) for t, x in steps.items()} == {
+            4: (128, 4),
+            8: (128, 4),
+            16: (64, 6),
+            32: (64, 6),
+            64: (64, 6),
+        }
 
 
 def test_launcher_names_bad_arguments():
