@@ -98,6 +98,8 @@ ARGUMENT_EXAMPLES = {
     "results/<run>": STORED_RUN,
     "TRACE": TRACE,
     "SRC": TRACE,
+    "STEP": STORED_RUN,
+    "MODEL": STORED_RUN,
 }
 
 
