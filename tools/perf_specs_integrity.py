@@ -37,11 +37,23 @@ def transformers_version(r: Records) -> Figure:
 
 def _run_time(r: Records, summary: str, scenario: str) -> Piece:
     """A scenario's exit status and time as tools/gpu_run.sh's summary.txt writes them."""
-    line = rf"^{scenario}: exit (\d+) after (\d+) s$"
+    line = rf"^{scenario}: exit (\d+) after (\d+) s(?: \(limit \d+ s\))?$"  # limit: DEADLINE's
     return fill(
         "{} s (exit {})",
         r.text(summary, line.replace(r"exit (\d+)", r"exit \d+")),
         r.text(summary, line.replace(r"after (\d+)", r"after \d+")),
+    )
+
+
+def ffn_median(r: Records, path: str, arm: str, case: str = "c000") -> Figure:
+    """An arm's `ffn` median in a compare report."""
+    return r.result(path, "ffn", arm, case)
+
+
+def ffn_with_cv(r: Records, path: str, arm: str, case: str = "c000") -> Piece:
+    """An arm's `ffn` median with the cell's cv."""
+    return fill(
+        "{} (cv {}%)", ffn_median(r, path, arm, case), r.result(path, "ffn", arm, case, "cv %")
     )
 
 
@@ -71,10 +83,10 @@ weights included. Measured, not explained.""",
     )
 
     def ffn(path: str, arm: str, case: str = "c000") -> Figure:
-        return r.result(path, "ffn", arm, case)
+        return ffn_median(r, path, arm, case)
 
     def with_cv(path: str, arm: str, case: str = "c000") -> Piece:
-        return fill("{} (cv {}%)", ffn(path, arm, case), r.result(path, "ffn", arm, case, "cv %"))
+        return ffn_with_cv(r, path, arm, case)
 
     paths_ep8 = (EP8_19, EP8_LIFE, EP8_ROT)
     t.row(

@@ -9,10 +9,12 @@ As in perf_specs_latest.py: every figure a lookup in a stored record, every deri
 
 from __future__ import annotations
 
+import perf_specs_integrity as integrity
 from perf_cells import Piece, Table, fill
 from perf_records import Figure, Records, derive, over, ratio
 from perf_specs_integrity import EP8_LIFE, EP8_ROT, OSS_LIFE, OSS_ROT, SUMMARY_LIFE
 from perf_specs_latest import MASKED, W4_T1, W8_T1
+from perf_specs_model import _change
 
 DAY = "2026-12-02-serving"
 EP8_NOW = f"{DAY}/v4-flash-ep8.md"
@@ -27,17 +29,6 @@ HIST_25 = "[issue 25][h-i25w]"
 HIST_27 = "[issue 27][h-i27s]"
 HIST_28 = "[issue 28][h-i28s]"
 NONE = "moebench:none"
-
-
-def _run_time(r: Records, path: str, scenario: str) -> Piece:
-    """A scenario's exit status and time as tools/gpu_run.sh's summary.txt writes them (with its
-    limit since DEADLINE)."""
-    line = rf"^{scenario}: exit (\d+) after (\d+) s(?: \(limit \d+ s\))?$"
-    return fill(
-        "{} s (exit {})",
-        r.text(path, line.replace(r"exit (\d+)", r"exit \d+")),
-        r.text(path, line.replace(r"after (\d+)", r"after \d+")),
-    )
 
 
 def _seconds(r: Records, path: str, scenario: str) -> Figure:
@@ -66,10 +57,10 @@ shifted is back within 1% of the run without them, and every integrity check pas
     )
 
     def ffn(path: str, arm: str, case: str = "c000") -> Figure:
-        return r.result(path, "ffn", arm, case)
+        return integrity.ffn_median(r, path, arm, case)
 
     def with_cv(path: str, arm: str, case: str = "c000") -> Piece:
-        return fill("{} (cv {}%)", ffn(path, arm, case), r.result(path, "ffn", arm, case, "cv %"))
+        return integrity.ffn_with_cv(r, path, arm, case)
 
     ep8 = (EP8_LIFE, EP8_ROT, EP8_NOW)
     t.row(
@@ -124,9 +115,9 @@ shifted is back within 1% of the run without them, and every integrity check pas
     for scenario in ("v4-flash-ep8", "gpt-oss-20b-decode"):
         t.row(
             f"{scenario} run time (`tools/gpu_run.sh`)",
-            _run_time(r, SUMMARY_LIFE, scenario),
+            integrity._run_time(r, SUMMARY_LIFE, scenario),
             "",
-            _run_time(r, SUMMARY, scenario),
+            integrity._run_time(r, SUMMARY, scenario),
             fill(
                 "{} the time",
                 ratio(_seconds(r, SUMMARY, scenario), _seconds(r, SUMMARY_LIFE, scenario)),
@@ -167,10 +158,6 @@ shifted is back within 1% of the run without them, and every integrity check pas
 
 def _minus(a: float, b: float) -> float:
     return a - b
-
-
-def _change(change: Figure, result: Figure) -> Figure | Piece:
-    return fill("{} {}", change, result) if change.text else result
 
 
 def model_decode(r: Records) -> Table:
