@@ -17,13 +17,13 @@ Tensors:
 - ``out``:     bf16 [E, T, N] (or N/2 with a GLU), unit column stride.
 
 The grid is (N / BLOCK_N, E, ceil(T / BLOCK_M)): with T <= BLOCK_M (decode) each expert's weights
-are streamed once a step. The weights are dequantised to bf16 in registers, exactly (e4m3 values
-and e2m1 values times a power of two are all bf16 numbers), and multiplied on tensor cores with
-fp32 accumulation; under the interpreter the operands are widened to fp32 first, because its
-`tl.dot` multiplies bf16 bit patterns (docs/DESIGN.md section 11). From sm_90 SASS compiled
-offline with triton 3.9 (not measured): the FP8 loop is cp.async-pipelined mma.sync at about 4.5
-instructions per weight; the MXFP4 loop about 9.6 per value (decode, scale, bf16 pack,
-shared-memory staging), so dense MXFP4 is bound by the decode, not by its halved bytes.
+are streamed once a step. The weights are dequantised to bf16 in registers, exactly (e4m3 values by
+bit placement, `jit.e4m3_to_bf16`, and e2m1 values times a power of two are all bf16 numbers), and
+multiplied on tensor cores with fp32 accumulation; under the interpreter the operands are widened to
+fp32 first, because its `tl.dot` multiplies bf16 bit patterns (docs/DESIGN.md section 11). From
+sm_90 SASS compiled offline with triton 3.9 (not measured): the FP8 loop is cp.async-pipelined
+mma.sync at about 4.5 instructions per weight; the MXFP4 loop about 9.6 per value (decode, scale,
+bf16 pack, shared-memory staging), so dense MXFP4 is bound by the decode, not by its halved bytes.
 """
 
 from __future__ import annotations
@@ -32,7 +32,13 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench.kernels.jit import e2m1_pair, e8m0_scale, fp32_to_bf16, gated_activation
+from moebench.kernels.jit import (
+    e2m1_pair,
+    e4m3_to_bf16,
+    e8m0_scale,
+    fp32_to_bf16,
+    gated_activation,
+)
 from moebench.kernels.launch import GLUS, MX_BLOCK, checker, describe, weight_format
 
 
@@ -92,10 +98,10 @@ def _batched_gemm(
     else:
         offs_k = tl.arange(0, BLOCK_K)
         for k0 in range(0, R, BLOCK_K):
-            w = tl.load(w_rows + (k0 + offs_k)[None, :]).to(tl.bfloat16)
+            w = e4m3_to_bf16(tl.load(w_rows + (k0 + offs_k)[None, :]), INTERPRET)
             xv = tl.load(x_rows + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0)
             if INTERPRET:
-                w, xv = w.to(tl.float32), xv.to(tl.float32)
+                xv = xv.to(tl.float32)
             acc = tl.dot(xv, tl.trans(w), acc, out_dtype=tl.float32)
         acc = acc * tl.load(ws_ptr + e64)
     acc = acc + tl.load(b_ptr + e64 * stride_be + rows).to(tl.float32)[None, :]

@@ -11,8 +11,14 @@ large side, so a few slots pad only the small side to the 16 the tensor cores ne
 (0: the compiler's default); the step that passes R (R = 2,880 is no multiple of 128) runs masked
 after them.
 
-- FP8: e4m3 converted to bf16 (exact: every e4m3 value is a bf16 number), the expert scale applied
-  to the fp32 sums after the loop, as `sparse_gemv` and `batched_gemm` do.
+- FP8: e4m3 converted to bf16 by bit placement (`jit.e4m3_to_bf16`; exact: every e4m3 value is a
+  bf16 number), the expert scale applied to the fp32 sums after the loop, as `sparse_gemv` and
+  `batched_gemm` do. Not ``.to(tl.bfloat16)``: triton 3.6 goes through fp16 and converts each
+  value fp16 -> bf16 with one F2F, an instruction of the SMs' slow conversion pipe; at gpt-oss-20b
+  decode shapes that pipe bounded the tile (H200, 2026-12-02: the step 8-18% faster without it,
+  docs/perf/HISTORY.md). An e4m3 NaN byte (0x7F, 0xFF) decodes as +-480 on both the GPU and the
+  interpreter, where torch gives NaN: such weights fail the reference gate rather than poison the
+  output.
 - MXFP4: e2m1 times its e8m0 scale decoded to bf16 in registers (`mx_tile`; exact: two
   significant bits times a power of two), 2.75 instructions a value. Scale byte 255 (NaN in
   the format) gives a non-finite output and byte 0 gives 0, as `jit.e8m0_scale` in the GEMV.
@@ -41,7 +47,13 @@ import triton
 import triton.language as tl
 
 from moebench.kernels.grouped_slots import expert_slots, slot_epilogue, touched_expert
-from moebench.kernels.jit import e2m1_pair, e8m0_scale, pdl_launch_dependents, pdl_wait
+from moebench.kernels.jit import (
+    e2m1_pair,
+    e4m3_to_bf16,
+    e8m0_scale,
+    pdl_launch_dependents,
+    pdl_wait,
+)
 
 # e2m1 x e8m0 -> bf16 on four bytes (eight values) in 22 instructions, compiled only (the
 # interpreter runs no PTX). Operands: $0, $1 the low nibbles' bf16 pairs of bytes 0-1 and 2-3, $2,
@@ -150,10 +162,10 @@ def _fp8_step(acc, w_at, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET: tl.
     else:
         w = tl.load(w_at + k0)
         xv = tl.load(x_at + k0, mask=m_ok[None, :], other=0.0)
-    wb = dot_order(w.to(tl.bfloat16))
+    wb = dot_order(e4m3_to_bf16(w, INTERPRET))
     xv = dot_order_rows(xv)
     if INTERPRET:
-        wb, xv = wb.to(tl.float32), xv.to(tl.float32)
+        xv = xv.to(tl.float32)
     return tl.dot(wb, xv, acc, out_dtype=tl.float32)
 
 

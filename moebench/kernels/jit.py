@@ -15,6 +15,14 @@ ulp, so the bf16 outputs of every kernel need it to be exact on the CPU.
 e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, 0x7F/0xFF are NaN; normals
 from 2^-6 to 448 (0x7E), subnormals k * 2^-9 for k = 1..7.
 
+FP8 weights widened to bf16 for the tensor cores (`e4m3_to_bf16`) by bit placement rather than
+``.to(tl.bfloat16)``: triton 3.6 converts e4m3 -> fp16 -> bf16, one F2F a value for the second
+step, an instruction of the SMs' slow conversion pipe that bounded the decode tiles on the H200
+(docs/perf/HISTORY.md, 2026-12-02). The placement gives value * 2^-120 as a bf16 for every code,
+subnormals included (bf16's subnormals continue e4m3's); one bf16 multiply by 2^120 (exact)
+restores it. A NaN byte (0x7F, 0xFF) gives +-480 there, where torch gives NaN: weights holding
+one fail the reference gate rather than poison the output.
+
 MXFP4 weights dequantised in registers (`e2m1_pair`, `e8m0_scale`), for the decode kernels. They
 must match `reference.dequant_weight_mxfp4` exactly. A byte holds two e2m1 values, the low nibble
 first (value 2j of a row in the low nibble of byte j); a block of 32 values along K shares one
@@ -180,6 +188,49 @@ def e2m1_pair(word, BYTE: tl.constexpr, ASM: tl.constexpr = False):
     lo = halves.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
     hi = (halves >> 16).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
     return lo, hi
+
+
+# e4m3 -> bf16 on four bytes (four values, natural order) in 10 integer and bf16 instructions,
+# compiled only (the interpreter runs no PTX; `e4m3_to_bf16` does the same bits there). Operands:
+# $0, $1 the bf16 pairs of bytes 0-1 and 2-3, $2 the four bytes. A byte pair is spread to the top
+# bytes of the two halves of a word (prmt); the magnitude bits shift down to bits 4..10 of each half
+# and the sign stays at bit 15: the bf16 of value * 2^-120 exactly (exponent field e4m3's, bias 7
+# read as 127; e4m3 subnormals land on bf16 subnormals), times 2^120, exact (a power of two). Each
+# value depends only on its own byte, so the result does not depend on which four elements the
+# compiler packs together.
+_E4M3_BF16_ASM = tl.constexpr("""{
+.reg .b32 t, a, k;
+mov.b32 k, 0x7B807B80;
+prmt.b32 t, $2, 0, 0x1404;
+shr.b32 a, t, 4;
+and.b32 a, a, 0x07F007F0;
+and.b32 t, t, 0x80008000;
+or.b32 a, a, t;
+mul.rn.bf16x2 $0, a, k;
+prmt.b32 t, $2, 0, 0x3424;
+shr.b32 a, t, 4;
+and.b32 a, a, 0x07F007F0;
+and.b32 t, t, 0x80008000;
+or.b32 a, a, t;
+mul.rn.bf16x2 $1, a, k;
+}""")
+
+
+@triton.jit
+def e4m3_to_bf16(w, INTERPRET: tl.constexpr):
+    """e4m3 tensor ``w`` as bf16 on the GPU (`_E4M3_BF16_ASM`), as fp32 under the interpreter
+    by the same placement in an fp32 (magnitude bits at 20..26, the sign at 31; the interpreter's
+    bf16 loses subnormals), times 2^120. Exact; a NaN byte (0x7F, 0xFF) gives +-480 (section
+    docstring)."""
+    if INTERPRET:
+        b = w.to(tl.uint8, bitcast=True).to(tl.int32)
+        bits = ((b & 0x7F) << 20) | ((b & 0x80) << 24)
+        return bits.to(tl.float32, bitcast=True) * 1.329227995784916e36
+    else:
+        return tl.inline_asm_elementwise(
+            _E4M3_BF16_ASM, "=r,=r,r", [w.to(tl.uint8, bitcast=True)], dtype=tl.bfloat16,
+            is_pure=True, pack=4,
+        )  # fmt: skip
 
 
 @triton.jit

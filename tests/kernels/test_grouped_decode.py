@@ -153,6 +153,33 @@ def test_exact_sums_are_bitwise_the_other_kernels_and_torch(path, fmt):
 
 
 @pytest.mark.parametrize("path", ["gemv", "dot"])
+def test_every_e4m3_byte_decodes_to_its_value(path):
+    """All 256 e4m3 bytes (subnormals, both zeros, the largest) as weights read through one-hot
+    slots: each output is the byte's value exactly, so both paths' conversions are exact; the
+    tile and the dense GEMM decode by bit placement (`jit.e4m3_to_bf16`), under which a NaN byte
+    reads +-480 (torch: NaN), the same on the GPU and the interpreter."""
+    T, N, R = 16, 16, 64
+    w = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn)
+    w = w.reshape(1, N, T).repeat_interleave(R // T, dim=2)  # byte 16 n + t at (n, 4 t .. 4 t + 3)
+    x = torch.zeros(T, R, dtype=torch.bfloat16)
+    x[torch.arange(T), 4 * torch.arange(T)] = 1.0
+    ids = torch.zeros(T, 1, dtype=torch.int32)
+    out = poisoned(T, 1, N)
+    scale, bias = torch.ones(1), torch.zeros(1, N, dtype=torch.bfloat16)
+    grouped(x, ids, w, scale, bias, out, expert_offset=0, launch=LAUNCHES[path])
+    want = w[0, :, ::4].t().float()  # [T, N]: byte 16 n + t
+    got = out[:, 0].float()
+    nan = want.isnan()
+    assert nan.sum() == 2 and torch.equal(got[~nan], want[~nan])
+    if path == "dot":
+        assert sorted(got[nan].tolist()) == [-480.0, 480.0]
+        # The dense GEMM converts with the same helper.
+        by_dense = torch.empty(1, T, N, dtype=torch.bfloat16)
+        dense(x, w, scale, bias, by_dense)
+        assert torch.equal(by_dense[0].view(torch.int16), out[:, 0].view(torch.int16))
+
+
+@pytest.mark.parametrize("path", ["gemv", "dot"])
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_other_ranks_experts_are_never_read(path, fmt):
     """The local experts sit between NaN experts of other ranks, and ids point far outside (below
@@ -255,17 +282,15 @@ def test_default_launch_follows_the_shapes():
     assert {default_launch(f, tokens=64, **gpt).block_m for f in FORMATS} == {16}
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
-    # The deep tile (64 values a step, 6 stages) from 4 slots an expert: it lost at 8 tokens (2
-    # slots an expert) and won from 16 on both formats on the H200 (DEEP_FROM_SLOTS_PER_EXPERT).
+    # Deeper tiles from more slots an expert, each measured on the H200: FP8 5 stages from 8
+    # (FP8_DEEP_FROM_SLOTS_PER_EXPERT), MXFP4 64 values on 6 stages from 4.
+    want = {
+        "fp8": {4: (128, 4), 8: (128, 4), 16: (128, 4), 32: (128, 5), 64: (128, 5)},
+        "mxfp4": {4: (128, 4), 8: (128, 4), 16: (64, 6), 32: (64, 6), 64: (64, 6)},
+    }
     for fmt in FORMATS:
         steps = {t: default_launch(fmt, tokens=t, **gpt) for t in (4, 8, 16, 32, 64)}
-        assert {t: (x.block_k, x.num_stages) for t, x in steps.items()} == {
-            4: (128, 4),
-            8: (128, 4),
-            16: (64, 6),
-            32: (64, 6),
-            64: (64, 6),
-        }
+        assert {t: (x.block_k, x.num_stages) for t, x in steps.items()} == want[fmt]
 
 
 def test_launcher_names_bad_arguments():
