@@ -76,25 +76,23 @@ CLOCK = Clock(dev)
 # Grouped launches beside the default, each with the token counts it is there to decide:
 # (path, block_m, block_n, block_k in values, warps, stages, pdl), None for the default's field.
 # The defaults (grouped_gemv.default_launch): the one-slot GEMV at 1-2 tokens, the tile of 64 rows,
-# 128 values a step, 4 stages and 16 slots (32 at 64 tokens) from 4.
+# 128 values a step and 16 slots a pass from 4; FP8 on 5 stages from 32 tokens (4 below), MXFP4
+# 64 values on 6 stages from 16 (128 on 4 below).
 VARIANTS: list[tuple[tuple[int, ...], tuple]] = [
     # Where the GEMV hands over to the tile: both paths at 1, 2 and 4 tokens (the one equal to the
-    # default is skipped), and a GEMV of two slots a pass (no spills since its step shrank).
+    # default is skipped).
     ((1, 2, 4), ("dot", 16, 64, 128, 4, 4, None)),
     ((1, 2, 4), ("gemv", 1, None, None, None, None, None)),
-    ((2, 4), ("gemv", 2, None, None, None, None, None)),
-    # Programmatic dependent launch flipped (MXFP4 on, FP8 off by default): the one-token GEMV
-    # (issue 28's 75% target) and the tile at 8 and 64 tokens.
+    # Programmatic dependent launch flipped (on by default in both formats: the variant equal to
+    # the default is skipped): the one-token GEMV (issue 28's 75% target) and the tile at 8 and 64
+    # tokens.
     ((1, 8, 64), (None, None, None, None, None, None, True)),
     ((1, 8, 64), (None, None, None, None, None, None, False)),
-    # More bytes in flight a program: 64 values a step, 6 stages (no masked step: 2,880 = 45 x 64;
-    # FP8 102 registers, 4 programs an SM; MXFP4 80, 6 an SM) and 128 values, 6 stages.
+    # The tile's depth: 128 values on 4 and 5 stages, 64 values on 6 (the MXFP4 default from 16
+    # tokens; the FP8 default before the bit-placement conversion), at 8 to 64 tokens.
+    ((8, 16, 32, 64), ("dot", None, None, 128, None, 4, None)),
+    ((8, 16, 32, 64), ("dot", None, None, 128, None, 5, None)),
     ((8, 16, 32, 64), ("dot", None, None, 64, None, 6, None)),
-    ((8, 32, 64), ("dot", None, None, 128, None, 6, None)),
-    # 16 or 32 slots a pass at 32 and 64 tokens (at most 16 slots an expert at 64 in this
-    # routing: one pass either way, the 32-slot one with twice the slots' operand).
-    ((32, 64), ("dot", 16, None, None, None, None, None)),
-    ((32, 64), ("dot", 32, None, None, None, None, None)),
 ]
 
 

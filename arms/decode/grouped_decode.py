@@ -31,12 +31,15 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.grouped_gemv import Launch, default_launch, grouped_gemv
 from moebench.kernels.launch import weight_format
 
-# Programmatic dependent launch of the grouped kernels and the combine, per precision: the sparse
-# arm's measured choice (arms/decode/pipeline.py PDL: MXFP4 on, FP8 off), whose GEMV loops the
-# few-token launch shares (the MXFP4 sparse step was 34.8 us without it and 33.1 with it, FP8's
-# 33.4 without: without it MXFP4 would not beat FP8 at one token). Not measured for the
-# tensor-core launch (tools/bench_grouped_decode.py times both); every choice writes the same bits.
-PDL = pipeline.PDL
+# Programmatic dependent launch of the grouped kernels and the combine, per precision: on in both.
+# MXFP4 as the sparse arm (arms/decode/pipeline.py PDL), whose GEMV loops the few-token launch
+# shares (the MXFP4 sparse step was 34.8 us without it and 33.1 with it). FP8, off in the sparse
+# arm, won with it at every count timed on the H200 once the tile widened e4m3 by bit placement
+# (gpt-oss-20b EP2, tools/bench_grouped_decode.py, docs/perf/2026-12-02-decode-kernel/): 1 token
+# 40.4 against 40.9 us, 8: 96.5 against 98.6 and 97.4 against 99.7, 16: 133.3 against 135.5, 32:
+# 143.6 against 146.5, 64: 145.8 against 148.7 and 147.8 against 150.3. Every choice writes the
+# same bits.
+PDL = {"w8a16": True, "w4a16": True}
 
 # Triton kernel functions the stages launch, per precision (the GEMV or the tensor-core path,
 # chosen per case from the shapes), and those they must not (moebench/gates/dispatch.py).
