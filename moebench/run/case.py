@@ -60,6 +60,10 @@ class Topology(Protocol):
 
     def collect(self, out: CaseRows) -> CaseRows | None: ...
 
+    def recover(self, out: CaseRows, cols: dict, arms, gate: str, exc: Exception) -> None: ...
+
+    def release(self) -> None: ...
+
 
 class CaseRegime(Protocol):
     """What a case measures (module docstring). ``held`` is the regime's own record of a unit."""
@@ -89,8 +93,11 @@ class CaseRegime(Protocol):
 
 def run_case(regime: CaseRegime, topology: Topology, ctx: CaseContext) -> CaseRows | None:
     """The case (module docstring): its rows on the writing rank, None elsewhere. Failures of an
-    arm become rows; raises only ``faults.Interrupted`` (the case is then not finished) and, in a
-    distributed run, the ``RankFailure`` of a phase."""
+    arm become rows, and so does an out-of-memory error of the case's own work (the harness's
+    checks between the arms' calls: every arm without an error row gets a ``case`` row, the
+    memory goes back and the run goes on); raises only ``faults.Interrupted`` (the case is then
+    not finished), the bugs of the harness and, in a distributed run, the ``RankFailure`` of a
+    phase."""
     out = regime.rows()
     ctx.stop.start_case(ctx.limit_s)
     try:
@@ -123,6 +130,13 @@ def run_case(regime: CaseRegime, topology: Topology, ctx: CaseContext) -> CaseRo
             if arm not in hit:
                 out.add(cols, arm, Check(name="aborted", status="error",
                                          detail=f"not finished: {lost}"))  # fmt: skip
+    except Exception as exc:
+        if faults.classify(exc) != "oom":
+            raise
+        cols = regime.current_cols()
+        hit = {c["arm"] for c in out.checks if c["rank"] == cols["rank"] and c["status"] == "error"}
+        topology.recover(out, cols, [a for a in regime.names if a not in hit], "case", exc)
+        topology.release()
     finally:
         ctx.stop.end_case()
         out.warnings += ctx.clock.warnings()

@@ -169,6 +169,28 @@ def test_out_of_memory_building_inputs_fails_every_arm_of_that_case(tmp_path, mo
     assert timed_arms(run_dir, C1) == {"stock", "prefix_sum_masked"}
 
 
+def test_out_of_memory_in_the_cases_own_checks_is_a_row_for_every_arm(tmp_path, monkeypatch):
+    """Out of memory outside any arm's call (here the work ledger built in the gates; on the
+    H200 the model regime's weights fingerprint): every arm of the case gets a ``case`` error
+    row naming it, the run goes on to the next case and ends with exit code 1, not a
+    traceback."""
+    import moebench.run.layer as layer
+
+    fail_once(monkeypatch, layer, "ledger_rows", OOM)
+    result, run_dir = run_cli(tmp_path)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    rows = [c for c in checks_of(run_dir, C0) if c["status"] == "error"]
+    assert {(c["arm"], c["gate"]) for c in rows} == {
+        ("stock", "case"),
+        ("prefix_sum_masked", "case"),
+    }
+    assert all(c["detail"].startswith("oom: OutOfMemoryError: CUDA out of memory") for c in rows)
+    assert timed_arms(run_dir, C1) == {"stock", "prefix_sum_masked"}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["finished_cases"] == [C0, C1]
+
+
 def test_compile_error_is_a_row(tmp_path, monkeypatch):
     fail_arm_once(monkeypatch, arms.prefill.stock, OutOfResources(300000, 232448, "shared memory"))
     result, run_dir = run_cli(tmp_path)
