@@ -189,6 +189,9 @@ def test_out_of_memory_in_the_cases_own_checks_is_a_row_for_every_arm(tmp_path, 
     assert timed_arms(run_dir, C1) == {"stock", "prefix_sum_masked"}
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["finished_cases"] == [C0, C1]
+    comparison = cli.invoke(app, ["compare", str(run_dir), "--format", "csv"])
+    assert comparison.exit_code == 0, comparison.output
+    assert "case error (rank 0): oom: OutOfMemoryError" in comparison.output
 
 
 def test_compile_error_is_a_row(tmp_path, monkeypatch):
