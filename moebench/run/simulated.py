@@ -8,10 +8,11 @@ distributed run.
 
 Failures (see ``core.faults``): an arm that runs out of memory, fails to compile or raises becomes
 an ``error`` row and the other arms go on; inputs that cannot be built make every arm of that rank
-an ``error`` row, and so does the case's own work running out of memory (a ``case`` row); a case past its time limit gets a ``timeout`` row per arm and keeps what it
-measured. Every case gets its three parts whatever happened to it. A device fault that loses the
-CUDA context stops the run after writing the faulting case's rows; ``--isolate``
-(``run.isolate``) runs each case in a child process so that such a fault costs only that case.
+an ``error`` row, and so does the case's own work running out of memory (a ``case`` row); a case
+past its time limit gets a ``timeout`` row per arm and keeps what it measured. Every case gets its
+three parts whatever happened to it. A device fault that loses the CUDA context stops the run after
+writing the faulting case's rows; ``--isolate`` (``run.isolate``) runs each case in a child process
+so that such a fault costs only that case.
 """
 
 from __future__ import annotations
