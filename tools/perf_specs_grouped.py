@@ -95,6 +95,22 @@ def met_count(verdicts: list[Figure]) -> Derived:
     return Derived(text=f"met at {met} of {len(verdicts)}", sources=tuple(sources))
 
 
+def floor_field(r: Records, path: str, precision: str, tokens: int | str, field: str) -> Figure:
+    """``field`` of the bench's read-floor line (``--floor``) at (precision, tokens)."""
+    return r.text(
+        path, rf"^precision={precision} tokens={tokens} .*arm=read_floor variant=.* {field}=(\S+)"
+    )
+
+
+def read_floor(r: Records, path: str, precision: str, tokens: int | str) -> Piece:
+    """The read floor's time with its share of the copy ceiling, as the bench prints it."""
+    return fill(
+        "{}, {}",
+        floor_field(r, path, precision, tokens, "step_us"),
+        floor_field(r, path, precision, tokens, "of_copy"),
+    )
+
+
 def _tokens(r: Records, path: str, precision: str, tokens: int) -> Figure:
     return r.kv(path, "tokens", precision=precision, tokens=tokens, arm="dense_decode")
 
@@ -244,7 +260,7 @@ best grouped step at 64 tokens / that floor.""",
     )
 
     def floor(p: str, field: str) -> Figure:
-        return r.text(log, rf"^precision={p} tokens=64 .*arm=read_floor variant=.* {field}=(\S+)")
+        return floor_field(r, log, p, 64, field)
 
     def read_floor(p: str) -> Piece:
         return fill(

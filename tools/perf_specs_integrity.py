@@ -57,6 +57,15 @@ def ffn_with_cv(r: Records, path: str, arm: str, case: str = "c000") -> Piece:
     )
 
 
+def ffn_noise(r: Records, path: str) -> Piece:
+    """A compare report's `ffn` noise: median / max cv over its cells."""
+    return fill(
+        "{} / {}",
+        r.cell(path, "Noise", "median cv", regime="ffn"),
+        r.cell(path, "Noise", "max cv", regime="ffn"),
+    )
+
+
 def defences(r: Records) -> Table:
     t = Table(
         name="defences",
@@ -148,14 +157,7 @@ weights included. Measured, not explained.""",
     )
     t.row(
         "gpt-oss-20b-decode `ffn` noise: median / max cv over its cells",
-        *(
-            fill(
-                "{} / {}",
-                r.cell(p, "Noise", "median cv", regime="ffn"),
-                r.cell(p, "Noise", "max cv", regime="ffn"),
-            )
-            for p in paths_oss
-        ),
+        *(ffn_noise(r, p) for p in paths_oss),
         "",
         history=HIST_25,
     )

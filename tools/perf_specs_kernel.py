@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from perf_cells import Piece, Table, fill
 from perf_records import Figure, Records, over
-from perf_specs_grouped import FORMATS, TOKENS, summary
+from perf_specs_grouped import FORMATS, TOKENS, read_floor, summary
 from perf_specs_serving import BENCH as BENCH_BEFORE
 
 DAY = "2026-12-02-decode-kernel"
@@ -157,12 +157,7 @@ and 2 tokens only: FP8's tile gained, MXFP4's did not), >= 85% of copy at 32 and
 def _floor(r: Records, prec: str, tokens: int) -> Piece | str:
     if tokens not in (1, 64):  # the bench read the floor at 1 and 64 tokens (--floor 1,64)
         return ""
-    line = rf"^precision={prec} tokens={tokens} .* arm=read_floor .*step_us=(\S+) .*of_copy=(\S+)$"
-    return fill(
-        "{}, {}",
-        r.text(BENCH, line.replace(r"of_copy=(\S+)", r"of_copy=\S+")),
-        r.text(BENCH, line.replace(r"step_us=(\S+)", r"step_us=\S+")),
-    )
+    return read_floor(r, BENCH, prec, tokens)
 
 
 def grouped_run(r: Records) -> Table:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import perf_specs_integrity as integrity
 from perf_cells import Piece, Table, fill
 from perf_records import Figure, Records, derive, over, ratio
+from perf_specs_grouped import read_floor
 from perf_specs_integrity import EP8_LIFE, EP8_ROT, OSS_LIFE, OSS_ROT, SUMMARY_LIFE
 from perf_specs_latest import MASKED, W4_T1, W8_T1
 from perf_specs_model import _change
@@ -101,14 +102,7 @@ shifted is back within 1% of the run without them, and every integrity check pas
         )
     t.row(
         "gpt-oss-20b-decode `ffn` noise: median / max cv over its cells",
-        *(
-            fill(
-                "{} / {}",
-                r.cell(p, "Noise", "median cv", regime="ffn"),
-                r.cell(p, "Noise", "max cv", regime="ffn"),
-            )
-            for p in oss
-        ),
+        *(integrity.ffn_noise(r, p) for p in oss),
         "",
         history=HIST_25,
     )
@@ -337,14 +331,9 @@ it (a fraction).""",
 
 
 def _floor(r: Records, prec: str, tokens: str) -> Piece | str:
-    line = rf"^precision={prec} tokens={tokens} .* arm=read_floor .*step_us=(\S+) .*of_copy=(\S+)$"
     if tokens == "32":  # the bench read the floor at 1 and 64 tokens only (--floor 1,64)
         return ""
-    return fill(
-        "{}, {}",
-        r.text(BENCH, line.replace(r"of_copy=(\S+)", r"of_copy=\S+")),
-        r.text(BENCH, line.replace(r"step_us=(\S+)", r"step_us=\S+")),
-    )
+    return read_floor(r, BENCH, prec, tokens)
 
 
 TABLES = [wake_rerun, model_decode, model_prefill, step_beside_model, grouped_launches]

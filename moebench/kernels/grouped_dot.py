@@ -15,7 +15,7 @@ after them.
   bf16 number), the expert scale applied to the fp32 sums after the loop, as `sparse_gemv` and
   `batched_gemm` do. Not ``.to(tl.bfloat16)``: triton 3.6 goes through fp16 and converts each
   value fp16 -> bf16 with one F2F, an instruction of the SMs' slow conversion pipe; at gpt-oss-20b
-  decode shapes that pipe bounded the tile (H200, 2026-12-02: the step 8-18% faster without it,
+  decode shapes that pipe bounded the tile (H200, 2026-12-02: the step 3-17% faster without it,
   docs/perf/HISTORY.md). An e4m3 NaN byte (0x7F, 0xFF) decodes as +-480 on both the GPU and the
   interpreter, where torch gives NaN: such weights fail the reference gate rather than poison the
   output.

@@ -125,19 +125,22 @@ def run_case(regime: CaseRegime, topology: Topology, ctx: CaseContext) -> CaseRo
     except DeviceLost as lost:
         out.fault = str(lost)
         cols = regime.current_cols()
-        hit = {c["arm"] for c in out.checks if c["rank"] == cols["rank"] and c["status"] == "error"}
-        for arm in regime.names:
-            if arm not in hit:
-                out.add(cols, arm, Check(name="aborted", status="error",
-                                         detail=f"not finished: {lost}"))  # fmt: skip
+        for arm in _without_error(out, cols, regime.names):
+            out.add(cols, arm, Check(name="aborted", status="error",
+                                     detail=f"not finished: {lost}"))  # fmt: skip
     except Exception as exc:
         if faults.classify(exc) != "oom":
             raise
         cols = regime.current_cols()
-        hit = {c["arm"] for c in out.checks if c["rank"] == cols["rank"] and c["status"] == "error"}
-        topology.recover(out, cols, [a for a in regime.names if a not in hit], "case", exc)
+        topology.recover(out, cols, _without_error(out, cols, regime.names), "case", exc)
         topology.release()
     finally:
         ctx.stop.end_case()
         out.warnings += ctx.clock.warnings()
     return topology.collect(out)
+
+
+def _without_error(out: CaseRows, cols: dict, names) -> list[str]:
+    """The arms of ``names`` with no error row yet at ``cols``'s rank."""
+    hit = {c["arm"] for c in out.checks if c["rank"] == cols["rank"] and c["status"] == "error"}
+    return [arm for arm in names if arm not in hit]
