@@ -77,7 +77,7 @@ CLOCK = Clock(dev)
 # (path, block_m, block_n, block_k in values, warps, stages, pdl), None for the default's field.
 # The defaults (grouped_gemv.default_launch): the one-slot GEMV at 1-2 tokens, the tile of 64 rows,
 # 128 values a step and 16 slots a pass from 4; FP8 on 5 stages from 32 tokens (4 below), MXFP4
-# 64 values on 6 stages from 16 (128 on 4 below).
+# on 4 stages.
 VARIANTS: list[tuple[tuple[int, ...], tuple]] = [
     # Where the GEMV hands over to the tile: both paths at 1, 2 and 4 tokens (the one equal to the
     # default is skipped).
@@ -89,7 +89,8 @@ VARIANTS: list[tuple[tuple[int, ...], tuple]] = [
     ((1, 8, 64), (None, None, None, None, None, None, True)),
     ((1, 8, 64), (None, None, None, None, None, None, False)),
     # The tile's depth: 128 values on 4 and 5 stages, 64 values on 6 (the MXFP4 default from 16
-    # tokens; the FP8 default before the bit-placement conversion), at 8 to 64 tokens.
+    # tokens before its row order; the FP8 default before the bit-placement conversion), at 8 to
+    # 64 tokens.
     ((8, 16, 32, 64), ("dot", None, None, 128, None, 4, None)),
     ((8, 16, 32, 64), ("dot", None, None, 128, None, 5, None)),
     ((8, 16, 32, 64), ("dot", None, None, 64, None, 6, None)),

@@ -34,7 +34,7 @@ E, TOP_K = 16, 4
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
 DEFAULTS = ["gemv:fp8:1:2:1024:1:0:1", "gemv:mxfp4:1:16:1024:4:0:1",
             "dot:fp8:16:64:128:4:4:8", "dot:mxfp4:16:64:128:4:4:8",
-            "dot:fp8:32:64:128:4:4:64", "dot:mxfp4:32:64:128:4:4:64"]  # fmt: skip
+            "dot:fp8:16:64:128:4:5:64", "dot:mxfp4:16:64:128:4:4:64"]  # fmt: skip
 
 
 def values(stage: str, tokens: int) -> dict:

@@ -36,6 +36,23 @@ nibbles of two bytes in one register word and the high nibbles in the next (`mx_
 the decode writes. The products are the natural order's; only the order of their fp32 sum
 differs.
 
+Row order (`loaded_rows`, `operand_rows`; the MXFP4 tile). Loads take a blocked layout: a
+[64, 64-byte] tile on 4 warps gives lanes 8 rows by 4 runs of 16 bytes, the warps the next 2 row
+bits and each thread's registers the top one (rows r and r + 32). The operand wants a thread's two
+rows 8 apart (r and r + 8) and each warp 16 whole rows. The MXFP4 tile's bytes and scale bytes
+are therefore read in `loaded_rows` order, which puts memory rows r and r + 8 where the load
+layout gives one thread rows r and r + 32, and put back in natural order by `operand_rows` (a
+reshape and a permute, free in registers) before the decode: the decode then runs in the
+operand's layout and its values need no move (sm_90a SASS, compiled offline: no shuffle, no
+shared-memory round trip in the weight loop; 10.3 instructions a weight byte). In natural order
+the compiler moved each decoded value into that layout with warp shuffles and selects (64 values
+a step: 16 SHFL and 33 SEL of 217 instructions, 13.6 a byte) or through shared memory (128
+values: 8 STSM and 8 LDSM, 9.3 a byte). On the H200 the row order at 128 values a step was
+9-20% faster than natural order at 128 and 7-22% faster than at 64 values (gpt-oss-20b EP2,
+1-64 tokens, 2026-12-02, docs/perf/HISTORY.md). The FP8 tile needs no such order: its
+conversion is elementwise on the loaded bytes, which the compiler reads from shared memory in
+the operand's layout directly.
+
 Under the interpreter (``INTERPRET``) the operands are widened to fp32 first: its ``tl.dot``
 multiplies bf16 bit patterns (docs/DESIGN.md section 11), and it runs no PTX (the MXFP4 decode is
 then `jit.e2m1_pair` in fp32). Products are exact either way.
@@ -89,6 +106,26 @@ and.b32 c, c, 0x81C081C0;
 mul.rn.bf16x2 c, c, k;
 mul.rn.bf16x2 $3, c, $6;
 }""")
+
+
+@triton.jit
+def loaded_rows(BLOCK_N: tl.constexpr):
+    """The memory row (within the block) that each of a tile's BLOCK_N loaded rows reads: row
+    i = g + 8 w + 8 W h (g < 8, w < W = BLOCK_N / 16, h < 2) reads row g + 16 w + 8 h, so that a
+    load's layout gives each thread the two rows, 8 apart, that the operand gives it (module
+    docstring: row order). `operand_rows` puts the loaded tile back in natural order."""
+    W: tl.constexpr = BLOCK_N // 16
+    i = tl.arange(0, BLOCK_N)
+    return i % 8 + 16 * (i // 8 % W) + 8 * (i // (8 * W))
+
+
+@triton.jit
+def operand_rows(t):
+    """Tile ``t`` [BLOCK_N, C] loaded in `loaded_rows` order, in natural row order."""
+    BN: tl.constexpr = t.shape[0]
+    C: tl.constexpr = t.shape[1]
+    t = tl.permute(tl.reshape(t, [2, BN // 16, 8, C]), (1, 0, 2, 3))
+    return tl.reshape(t, [BN, C])
 
 
 @triton.jit
@@ -210,8 +247,9 @@ def _grouped_dot_fp8(
 
 @triton.jit
 def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET: tl.constexpr):
-    """acc + one K step of the MXFP4 tile (byte pointers ``w_at`` [BLOCK_N, BLOCK_K / 2], this
-    step's scale bytes ``s``, dot-order pointers ``x_at`` [BLOCK_K, BLOCK_M])."""
+    """acc + one K step of the MXFP4 tile (byte pointers ``w_at`` [BLOCK_N, BLOCK_K / 2] and
+    this step's scale bytes ``s``, both in `loaded_rows` order; dot-order pointers ``x_at``
+    [BLOCK_K, BLOCK_M])."""
     BK: tl.constexpr = x_at.shape[0]
     if MASKED:
         b_ok = (k0 // 2 + tl.arange(0, BK // 2) < R // 2)[None, :]
@@ -224,7 +262,8 @@ def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET
     xv = dot_order_rows(mx_order_rows(xv))
     if INTERPRET:
         xv = xv.to(tl.float32)
-    return tl.dot(dot_order(mx_tile(w, s, INTERPRET)), xv, acc, out_dtype=tl.float32)
+    wv = mx_tile(operand_rows(w), operand_rows(s), INTERPRET)
+    return tl.dot(dot_order(wv), xv, acc, out_dtype=tl.float32)
 
 
 @triton.jit
@@ -246,7 +285,7 @@ def _grouped_dot_mxfp4(
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
     GROUPS: tl.constexpr = BLOCK_K // 32
-    rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    rows64 = (n_block * BLOCK_N + loaded_rows(BLOCK_N)).to(tl.int64)
     kg = tl.arange(0, GROUPS)
     w_at = (w_ptr + e64 * stride_we + rows64[:, None] * stride_wn
             + tl.arange(0, BLOCK_K // 2)[None, :])  # fmt: skip

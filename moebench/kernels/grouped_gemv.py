@@ -58,10 +58,12 @@ the arm never takes one (`default_launch`). At 1,024 values a step it also spill
 loop (7-15 ms at 8 tokens on the H200); `path_launch` shortens the step to 1,024 / slots values
 (FP8 2-16 slots and MXFP4 2-16: no spills). The tensor-core tile (64 rows, 128 values a step,
 4 warps, 16 slots) is a warpgroup MMA (HGMMA 64x16x16) fed from registers, flat in the slots up
-to the pass: FP8 4.2 a byte (119 registers, 4 programs an SM; 3.4 with ``.to(tl.bfloat16)``,
+to the pass: FP8 4.2 a byte (97-128 registers, 4 programs an SM; 3.4 with ``.to(tl.bfloat16)``,
 whose fp16 -> bf16 F2F a value runs on the SMs' slow conversion pipe and bounded the tile on the
-H200, `grouped_dot`), MXFP4 9.2 (146 registers; 12.3 with ``tl.dot_scaled``,
-whose loads were not pipelined).
+H200, `grouped_dot`), MXFP4 9.9-10.3 with its bytes read in the operand's row order (107-138
+registers, 3-4 programs an SM; 9.3 in natural order, whose decoded values went through shared
+memory and ran 9-20% slower on the H200, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads
+were not pipelined).
 """
 
 from __future__ import annotations
@@ -237,14 +239,12 @@ class Launch:
 DOT_FROM_SLOTS_PER_EXPERT = 0.5
 
 
-# Slots per local expert (T * K / E) from which the MXFP4 tile takes 64 values a step on 6 pipeline
-# stages instead of 128 on 4: more loads in flight a program (80 registers, 6 programs an SM).
-# Measured on the H200 (gpt-oss-20b EP2, the step as one graph): at 2 slots an expert (8 tokens)
-# it lost (135.1 against 115.1 us; docs/perf/2026-12-01-integrity/bench_grouped_decode.log), at 4
-# (16 tokens) it won (146.6 against 154.4; same log), and at 8 and 16 (32 and 64 tokens) it won
-# (152.0 against 174.0 and 159.5 against 178.3;
-# docs/perf/2026-12-02-serving/bench_grouped_decode.log).
-MXFP4_DEEP_FROM_SLOTS_PER_EXPERT = 4
+# The MXFP4 tile takes 128 values a step on 4 stages at every count, its bytes read in the
+# operand's row order (`grouped_dot.loaded_rows`). Measured on the H200 (gpt-oss-20b EP2, the step
+# as one graph, docs/perf/2026-12-02-grouped-rows/ab_rows.log): 150.2 us against 164.2 for the
+# 64-value, 6-stage tile (the default from 16 tokens before) at 64 tokens, 145.0 against 155.6 at
+# 32, 110.8 against 133.3 at 8; 3 and 5 stages within 1.5% of 4 from 8 tokens up (5 stages 3.8%
+# faster at 4 tokens, where the arm takes the GEMV).
 
 # Slots per local expert from which the FP8 tile pipelines 5 stages instead of 4, 128 values a step
 # both. Measured on the H200 with the conversion by bit placement (`jit.e4m3_to_bf16`; gpt-oss-20b
@@ -266,8 +266,8 @@ def path_launch(
     slot a pass unless ``block_m`` says more, 1,024 values a step divided by the slots (at least
     64), so that the slots' widened values fit in registers (module docstring: budget).
     ``dot``: 64 weight rows and 128 values a step, 16 slots a pass unless ``block_m`` says more,
-    4 warps, 4 pipeline stages (FP8 119 registers, 4 programs an SM; MXFP4 146, 3). Row blocks
-    shrink to the largest power of two dividing N."""
+    4 warps, 4 pipeline stages (module docstring: budget). Row blocks shrink to the largest power
+    of two dividing N."""
     fits = lambda bn: min(bn, columns & -columns)
     if path == "dot":
         return Launch(path="dot", block_m=block_m or 16, block_n=fits(64), block_k=128,
@@ -285,19 +285,17 @@ def default_launch(
     from the shapes alone (never the routing): the one-slot GEMV up to DOT_FROM_SLOTS_PER_EXPERT
     slots an expert (a second slot of an expert is a second pass over its tile, from L2), the
     tensor-core tile above (128 values a step on 4 stages; FP8 5 stages from
-    FP8_DEEP_FROM_SLOTS_PER_EXPERT slots an expert, MXFP4 64 values on 6 stages from
-    MXFP4_DEEP_FROM_SLOTS_PER_EXPERT), 16 slots a pass at every count: 32 slots a pass lost at 32
-    and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8 220.8 against 179.4
-    us, MXFP4 253.7 against 177.3; docs/perf/2026-12-01-integrity/bench_grouped_decode.log), a
-    second pass over an expert's tile reading it from L2. A tile needs 16 rows, so an N with fewer
-    takes the GEMV. A GEMV of several slots a pass is never chosen (module docstring: budget)."""
+    FP8_DEEP_FROM_SLOTS_PER_EXPERT slots an expert), 16 slots a pass at every count: 32 slots a
+    pass lost at 32 and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8
+    220.8 against 179.4 us, MXFP4 253.7 against 177.3;
+    docs/perf/2026-12-01-integrity/bench_grouped_decode.log), a second pass over an expert's
+    tile reading it from L2. A tile needs 16 rows, so an N with fewer takes the GEMV. A GEMV of
+    several slots a pass is never chosen (module docstring: budget)."""
     slots = tokens * top_k
     if slots > DOT_FROM_SLOTS_PER_EXPERT * experts and columns & -columns >= 16:
         tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
         if fmt == "fp8" and slots >= FP8_DEEP_FROM_SLOTS_PER_EXPERT * experts:
             return replace(tile, num_stages=5)
-        if fmt == "mxfp4" and slots >= MXFP4_DEEP_FROM_SLOTS_PER_EXPERT * experts:
-            return replace(tile, block_k=64, num_stages=6)
         return tile
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)
 

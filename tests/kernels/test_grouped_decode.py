@@ -287,11 +287,11 @@ def test_default_launch_follows_the_shapes():
     assert {default_launch(f, tokens=64, **gpt).block_m for f in FORMATS} == {16}
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
-    # Deeper tiles from more slots an expert, each measured on the H200: FP8 5 stages from 8
-    # (FP8_DEEP_FROM_SLOTS_PER_EXPERT), MXFP4 64 values on 6 stages from 4.
+    # A deeper FP8 tile from more slots an expert, measured on the H200: 5 stages from 8
+    # (FP8_DEEP_FROM_SLOTS_PER_EXPERT); MXFP4 128 values on 4 stages at every count.
     want = {
         "fp8": {4: (128, 4), 8: (128, 4), 16: (128, 4), 32: (128, 5), 64: (128, 5)},
-        "mxfp4": {4: (128, 4), 8: (128, 4), 16: (64, 6), 32: (64, 6), 64: (64, 6)},
+        "mxfp4": {t: (128, 4) for t in (4, 8, 16, 32, 64)},
     }
     for fmt in FORMATS:
         steps = {t: default_launch(fmt, tokens=t, **gpt) for t in (4, 8, 16, 32, 64)}
@@ -323,3 +323,25 @@ def test_launcher_names_bad_arguments():
         grouped_gemv(x, ids, w, s[:1], b, out, expert_offset=0, launch=gemv)
     with pytest.raises(ValueError, match="topk_ids_TK must be int32"):
         grouped_gemv(x, ids.long(), w, s, b, out, expert_offset=0, launch=gemv)
+
+
+@pytest.mark.parametrize("block_n", [32, 64, 128])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_tiles_row_order_comes_back_to_the_rows(fmt, block_n):
+    """The MXFP4 tile reads its bytes and scale bytes in the operand's row order
+    (`grouped_dot.loaded_rows`) and puts them back before the decode: with row blocks of 2-8
+    warps' 16 rows and a masked last step (R = 160 on 128-value steps), every output row is its
+    own row's exact value, bitwise torch's rounding (sums exact in any order)."""
+    g = torch.Generator().manual_seed(11)
+    T, K, E, N, R = 3, 2, 2, 256, 160
+    w, s, wd = exact_weights(fmt, E, N, R, g)
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1], [1, 0], [1, 1]], dtype=torch.int32)
+    want = (torch.einsum("tr,enr->etn", x.float(), wd) + b.float()[:, None, :]).bfloat16()
+    out = poisoned(T, K, N)
+    launch = Launch(path="dot", block_m=16, block_n=block_n, block_k=128, num_warps=4)
+    grouped(x, ids, w, s, b, out, expert_offset=0, launch=launch)
+    for t in range(T):
+        for k in range(K):
+            assert torch.equal(out[t, k].view(torch.int16), want[ids[t, k], t].view(torch.int16))
