@@ -239,14 +239,13 @@ class Launch:
 DOT_FROM_SLOTS_PER_EXPERT = 0.5
 
 
-# The MXFP4 tile takes 128 values a step, its bytes read in the operand's row order
-# (`grouped_dot.loaded_rows`), on 4 stages, or 5 below MXFP4_SHALLOW_BELOW_SLOTS_PER_EXPERT slots an
-# expert. Measured on the H200 (gpt-oss-20b EP2, the step as one graph,
-# docs/perf/2026-12-02-grouped-rows/ab_rows.log): 150.2 us against 164.2 for the 64-value, 6-stage
-# tile (the default from 16 tokens before) at 64 tokens, 145.0 against 155.6 at 32, 110.8 against
-# 133.3 at 8; 3 and 5 stages within 1.5% of 4 from 8 tokens (2 slots an expert) up, 5 stages 3.8%
-# faster at 4 tokens (1 slot an expert: 80.0 against 83.2).
-MXFP4_SHALLOW_BELOW_SLOTS_PER_EXPERT = 2
+# The MXFP4 tile takes 128 values a step on 4 stages at every count, its bytes read in the
+# operand's row order (`grouped_dot.loaded_rows`). Measured on the H200 (gpt-oss-20b EP2, the step
+# as one graph, docs/perf/2026-12-02-grouped-rows/ab_rows.log): 150.2 us against 164.2 for the
+# 64-value, 6-stage tile (the default from 16 tokens before) at 64 tokens, 145.0 against 155.6 at
+# 32, 110.8 against 133.3 at 8; 3 and 5 stages within 1.5% of 4 from 8 tokens up. At 4 tokens the
+# two measurements disagree on 5 stages: 3.8% faster in that A/B (uniform routing), 1.7% slower in
+# the bench with the scenario's routing (58.6 against 57.6 us, bench_stages.log, same folder).
 
 # Slots per local expert from which the FP8 tile pipelines 5 stages instead of 4, 128 values a step
 # both. Measured on the H200 with the conversion by bit placement (`jit.e4m3_to_bf16`; gpt-oss-20b
@@ -287,8 +286,7 @@ def default_launch(
     from the shapes alone (never the routing): the one-slot GEMV up to DOT_FROM_SLOTS_PER_EXPERT
     slots an expert (a second slot of an expert is a second pass over its tile, from L2), the
     tensor-core tile above (128 values a step on 4 stages; FP8 5 stages from
-    FP8_DEEP_FROM_SLOTS_PER_EXPERT slots an expert, MXFP4 5 below
-    MXFP4_SHALLOW_BELOW_SLOTS_PER_EXPERT), 16 slots a pass at every count: 32 slots a
+    FP8_DEEP_FROM_SLOTS_PER_EXPERT slots an expert), 16 slots a pass at every count: 32 slots a
     pass lost at 32 and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8
     220.8 against 179.4 us, MXFP4 253.7 against 177.3;
     docs/perf/2026-12-01-integrity/bench_grouped_decode.log), a second pass over an expert's
@@ -298,8 +296,6 @@ def default_launch(
     if slots > DOT_FROM_SLOTS_PER_EXPERT * experts and columns & -columns >= 16:
         tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
         if fmt == "fp8" and slots >= FP8_DEEP_FROM_SLOTS_PER_EXPERT * experts:
-            return replace(tile, num_stages=5)
-        if fmt == "mxfp4" and slots < MXFP4_SHALLOW_BELOW_SLOTS_PER_EXPERT * experts:
             return replace(tile, num_stages=5)
         return tile
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)

@@ -287,11 +287,11 @@ def test_default_launch_follows_the_shapes():
     assert {default_launch(f, tokens=64, **gpt).block_m for f in FORMATS} == {16}
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
-    # The tile's depth by slots an expert, each measured on the H200: FP8 5 stages from 8
-    # (FP8_DEEP_FROM_SLOTS_PER_EXPERT), MXFP4 5 below 2 (MXFP4_SHALLOW_BELOW_SLOTS_PER_EXPERT).
+    # A deeper FP8 tile from more slots an expert, measured on the H200: 5 stages from 8
+    # (FP8_DEEP_FROM_SLOTS_PER_EXPERT); MXFP4 128 values on 4 stages at every count.
     want = {
         "fp8": {4: (128, 4), 8: (128, 4), 16: (128, 4), 32: (128, 5), 64: (128, 5)},
-        "mxfp4": {4: (128, 5), 8: (128, 4), 16: (128, 4), 32: (128, 4), 64: (128, 4)},
+        "mxfp4": {t: (128, 4) for t in (4, 8, 16, 32, 64)},
     }
     for fmt in FORMATS:
         steps = {t: default_launch(fmt, tokens=t, **gpt) for t in (4, 8, 16, 32, 64)}
