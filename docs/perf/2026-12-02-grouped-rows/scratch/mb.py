@@ -5,6 +5,7 @@ import torch
 from dataclasses import replace
 import gd_exp
 import gd_rows
+import gd_tma
 import moebench.kernels.grouped_gemv as G
 from moebench.kernels.grouped_gemv import Launch, grouped_gemv, default_launch
 
@@ -38,6 +39,9 @@ def use(kind):
     elif kind == 'sc3':
         G._grouped_dot_fp8 = ORIG[0]
         G._grouped_dot_mxfp4 = Shim(gd_exp._grouped_dot_mxfp4, GATHER=4)
+    elif kind == 'tma':
+        G._grouped_dot_fp8 = gd_tma.TmaShim()
+        G._grouped_dot_mxfp4 = ORIG[1]
     elif kind == 'rows':
         G._grouped_dot_fp8 = ORIG[0]
         G._grouped_dot_mxfp4 = Shim(gd_rows._grouped_dot_mxfp4)
