@@ -129,7 +129,8 @@ def describe(launch: Launch) -> str:
     L = launch
     stages = f" s{L.num_stages}" if L.path == "dot" else ""
     return (f"{L.path} m{L.block_m} n{L.block_n} k{L.block_k} w{L.num_warps}{stages}"
-            + (" pdl" if L.pdl else ""))  # fmt: skip
+            + (" pdl" if L.pdl else "") + (" tma" if L.tma else "")
+            + (f" r{L.max_registers}" if L.max_registers else ""))  # fmt: skip
 
 
 def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:

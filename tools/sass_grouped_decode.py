@@ -11,8 +11,10 @@ Needs the GPU's triton (3.6) in the environment, e.g. a venv with `pip install t
 torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run here.
 
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
-SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens (block_k in values), e.g.
-dot:fp8:16:64:128:4:4:64; the default list is the arm's launches at 1, 8 and 64 tokens.
+SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens[:weights[:maxnreg]] (block_k in
+values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none, default the
+tile's cap), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at 1, 8
+and 64 tokens.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from moebench.kernels import grouped_dot, grouped_gemv, sparse_gemv
+from moebench.kernels.grouped_gemv import TILE_MAX_REGISTERS
 from moebench.kernels.grouped_slots import scan_width
 
 D = F = 2880
@@ -34,7 +37,7 @@ E, TOP_K = 16, 4
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
 DEFAULTS = ["gemv:fp8:1:2:1024:1:0:1", "gemv:mxfp4:1:16:1024:4:0:1",
             "dot:fp8:16:64:128:4:4:8", "dot:mxfp4:16:64:128:4:4:8",
-            "dot:fp8:16:64:128:4:5:64", "dot:mxfp4:16:64:128:4:4:64"]  # fmt: skip
+            "dot:fp8:16:64:128:4:4:64", "dot:mxfp4:16:64:128:4:4:64"]  # fmt: skip
 
 
 def values(stage: str, tokens: int) -> dict:
@@ -48,17 +51,22 @@ def values(stage: str, tokens: int) -> dict:
                 stride_ok=n_out, stride_pt=0, stride_pk=0, N=N, K_SPLIT=R)  # fmt: skip
 
 
-def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int):
+def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int, maxnreg: int = 0,
+          box: tuple[int, int] | None = None):  # fmt: skip
     """``fn`` specialised as a launch would be: 16-byte aligned pointers, integers divisible by
-    16 marked so, integers equal to 1 folded in."""
+    16 marked so, integers equal to 1 folded in; with ``box`` the weights a TMA descriptor of
+    that block; ``maxnreg`` a register cap (0: none)."""
     pointers = {"x_ptr": "*bf16", "ids_ptr": "*i32", "b_ptr": "*bf16", "out_ptr": "*bf16",
                 "part_ptr": "*fp32", "w_ptr": "*fp8e4nv" if fmt == "fp8" else "*u8",
+                "w": "*fp8e4nv" if fmt == "fp8" else "*u8",
                 "ws_ptr": "*fp32" if fmt == "fp8" else "*u8"}  # fmt: skip
     sig, attrs, cx = {}, {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in consts:
             sig[name], cx[name] = "constexpr", consts[name]
-        elif name in pointers:
+        elif name == "w" and box:
+            sig[name] = f"tensordesc<fp8e4nv[{box[0]}, {box[1]}]>"
+        elif name in pointers or name == "w":
             sig[name], attrs[(i,)] = pointers[name], [["tt.divisibility", 16]]
         elif ints[name] == 1:
             sig[name], cx[name] = "constexpr", 1
@@ -66,8 +74,11 @@ def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int):
             sig[name] = "i32"
             if ints[name] % 16 == 0:
                 attrs[(i,)] = [["tt.divisibility", 16]]
+    options = dict(
+        num_warps=warps, num_stages=stages or 3, **({"maxnreg": maxnreg} if maxnreg else {})
+    )
     return triton.compile(ASTSource(fn, sig, cx, attrs), target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=warps, num_stages=stages or 3))  # fmt: skip
+                          options=options)  # fmt: skip
 
 
 def weight_loop(sass: str) -> int:
@@ -127,8 +138,11 @@ def resident(regs: int, shared: int, warps: int) -> int:
 
 
 def grouped(spec: str, out: str) -> None:
-    path, fmt, bm, bn, bk, nw, ns, tokens = spec.split(":")
+    path, fmt, bm, bn, bk, nw, ns, tokens, *rest = spec.split(":")
     bm, bn, bk, nw, ns, tokens = map(int, (bm, bn, bk, nw, ns, tokens))
+    # The tile's defaults (grouped_gemv.path_launch): FP8 through TMA, 128 registers at most.
+    tma = path == "dot" and fmt == "fp8" and (rest[0] if rest else "tma") == "tma"
+    maxnreg = int(rest[1]) if len(rest) > 1 else TILE_MAX_REGISTERS if path == "dot" else 0
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
         scan = scan_width(tokens * TOP_K, E, bm)
@@ -137,13 +151,15 @@ def grouped(spec: str, out: str) -> None:
         if path == "dot":
             fn = grouped_dot._grouped_dot_fp8 if fmt == "fp8" else grouped_dot._grouped_dot_mxfp4
             c.update(NUM_STAGES=ns, **({"INTERPRET": False} if "INTERPRET" in fn.arg_names else {}))
+            c.update({"TMA": tma} if "TMA" in fn.arg_names else {})
         else:
             fn = (
                 grouped_gemv._grouped_gemv_fp8 if fmt == "fp8" else grouped_gemv._grouped_gemv_mxfp4
             )
             c.update({"PTX": True} if fmt == "mxfp4" else {})
         per_byte = 2 if fmt == "mxfp4" else 1
-        report(f"grouped_{spec.replace(':', '_')}_{stage}", build(fn, fmt, c, ints, nw, ns), out,
+        kernel = build(fn, fmt, c, ints, nw, ns, maxnreg, (bn, bk) if tma else None)
+        report(f"grouped_{spec.replace(':', '_')}_{stage}", kernel, out,
                bn * bk / per_byte / (32 * nw), nw)  # fmt: skip
 
 

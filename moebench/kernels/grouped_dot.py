@@ -11,14 +11,17 @@ large side, so a few slots pad only the small side to the 16 the tensor cores ne
 (0: the compiler's default); the step that passes R (R = 2,880 is no multiple of 128) runs masked
 after them.
 
-- FP8: e4m3 converted to bf16 by bit placement (`jit.e4m3_to_bf16`; exact: every e4m3 value is a
-  bf16 number), the expert scale applied to the fp32 sums after the loop, as `sparse_gemv` and
-  `batched_gemm` do. Not ``.to(tl.bfloat16)``: triton 3.6 goes through fp16 and converts each
-  value fp16 -> bf16 with one F2F, an instruction of the SMs' slow conversion pipe; at gpt-oss-20b
-  decode shapes that pipe bounded the tile (H200, 2026-12-02: the step 3-17% faster without it,
-  docs/perf/HISTORY.md). An e4m3 NaN byte (0x7F, 0xFF) decodes as +-480 on both the GPU and the
-  interpreter, where torch gives NaN: such weights fail the reference gate rather than poison the
-  output.
+- FP8: the weights read through a TMA descriptor where the launcher can build one (``TMA``: one
+  bulk copy a step for the [BLOCK_N, BLOCK_K] box, the columns past R zero-filled by the copy
+  engine; 4% faster than the threads' pointer copies at 16-64 tokens on the H200,
+  docs/perf/HISTORY.md), by pointers otherwise; e4m3 converted to bf16 by bit placement
+  (`jit.e4m3_to_bf16`; exact: every e4m3 value is a bf16 number), the expert scale applied to
+  the fp32 sums after the loop, as `sparse_gemv` and `batched_gemm` do. Not ``.to(tl.bfloat16)``:
+  triton 3.6 goes through fp16 and converts each value fp16 -> bf16 with one F2F, an instruction
+  of the SMs' slow conversion pipe; at gpt-oss-20b decode shapes that pipe bounded the tile
+  (H200, 2026-12-02: the step 3-17% faster without it, docs/perf/HISTORY.md). An e4m3 NaN byte
+  (0x7F, 0xFF) decodes as +-480 on both the GPU and the interpreter, where torch gives NaN: such
+  weights fail the reference gate rather than poison the output.
 - MXFP4: e2m1 times its e8m0 scale decoded to bf16 in registers (`mx_tile`; exact: two
   significant bits times a power of two), 2.75 instructions a value. Scale byte 255 (NaN in
   the format) gives a non-finite output and byte 0 gives 0, as `jit.e8m0_scale` in the GEMV.
@@ -188,16 +191,23 @@ def mx_order_rows(x):
 
 
 @triton.jit
-def _fp8_step(acc, w_at, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET: tl.constexpr):
-    """acc + one K step of the FP8 tile (natural-order pointers ``w_at`` [BLOCK_N, BLOCK_K],
-    dot-order pointers ``x_at`` [BLOCK_K, BLOCK_M]); ``MASKED`` for the step that passes R."""
-    BK: tl.constexpr = w_at.shape[1]
+def _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, MASKED: tl.constexpr, TMA: tl.constexpr,
+              INTERPRET: tl.constexpr):  # fmt: skip
+    """acc + one K step of the FP8 tile: the weights from TMA descriptor ``w_src`` at row
+    ``w_row`` (``TMA``; columns past R read as zeros) or natural-order pointers ``w_src``
+    [BLOCK_N, BLOCK_K]; dot-order pointers ``x_at`` [BLOCK_K, BLOCK_M]; ``MASKED`` for the step
+    that passes R."""
+    BK: tl.constexpr = x_at.shape[0]
+    if TMA:
+        w = w_src.load([w_row, k0])
+    elif MASKED:
+        w = tl.load(w_src + k0, mask=(k0 + tl.arange(0, BK) < R)[None, :], other=0.0)
+    else:
+        w = tl.load(w_src + k0)
     if MASKED:
-        w = tl.load(w_at + k0, mask=(k0 + tl.arange(0, BK) < R)[None, :], other=0.0)
         x_ok = m_ok[None, :] & (k0 + tl.arange(0, BK) < R)[:, None]
         xv = tl.load(x_at + k0, mask=x_ok, other=0.0)
     else:
-        w = tl.load(w_at + k0)
         xv = tl.load(x_at + k0, mask=m_ok[None, :], other=0.0)
     wb = dot_order(e4m3_to_bf16(w, INTERPRET))
     xv = dot_order_rows(xv)
@@ -208,13 +218,13 @@ def _fp8_step(acc, w_at, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET: tl.
 
 @triton.jit
 def _grouped_dot_fp8(
-    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
+    x_ptr, ids_ptr, w, ws_ptr, b_ptr, out_ptr,
     TK, K, expert_offset, E, R,
     stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
     stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
-    NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
+    NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
 ):  # fmt: skip
     pdl_launch_dependents(GDC)
     e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
@@ -225,8 +235,14 @@ def _grouped_dot_fp8(
     pdl_wait(GDC)
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
-    rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
-    w_at = w_ptr + e64 * stride_we + rows64[:, None] * stride_wn + tl.arange(0, BLOCK_K)[None, :]
+    if TMA:
+        # ``w``: a descriptor over the weights as [E * N, R] rows, [BLOCK_N, BLOCK_K] a box.
+        w_src = w
+        w_row = e * (stride_we // stride_wn) + n_block * BLOCK_N
+    else:
+        rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+        w_src = w + e64 * stride_we + rows64[:, None] * stride_wn + tl.arange(0, BLOCK_K)[None, :]
+        w_row = 0
     scale = tl.load(ws_ptr + e64)
     # Whole K steps unmasked (and software-pipelined), the step that passes R masked after them.
     r_main = R // BLOCK_K * BLOCK_K
@@ -237,9 +253,9 @@ def _grouped_dot_fp8(
         x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
         acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
         for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-            acc = _fp8_step(acc, w_at, x_at, k0, R, m_ok, False, INTERPRET)
+            acc = _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, False, TMA, INTERPRET)
         if not EVEN_K:
-            acc = _fp8_step(acc, w_at, x_at, r_main, R, m_ok, True, INTERPRET)
+            acc = _fp8_step(acc, w_src, w_row, x_at, r_main, R, m_ok, True, TMA, INTERPRET)
         h = tl.trans(acc) * scale
         slot_epilogue(h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot,
                       stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip

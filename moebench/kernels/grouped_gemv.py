@@ -58,21 +58,23 @@ the arm never takes one (`default_launch`). At 1,024 values a step it also spill
 loop (7-15 ms at 8 tokens on the H200); `path_launch` shortens the step to 1,024 / slots values
 (FP8 2-16 slots and MXFP4 2-16: no spills). The tensor-core tile (64 rows, 128 values a step,
 4 warps, 16 slots) is a warpgroup MMA (HGMMA 64x16x16) fed from registers, flat in the slots up
-to the pass: FP8 4.2 a byte (97-128 registers, 4 programs an SM; 3.4 with ``.to(tl.bfloat16)``,
-whose fp16 -> bf16 F2F a value runs on the SMs' slow conversion pipe and bounded the tile on the
-H200, `grouped_dot`), MXFP4 9.9-10.3 with its bytes read in the operand's row order (107-138
-registers, 3-4 programs an SM; 9.3 in natural order, whose decoded values went through shared
-memory and ran 9-20% slower on the H200, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads
-were not pipelined).
+to the pass, its registers capped at 128 a thread (4 programs an SM; no spills): FP8 4.4 a byte
+through TMA (4.2 with pointer loads, which left fc1 136 registers and 3 programs an SM; 3.4 with
+``.to(tl.bfloat16)``, whose fp16 -> bf16 F2F a value runs on the SMs' slow conversion pipe and
+bounded the tile on the H200, `grouped_dot`), MXFP4 10.0-10.3 with its bytes read in the
+operand's row order (9.3 in natural order, whose decoded values went through shared memory and
+ran 9-20% slower on the H200, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads were not
+pipelined).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moebench.kernels.grouped_dot import _grouped_dot_fp8, _grouped_dot_mxfp4
 from moebench.kernels.grouped_slots import expert_slots, scan_width, slot_epilogue, touched_expert
@@ -217,8 +219,10 @@ PATHS = ("gemv", "dot")
 @dataclass(frozen=True, kw_only=True)
 class Launch:
     """How `grouped_gemv` launches: the path and its blocks (``block_k`` in values along R),
-    warps, pipeline depth (``dot`` only; 0: the compiler's default) and programmatic dependent
-    launch."""
+    warps, pipeline depth (``dot`` only; 0: the compiler's default), programmatic dependent
+    launch, the FP8 tile's weights through a TMA descriptor (``tma``; where the weights allow it:
+    packed rows, otherwise the pointer loads) and a register cap a thread (``max_registers``; 0:
+    the compiler's choice)."""
 
     path: str
     block_m: int
@@ -227,6 +231,8 @@ class Launch:
     num_warps: int
     num_stages: int = 0
     pdl: bool = False
+    tma: bool = False
+    max_registers: int = 0
 
 
 # Slots per local expert, counted as if every slot were local (T * K / E), above which the default
@@ -247,15 +253,17 @@ DOT_FROM_SLOTS_PER_EXPERT = 0.5
 # two measurements disagree on 5 stages: 3.8% faster in that A/B (uniform routing), 1.7% slower in
 # the bench with the scenario's routing (58.6 against 57.6 us, bench_stages.log, same folder).
 
-# Slots per local expert from which the FP8 tile pipelines 5 stages instead of 4, 128 values a step
-# both. Measured on the H200 with the conversion by bit placement (`jit.e4m3_to_bf16`; gpt-oss-20b
-# EP2, the step as one graph, docs/perf/2026-12-02-decode-kernel/ab_conversion.json): at 8 and 16
-# slots an expert (32, 64 tokens) 151.3 against 155.6 us and 155.3 against 162.2; at 4 (16 tokens)
-# it lost (136.2 against 128.5), at 1 and 2 even (94.7 and 95.9, 124.4 and 125.8). The 64-value,
-# 6-stage tile, the FP8 default before that conversion, lost to both at 16 to 64 tokens (142.0,
-# 177.1, 178.6): with the conversion off the SMs' slow pipe, the longer runs of a row a step
-# (128 bytes against 64) count, as a read-only kernel of the same pattern shows (same folder).
-FP8_DEEP_FROM_SLOTS_PER_EXPERT = 8
+# The tile's registers are capped at 128 a thread (4 programs an SM at 4 warps; no spills in the
+# sm_90a SASS) and the FP8 tile reads its weights through a TMA descriptor, both on 4 stages at
+# every count. Measured on the H200 (gpt-oss-20b EP2, the step as one graph, two routing draws,
+# docs/perf/2026-12-02-grouped-rows/ab_regs_seed{0,1}.log): MXFP4 capped 138.0 against 149.7 us
+# at 64 tokens and 132.7 against 144.3 at 32 (the cap frees a fourth program an SM: fc1 took 137
+# registers), the same within 1.2% at 1-16 tokens. FP8 through TMA and capped 146.6 against 152.9
+# (the 5-stage pointer tile that was the default from 32 tokens) at 64 tokens, 143.6 against
+# 149.3 at 32, 122.0 and 130.5 against 127.2 and 138.1 at 16 (the two draws), 116.0 and 98.4
+# against 121.5 and 99.5 at 8; at 4 tokens 96.2 against 95.0 (the 5-stage pointer tile: 93.2).
+# 5 stages through TMA: slower at 32 and 64 tokens, faster at 8 (113.4), mixed at 16.
+TILE_MAX_REGISTERS = 128
 
 
 def path_launch(
@@ -267,12 +275,13 @@ def path_launch(
     slot a pass unless ``block_m`` says more, 1,024 values a step divided by the slots (at least
     64), so that the slots' widened values fit in registers (module docstring: budget).
     ``dot``: 64 weight rows and 128 values a step, 16 slots a pass unless ``block_m`` says more,
-    4 warps, 4 pipeline stages (module docstring: budget). Row blocks shrink to the largest power
-    of two dividing N."""
+    4 warps, 4 pipeline stages, at most 128 registers a thread, FP8 weights through TMA (module
+    docstring: budget). Row blocks shrink to the largest power of two dividing N."""
     fits = lambda bn: min(bn, columns & -columns)
     if path == "dot":
         return Launch(path="dot", block_m=block_m or 16, block_n=fits(64), block_k=128,
-                      num_warps=4, num_stages=4, pdl=pdl)  # fmt: skip
+                      num_warps=4, num_stages=4, pdl=pdl, tma=fmt == "fp8",
+                      max_registers=TILE_MAX_REGISTERS)  # fmt: skip
     n, warps = (2, 1) if fmt == "fp8" else (16, 4)
     m = block_m or 1
     return Launch(path="gemv", block_m=m, block_n=fits(n), block_k=max(64, 1024 // m),
@@ -285,8 +294,7 @@ def default_launch(
     """The launch the `grouped_decode` arm uses for a stage of ``columns`` output columns (N),
     from the shapes alone (never the routing): the one-slot GEMV up to DOT_FROM_SLOTS_PER_EXPERT
     slots an expert (a second slot of an expert is a second pass over its tile, from L2), the
-    tensor-core tile above (128 values a step on 4 stages; FP8 5 stages from
-    FP8_DEEP_FROM_SLOTS_PER_EXPERT slots an expert), 16 slots a pass at every count: 32 slots a
+    tensor-core tile above (`path_launch`), 16 slots a pass at every count: 32 slots a
     pass lost at 32 and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8
     220.8 against 179.4 us, MXFP4 253.7 against 177.3;
     docs/perf/2026-12-01-integrity/bench_grouped_decode.log), a second pass over an expert's
@@ -294,10 +302,7 @@ def default_launch(
     several slots a pass is never chosen (module docstring: budget)."""
     slots = tokens * top_k
     if slots > DOT_FROM_SLOTS_PER_EXPERT * experts and columns & -columns >= 16:
-        tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
-        if fmt == "fp8" and slots >= FP8_DEEP_FROM_SLOTS_PER_EXPERT * experts:
-            return replace(tile, num_stages=5)
-        return tile
+        return path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)
 
 
@@ -391,6 +396,9 @@ def grouped_gemv(
         )
     else:
         _check(L.num_stages == 0, "num_stages is for the dot path")
+    _check(not L.tma or (L.path, fmt) == ("dot", "fp8"), "tma is for the FP8 dot path")
+    _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
+           f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     if T == 0 or K == 0 or E == 0:
         return
     block_e = triton.next_power_of_2(E)
@@ -401,14 +409,21 @@ def grouped_gemv(
     )  # fmt: skip
     if common["GDC"]:
         common["launch_pdl"] = True
+    if L.max_registers:
+        common["maxnreg"] = L.max_registers
+    # TMA needs the weights as packed [E * N, R] rows on a 16-byte boundary (R is a multiple of
+    # 32, so the rows' 16-byte stride holds); other weights take the pointer loads.
+    tma = L.tma and w.is_contiguous() and w.data_ptr() % 16 == 0
+    w_arg = TensorDescriptor.from_tensor(w.view(E * N, Rw), [L.block_n, L.block_k]) if tma else w
     args = (
-        x, topk_ids_TK, w, w_scale, bias_EN, out, T * K, K, expert_offset, E, R,
+        x, topk_ids_TK, w_arg, w_scale, bias_EN, out, T * K, K, expert_offset, E, R,
         stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1), *scale_strides,
         bias_EN.stride(0), out.stride(0), out.stride(1),
     )  # fmt: skip
     grid = (N // L.block_n, min(E, T * K))
     if L.path == "dot" and fmt == "fp8":
-        _grouped_dot_fp8[grid](*args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, **common)
+        _grouped_dot_fp8[grid](*args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, TMA=tma,
+                               **common)  # fmt: skip
     elif L.path == "dot":
         _grouped_dot_mxfp4[grid](
             *args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, **common

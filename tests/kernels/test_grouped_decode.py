@@ -31,7 +31,15 @@ grouped, sparse, dense = on_device(grouped_gemv), on_device(sparse_gemv), on_dev
 LAUNCHES = {
     "gemv": Launch(path="gemv", block_m=2, block_n=16, block_k=32, num_warps=1),
     "dot": Launch(path="dot", block_m=16, block_n=16, block_k=64, num_warps=4),
+    "dot-tma": Launch(path="dot", block_m=16, block_n=16, block_k=64, num_warps=4, tma=True),
 }
+
+
+def launch_of(path: str, fmt: str) -> Launch:
+    """``LAUNCHES[path]``; the TMA launch is the FP8 tile's only (skipped for MXFP4)."""
+    if path == "dot-tma" and fmt != "fp8":
+        pytest.skip("TMA loads are the FP8 tile's")
+    return LAUNCHES[path]
 
 
 def quantised(fmt: str, w: torch.Tensor):
@@ -78,7 +86,7 @@ SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("path", ["gemv", "dot"])
+@pytest.mark.parametrize("path", list(LAUNCHES))
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize(("T", "K", "E", "offset", "ids", "act"), SHAPES)
 def test_grouped_gemv_fc1_and_fc2(path, fmt, T, K, E, offset, ids, act):
@@ -95,8 +103,9 @@ def test_grouped_gemv_fc1_and_fc2(path, fmt, T, K, E, offset, ids, act):
     b13, b2 = (torch.randn(E, 2 * F) * 0.5).bfloat16(), (torch.randn(E, D) * 0.5).bfloat16()
     x = torch.randn(T, D).bfloat16()
     a, o = poisoned(T, K, F), poisoned(T, K, D)
-    grouped(x, ids, w13, s13, b13, a, expert_offset=offset, launch=LAUNCHES[path], glu=act)
-    grouped(a, ids, w2, s2, b2, o, expert_offset=offset, launch=LAUNCHES[path])
+    launch = launch_of(path, fmt)
+    grouped(x, ids, w13, s13, b13, a, expert_offset=offset, launch=launch, glu=act)
+    grouped(a, ids, w2, s2, b2, o, expert_offset=offset, launch=launch)
     local = (ids >= offset) & (ids < offset + E)
     assert torch.isnan(a[~local].float()).all() and torch.isnan(o[~local].float()).all()
     for t, k in local.nonzero().tolist():
@@ -118,7 +127,7 @@ def exact_weights(fmt: str, E: int, N: int, R: int, g: torch.Generator):
     return packed, s, ref.dequant_weight_mxfp4(packed, s)
 
 
-@pytest.mark.parametrize("path", ["gemv", "dot"])
+@pytest.mark.parametrize("path", list(LAUNCHES))
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_exact_sums_are_bitwise_the_other_kernels_and_torch(path, fmt):
     """fp32 sums that are exact whatever the order, plus a bias that needs rounding: the bf16
@@ -135,14 +144,14 @@ def test_exact_sums_are_bitwise_the_other_kernels_and_torch(path, fmt):
     want = exact.bfloat16()
     assert (want.float() != exact).float().mean() > 0.3  # the test really exercises the rounding
     out = poisoned(T, K, N)
-    grouped(x, ids, w, s, b, out, expert_offset=0, launch=LAUNCHES[path])
+    grouped(x, ids, w, s, b, out, expert_offset=0, launch=launch_of(path, fmt))
     for t, k in ((0, 0), (0, 1), (1, 0), (1, 1), (2, 0)):
         assert torch.equal(out[t, k].view(torch.int16), want[ids[t, k], t].view(torch.int16))
     assert torch.isnan(out[2, 1].float()).all()
     for glu in ("silu", "swiglu_oai"):
         got, by_sparse = poisoned(T, K, N // 2), poisoned(T, K, N // 2)
         by_dense = torch.empty(E, T, N // 2, dtype=torch.bfloat16)
-        grouped(x, ids, w, s, b, got, expert_offset=0, launch=LAUNCHES[path], glu=glu)
+        grouped(x, ids, w, s, b, got, expert_offset=0, launch=launch_of(path, fmt), glu=glu)
         sparse(x, ids, w, s, b, by_sparse, expert_offset=0, glu=glu, block_k=32)
         dense(x, w, s, b, by_dense, glu=glu)
         assert torch.equal(got.view(torch.int16), by_sparse.view(torch.int16))
@@ -152,7 +161,7 @@ def test_exact_sums_are_bitwise_the_other_kernels_and_torch(path, fmt):
             )
 
 
-@pytest.mark.parametrize("path", ["gemv", "dot"])
+@pytest.mark.parametrize("path", list(LAUNCHES))
 def test_every_e4m3_byte_decodes_to_its_value(path):
     """All 256 e4m3 bytes (subnormals, both zeros, the largest) as weights read through one-hot
     slots: each output is the byte's value exactly, so both paths' conversions are exact. The
@@ -176,7 +185,7 @@ def test_every_e4m3_byte_decodes_to_its_value(path):
     got = out[:, 0].float()
     nan = want.isnan()
     assert torch.equal(got[~nan], want[~nan])
-    if path == "dot":
+    if path != "gemv":
         assert nan.sum() == 2 and sorted(got[nan].tolist()) == [-480.0, 480.0]
         # The dense GEMM converts with the same helper.
         by_dense = torch.empty(1, T, N, dtype=torch.bfloat16)
@@ -184,7 +193,7 @@ def test_every_e4m3_byte_decodes_to_its_value(path):
         assert torch.equal(by_dense[0].view(torch.int16), out[:, 0].view(torch.int16))
 
 
-@pytest.mark.parametrize("path", ["gemv", "dot"])
+@pytest.mark.parametrize("path", list(LAUNCHES))
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_other_ranks_experts_are_never_read(path, fmt):
     """The local experts sit between NaN experts of other ranks, and ids point far outside (below
@@ -211,10 +220,10 @@ def test_other_ranks_experts_are_never_read(path, fmt):
     )
     # The poisoned experts go to the device whole, so that the slices keep their NaN neighbours.
     w_all, s_all, b_all = w_all.to(DEVICE), s_all.to(DEVICE), b_all.to(DEVICE)
+    launch = launch_of(path, fmt)
     grouped(x, ids, w_all[E : 2 * E], s_all[E : 2 * E], b_all[E : 2 * E], got,
-            expert_offset=offset, launch=LAUNCHES[path])  # fmt: skip
-    grouped(x, ids, w.clone(), s.clone(), b.clone(), clean, expert_offset=offset,
-            launch=LAUNCHES[path])  # fmt: skip
+            expert_offset=offset, launch=launch)  # fmt: skip
+    grouped(x, ids, w.clone(), s.clone(), b.clone(), clean, expert_offset=offset, launch=launch)
     assert torch.isfinite(got.float()).all()
     assert torch.equal(got.view(torch.int16), clean.view(torch.int16))
 
@@ -287,15 +296,12 @@ def test_default_launch_follows_the_shapes():
     assert {default_launch(f, tokens=64, **gpt).block_m for f in FORMATS} == {16}
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
-    # A deeper FP8 tile from more slots an expert, measured on the H200: 5 stages from 8
-    # (FP8_DEEP_FROM_SLOTS_PER_EXPERT); MXFP4 128 values on 4 stages at every count.
-    want = {
-        "fp8": {4: (128, 4), 8: (128, 4), 16: (128, 4), 32: (128, 5), 64: (128, 5)},
-        "mxfp4": {t: (128, 4) for t in (4, 8, 16, 32, 64)},
-    }
+    # The tile at every count, each choice measured on the H200: 128 values on 4 stages, 128
+    # registers at most a thread, FP8's weights through TMA (grouped_gemv.TILE_MAX_REGISTERS).
     for fmt in FORMATS:
-        steps = {t: default_launch(fmt, tokens=t, **gpt) for t in (4, 8, 16, 32, 64)}
-        assert {t: (x.block_k, x.num_stages) for t, x in steps.items()} == want[fmt]
+        for t in (4, 8, 16, 32, 64):
+            L = default_launch(fmt, tokens=t, **gpt)
+            assert (L.block_k, L.num_stages, L.max_registers, L.tma) == (128, 4, 128, fmt == "fp8")
 
 
 def test_launcher_names_bad_arguments():
@@ -326,12 +332,13 @@ def test_launcher_names_bad_arguments():
 
 
 @pytest.mark.parametrize("block_n", [32, 64, 128])
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_the_tiles_row_order_comes_back_to_the_rows(fmt, block_n):
+@pytest.mark.parametrize(("fmt", "tma"), [("fp8", False), ("fp8", True), ("mxfp4", False)])
+def test_the_tiles_row_order_comes_back_to_the_rows(fmt, tma, block_n):
     """The MXFP4 tile reads its bytes and scale bytes in the operand's row order
-    (`grouped_dot.loaded_rows`) and puts them back before the decode: with row blocks of 2-8
-    warps' 16 rows and a masked last step (R = 160 on 128-value steps), every output row is its
-    own row's exact value, bitwise torch's rounding (sums exact in any order)."""
+    (`grouped_dot.loaded_rows`) and puts them back before the decode, the FP8 tile its rows
+    through pointers or one TMA box a step: with row blocks of 2-8 warps' 16 rows and a last step
+    past R (R = 160 on 128-value steps), every output row is its own row's exact value, bitwise
+    torch's rounding (sums exact in any order)."""
     g = torch.Generator().manual_seed(11)
     T, K, E, N, R = 3, 2, 2, 256, 160
     w, s, wd = exact_weights(fmt, E, N, R, g)
@@ -340,8 +347,40 @@ def test_the_tiles_row_order_comes_back_to_the_rows(fmt, block_n):
     ids = torch.tensor([[0, 1], [1, 0], [1, 1]], dtype=torch.int32)
     want = (torch.einsum("tr,enr->etn", x.float(), wd) + b.float()[:, None, :]).bfloat16()
     out = poisoned(T, K, N)
-    launch = Launch(path="dot", block_m=16, block_n=block_n, block_k=128, num_warps=4)
+    launch = Launch(path="dot", block_m=16, block_n=block_n, block_k=128, num_warps=4, tma=tma)
     grouped(x, ids, w, s, b, out, expert_offset=0, launch=launch)
     for t in range(T):
         for k in range(K):
             assert torch.equal(out[t, k].view(torch.int16), want[ids[t, k], t].view(torch.int16))
+
+
+def test_weights_whose_rows_are_not_packed_take_the_pointer_loads():
+    """TMA reads the FP8 weights as packed [E * N, R] rows; weights with a longer row stride (a
+    slice of wider rows) cannot be described so and take the pointer loads, with the same bits
+    as a packed copy through TMA."""
+    g = torch.Generator().manual_seed(12)
+    T, K, E, N, R = 3, 2, 2, 32, 96
+    w, s, _ = exact_weights("fp8", E, N, R, g)
+    wide = torch.zeros(E, N, R + 32, dtype=w.dtype)
+    wide[:, :, :R] = w
+    b = (torch.randn(E, N, generator=g) * 0.5).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1], [1, 1], [0, 5]], dtype=torch.int32)
+    launch = dataclasses.replace(LAUNCHES["dot-tma"], max_registers=128)
+    packed, strided = poisoned(T, K, N), poisoned(T, K, N)
+    grouped(x, ids, w, s, b, packed, expert_offset=0, launch=launch)
+    grouped(x, ids, wide.to(DEVICE)[:, :, :R], s, b, strided, expert_offset=0, launch=launch)
+    assert torch.equal(packed.view(torch.int16), strided.view(torch.int16))
+    assert torch.isfinite(packed[:2].float()).all()
+
+
+def test_launch_options_are_checked():
+    """TMA is the FP8 tile's; a register cap outside what a thread may hold is refused."""
+    w, s, _ = quantised("mxfp4", torch.randn(1, 16, 64))
+    x, ids = torch.zeros(1, 64).bfloat16(), torch.zeros(1, 1, dtype=torch.int32)
+    out, b = poisoned(1, 1, 16), torch.zeros(1, 16).bfloat16()
+    with pytest.raises(ValueError, match="tma is for the FP8 dot path"):
+        grouped(x, ids, w, s, b, out, expert_offset=0, launch=LAUNCHES["dot-tma"])
+    with pytest.raises(ValueError, match="max_registers"):
+        grouped(x, ids, w, s, b, out, expert_offset=0,
+                launch=dataclasses.replace(LAUNCHES["dot"], max_registers=300))  # fmt: skip
