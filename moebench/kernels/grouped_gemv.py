@@ -69,7 +69,7 @@ pipelined).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -262,8 +262,13 @@ DOT_FROM_SLOTS_PER_EXPERT = 0.5
 # (the 5-stage pointer tile that was the default from 32 tokens) at 64 tokens, 143.6 against
 # 149.3 at 32, 122.0 and 130.5 against 127.2 and 138.1 at 16 (the two draws), 116.0 and 98.4
 # against 121.5 and 99.5 at 8; at 4 tokens 96.2 against 95.0 (the 5-stage pointer tile: 93.2).
-# 5 stages through TMA: slower at 32 and 64 tokens, faster at 8 (113.4), mixed at 16.
+# 5 stages through TMA: slower at 32 and 64 tokens, faster at 8 (113.4), mixed at 16. Below
+# FP8_TMA_FROM_SLOTS_PER_EXPERT slots an expert (4 tokens) the FP8 tile keeps its pointer loads and
+# no cap: there TMA and the cap each lost in both draws (96.2 and 98.8 against 95.0 us), and in
+# the bench with the scenario's routing the tile through TMA took 61.0 against 56.6
+# (docs/perf/2026-12-02-grouped-rows/tma/bench_grouped_decode.log beside bench_grouped_decode.log).
 TILE_MAX_REGISTERS = 128
+FP8_TMA_FROM_SLOTS_PER_EXPERT = 2
 
 
 def path_launch(
@@ -294,7 +299,8 @@ def default_launch(
     """The launch the `grouped_decode` arm uses for a stage of ``columns`` output columns (N),
     from the shapes alone (never the routing): the one-slot GEMV up to DOT_FROM_SLOTS_PER_EXPERT
     slots an expert (a second slot of an expert is a second pass over its tile, from L2), the
-    tensor-core tile above (`path_launch`), 16 slots a pass at every count: 32 slots a
+    tensor-core tile above (`path_launch`; FP8 with pointer loads and no register cap below
+    FP8_TMA_FROM_SLOTS_PER_EXPERT slots an expert), 16 slots a pass at every count: 32 slots a
     pass lost at 32 and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8
     220.8 against 179.4 us, MXFP4 253.7 against 177.3;
     docs/perf/2026-12-01-integrity/bench_grouped_decode.log), a second pass over an expert's
@@ -302,7 +308,10 @@ def default_launch(
     several slots a pass is never chosen (module docstring: budget)."""
     slots = tokens * top_k
     if slots > DOT_FROM_SLOTS_PER_EXPERT * experts and columns & -columns >= 16:
-        return path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
+        tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
+        if fmt == "fp8" and slots < FP8_TMA_FROM_SLOTS_PER_EXPERT * experts:
+            return replace(tile, tma=False, max_registers=0)
+        return tile
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)
 
 

@@ -297,11 +297,14 @@ def test_default_launch_follows_the_shapes():
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
     # The tile at every count, each choice measured on the H200: 128 values on 4 stages, 128
-    # registers at most a thread, FP8's weights through TMA (grouped_gemv.TILE_MAX_REGISTERS).
+    # registers at most a thread (grouped_gemv.TILE_MAX_REGISTERS), FP8's weights through TMA
+    # from 2 slots an expert (FP8_TMA_FROM_SLOTS_PER_EXPERT; below, pointers and no cap).
     for fmt in FORMATS:
         for t in (4, 8, 16, 32, 64):
             L = default_launch(fmt, tokens=t, **gpt)
-            assert (L.block_k, L.num_stages, L.max_registers, L.tma) == (128, 4, 128, fmt == "fp8")
+            tma = fmt == "fp8" and t >= 8
+            cap = 0 if fmt == "fp8" and t < 8 else 128
+            assert (L.block_k, L.num_stages, L.max_registers, L.tma) == (128, 4, cap, tma)
 
 
 def test_launcher_names_bad_arguments():
