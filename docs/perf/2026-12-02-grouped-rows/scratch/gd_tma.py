@@ -328,6 +328,9 @@ def _grouped_dot_mxfp4(
 
 class TmaShim:
     """grouped_gemv's launch of _grouped_dot_fp8 with the weights as a TMA descriptor."""
+    def __init__(self, **extra):
+        self.extra = extra
+
     def __getitem__(self, grid):
         def launch(*a, **k):
             from triton.tools.tensor_descriptor import TensorDescriptor
@@ -335,5 +338,5 @@ class TmaShim:
             w = a[2]
             E, N, R = w.shape
             a[2] = TensorDescriptor.from_tensor(w.view(E * N, R), [k["BLOCK_N"], k["BLOCK_K"]])
-            return _grouped_dot_fp8[grid](*a, **k)
+            return _grouped_dot_fp8[grid](*a, **self.extra, **k)
         return launch

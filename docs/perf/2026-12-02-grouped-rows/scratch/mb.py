@@ -13,7 +13,7 @@ tiny = '--tiny' in sys.argv
 dev = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
 D = F = int(os.environ.get('TINYD', 128)) if tiny else 2880
 E_LOC, E_ALL, TOPK = 4 if tiny else 16, 8 if tiny else 32, 4
-torch.manual_seed(0)
+torch.manual_seed(int(os.environ.get('SEED', 0)))
 
 class Shim:
     def __init__(self, fn, **extra): self.fn, self.extra = fn, extra
@@ -39,6 +39,12 @@ def use(kind):
     elif kind == 'sc3':
         G._grouped_dot_fp8 = ORIG[0]
         G._grouped_dot_mxfp4 = Shim(gd_exp._grouped_dot_mxfp4, GATHER=4)
+    elif kind == 'reg128':
+        G._grouped_dot_fp8 = Shim(ORIG[0], maxnreg=128)
+        G._grouped_dot_mxfp4 = Shim(ORIG[1], maxnreg=128)
+    elif kind == 'tmareg':
+        G._grouped_dot_fp8 = gd_tma.TmaShim(maxnreg=128)
+        G._grouped_dot_mxfp4 = ORIG[1]
     elif kind == 'tma':
         G._grouped_dot_fp8 = gd_tma.TmaShim()
         G._grouped_dot_mxfp4 = ORIG[1]
