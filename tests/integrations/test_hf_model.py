@@ -209,6 +209,12 @@ def test_memory_counts_every_part_before_anything_is_built():
     one = hf_model.arm_bytes(p, s, run_arms(s)["dense_decode"], (2, 12))
     assert parts["arms"] == one > 0
     assert hf_model.arm_bytes(p, s, run_arms(s)["hf:grouped_mm"], (2, 12)) == 0
+    # Every backend's captured prefill holds its activations: the two arms' and the non-MoE
+    # backend's; one prefill's when nothing is captured.
+    eager = scenario(**{**GPT_OSS, "arms": "dense_decode, hf:grouped_mm"},
+                     run=", prefill_graph: false")  # fmt: skip
+    once = hf_model.memory(p, eager, list(run_arms(eager).values()))["activations"]
+    assert once > 0 and parts["activations"] == 3 * once
 
 
 def test_each_layers_experts_are_held_to_eager_on_their_own_inputs():

@@ -38,7 +38,7 @@ from moebench.core import reference
 from moebench.core.errors import ScenarioError
 from moebench.core.families import facts
 from moebench.core.models import PRESETS
-from moebench.core.vocabulary import NO_EXPERTS
+from moebench.core.vocabulary import MODEL_PREFILL, NO_EXPERTS
 from moebench.integrations.transformers import families
 from moebench.integrations.transformers.cache import FULL, SLIDING
 from moebench.integrations.transformers.register import MOEBENCH_PREFIX, register
@@ -343,11 +343,17 @@ def memory(p: ModelPlan, s: Scenario, arms: list[Arm]) -> dict[str, int]:
         B * run.prompt * (8 * D + 6 * K * s.model.intermediate) * DTYPE.itemsize
         + B * heads * run.prompt**2 * 4
     )  # a prefill's attention scores, if made
+    backends = {a.name: a for a in arms}
+    # Each backend's captured prefill (the arms' and the non-MoE backend's) keeps its activations in
+    # its graph's private pool for the whole case, all held at once while the blocks rotate the
+    # backends: on the H200 deepseek-v3-model at 64 sequences ran out of memory in its gates with
+    # 67 GiB in graph pools, counted once here then (2026-12-02, docs/perf/HISTORY.md).
+    captured = s.measure.graph and run.prefill_graph and MODEL_PREFILL in run.stages
     return {
         "parameters": p.param_bytes,
-        "arms": sum(arm_bytes(p, s, a, tokens) for a in {a.name: a for a in arms}.values()),
+        "arms": sum(arm_bytes(p, s, a, tokens) for a in backends.values()),
         "kv cache": p.kv_bytes(B, run.context + run.decode_steps) + p.kv_bytes(B, run.prompt),
         "logits": 4 * B * V * 4,  # the step's, the reference's, a check's, a fresh one's
-        "activations": activations,
+        "activations": activations * (len(backends) + 1 if captured else 1),
         "context fill": fill_chunk(p, B, run.context, run.decode_steps)[1],
     }
