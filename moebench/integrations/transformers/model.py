@@ -10,7 +10,8 @@ allocated, and the model itself with random weights on the device.
   change no shape and no time: the class defaults stand.
 - **Memory** (``estimate``): the parameters counted on the meta device (exact), every moebench
   arm's own copy of the expert weights at its precision, the arms' workspaces per token count and
-  layer, both KV caches, the logits; refused before the first allocation when it exceeds what the
+  layer, both KV caches, the logits, a prefill's activations for each backend whose prefill is a
+  captured graph (its pool keeps them); refused before the first allocation when it exceeds what the
   device has (``plan.steps.available_memory``, ``MOEBENCH_MEMORY_LIMIT_GB`` in tests).
 - **Build** (``build``): constructed on the meta device, every module but the experts
   materialised on the device (``to_empty``) and initialised by transformers (seeded), then each
