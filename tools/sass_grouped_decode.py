@@ -66,7 +66,7 @@ def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int, maxnr
             sig[name], cx[name] = "constexpr", consts[name]
         elif name == "w" and box:
             sig[name] = f"tensordesc<fp8e4nv[{box[0]}, {box[1]}]>"
-        elif name in pointers or name == "w":
+        elif name in pointers:
             sig[name], attrs[(i,)] = pointers[name], [["tt.divisibility", 16]]
         elif ints[name] == 1:
             sig[name], cx[name] = "constexpr", 1

@@ -256,13 +256,13 @@ DOT_FROM_SLOTS_PER_EXPERT = 0.5
 # The tile's registers are capped at 128 a thread (4 programs an SM at 4 warps; no spills in the
 # sm_90a SASS) and the FP8 tile reads its weights through a TMA descriptor, both on 4 stages at
 # every count. Measured on the H200 (gpt-oss-20b EP2, the step as one graph, two routing draws,
-# docs/perf/2026-12-02-grouped-rows/ab_regs_seed{0,1}.log): MXFP4 capped 138.0 against 149.7 us
-# at 64 tokens and 132.7 against 144.3 at 32 (the cap frees a fourth program an SM: fc1 took 137
-# registers), the same within 1.2% at 1-16 tokens. FP8 through TMA and capped 146.6 against 152.9
-# (the 5-stage pointer tile that was the default from 32 tokens) at 64 tokens, 143.6 against
-# 149.3 at 32, 122.0 and 130.5 against 127.2 and 138.1 at 16 (the two draws), 116.0 and 98.4
-# against 121.5 and 99.5 at 8; at 4 tokens 96.2 against 95.0 (the 5-stage pointer tile: 93.2).
-# 5 stages through TMA: slower at 32 and 64 tokens, faster at 8 (113.4), mixed at 16. Below
+# docs/perf/2026-12-02-grouped-rows/ab_regs_{fp8,mxfp4}_seed{0,1}.log): MXFP4 capped 138.0
+# against 149.7 us at 64 tokens and 132.7 against 144.3 at 32 (the cap frees a fourth program an
+# SM: fc1 took 137 registers), the same within 1.2% at 1-16 tokens. FP8 through TMA and capped
+# 146.6 against 152.9 (the 5-stage pointer tile that was the default from 32 tokens) at 64 tokens,
+# 143.6 against 149.3 at 32, 122.0 and 130.5 against 127.2 and 138.1 at 16 (the two draws), 116.0
+# and 98.4 against 121.5 and 99.5 at 8; at 4 tokens 96.2 against 95.0 (the 5-stage pointer tile:
+# 93.2). 5 stages through TMA: slower at 32 and 64 tokens, faster at 8 (113.4), mixed at 16. Below
 # FP8_TMA_FROM_SLOTS_PER_EXPERT slots an expert (4 tokens) the FP8 tile keeps its pointer loads and
 # no cap: there TMA and the cap each lost in both draws (96.2 and 98.8 against 95.0 us), and in
 # the bench with the scenario's routing the tile through TMA took 61.0 against 56.6
