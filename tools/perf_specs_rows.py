@@ -19,6 +19,7 @@ from perf_specs_kernel import BENCH as BENCH_BEFORE
 DAY = "2026-12-02-grouped-rows"
 AB_ROWS = f"{DAY}/ab_rows.log"
 AB_TMA = f"{DAY}/ab_tma.log"
+AB_REGS = DAY + "/ab_regs_{fmt}_seed{seed}.log"
 BENCH = f"{DAY}/bench_grouped_decode.log"
 RUN = f"{DAY}/gpt-oss-20b-decode-grouped.md"
 BENCH_TMA = f"{DAY}/tma/bench_grouped_decode.log"
@@ -26,31 +27,31 @@ RUN_TMA = f"{DAY}/tma/gpt-oss-20b-decode-grouped.md"
 HIST = "[issue 28][h-i28r]"
 
 
-def _step(r: Records, path: str, fmt: str, tokens: int, spec: str) -> Figure:
+def ab_step(r: Records, path: str, fmt: str, tokens: int, spec: str) -> Figure:
     """The scratch harness's median step of one launch (``kind:bm:bn:bk:warps:stages``)."""
     return r.text(path, rf"^{fmt} T={tokens} {re.escape(spec)}: step median (\S+) us")
 
 
-def _tokens(r: Records, path: str, fmt: str, tokens: int, spec: str) -> Figure:
+def ab_tokens(r: Records, path: str, fmt: str, tokens: int, spec: str) -> Figure:
     return r.text(path, rf"^{fmt} T=({tokens}) {re.escape(spec)}: step median ")
 
 
-def _ab_rows(r: Records, t: Table, path: str, fmt: str, launches: tuple, new: int, old: int,
-             counts: tuple[int, ...]) -> Table:  # fmt: skip
+def ab_rows(r: Records, t: Table, path: str, fmt: str, launches: tuple, new: int, old: int,
+            counts: tuple[int, ...], history: str = HIST) -> Table:  # fmt: skip
     """One row a token count of a scratch A/B: each launch's step, then launch ``new`` / launch
     ``old`` - 1."""
     for tokens in counts:
-        steps = [_step(r, path, fmt, tokens, spec) for _, spec in launches]
+        steps = [ab_step(r, path, fmt, tokens, spec) for _, spec in launches]
         t.row(
-            _tokens(r, path, fmt, tokens, launches[0][1]),
+            ab_tokens(r, path, fmt, tokens, launches[0][1]),
             *steps,
             over(steps[new], steps[old]),
-            history=HIST,
+            history=history,
         )
     return t
 
 
-_BENCH_COLUMNS = [
+BENCH_COLUMNS = [
     "precision, tokens",
     "dense us",
     "sparse us",
@@ -61,7 +62,7 @@ _BENCH_COLUMNS = [
 ]
 
 
-def _bench(r: Records, t: Table, bench: str, before: str) -> Table:
+def bench_rows(r: Records, t: Table, bench: str, before: str, history: str = HIST) -> Table:
     """The bench's summary at every count of both formats beside the grouped step of ``before``."""
     for prec, _ in FORMATS:
         for tokens in TOKENS:
@@ -75,7 +76,7 @@ def _bench(r: Records, t: Table, bench: str, before: str) -> Table:
                 then,
                 fill("{}", over(now, then)),
                 read_floor(r, bench, prec, tokens) if tokens in (1, 64) else "",
-                history=HIST,
+                history=history,
             )
     return t
 
@@ -92,9 +93,9 @@ below 2 slots an expert, the launch of the "before" column there, not timed agai
 "change" = grouped now / grouped before - 1. Issue 28's targets here: grouped faster than dense
 at every count (met), MXFP4's grouped step faster than FP8's at every count (met), >= 85% of
 copy at 32 and 64 tokens (FP8 67% and 66%, MXFP4 39% and 37%: missed).""",
-        columns=_BENCH_COLUMNS,
+        columns=BENCH_COLUMNS,
     )
-    return _bench(r, t, BENCH_TMA, BENCH)
+    return bench_rows(r, t, BENCH_TMA, BENCH)
 
 
 def grouped_rows(r: Records) -> Table:
@@ -113,9 +114,9 @@ the ceiling as a fraction. Derived: "change" = grouped now / grouped before - 1.
 targets here: grouped faster than dense at every count (met in both formats), MXFP4's grouped
 step faster than FP8's at every count (met except at 4 tokens: 57.5 against 56.6), >= 85% of copy
 at 32 and 64 tokens (FP8 65% and 63%, MXFP4 36% and 35%: missed).""",
-        columns=_BENCH_COLUMNS,
+        columns=BENCH_COLUMNS,
     )
-    return _bench(r, t, BENCH, BENCH_BEFORE)
+    return bench_rows(r, t, BENCH, BENCH_BEFORE)
 
 
 # The row-order A/B's launches: (column, spec of the scratch harness).
@@ -148,7 +149,7 @@ harness times each replay with its launch, so its figures sit above the bench's
 128 values and 4 stages / the default before - 1.""",
         columns=["tokens", *(c for c, _ in _ROWS), "change"],
     )
-    return _ab_rows(r, t, AB_ROWS, "mxfp4", _ROWS, 3, 0, (1, 4, 8, 16, 32, 64))
+    return ab_rows(r, t, AB_ROWS, "mxfp4", _ROWS, 3, 0, (1, 4, 8, 16, 32, 64))
 
 
 _RUN_COLUMNS = [
@@ -257,7 +258,7 @@ A/B (`fp8_cap`, two draws, with a register cap) decided the launch. Derived: "TM
 TMA at 4 stages / pointers at 4 stages - 1.""",
         columns=["tokens", *(c for c, _ in _TMA), "TMA 4 stages"],
     )
-    return _ab_rows(r, t, AB_TMA, "fp8", _TMA, 3, 0, (4, 8, 16, 32, 64))
+    return ab_rows(r, t, AB_TMA, "fp8", _TMA, 3, 0, (4, 8, 16, 32, 64))
 
 
 # The cap A/B's launches: (column, spec of the scratch harness), FP8 then MXFP4.
@@ -278,17 +279,19 @@ _CAP_MX = (
 )
 
 
-def _cap(r: Records, t: Table, fmt: str, launches: tuple, new: int, counts: tuple) -> Table:
-    """Both draws of the cap A/B, a row a (draw, count)."""
+def ab_draws(r: Records, t: Table, log: str, fmt: str, launches: tuple, new: int,
+             counts: tuple, history: str = HIST) -> Table:  # fmt: skip
+    """Both draws of an A/B (``log`` with ``{seed}`` for 0 and 1), a row a (draw, count): each
+    launch's step, then launch ``new`` / the first - 1."""
     for seed, draw in ((0, "first"), (1, "second")):
-        path = f"{DAY}/ab_regs_{fmt}_seed{seed}.log"
+        path = log.format(seed=seed)
         for tokens in counts:
-            steps = [_step(r, path, fmt, tokens, spec) for _, spec in launches]
+            steps = [ab_step(r, path, fmt, tokens, spec) for _, spec in launches]
             t.row(
-                fill(f"{draw}, {{}}", _tokens(r, path, fmt, tokens, launches[0][1])),
+                fill(f"{draw}, {{}}", ab_tokens(r, path, fmt, tokens, launches[0][1])),
                 *steps,
                 over(steps[new], steps[0]),
-                history=HIST,
+                history=history,
             )
     return t
 
@@ -314,7 +317,8 @@ stages / pointers at 4 stages - 1 (the default was 5 stages from 32 tokens: comp
 column there).""",
         columns=["draw, tokens", *(c for c, _ in _CAP_FP8), "change"],
     )
-    return _cap(r, t, "fp8", _CAP_FP8, 5, (4, 8, 16, 32, 64))
+    return ab_draws(r, t, AB_REGS.format(fmt="fp8", seed="{seed}"), "fp8", _CAP_FP8, 5,
+                    (4, 8, 16, 32, 64))  # fmt: skip
 
 
 def mxfp4_cap(r: Records) -> Table:
@@ -327,7 +331,8 @@ tokens in both draws, within 1.2% elsewhere but for one draw at 16 and 8 tokens 
 faster). Derived: "change" = capped at 4 stages / 4 stages - 1.""",
         columns=["draw, tokens", *(c for c, _ in _CAP_MX), "change"],
     )
-    return _cap(r, t, "mxfp4", _CAP_MX, 2, (1, 4, 8, 16, 32, 64))
+    return ab_draws(r, t, AB_REGS.format(fmt="mxfp4", seed="{seed}"), "mxfp4", _CAP_MX, 2,
+                    (1, 4, 8, 16, 32, 64))  # fmt: skip
 
 
 TABLES = [

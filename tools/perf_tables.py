@@ -31,6 +31,7 @@ import perf_specs_prefill
 import perf_specs_rows
 import perf_specs_runs
 import perf_specs_serving
+import perf_specs_stream
 from perf_cells import Table
 from perf_records import REPO, RecordError, Records
 
@@ -38,6 +39,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # PERF.md's order: the latest runs first (the two sessions of 2026-12-02, issues 24-28, then the
 # ceilings and issue 19), then the areas, then the runs of issues 15-18.
 SPECS = [
+    perf_specs_stream,
     perf_specs_rows,
     perf_specs_kernel,
     perf_specs_serving,
