@@ -9,6 +9,7 @@ import gd_tma
 import gd_pack
 import gd_abl
 import gd_pf
+import gd_fused
 import moebench.kernels.grouped_gemv as G
 from moebench.kernels.grouped_gemv import Launch, grouped_gemv, default_launch
 
@@ -89,14 +90,28 @@ def routing(T):
     return ids
 
 W = {fmt: (weights(fmt, 2 * F, D), weights(fmt, D, F)) for fmt in ('fp8', 'mxfp4')}
+CHAIN = os.environ.get('CHAIN') == '1'
 flush = torch.empty(256 * 2**20 if not tiny else 1024, dtype=torch.uint8, device=dev)
 
 def step_fn(fmt, T, launch, ids, x, a, o1, o2):
     (w1, s1, b1), (w2, s2, b2) = W[fmt]
     def run():
         grouped_gemv(x, ids, w1, s1, b1, o1, expert_offset=0, launch=launch, glu='swiglu_oai')
-        grouped_gemv(a, ids, w2, s2, b2, o2, expert_offset=0, launch=replace(launch, block_n=min(launch.block_n, D & -D)))
+        # CHAIN=1: fc2 reads fc1's output, as the arm does (the fused launch's data flow)
+        grouped_gemv(o1 if CHAIN else a, ids, w2, s2, b2, o2, expert_offset=0, launch=replace(launch, block_n=min(launch.block_n, D & -D)))
     return run
+
+def fused_fn(fmt, T, launch, ids, x, a, o1, o2, programs=None):
+    """fc1 + fc2 in one persistent launch (gd_fused)."""
+    (w1, s1, b1), (w2, s2, b2) = W[fmt]
+    sync = torch.zeros(2 + E_LOC, dtype=torch.int32, device=dev)
+    def run():
+        gd_fused.fused_ffn(x, ids, w1, s1, b1, o1, w2, s2, b2, o2, sync, expert_offset=0,
+                           glu='swiglu_oai', block_m=launch.block_m, block_n=launch.block_n,
+                           block_k=launch.block_k, num_warps=launch.num_warps,
+                           num_stages=launch.num_stages, programs=programs)
+    return run
+
 
 def main():
     tokens = [int(t) for t in os.environ.get('TOKENS', '64,32,16,1').split(',')]
@@ -115,6 +130,8 @@ def main():
                     kind = 'base'
                 elif kind == 'read':
                     continue
+                elif kind.startswith('fused'):
+                    launch = Launch(path='dot', block_m=int(bm), block_n=int(bn), block_k=int(bk), num_warps=int(nw), num_stages=int(ns))
                 elif kind == 'cur' or kind.startswith('abl') or kind.startswith('pf'):
                     launch = Launch(path='dot', block_m=int(bm), block_n=int(bn), block_k=int(bk), num_warps=int(nw), num_stages=int(ns), tma=fmt == 'fp8', max_registers=128, pdl=os.environ.get('PDL') == '1')
                     kind = 'base' if kind == 'cur' else kind
@@ -122,8 +139,15 @@ def main():
                     launch = Launch(path='dot', block_m=int(bm), block_n=int(bn), block_k=int(bk), num_warps=int(nw), num_stages=int(ns))
                 o1 = torch.zeros(T, TOPK, F, device=dev, dtype=torch.bfloat16)
                 o2 = torch.zeros(T, TOPK, D, device=dev, dtype=torch.bfloat16)
-                use(kind)
-                run = step_fn(fmt, T, launch, ids, x, a, o1, o2)
+                if kind.startswith('fused'):
+                    # fusedP: P programs an SM (default 4)
+                    per_sm = int(kind[5:] or 4)
+                    progs = (torch.cuda.get_device_properties(dev).multi_processor_count * per_sm
+                             if dev.type == 'cuda' else 2)
+                    run = fused_fn(fmt, T, launch, ids, x, a, o1, o2, progs)
+                else:
+                    use(kind)
+                    run = step_fn(fmt, T, launch, ids, x, a, o1, o2)
                 run()
                 keep.append((run, o1, o2))
                 if dev.type == 'cuda':
