@@ -200,12 +200,17 @@ _READS = (
 )
 
 
-def _read(
-    r: Records, log: str, n: int, bn: int, bk: int, ns: int, nw: int, packed: bool, field: str
-) -> Figure:
+def _read(r: Records, log: str, launch: tuple, packed: bool, field: str) -> Figure:
+    """One figure of the read-only kernel's line for ``launch`` (N, rows, bytes, stages, warps)."""
+    n, bn, bk, ns, nw = launch
     line = rf"^read N={n} bn={bn} bk={bk} stages={ns} warps={nw} packed={packed}: "
     pattern = {"us": r"(\S+) us", "GB/s": r"\S+ us (\d+) GB/s", "%": r".* = (\d+%) of copy"}
     return r.text(log, line + pattern[field])
+
+
+def _reads(r: Records, log: str, launch: tuple, packed: bool):
+    """us, GB/s and share of copy of one launch, natural or packed."""
+    return fill("{}, {}, {}", *(_read(r, log, launch, packed, f) for f in ("us", "GB/s", "%")))
 
 
 def read_tile(r: Records) -> Table:
@@ -235,27 +240,13 @@ the two stages), and packing moves the read by 4 to 8 points but the kernel not 
         ],
     )
     copies = [r.text(log, r"^copy 400 MiB: \S+ us, (\d+) GB/s") for log in READS]
-    for i, (k, n, bn, bk, ns, nw) in enumerate(_READS):
+    for i, (k, *launch) in enumerate(_READS):
         log = READS[k]
-
-        def three(
-            packed: bool,
-            log: str = log,
-            n: int = n,
-            bn: int = bn,
-            bk: int = bk,
-            ns: int = ns,
-            nw: int = nw,
-        ):
-            return fill(
-                "{}, {}, {}",
-                *(_read(r, log, n, bn, bk, ns, nw, packed, f) for f in ("us", "GB/s", "%")),
-            )
-
+        n, bn, bk, ns, nw = launch
         both = ""
         if n == 2880 and _READS[i - 1] == (k, 5760, bn, bk, ns, nw):
-            fc1 = [_read(r, log, 5760, bn, bk, ns, nw, False, f) for f in ("us", "GB/s")]
-            fc2 = [_read(r, log, 2880, bn, bk, ns, nw, False, f) for f in ("us", "GB/s")]
+            fc1 = [_read(r, log, (5760, *launch[1:]), False, f) for f in ("us", "GB/s")]
+            fc2 = [_read(r, log, launch, False, f) for f in ("us", "GB/s")]
             both = derive(
                 lambda t1, g1, t2, g2, c: 100 * (g1 * t1 + g2 * t2) / (t1 + t2) / c,
                 "{:.0f}%",
@@ -266,14 +257,10 @@ the two stages), and packing moves the read by 4 to 8 points but the kernel not 
         t.row(
             fill(
                 f"fc{1 if n == 5760 else 2}, {{}}",
-                r.text(
-                    log,
-                    rf"^read N={n} (bn={bn} bk={bk} stages={ns} warps={nw}) "
-                    r"packed=False",
-                ),
+                r.text(log, rf"^read N={n} (bn={bn} bk={bk} stages={ns} warps={nw}) packed=False"),
             ),
-            three(False),
-            three(True),
+            _reads(r, log, launch, False),
+            _reads(r, log, launch, True),
             both,
             history=HIST,
         )
