@@ -262,7 +262,7 @@ best grouped step at 64 tokens / that floor.""",
     def floor(p: str, field: str) -> Figure:
         return floor_field(r, log, p, 64, field)
 
-    def read_floor(p: str) -> Piece:
+    def floor_cell(p: str) -> Piece:
         return fill(
             "{} us for {} ({})",
             floor(p, "step_us"),
@@ -272,7 +272,7 @@ best grouped step at 64 tokens / that floor.""",
 
     t.row(
         "read floor at the largest count (measured)",
-        *(read_floor(p) for p, _ in FORMATS),
+        *(floor_cell(p) for p, _ in FORMATS),
         fill(
             "best grouped step {} the floor (FP8), {} (MXFP4)",
             *(ratio(summary(r, log, p, 64, "best"), floor(p, "step_us")) for p, _ in FORMATS),

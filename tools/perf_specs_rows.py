@@ -19,7 +19,6 @@ from perf_specs_kernel import BENCH as BENCH_BEFORE
 DAY = "2026-12-02-grouped-rows"
 AB_ROWS = f"{DAY}/ab_rows.log"
 AB_TMA = f"{DAY}/ab_tma.log"
-AB_REGS = DAY + "/ab_regs_{fmt}_seed{seed}.log"
 BENCH = f"{DAY}/bench_grouped_decode.log"
 RUN = f"{DAY}/gpt-oss-20b-decode-grouped.md"
 BENCH_TMA = f"{DAY}/tma/bench_grouped_decode.log"
@@ -279,12 +278,16 @@ _CAP_MX = (
 )
 
 
-def ab_draws(r: Records, t: Table, log: str, fmt: str, launches: tuple, new: int,
+def _regs_logs(fmt: str) -> tuple[str, str]:
+    """The cap A/B's logs of ``fmt``, SEED=0 then SEED=1."""
+    return (f"{DAY}/ab_regs_{fmt}_seed0.log", f"{DAY}/ab_regs_{fmt}_seed1.log")
+
+
+def ab_draws(r: Records, t: Table, logs: tuple[str, str], fmt: str, launches: tuple, new: int,
              counts: tuple, history: str = HIST) -> Table:  # fmt: skip
-    """Both draws of an A/B (``log`` with ``{seed}`` for 0 and 1), a row a (draw, count): each
-    launch's step, then launch ``new`` / the first - 1."""
-    for seed, draw in ((0, "first"), (1, "second")):
-        path = log.format(seed=seed)
+    """Both draws of an A/B (``logs``: the first draw's log, then the second's), a row a (draw,
+    count): each launch's step, then launch ``new`` / the first - 1."""
+    for path, draw in zip(logs, ("first", "second"), strict=True):
         for tokens in counts:
             steps = [ab_step(r, path, fmt, tokens, spec) for _, spec in launches]
             t.row(
@@ -317,7 +320,7 @@ stages / pointers at 4 stages - 1 (the default was 5 stages from 32 tokens: comp
 column there).""",
         columns=["draw, tokens", *(c for c, _ in _CAP_FP8), "change"],
     )
-    return ab_draws(r, t, AB_REGS.format(fmt="fp8", seed="{seed}"), "fp8", _CAP_FP8, 5,
+    return ab_draws(r, t, _regs_logs("fp8"), "fp8", _CAP_FP8, 5,
                     (4, 8, 16, 32, 64))  # fmt: skip
 
 
@@ -331,7 +334,7 @@ tokens in both draws, within 1.2% elsewhere but for one draw at 16 and 8 tokens 
 faster). Derived: "change" = capped at 4 stages / 4 stages - 1.""",
         columns=["draw, tokens", *(c for c, _ in _CAP_MX), "change"],
     )
-    return ab_draws(r, t, AB_REGS.format(fmt="mxfp4", seed="{seed}"), "mxfp4", _CAP_MX, 2,
+    return ab_draws(r, t, _regs_logs("mxfp4"), "mxfp4", _CAP_MX, 2,
                     (1, 4, 8, 16, 32, 64))  # fmt: skip
 
 

@@ -24,7 +24,7 @@ MODELS = (f"{DAY}/gpt-oss-20b-model-batch1-16.md", f"{DAY}/gpt-oss-20b-model-bat
 READS = (f"{DAY}/read_packed.log", f"{DAY}/read_packed_2.log")
 AB_PACKED = f"{DAY}/ab_packed.log"
 AB_ABLATIONS = f"{DAY}/ab_ablations.log"
-AB_PREFETCH = DAY + "/mb_pf_seed{seed}.log"
+AB_PREFETCH = (f"{DAY}/mb_pf_seed0.log", f"{DAY}/mb_pf_seed1.log")
 HIST = "[issue 28][h-i28f]"
 FORMATS = (("w8a16", "FP8"), ("w4a16", "MXFP4"))
 
