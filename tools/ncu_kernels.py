@@ -3,7 +3,11 @@
 - ``gemv``: the sparse decode GEMV (fc1 with the GLU, then fc2) at gpt-oss-20b rank-0 shapes, one
   token, FP8 weights (issue 5: ~46% of copy bandwidth against a 75% target);
 - ``act``: the masked activation + FP8 quant at the seed microbenchmark shape (28,672 capacity
-  rows, 3,072 live over 32 experts; issue 3: 15 us against 10).
+  rows, 3,072 live over 32 experts; issue 3: 15 us against 10);
+- ``grouped`` / ``grouped-mxfp4``: the grouped decode's fc1 (with the GLU) and fc2 at gpt-oss-20b
+  EP2 shapes (16 local experts of 32, top-4, D = F = 2,880), 64 tokens of random routing, random
+  FP8 (or MXFP4) weights, each stage with the arm's default launch (issue 28: 66% of copy over
+  the touched experts' bytes against an 85% target).
 
 Each kernel runs three times (the first compiles); profile the later ones, e.g.
 
@@ -64,5 +68,34 @@ def act() -> None:
     torch.cuda.synchronize()
 
 
+def grouped(fmt: str = "fp8", tokens: int = 64) -> None:
+    from moebench.kernels.grouped_gemv import default_launch, grouped_gemv
+
+    torch.manual_seed(0)
+    E, E_ALL, K, D, F = 16, 32, 4, 2880, 2880
+
+    def weights(N, R):
+        if fmt == "fp8":
+            w = (torch.randn(E, N, R, device=dev) * 0.5).to(torch.float8_e4m3fn)
+            s = torch.rand(E, device=dev) * 0.01 + 0.001
+        else:
+            w = torch.randint(0, 256, (E, N, R // 2), device=dev, dtype=torch.uint8)
+            s = torch.randint(118, 124, (E, N, R // 32), device=dev, dtype=torch.uint8)
+        return w, s, (torch.randn(E, N, device=dev) * 0.1).to(torch.bfloat16)
+
+    (w1, s1, b1), (w2, s2, b2) = weights(2 * F, D), weights(D, F)
+    ids = torch.stack([torch.randperm(E_ALL, device=dev)[:K] for _ in range(tokens)]).int()
+    x = torch.randn(tokens, D, device=dev).to(torch.bfloat16)
+    a = torch.empty(tokens, K, F, device=dev, dtype=torch.bfloat16)
+    o = torch.empty(tokens, K, D, device=dev, dtype=torch.bfloat16)
+    shape = dict(tokens=tokens, top_k=K, experts=E, pdl=True)
+    l1, l2 = default_launch(fmt, columns=2 * F, **shape), default_launch(fmt, columns=D, **shape)
+    for _ in range(3):
+        grouped_gemv(x, ids, w1, s1, b1, a, expert_offset=0, launch=l1, glu="swiglu_oai")
+        grouped_gemv(a, ids, w2, s2, b2, o, expert_offset=0, launch=l2)
+    torch.cuda.synchronize()
+
+
 if __name__ == "__main__":
-    {"gemv": gemv, "act": act}[sys.argv[1]]()
+    {"gemv": gemv, "act": act, "grouped": grouped,
+     "grouped-mxfp4": lambda: grouped("mxfp4")}[sys.argv[1]]()  # fmt: skip
