@@ -24,6 +24,7 @@ XASYNC = (f"{DAY}/ab_xasync.log", f"{DAY}/ab_xasync_seed1.log")
 OCCUPANCY = {"fp8": f"{DAY}/ab_occupancy_fp8.log", "mxfp4": f"{DAY}/ab_occupancy_mxfp4.log"}
 NCU = {"fp8": f"{DAY}/ncu_fp8.txt", "mxfp4": f"{DAY}/ncu_mxfp4.txt"}
 NCU_STALLS = f"{DAY}/ncu_fp8_stalls.txt"
+L2PF = (f"{DAY}/l2pf.log", f"{DAY}/l2pf_seed1.log")
 HIST = "[issue 28][h-i28x]"
 FORMATS = (("fp8", "FP8"), ("mxfp4", "MXFP4"))
 CUR = "cur:16:64:128:4:4"
@@ -326,6 +327,40 @@ available for this loop in the GPU's triton 3.6, fifth session) gives it more.""
     return t
 
 
+def l2_prefetch(r: Records) -> Table:
+    t = Table(
+        name="l2_prefetch",
+        caption="""\
+The sparse decode step at 1 to 4 tokens (the policy's arm there: fc1 and fc2, the arm's GEMVs as
+shipped, programmatic dependent launch as the arm sets it: MXFP4 on, FP8 off) with fc2's weights of
+the routed local experts prefetched into L2 by a kernel launched before fc1 (`scratch/l2pf.py`:
+`cp.async.bulk.prefetch.L2`, 64 KiB a thread, one program a slot; fc1 reads its own bytes at about
+half the copy rate at one token, so the idea was that the DRAM fetches fc2's bytes meanwhile and fc2
+reads L2). Same harness as the A/Bs above but the sparse arm's kernels; two draws of routing and
+weights. "evict-last": the prefetch with an L2 evict-last cache hint; "fc1's too": fc1's weights
+prefetched as well; "as a module": the same prefetch as a candidate package function
+(`scratch/prefetch_pkg.py`, the size in a register; with MXFP4's scales too). Outputs equal the
+plain step's bit for bit. Derived: "change" = prefetched / plain - 1. The prefetch makes every step
+slower, by more than fc2 itself takes (FP8 one token: +35 us on a 34 us step): the prefetches are
+not overlapped with fc1 as hoped (whether the prefetch kernel waits for its lines or its traffic
+holds fc1's reads back was not measured apart). Not shipped; the candidate module was removed.""",
+        columns=[
+            "draw, precision, tokens",
+            "plain",
+            "fc2 prefetched",
+            "evict-last",
+            "fc1's too",
+            "as a module",
+            "change",
+        ],  # fmt: skip
+    )
+    kinds = ("base", "pf", "pfh", "pfa", "pkg")
+    for path, draw in zip(L2PF, ("first", "second"), strict=True):
+        for fmt, label in FORMATS:
+            _rows(r, t, path, fmt, f"{draw}, {label}", kinds, (1, 2, 4))
+    return t
+
+
 TABLES = [
     fused_launch,
     fused_static,
@@ -334,4 +369,5 @@ TABLES = [
     fp8_conversion_ablation,
     fp8_x_async,
     tile_occupancy,
+    l2_prefetch,
 ]

@@ -11,7 +11,9 @@ its prefetches (they are fire-and-forget), so fc1 starts at once behind it.
 Kinds: ``base`` (fc1, fc2: the arm's two GEMVs as shipped, programmatic dependent launch as the arm
 sets it per format), ``pf`` (the prefetch kernel first), ``pfh`` (the same with an L2 evict-last
 cache hint on the prefetched lines), ``pfa`` (``pf`` for fc1's weights as well: the whole step's
-bytes asked for at once). Outputs must equal ``base``'s bit for bit (a prefetch moves no data a
+bytes asked for at once), ``pkg`` (a candidate package module, then `moebench/kernels/prefetch.py`,
+now `prefetch_pkg.py` beside this file: the size in a register instead of an immediate, for fc2's
+weights and, MXFP4, their scales). Outputs must equal ``base``'s bit for bit (a prefetch moves no data a
 kernel reads by value). Same harness as mb.py: one CUDA graph a step, L2 flushed before each
 replay, median of 40 interleaved replays."""
 import os
@@ -23,6 +25,7 @@ import triton
 import triton.language as tl
 
 from moebench.kernels.sparse_gemv import sparse_gemv
+from prefetch_pkg import prefetch_routed  # as run: moebench.kernels.prefetch
 
 dev = torch.device("cuda")
 D = F = 2880
@@ -30,8 +33,8 @@ E_LOC, E_ALL, TOPK = 16, 32, 4
 PDL = {"fp8": False, "mxfp4": True}  # arms/decode/pipeline.py's PDL per precision
 CHUNK = 64 * 1024
 
-_PF = "{ cp.async.bulk.prefetch.L2.global [$1], 65536; mov.u32 $0, 0; }"
-_PF_HINT = ("{ .reg .b64 pol; createpolicy.fractional.L2::evict_last.b64 pol, 1.0; "
+_PF = tl.constexpr("{ cp.async.bulk.prefetch.L2.global [$1], 65536; mov.u32 $0, 0; }")
+_PF_HINT = tl.constexpr("{ .reg .b64 pol; createpolicy.fractional.L2::evict_last.b64 pol, 1.0; "
             "cp.async.bulk.prefetch.L2.global.L2::cache_hint [$1], 65536, pol; mov.u32 $0, 0; }")
 
 
@@ -83,7 +86,7 @@ def main():
     W = {fmt: (weights(fmt, 2 * F, D), weights(fmt, D, F)) for fmt in ("fp8", "mxfp4")}
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
     sink = torch.empty(1024, dtype=torch.int32, device=dev)
-    kinds = os.environ.get("KINDS", "base,pf,pfh,pfa").split(",")
+    kinds = os.environ.get("KINDS", "base,pf,pfh,pfa,pkg").split(",")
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for fmt in os.environ.get("FMTS", "fp8,mxfp4").split(","):
         (w1, s1, b1), (w2, s2, b2) = W[fmt]
@@ -105,6 +108,10 @@ def main():
                         prefetch_l2(ids, w2, sink, 0, False)
                     elif kind == "pfh":
                         prefetch_l2(ids, w2, sink, 0, True)
+                    elif kind == "pkg":
+                        prefetch_routed(ids, w2, sink, expert_offset=0)
+                        if fmt == "mxfp4":
+                            prefetch_routed(ids, s2, sink, expert_offset=0)
                     sparse_gemv(x, ids, w1, s1, b1, a, expert_offset=0, glu="swiglu_oai", pdl=pdl)
                     sparse_gemv(a, ids, w2, s2, b2, o, expert_offset=0, pdl=pdl)
 
