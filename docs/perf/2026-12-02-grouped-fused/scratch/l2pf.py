@@ -13,7 +13,9 @@ sets it per format), ``pf`` (the prefetch kernel first), ``pfh`` (the same with 
 cache hint on the prefetched lines), ``pfa`` (``pf`` for fc1's weights as well: the whole step's
 bytes asked for at once), ``pkg`` (a candidate package module, then `moebench/kernels/prefetch.py`,
 now `prefetch_pkg.py` beside this file: the size in a register instead of an immediate, for fc2's
-weights and, MXFP4, their scales). Outputs must equal ``base``'s bit for bit (a prefetch moves no data a
+weights and, MXFP4, their scales), and (call 11) ``pfs``: ``pf`` on a side stream of the graph,
+fc1 not waiting for it and fc2 waiting for both, ``pfws``: the same with the prefetch spread wide
+(16 KiB a thread, one warp a program: 16 programs an FP8 expert instead of one). Outputs must equal ``base``'s bit for bit (a prefetch moves no data a
 kernel reads by value). Same harness as mb.py: one CUDA graph a step, L2 flushed before each
 replay, median of 40 interleaved replays."""
 import os
@@ -25,7 +27,7 @@ import triton
 import triton.language as tl
 
 from moebench.kernels.sparse_gemv import sparse_gemv
-from prefetch_pkg import prefetch_routed  # as run: moebench.kernels.prefetch
+from prefetch_pkg import _prefetch_routed_l2, prefetch_routed  # as run: moebench.kernels.prefetch
 
 dev = torch.device("cuda")
 D = F = 2880
@@ -71,6 +73,16 @@ def prefetch_l2(ids, w, sink, expert_offset, hint):
                        num_warps=4)
 
 
+def prefetch_wide(ids, w, sink):
+    """prefetch_pkg's kernel with 16 KiB a thread and 32 threads (one warp) a program."""
+    wb = w.view(torch.uint8)
+    per, chunk, per_program = wb[0].numel(), 16 * 1024, 32
+    grid = (triton.cdiv(triton.cdiv(per, chunk), per_program), ids.numel())
+    _prefetch_routed_l2[grid](ids, wb, sink, ids.stride(0), ids.stride(1), wb.stride(0), per,
+                              chunk, ids.shape[1], w.shape[0], 0, CHUNKS=per_program,
+                              num_warps=1)
+
+
 def weights(fmt, N, R):
     if fmt == "fp8":
         w = (torch.randn(E_LOC, N, R, device=dev) * 0.5).to(torch.float8_e4m3fn)
@@ -87,6 +99,7 @@ def main():
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
     sink = torch.empty(1024, dtype=torch.int32, device=dev)
     kinds = os.environ.get("KINDS", "base,pf,pfh,pfa,pkg").split(",")
+    side = torch.cuda.Stream()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for fmt in os.environ.get("FMTS", "fp8,mxfp4").split(","):
         (w1, s1, b1), (w2, s2, b2) = W[fmt]
@@ -102,6 +115,19 @@ def main():
                 o = torch.zeros(T, TOPK, D, device=dev, dtype=torch.bfloat16)
 
                 def run(kind=kind, a=a, o=o):
+                    if kind in ("pfs", "pfws"):
+                        main = torch.cuda.current_stream()
+                        side.wait_stream(main)
+                        with torch.cuda.stream(side):
+                            if kind == "pfs":
+                                prefetch_l2(ids, w2, sink, 0, False)
+                            else:
+                                prefetch_wide(ids, w2, sink)
+                        sparse_gemv(x, ids, w1, s1, b1, a, expert_offset=0, glu="swiglu_oai",
+                                    pdl=pdl)
+                        main.wait_stream(side)
+                        sparse_gemv(a, ids, w2, s2, b2, o, expert_offset=0, pdl=pdl)
+                        return
                     if kind in ("pfa",):
                         prefetch_l2(ids, w1, sink, 0, False)
                     if kind in ("pf", "pfa"):
