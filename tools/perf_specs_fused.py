@@ -14,7 +14,7 @@ from functools import partial
 
 from perf_cells import Table, fill
 from perf_records import Figure, Records, over
-from perf_specs_rows import ab_step, ab_tokens
+from perf_specs_rows import ab_rows, ab_step, ab_tokens
 
 DAY = "2026-12-02-grouped-fused"
 FUSED = f"{DAY}/fused_ab.log"
@@ -38,16 +38,8 @@ a step, L2 flushed before each replay, median of 40 interleaved replays, us)"""
 
 def _rows(r: Records, t: Table, path: str, fmt: str, label: str, launches: tuple,
           counts: tuple[int, ...], new: int = 1, old: int = 0) -> None:  # fmt: skip
-    """One row a token count of one format: each launch's step, then launch ``new`` / launch
-    ``old`` - 1."""
-    for tokens in counts:
-        steps = [ab_step(r, path, fmt, tokens, spec) for spec in launches]
-        t.row(
-            fill(f"{label}, {{}}", ab_tokens(r, path, fmt, tokens, launches[0])),
-            *steps,
-            over(steps[new], steps[old]),
-            history=HIST,
-        )
+    """`perf_specs_rows.ab_rows` over plain specs, each row's count after ``label``."""
+    ab_rows(r, t, path, fmt, tuple((s, s) for s in launches), new, old, counts, HIST, label)
 
 
 _FUSED = (CUR, "fused:16:64:128:4:4", "fused3:16:64:128:4:4", "fused2:16:64:128:4:4")

@@ -36,13 +36,15 @@ def ab_tokens(r: Records, path: str, fmt: str, tokens: int, spec: str) -> Figure
 
 
 def ab_rows(r: Records, t: Table, path: str, fmt: str, launches: tuple, new: int, old: int,
-            counts: tuple[int, ...], history: str = HIST) -> Table:  # fmt: skip
+            counts: tuple[int, ...], history: str = HIST, label: str = "") -> Table:  # fmt: skip
     """One row a token count of a scratch A/B: each launch's step, then launch ``new`` / launch
-    ``old`` - 1."""
+    ``old`` - 1. ``launches``: (column, spec) pairs; ``label`` before the count in the first cell
+    ("FP8" gives "FP8, 64")."""
     for tokens in counts:
         steps = [ab_step(r, path, fmt, tokens, spec) for _, spec in launches]
+        count = ab_tokens(r, path, fmt, tokens, launches[0][1])
         t.row(
-            ab_tokens(r, path, fmt, tokens, launches[0][1]),
+            fill(f"{label}, {{}}", count) if label else count,
             *steps,
             over(steps[new], steps[old]),
             history=history,
