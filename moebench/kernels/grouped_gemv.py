@@ -85,7 +85,7 @@ from moebench.kernels.jit import (
     pdl_launch_dependents,
     pdl_wait,
 )
-from moebench.kernels.launch import GLUS, MX_BLOCK, checker, describe, weight_format
+from moebench.kernels.launch import check_slot_operands, checker
 
 
 @triton.jit
@@ -334,57 +334,10 @@ def grouped_gemv(
     (fc1: each slot reads its token) or [T, K, R] (fc2: each slot its own row); ``out`` is
     [T, K, N] or, with ``glu``, [T, K, N/2]; both bf16 with unit stride along the last dimension.
     Rows of ``out`` of slots not routed to a local expert are left untouched."""
-    _check(glu in GLUS, f"glu must be one of {GLUS}, got {glu!r}")
-    fmt = weight_format(w)
-    _check(w.dim() == 3 and w.stride(2) == 1, f"w must be 3-D, rows contiguous: {describe(w)}")
-    E, N, Rw = w.shape
-    R = Rw * (2 if fmt == "mxfp4" else 1)
-    _check(
-        topk_ids_TK.dim() == 2 and topk_ids_TK.dtype == torch.int32,
-        f"topk_ids_TK must be int32 [T, K], got {describe(topk_ids_TK)}",
-    )
-    T, K = topk_ids_TK.shape
-    _check(x.dtype == torch.bfloat16 and x.stride(-1) == 1, f"x must be bf16: {describe(x)}")
-    if x.dim() == 2:
-        _check(tuple(x.shape) == (T, R), f"x must be [T={T}, R={R}], got {list(x.shape)}")
-        stride_xt, stride_xk = x.stride(0), 0
-    else:
-        _check(tuple(x.shape) == (T, K, R), f"x must be [{T}, {K}, {R}], got {list(x.shape)}")
-        stride_xt, stride_xk = x.stride(0), x.stride(1)
-    _check(R % MX_BLOCK == 0 and R > 0, f"R ({R}) must be a positive multiple of {MX_BLOCK}")
-    _check(
-        (stride_xt % 2, stride_xk % 2, x.data_ptr() % 4) == (0, 0, 0),
-        "x rows must be 4-byte aligned (read as bf16 pairs)",
-    )
-    n_out = N // 2 if glu != "none" else N
-    _check(
-        out.dtype == torch.bfloat16 and tuple(out.shape) == (T, K, n_out) and out.stride(2) == 1,
-        f"out must be bf16 [{T}, {K}, {n_out}] with unit column stride, got {describe(out)}",
-    )
-    _check(
-        bias_EN.dtype == torch.bfloat16
-        and tuple(bias_EN.shape) == (E, N)
-        and bias_EN.stride(1) == 1,
-        f"bias_EN must be bf16 [{E}, {N}], got {describe(bias_EN)}",
-    )
-    if fmt == "fp8":
-        _check(
-            w_scale.dtype == torch.float32 and tuple(w_scale.shape) == (E,),
-            f"FP8 weights need w_scale float32 [{E}], got {describe(w_scale)}",
-        )
-        scale_strides = ()
-    else:
-        _check(
-            w_scale.dtype == torch.uint8
-            and tuple(w_scale.shape) == (E, N, R // MX_BLOCK)
-            and w_scale.stride(2) == 1,
-            f"MXFP4 weights need w_scale uint8 [{E}, {N}, {R // MX_BLOCK}], "
-            f"got {describe(w_scale)}",
-        )
-        _check(w.stride(1) % 4 == 0 and w.data_ptr() % 4 == 0, "MXFP4 rows must be 4-byte aligned")
-        scale_strides = (w_scale.stride(0), w_scale.stride(1))
-    devices = {t.device for t in (x, topk_ids_TK, w, w_scale, bias_EN, out)}
-    _check(len(devices) == 1, f"all tensors must be on one device, got {sorted(map(str, devices))}")
+    ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
+    fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
+    stride_xt, stride_xk = ops.stride_xt, ops.stride_xk
+    scale_strides = (w_scale.stride(0), w_scale.stride(1)) if fmt == "mxfp4" else ()
 
     L = launch
     _check(L.path in PATHS, f"path must be one of {PATHS}, got {L.path!r}")
@@ -423,7 +376,8 @@ def grouped_gemv(
     # TMA needs the weights as packed [E * N, R] rows on a 16-byte boundary (R is a multiple of
     # 32, so the rows' 16-byte stride holds); other weights take the pointer loads.
     tma = L.tma and w.is_contiguous() and w.data_ptr() % 16 == 0
-    w_arg = TensorDescriptor.from_tensor(w.view(E * N, Rw), [L.block_n, L.block_k]) if tma else w
+    w_rows = w.view(E * N, w.shape[2])  # the weight bytes of a row (R, or R / 2 for MXFP4)
+    w_arg = TensorDescriptor.from_tensor(w_rows, [L.block_n, L.block_k]) if tma else w
     args = (
         x, topk_ids_TK, w_arg, w_scale, bias_EN, out, T * K, K, expert_offset, E, R,
         stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1), *scale_strides,

@@ -70,7 +70,7 @@ from moebench.kernels.jit import (
     pdl_launch_dependents,
     pdl_wait,
 )
-from moebench.kernels.launch import GLUS, MX_BLOCK, checker, describe, weight_format
+from moebench.kernels.launch import check_slot_operands, checker, describe
 
 
 @triton.jit
@@ -354,58 +354,10 @@ def sparse_gemv(
       ``pdl_peel=False`` waits before the first weight load instead (FP8); ``pdl_trigger="end"``
       lets the next kernel launch after this program's K loop instead of at its start.
     """
-    _check(glu in GLUS, f"glu must be one of {GLUS}, got {glu!r}")
-    fmt = weight_format(w)
-    _check(w.dim() == 3 and w.stride(2) == 1, f"w must be 3-D, rows contiguous: {describe(w)}")
-    E, N, Rw = w.shape
-    R = Rw * (2 if fmt == "mxfp4" else 1)
-    _check(
-        topk_ids_TK.dim() == 2 and topk_ids_TK.dtype == torch.int32,
-        f"topk_ids_TK must be int32 [T, K], got {describe(topk_ids_TK)}",
-    )
-    T, K = topk_ids_TK.shape
-    _check(x.dtype == torch.bfloat16 and x.stride(-1) == 1, f"x must be bf16: {describe(x)}")
-    if x.dim() == 2:
-        _check(tuple(x.shape) == (T, R), f"x must be [T={T}, R={R}], got {list(x.shape)}")
-        stride_xt, stride_xk = x.stride(0), 0
-    else:
-        _check(tuple(x.shape) == (T, K, R), f"x must be [{T}, {K}, {R}], got {list(x.shape)}")
-        stride_xt, stride_xk = x.stride(0), x.stride(1)
-    _check(
-        R % MX_BLOCK == 0 and N % 32 == 0 and N > 0,
-        f"R ({R}) and N ({N}) must be positive multiples of {MX_BLOCK}",
-    )
-    _check(
-        (stride_xt % 2, stride_xk % 2, x.data_ptr() % 4) == (0, 0, 0),
-        "x rows must be 4-byte aligned (read as bf16 pairs)",
-    )
-    n_out = N // 2 if glu != "none" else N
-    _check(
-        out.dtype == torch.bfloat16 and tuple(out.shape) == (T, K, n_out) and out.stride(2) == 1,
-        f"out must be bf16 [{T}, {K}, {n_out}] with unit column stride, got {describe(out)}",
-    )
-    _check(
-        bias_EN.dtype == torch.bfloat16
-        and tuple(bias_EN.shape) == (E, N)
-        and bias_EN.stride(1) == 1,
-        f"bias_EN must be bf16 [{E}, {N}], got {describe(bias_EN)}",
-    )
-    if fmt == "fp8":
-        _check(
-            w_scale.dtype == torch.float32 and tuple(w_scale.shape) == (E,),
-            f"FP8 weights need w_scale float32 [{E}], got {describe(w_scale)}",
-        )
-    else:
-        _check(
-            w_scale.dtype == torch.uint8
-            and tuple(w_scale.shape) == (E, N, R // MX_BLOCK)
-            and w_scale.stride(2) == 1,
-            f"MXFP4 weights need w_scale uint8 [{E}, {N}, {R // MX_BLOCK}], "
-            f"got {describe(w_scale)}",
-        )
-        _check(w.stride(1) % 4 == 0 and w.data_ptr() % 4 == 0, "MXFP4 rows must be 4-byte aligned")
-    devices = {t.device for t in (x, topk_ids_TK, w, w_scale, bias_EN, out)}
-    _check(len(devices) == 1, f"all tensors must be on one device, got {sorted(map(str, devices))}")
+    ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
+    fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
+    stride_xt, stride_xk = ops.stride_xt, ops.stride_xk
+    _check(N > 0 and N % 32 == 0, f"N ({N}) must be a positive multiple of 32")
 
     bn, bk, nw = default_blocks(fmt)
     bn, bk, num_warps = block_n or bn, block_k or bk, num_warps or nw
