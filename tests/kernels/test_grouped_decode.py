@@ -12,15 +12,12 @@ import dataclasses
 
 import pytest
 import torch
+from decode_inputs import FORMATS, exact_weights, quantised, routing, rows_ref
 from kernel_device import DEVICE, on_device
 
-from moebench.core import reference as ref
 from moebench.kernels.batched_gemm import batched_gemm
 from moebench.kernels.grouped_gemv import Launch, default_launch, grouped_gemv, path_launch
 from moebench.kernels.sparse_gemv import sparse_gemv
-
-FORMATS = ("fp8", "mxfp4")
-
 
 grouped, sparse, dense = on_device(grouped_gemv), on_device(sparse_gemv), on_device(batched_gemm)
 
@@ -40,28 +37,6 @@ def launch_of(path: str, fmt: str) -> Launch:
     if path == "dot-tma" and fmt != "fp8":
         pytest.skip("TMA loads are the FP8 tile's")
     return LAUNCHES[path]
-
-
-def quantised(fmt: str, w: torch.Tensor):
-    """(weights, scales, float32 dequantised) of float weights [E, N, R]."""
-    if fmt == "fp8":
-        q, s = ref.quant_weight_fp8_expert(w)
-        return q, s, ref.dequant_weight_fp8_expert(q, s)
-    q, s = ref.quant_weight_mxfp4(w)
-    return q, s, ref.dequant_weight_mxfp4(q, s)
-
-
-def rows_ref(x_rows: torch.Tensor, wd: torch.Tensor, b: torch.Tensor, glu: str) -> torch.Tensor:
-    """float32 reference of one expert's output for rows x [M, R]."""
-    h = x_rows.float() @ wd.t() + b.float()
-    return h if glu == "none" else ref.glu_interleaved(h, glu)
-
-
-def routing(T: int, K: int, E: int, offset: int, seed: int) -> torch.Tensor:
-    """int32 ids [T, K]: distinct per token, drawn from the local range and two remote ranks."""
-    g = torch.Generator().manual_seed(seed)
-    pool = torch.arange(offset - E, offset + 2 * E).clamp_min(0).unique()
-    return torch.stack([pool[torch.randperm(len(pool), generator=g)[:K]] for _ in range(T)]).int()
 
 
 def poisoned(*shape: int) -> torch.Tensor:
@@ -114,17 +89,6 @@ def test_grouped_gemv_fc1_and_fc2(path, fmt, T, K, E, offset, ids, act):
         torch.testing.assert_close(a[t, k].float(), want_a, rtol=2**-7, atol=2**-7)
         want_o = rows_ref(a[t : t + 1, k], w2d[e], b2[e], "none")[0]
         torch.testing.assert_close(o[t, k].float(), want_o, rtol=2**-7, atol=2**-7)
-
-
-def exact_weights(fmt: str, E: int, N: int, R: int, g: torch.Generator):
-    """Weights whose products with small integer tokens sum exactly in fp32, in any order."""
-    if fmt == "fp8":
-        w = torch.randint(-16, 17, (E, N, R), generator=g).float().to(torch.float8_e4m3fn)
-        s = torch.full((E,), 0.125)
-        return w, s, ref.dequant_weight_fp8_expert(w, s)
-    packed = torch.randint(0, 256, (E, N, R // 2), generator=g, dtype=torch.uint8)
-    s = torch.randint(124, 131, (E, N, R // 32), generator=g, dtype=torch.uint8)
-    return packed, s, ref.dequant_weight_mxfp4(packed, s)
 
 
 @pytest.mark.parametrize("path", list(LAUNCHES))
