@@ -1,7 +1,8 @@
 """docs/PERF.md's generated tables of the sixth H200 session of 2026-12-02 (issue 28): the fifth
 session's fused fc1 + fc2 launch measured, and where the grouped decode's FP8 tile spends its time
 by second methods (Nsight Compute, ablations of the conversion and of the slots' operand path, lower
-register caps for more programs an SM). No package kernel or launch changed.
+register caps for more programs an SM), and an L2 prefetch of fc2's weights during fc1 at 1-4
+tokens. No package kernel or launch changed.
 
 As in perf_specs_latest.py: every figure a lookup in a stored record, every derived number a
 ``derive`` with its formula in the caption, no number of a cell's own.

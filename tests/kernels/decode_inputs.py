@@ -7,8 +7,9 @@ from __future__ import annotations
 import torch
 
 from moebench.core import reference as ref
+from moebench.kernels.launch import FORMATS  # the decode weight formats the tests run
 
-FORMATS = ("fp8", "mxfp4")
+__all__ = ["FORMATS", "exact_weights", "quantised", "routing", "rows_ref"]
 
 
 def quantised(fmt: str, w: torch.Tensor):
