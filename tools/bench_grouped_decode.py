@@ -22,8 +22,10 @@ experts' bytes there (tools/bench_decode.py's read kernel): what any kernel need
 Variants of the grouped launch (`moebench.kernels.grouped_gemv.Launch`): by default the
 candidates in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one
 item each, comma separated, at every count of ``--variant-tokens``:
-path:block_m:block_n:block_k:warps[:stages[:pdl]], "-" for the arm's default of a field, block_k
-in values (FP8 one a byte, MXFP4 two), e.g. "dot:32:64:128:4:5,gemv:2:2:512:1". A field left to
+path:block_m:block_n:block_k:warps[:stages[:pdl[:passes]]], "-" for the arm's default of a field,
+block_k in values (FP8 one a byte, MXFP4 two), e.g. "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1
+or 0: the tile's one pass a program (`Launch.pass_grid`, on its 3 stages and 80 registers) or its
+expert loop (4 stages, 128 registers), other fields then from there. A field left to
 the default of another path takes that path's (`grouped_gemv.path_launch`); a block_n that does
 not divide N (fc2's 2,880) shrinks to one that does. The arm's own launch always runs, as
 "default", and a variant equal to it is skipped. Cases run from the most tokens down, so that a
@@ -57,7 +59,12 @@ from moebench.core.ceilings import H200
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.gates.checks import check_decode_sentinels
 from moebench.gates.families import family_of
-from moebench.kernels.grouped_gemv import Launch, path_launch
+from moebench.kernels.grouped_gemv import (
+    PASS_GRID_MAX_REGISTERS,
+    PASS_GRID_STAGES,
+    Launch,
+    path_launch,
+)
 from moebench.measure import bench
 from moebench.measure.clock import Clock
 from moebench.plan.cases import plan
@@ -74,26 +81,31 @@ dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 CLOCK = Clock(dev)
 
 # Grouped launches beside the default, each with the token counts it is there to decide:
-# (path, block_m, block_n, block_k in values, warps, stages, pdl), None for the default's field.
+# (path, block_m, block_n, block_k in values, warps, stages, pdl, passes), None for the default's
+# field.
 # The defaults (grouped_gemv.default_launch): the one-slot GEMV at 1-2 tokens, the tile of 64 rows,
 # 128 values a step, 4 stages and 16 slots a pass from 4, at most 128 registers a thread, FP8's
-# weights through TMA from 8 tokens (pointer loads and no cap at 4).
+# weights through TMA from 8 tokens (pointer loads and no cap at 4), one pass a program on 3 stages
+# and 80 registers from 32 tokens (FP8) or 16 (MXFP4).
 VARIANTS: list[tuple[tuple[int, ...], tuple]] = [
     # Where the GEMV hands over to the tile: both paths at 1, 2 and 4 tokens (the one equal to the
     # default is skipped).
-    ((1, 2, 4), ("dot", 16, 64, 128, 4, 4, None)),
-    ((1, 2, 4), ("gemv", 1, None, None, None, None, None)),
+    ((1, 2, 4), ("dot", 16, 64, 128, 4, 4, None, None)),
+    ((1, 2, 4), ("gemv", 1, None, None, None, None, None, None)),
     # Programmatic dependent launch flipped (on by default in both formats: the variant equal to
     # the default is skipped): the one-token GEMV (issue 28's 75% target) and the tile at 8 and 64
     # tokens.
-    ((1, 8, 64), (None, None, None, None, None, None, True)),
-    ((1, 8, 64), (None, None, None, None, None, None, False)),
-    # The tile's depth: 128 values on 4 and 5 stages, 64 values on 6 (the MXFP4 default from 16
+    ((1, 8, 64), (None, None, None, None, None, None, True, None)),
+    ((1, 8, 64), (None, None, None, None, None, None, False, None)),
+    # The tile's one pass a program against its expert loop, on each side of where the default
+    # changes (FP8 from 32 tokens, MXFP4 from 16).
+    ((8, 16, 32, 64), (None, None, None, None, None, None, None, True)),
+    ((8, 16, 32, 64), (None, None, None, None, None, None, None, False)),
+    # The expert loop's depth: 128 values on 5 stages, 64 values on 6 (the MXFP4 default from 16
     # tokens before its row order; the FP8 default before the bit-placement conversion), at 8 to
-    # 64 tokens.
-    ((8, 16, 32, 64), ("dot", None, None, 128, None, 4, None)),
-    ((8, 16, 32, 64), ("dot", None, None, 128, None, 5, None)),
-    ((8, 16, 32, 64), ("dot", None, None, 64, None, 6, None)),
+    # 64 tokens (its 4 stages are the default to 16 tokens and the variant above from 32).
+    ((8, 16, 32, 64), ("dot", None, None, 128, None, 5, None, False)),
+    ((8, 16, 32, 64), ("dot", None, None, 64, None, 6, None, False)),
 ]
 
 
@@ -101,21 +113,29 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (7 - len(f))
+        f += ["-"] * (8 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
-        pdl = None if f[6] in ("-", "") else bool(int(f[6]))
-        out.append((tokens, (path, *nums, pdl)))
+        pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
+        out.append((tokens, (path, *nums, pdl, passes)))
     return out
 
 
 def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     """The launch of variant ``v`` for a stage of ``columns`` output columns, fields from
-    ``base`` where ``v`` says None; on a change of path, from that path's defaults."""
-    path, bm, bn, bk, nw, stages, pdl = v
+    ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
+    of the FP8 tile's passes, from the tile's defaults with that choice."""
+    path, bm, bn, bk, nw, stages, pdl, passes = v
     if path is not None and (path != base.path or (bm is not None and path == "gemv")):
         # That path's own blocks (a GEMV's step follows its slots a pass).
         base = path_launch(path, fmt, columns=columns, block_m=bm, pdl=base.pdl)
+    if passes is not None and passes != base.pass_grid:
+        if base.path != "dot":
+            return base  # the same launch: skipped as equal to the default or another variant
+        base = path_launch("dot", fmt, columns=columns, block_m=base.block_m, pdl=base.pdl)
+        if passes:
+            base = dataclasses.replace(base, pass_grid=True, num_stages=PASS_GRID_STAGES,
+                                       max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
     fields = dataclasses.asdict(base)
     for key, val in (("block_m", bm), ("block_n", bn), ("block_k", bk), ("num_warps", nw),
                      ("num_stages", stages), ("pdl", pdl)):  # fmt: skip
@@ -130,7 +150,8 @@ def describe(launch: Launch) -> str:
     stages = f" s{L.num_stages}" if L.path == "dot" else ""
     return (f"{L.path} m{L.block_m} n{L.block_n} k{L.block_k} w{L.num_warps}{stages}"
             + (" pdl" if L.pdl else "") + (" tma" if L.tma else "")
-            + (f" r{L.max_registers}" if L.max_registers else ""))  # fmt: skip
+            + (f" r{L.max_registers}" if L.max_registers else "")
+            + (" passes" if L.pass_grid else ""))  # fmt: skip
 
 
 def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:

@@ -66,7 +66,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from moebench.kernels.grouped_slots import expert_slots, slot_epilogue, touched_expert
+from moebench.kernels.grouped_slots import (
+    expert_slots,
+    slot_epilogue,
+    touched_expert,
+    touched_pass,
+)
 from moebench.kernels.jit import (
     e2m1_pair,
     e4m3_to_bf16,
@@ -217,6 +222,37 @@ def _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, MASKED: tl.constexpr, TMA: t
 
 
 @triton.jit
+def _fp8_pass(
+    x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64, count,
+    m0, n_block, stride_xt, stride_xk, stride_it, stride_ik, stride_be, stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
+    NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, TMA: tl.constexpr,
+):  # fmt: skip
+    """One pass of the FP8 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
+    column block ``n_block``, stored through the slot epilogue.
+
+    Pointer loads: whole K steps unmasked (and software-pipelined), the step that passes R masked
+    after them. Through TMA the copy engine zero-fills the weights past R, so that step stays in
+    the pipelined loop, the slots' rows masked at every step: after the loop it exposed a load's
+    whole latency before each tile's epilogue (docs/perf/HISTORY.md, 2026-12-02, seventh
+    session). The products and their order are the same either way."""
+    t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
+                            BLOCK_M, SCAN)  # fmt: skip
+    m_ok = m0 + tl.arange(0, BLOCK_M) < count
+    x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
+    acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    r_main = R if TMA else R // BLOCK_K * BLOCK_K
+    for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        acc = _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, TMA and not EVEN_K, TMA, INTERPRET)
+    if not EVEN_K and not TMA:
+        acc = _fp8_step(acc, w_src, w_row, x_at, r_main, R, m_ok, True, TMA, INTERPRET)
+    h = tl.trans(acc) * scale
+    slot_epilogue(h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot,
+                  stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+
+
+@triton.jit
 def _grouped_dot_fp8(
     x_ptr, ids_ptr, w, ws_ptr, b_ptr, out_ptr,
     TK, K, expert_offset, E, R,
@@ -225,10 +261,20 @@ def _grouped_dot_fp8(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
+    PASS_GRID: tl.constexpr,
 ):  # fmt: skip
+    """The FP8 tile. ``PASS_GRID``: program j of the grid's second axis runs the j-th pass
+    (`grouped_slots.touched_pass`), one pass a program; else the j-th touched expert, all of its
+    passes in a loop, whose registers (121-128 a thread against 85-89 for one pass, sm_90a)
+    cost the launch programs an SM."""
     pdl_launch_dependents(GDC)
-    e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
-                              tl.program_id(1), BLOCK_E, SCAN)  # fmt: skip
+    if PASS_GRID:
+        e, count, m_first = touched_pass(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+                                         tl.program_id(1), BLOCK_E, SCAN, BLOCK_M)  # fmt: skip
+    else:
+        e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+                                  tl.program_id(1), BLOCK_E, SCAN)  # fmt: skip
+        m_first = 0
     if count == 0:
         return
     # Only the routing was read so far; x may be the previous kernel's output.
@@ -244,21 +290,17 @@ def _grouped_dot_fp8(
         w_src = w + e64 * stride_we + rows64[:, None] * stride_wn + tl.arange(0, BLOCK_K)[None, :]
         w_row = 0
     scale = tl.load(ws_ptr + e64)
-    # Whole K steps unmasked (and software-pipelined), the step that passes R masked after them.
-    r_main = R // BLOCK_K * BLOCK_K
-    for m0 in range(0, count, BLOCK_M):
-        t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
-                                BLOCK_M, SCAN)  # fmt: skip
-        m_ok = m0 + tl.arange(0, BLOCK_M) < count
-        x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
-        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-        for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-            acc = _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, False, TMA, INTERPRET)
-        if not EVEN_K:
-            acc = _fp8_step(acc, w_src, w_row, x_at, r_main, R, m_ok, True, TMA, INTERPRET)
-        h = tl.trans(acc) * scale
-        slot_epilogue(h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot,
-                      stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+    if PASS_GRID:
+        _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset, R,
+                  e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
+                  stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
+                  EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA)  # fmt: skip
+    else:
+        for m0 in range(0, count, BLOCK_M):
+            _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset,
+                      R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
+                      stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
+                      EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA)  # fmt: skip
 
 
 @triton.jit
@@ -283,6 +325,38 @@ def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET
 
 
 @triton.jit
+def _mxfp4_pass(
+    x_ptr, ids_ptr, w_at, s_at, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64, count, m0,
+    n_block, stride_xt, stride_xk, stride_it, stride_ik, stride_be, stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
+    NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr,
+):  # fmt: skip
+    """One pass of the MXFP4 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
+    column block ``n_block`` (bytes ``w_at``, scale bytes ``s_at``, in `loaded_rows` order),
+    stored through the slot epilogue."""
+    kg = tl.arange(0, BLOCK_K // 32)
+    t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
+                            BLOCK_M, SCAN)  # fmt: skip
+    m_ok = m0 + tl.arange(0, BLOCK_M) < count
+    x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
+    acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    r_main = R // BLOCK_K * BLOCK_K
+    # The scale bytes (too narrow for the pipeline's asynchronous copies) are loaded a step
+    # ahead into registers, so that their latency is behind a step of work.
+    s_next = tl.load(s_at, mask=(kg < R // 32)[None, :], other=0)
+    for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        s = s_next
+        g_next = (k0 + BLOCK_K) // 32
+        s_next = tl.load(s_at + g_next, mask=(g_next + kg < R // 32)[None, :], other=0)
+        acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET)
+    if not EVEN_K:
+        acc = _mxfp4_step(acc, w_at, s_next, x_at, r_main, R, m_ok, True, INTERPRET)
+    slot_epilogue(tl.trans(acc), n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be,
+                  stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+
+
+@triton.jit
 def _grouped_dot_mxfp4(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
     TK, K, expert_offset, E, R,
@@ -291,37 +365,40 @@ def _grouped_dot_mxfp4(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
+    PASS_GRID: tl.constexpr,
 ):  # fmt: skip
+    """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
+    registers a thread against 116-137 for the expert loop, sm_90a)."""
     pdl_launch_dependents(GDC)
-    e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
-                              tl.program_id(1), BLOCK_E, SCAN)  # fmt: skip
+    if PASS_GRID:
+        e, count, m_first = touched_pass(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+                                         tl.program_id(1), BLOCK_E, SCAN, BLOCK_M)  # fmt: skip
+    else:
+        e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+                                  tl.program_id(1), BLOCK_E, SCAN)  # fmt: skip
+        m_first = 0
     if count == 0:
         return
     pdl_wait(GDC)
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
-    GROUPS: tl.constexpr = BLOCK_K // 32
     rows64 = (n_block * BLOCK_N + loaded_rows(BLOCK_N)).to(tl.int64)
-    kg = tl.arange(0, GROUPS)
     w_at = (w_ptr + e64 * stride_we + rows64[:, None] * stride_wn
             + tl.arange(0, BLOCK_K // 2)[None, :])  # fmt: skip
-    s_at = ws_ptr + e64 * stride_se + rows64[:, None] * stride_sn + kg[None, :]
-    r_main = R // BLOCK_K * BLOCK_K
-    for m0 in range(0, count, BLOCK_M):
-        t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
-                                BLOCK_M, SCAN)  # fmt: skip
-        m_ok = m0 + tl.arange(0, BLOCK_M) < count
-        x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
-        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-        # The scale bytes (too narrow for the pipeline's asynchronous copies) are loaded a step
-        # ahead into registers, so that their latency is behind a step of work.
-        s_next = tl.load(s_at, mask=(kg < R // 32)[None, :], other=0)
-        for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-            s = s_next
-            g_next = (k0 + BLOCK_K) // 32
-            s_next = tl.load(s_at + g_next, mask=(g_next + kg < R // 32)[None, :], other=0)
-            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET)
-        if not EVEN_K:
-            acc = _mxfp4_step(acc, w_at, s_next, x_at, r_main, R, m_ok, True, INTERPRET)
-        slot_epilogue(tl.trans(acc), n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be,
-                      stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+    s_at = (
+        ws_ptr
+        + e64 * stride_se
+        + rows64[:, None] * stride_sn
+        + tl.arange(0, BLOCK_K // 32)[None, :]
+    )
+    if PASS_GRID:
+        _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64,
+                    count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
+                    stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
+                    EXACT_RNE, SCAN, NUM_STAGES, INTERPRET)  # fmt: skip
+    else:
+        for m0 in range(0, count, BLOCK_M):
+            _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, b_ptr, out_ptr, TK, K, expert_offset, R, e,
+                        e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
+                        stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
+                        EXACT_RNE, SCAN, NUM_STAGES, INTERPRET)  # fmt: skip

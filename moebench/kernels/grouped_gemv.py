@@ -221,8 +221,10 @@ class Launch:
     """How `grouped_gemv` launches: the path and its blocks (``block_k`` in values along R),
     warps, pipeline depth (``dot`` only; 0: the compiler's default), programmatic dependent
     launch, the FP8 tile's weights through a TMA descriptor (``tma``; where the weights allow it:
-    packed rows, otherwise the pointer loads) and a register cap a thread (``max_registers``; 0:
-    the compiler's choice)."""
+    packed rows, otherwise the pointer loads), a register cap a thread (``max_registers``; 0:
+    the compiler's choice) and, for the tile, one pass of ``block_m`` slots a program
+    (``pass_grid``: the grid's second axis enumerates the passes, `grouped_slots.touched_pass`)
+    instead of one touched expert a program looping over its passes."""
 
     path: str
     block_m: int
@@ -233,6 +235,7 @@ class Launch:
     pdl: bool = False
     tma: bool = False
     max_registers: int = 0
+    pass_grid: bool = False
 
 
 # Slots per local expert, counted as if every slot were local (T * K / E), above which the default
@@ -270,6 +273,24 @@ DOT_FROM_SLOTS_PER_EXPERT = 0.5
 TILE_MAX_REGISTERS = 128
 FP8_TMA_FROM_SLOTS_PER_EXPERT = 2
 
+# From PASS_GRID_FROM_SLOTS_PER_EXPERT slots an expert (FP8: 32 tokens at gpt-oss-20b EP2, MXFP4:
+# 16) the tile runs one pass of 16 slots a program (`Launch.pass_grid`) on 3 stages, capped at 80
+# registers: 6 programs an SM (sm_90a: FP8 80 registers and 4 bytes of stack, MXFP4 80 and none;
+# 28.7 and 20.5 KB of shared memory), where a program looping over its expert's passes needs
+# 116-128 and holds 4, and fc2's 720 tiles at 32-64 tokens fill one wave of 792 places instead of
+# 1.4 waves of 528. Measured on the H200 (gpt-oss-20b EP2, the step of fc1 and fc2 as one graph,
+# outputs bitwise the loop's; docs/perf/2026-12-02-one-launch/full_ab_*.log), P50 us, one pass
+# against the loop: FP8 (three routing draws) 140.8, 140.7, 139.3 against 146.4, 146.4, 145.0 at
+# 64 tokens, 139.0, 138.6, 136.8 against 143.8, 143.9, 142.9 at 32; MXFP4 (two draws) 131.2 and
+# 130.9 against 136.8 and 136.5 at 64, 128.2 and 129.4 against 130.2 and 131.1 at 32, 113.1 and
+# 125.8 against 117.0 and 130.4 at 16. Below that the draws disagreed (FP8 at 16 tokens: 134.6,
+# 137.6, 134.8 against 130.6, 143.8, 139.6; at 8 both formats lost in most draws: FP8 95.0, 117.2,
+# 113.5 against 96.5, 98.8, 98.3), and one pass uncapped (86-91 registers: 5 programs an SM) was
+# slower at 32-64 tokens (FP8 145.8-157.6), so below it the tile keeps the expert loop.
+PASS_GRID_FROM_SLOTS_PER_EXPERT = {"fp8": 8, "mxfp4": 4}
+PASS_GRID_STAGES = 3
+PASS_GRID_MAX_REGISTERS = 80
+
 
 def path_launch(
     path: str, fmt: str, *, columns: int, block_m: int | None = None, pdl: bool = False
@@ -300,7 +321,8 @@ def default_launch(
     from the shapes alone (never the routing): the one-slot GEMV up to DOT_FROM_SLOTS_PER_EXPERT
     slots an expert (a second slot of an expert is a second pass over its tile, from L2), the
     tensor-core tile above (`path_launch`; FP8 with pointer loads and no register cap below
-    FP8_TMA_FROM_SLOTS_PER_EXPERT slots an expert), 16 slots a pass at every count: 32 slots a
+    FP8_TMA_FROM_SLOTS_PER_EXPERT slots an expert; from PASS_GRID_FROM_SLOTS_PER_EXPERT, one
+    pass a program on 3 stages, 80 registers), 16 slots a pass at every count: 32 slots a
     pass lost at 32 and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8
     220.8 against 179.4 us, MXFP4 253.7 against 177.3;
     docs/perf/2026-12-01-integrity/bench_grouped_decode.log), a second pass over an expert's
@@ -311,6 +333,9 @@ def default_launch(
         tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
         if fmt == "fp8" and slots < FP8_TMA_FROM_SLOTS_PER_EXPERT * experts:
             return replace(tile, tma=False, max_registers=0)
+        if slots >= PASS_GRID_FROM_SLOTS_PER_EXPERT[fmt] * experts:
+            return replace(tile, pass_grid=True, num_stages=PASS_GRID_STAGES,
+                           max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
         return tile
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)
 
@@ -359,6 +384,7 @@ def grouped_gemv(
     else:
         _check(L.num_stages == 0, "num_stages is for the dot path")
     _check(not L.tma or (L.path, fmt) == ("dot", "fp8"), "tma is for the FP8 dot path")
+    _check(not L.pass_grid or L.path == "dot", "pass_grid is for the dot path")
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     if T == 0 or K == 0 or E == 0:
@@ -383,13 +409,20 @@ def grouped_gemv(
         stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1), *scale_strides,
         bias_EN.stride(0), out.stride(0), out.stride(1),
     )  # fmt: skip
-    grid = (N // L.block_n, min(E, T * K))
+    # One program a touched expert (at most min(E, T * K) of them) or, with pass_grid, one a pass
+    # of block_m slots: at most one a touched expert plus one for every further block_m slots.
+    programs = min(E, T * K) + (T * K // L.block_m if L.pass_grid else 0)
+    grid = (N // L.block_n, programs)
     if L.path == "dot" and fmt == "fp8":
         _grouped_dot_fp8[grid](*args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, TMA=tma,
-                               **common)  # fmt: skip
+                               PASS_GRID=L.pass_grid, **common)  # fmt: skip
     elif L.path == "dot":
         _grouped_dot_mxfp4[grid](
-            *args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, **common
+            *args,
+            NUM_STAGES=L.num_stages,
+            INTERPRET=not out.is_cuda,
+            PASS_GRID=L.pass_grid,
+            **common,
         )
     elif fmt == "fp8":
         _grouped_gemv_fp8[grid](*args, **common)

@@ -15,6 +15,12 @@ host, so the launch is graph-capturable and any routing replays correctly:
   whose j is past the last touched expert gets count 0 and returns having read only the routing;
   an untouched expert has no program at all (the grid's second axis is min(E, T * K), a bound
   from the shapes).
+- `touched_pass`: the same counts, for a grid whose second axis enumerates *passes*: program j
+  serves the j-th pass of BLOCK_M slots over the touched experts (experts in increasing id, an
+  expert's passes in order), so that a program runs one pass and never loops over an expert's
+  slots (the loop's registers cost the FP8 tile a program an SM). The axis is then
+  min(E, T * K) + T * K // BLOCK_M long, a bound on the passes of any routing; programs past the
+  last pass return having read only the routing.
 - `expert_slots`: the expert's slots number m0 .. m0 + BLOCK_M - 1, in increasing s: each slot's
   rank among the expert's slots is a running prefix sum, and a [BLOCK_M, SCAN] match picks the
   slot of each rank. A slot routed twice to one expert (a token's duplicate ids) is two slots,
@@ -57,6 +63,20 @@ def touched_expert(
     """(e, count): the j-th touched local expert and its number of slots; count is 0 when fewer
     than j + 1 local experts are touched (e is then meaningless)."""
     ex = tl.arange(0, BLOCK_E)
+    hits = _expert_hits(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, BLOCK_E, SCAN)
+    touched = hits > 0
+    rank = tl.cumsum(touched.to(tl.int32), 0) - 1
+    mine = touched & (rank == j)
+    return tl.sum(tl.where(mine, ex, 0), 0), tl.sum(tl.where(mine, hits, 0), 0)
+
+
+@triton.jit
+def _expert_hits(
+    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+    BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
+):  # fmt: skip
+    """int32 [BLOCK_E]: the slots routed to each local expert (0 past E)."""
+    ex = tl.arange(0, BLOCK_E)
     hits = tl.zeros([BLOCK_E], dtype=tl.int32)
     for s0 in range(0, TK, SCAN):
         s = s0 + tl.arange(0, SCAN)
@@ -64,10 +84,26 @@ def touched_expert(
         loc = _slot_ids(ids_ptr, stride_it, stride_ik, s, ok, K, expert_offset)
         live = ok & (loc >= 0) & (loc < E)
         hits += tl.sum((live[None, :] & (loc[None, :] == ex[:, None])).to(tl.int32), axis=1)
-    touched = hits > 0
-    rank = tl.cumsum(touched.to(tl.int32), 0) - 1
-    mine = touched & (rank == j)
-    return tl.sum(tl.where(mine, ex, 0), 0), tl.sum(tl.where(mine, hits, 0), 0)
+    return hits
+
+
+@triton.jit
+def touched_pass(
+    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j,
+    BLOCK_E: tl.constexpr, SCAN: tl.constexpr, BLOCK_M: tl.constexpr,
+):  # fmt: skip
+    """(e, count, m0): the j-th pass of BLOCK_M slots over the touched local experts, experts in
+    increasing id and an expert's passes in order: its expert, that expert's number of slots and
+    the pass's first slot number among them. count is 0 when there are fewer than j + 1 passes
+    (e and m0 are then meaningless)."""
+    ex = tl.arange(0, BLOCK_E)
+    hits = _expert_hits(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, BLOCK_E, SCAN)
+    passes = (hits + BLOCK_M - 1) // BLOCK_M
+    end = tl.cumsum(passes, 0)  # passes of the experts up to and including each
+    mine = (end - passes <= j) & (j < end)  # at most one expert; none past the last pass
+    first = tl.sum(tl.where(mine, end - passes, 0), 0)
+    count = tl.sum(tl.where(mine, hits, 0), 0)
+    return tl.sum(tl.where(mine, ex, 0), 0), count, (j - first) * BLOCK_M
 
 
 @triton.jit

@@ -51,6 +51,9 @@ CASES = [
     pytest.param(1, "w4a16", "silu", "gemv", id="one-token-mxfp4-silu-gemv"),
     pytest.param(3, "w8a16", "silu", "dot", id="prime-tokens-fp8-silu-tensor-cores"),
     pytest.param(6, "w4a16", "swiglu_oai", "dot", id="mxfp4-gpt-oss-tensor-cores"),
+    # 4 and 8 slots an expert: the tile's one pass a program (grouped_gemv.default_launch)
+    pytest.param(8, "w4a16", "swiglu_oai", "dot-passes", id="mxfp4-one-pass-a-program"),
+    pytest.param(16, "w8a16", "silu", "dot-passes", id="fp8-one-pass-a-program"),
 ]
 
 
@@ -59,7 +62,8 @@ def test_grouped_matches_the_reference_and_the_other_arms(tokens, precision, act
     ids, wts = routing(tokens, tokens)
     p = problem(precision, activation, ids, wts)
     fmt = "fp8" if precision == "w8a16" else "mxfp4"
-    assert default_launch(fmt, tokens=tokens, top_k=K, experts=E, columns=2 * F).path == path
+    launch = default_launch(fmt, tokens=tokens, top_k=K, experts=E, columns=2 * F)
+    assert (launch.path, launch.pass_grid) == (path.split("-")[0], path.endswith("passes"))
     want = inputs.decode_reference_output(p)
     out = {}
     for arm in ARMS:

@@ -29,13 +29,19 @@ LAUNCHES = {
     "gemv": Launch(path="gemv", block_m=2, block_n=16, block_k=32, num_warps=1),
     "dot": Launch(path="dot", block_m=16, block_n=16, block_k=64, num_warps=4),
     "dot-tma": Launch(path="dot", block_m=16, block_n=16, block_k=64, num_warps=4, tma=True),
+    "dot-passes": Launch(
+        path="dot", block_m=16, block_n=16, block_k=64, num_warps=4, pass_grid=True
+    ),
+    "dot-tma-passes": Launch(
+        path="dot", block_m=16, block_n=16, block_k=64, num_warps=4, tma=True, pass_grid=True
+    ),
 }
 
 
 def launch_of(path: str, fmt: str) -> Launch:
-    """``LAUNCHES[path]``; the TMA launch is the FP8 tile's only (skipped for MXFP4)."""
-    if path == "dot-tma" and fmt != "fp8":
-        pytest.skip("TMA loads are the FP8 tile's")
+    """``LAUNCHES[path]``; the TMA launches are the FP8 tile's only (skipped for MXFP4)."""
+    if path.startswith("dot-tma") and fmt != "fp8":
+        pytest.skip("TMA loads and one pass a program are the FP8 tile's")
     return LAUNCHES[path]
 
 
@@ -262,13 +268,18 @@ def test_default_launch_follows_the_shapes():
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
     # The tile at every count, each choice measured on the H200: 128 values on 4 stages, 128
     # registers at most a thread (grouped_gemv.TILE_MAX_REGISTERS), FP8's weights through TMA
-    # from 2 slots an expert (FP8_TMA_FROM_SLOTS_PER_EXPERT; below, pointers and no cap).
+    # from 2 slots an expert (FP8_TMA_FROM_SLOTS_PER_EXPERT; below, pointers and no cap), and
+    # one pass a program on 3 stages, 80 registers at most, from 8 slots an expert (FP8) or 4
+    # (MXFP4; PASS_GRID_FROM_SLOTS_PER_EXPERT).
     for fmt in FORMATS:
         for t in (4, 8, 16, 32, 64):
             L = default_launch(fmt, tokens=t, **gpt)
             tma = fmt == "fp8" and t >= 8
-            cap = 0 if fmt == "fp8" and t < 8 else 128
-            assert (L.block_k, L.num_stages, L.max_registers, L.tma) == (128, 4, cap, tma)
+            passes = t >= (32 if fmt == "fp8" else 16)
+            cap = 0 if fmt == "fp8" and t < 8 else 80 if passes else 128
+            stages = 3 if passes else 4
+            want = (128, stages, cap, tma, passes)
+            assert (L.block_k, L.num_stages, L.max_registers, L.tma, L.pass_grid) == want
 
 
 def test_launcher_names_bad_arguments():
@@ -341,13 +352,49 @@ def test_weights_whose_rows_are_not_packed_take_the_pointer_loads():
     assert torch.isfinite(packed[:2].float()).all()
 
 
+@pytest.mark.parametrize(("fmt", "tma"), [("fp8", False), ("fp8", True), ("mxfp4", False)])
+def test_one_pass_a_program_writes_the_bits_of_one_expert_a_program(fmt, tma):
+    """``pass_grid``: program j runs the j-th pass of 16 slots over the touched experts instead of
+    one expert's passes in a loop. Routings with one slot, exactly a pass, a pass and one, and
+    three passes an expert, experts touched and not, duplicate ids and remote slots: the same
+    bits as the loop, every routed row written, the rest untouched; more programs than passes
+    return having written nothing."""
+    g = torch.Generator().manual_seed(13)
+    K, E, D, N = 4, 3, 64, 32
+    w, s, _ = quantised(fmt, torch.randn(E, N, D, generator=g) * D**-0.5)
+    b = (torch.randn(E, N, generator=g) * 0.5).bfloat16()
+    loop = Launch(path="dot", block_m=16, block_n=16, block_k=64, num_warps=4, tma=tma)
+    routings = [
+        torch.tensor([[1, 7, 8, 9]], dtype=torch.int32),  # one slot of one expert
+        torch.tensor([[0, 2, 0, 5]] * 8, dtype=torch.int32),  # 16 slots of expert 0, 8 of 2
+        torch.tensor([[2, 2, 2, 2]] * 4 + [[2, 6, 7, 8]], dtype=torch.int32),  # 17: two passes
+        torch.randint(0, E, (12, K), generator=g).int(),  # about 16 an expert
+        torch.tensor([[1, 1, 1, 1]] * 12, dtype=torch.int32),  # 48 slots: three passes
+        torch.full((3, K), 9, dtype=torch.int32),  # nothing local
+    ]
+    for ids in routings:
+        x = torch.randn(ids.shape[0], D, generator=g).bfloat16()
+        outs = []
+        for launch in (loop, dataclasses.replace(loop, pass_grid=True)):
+            outs.append(poisoned(ids.shape[0], K, N // 2))
+            grouped(x, ids, w, s, b, outs[-1], expert_offset=0, launch=launch, glu="swiglu_oai")
+        assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), ids
+        local = ids < E
+        assert torch.isfinite(outs[1][local].float()).all()
+        assert torch.isnan(outs[1][~local].float()).all()
+
+
 def test_launch_options_are_checked():
-    """TMA is the FP8 tile's; a register cap outside what a thread may hold is refused."""
+    """TMA is the FP8 tile's and one pass a program the tile's; a register cap outside what a
+    thread may hold is refused."""
     w, s, _ = quantised("mxfp4", torch.randn(1, 16, 64))
     x, ids = torch.zeros(1, 64).bfloat16(), torch.zeros(1, 1, dtype=torch.int32)
     out, b = poisoned(1, 1, 16), torch.zeros(1, 16).bfloat16()
     with pytest.raises(ValueError, match="tma is for the FP8 dot path"):
         grouped(x, ids, w, s, b, out, expert_offset=0, launch=LAUNCHES["dot-tma"])
+    with pytest.raises(ValueError, match="pass_grid is for the dot path"):
+        grouped(x, ids, w, s, b, out, expert_offset=0,
+                launch=dataclasses.replace(LAUNCHES["gemv"], pass_grid=True))  # fmt: skip
     with pytest.raises(ValueError, match="max_registers"):
         grouped(x, ids, w, s, b, out, expert_offset=0,
                 launch=dataclasses.replace(LAUNCHES["dot"], max_registers=300))  # fmt: skip
