@@ -153,7 +153,7 @@ harness times each replay with its launch, so its figures sit above the bench's
     return ab_rows(r, t, AB_ROWS, "mxfp4", _ROWS, 3, 0, (1, 4, 8, 16, 32, 64))
 
 
-_RUN_COLUMNS = [
+RUN_COLUMNS = [
     "tokens",
     "FP8 dense",
     "FP8 sparse",
@@ -165,7 +165,7 @@ _RUN_COLUMNS = [
 ]
 
 
-def _run(r: Records, t: Table, run: str) -> Table:
+def run_rows(r: Records, t: Table, run: str) -> Table:
     """The scenario run's ``ffn`` rows, both formats side by side at each count."""
     for i, tokens in enumerate(TOKENS):
         cells: dict[str, list] = {}
@@ -209,9 +209,9 @@ count (the arm keeps FP8's pointer loads below 2 slots an expert from 9f3b33e on
 "MXFP4 / FP8, best arm" = the faster of MXFP4's sparse and grouped steps over the faster of
 FP8's (below 1.00x: MXFP4 faster). The policy of the run: sparse up to 4 tokens in both formats,
 grouped above; grouped FASTER than dense at every count in both formats.""",
-        columns=_RUN_COLUMNS,
+        columns=RUN_COLUMNS,
     )
-    return _run(r, t, RUN_TMA)
+    return run_rows(r, t, RUN_TMA)
 
 
 def grouped_rows_run(r: Records) -> Table:
@@ -227,9 +227,9 @@ Derived: "MXFP4 / FP8, best arm" = the faster of MXFP4's sparse and grouped step
 of FP8's at the same count (below 1.00x: MXFP4 faster). The policy of the run: sparse up to 2
 tokens (MXFP4, SAME at 4) or 4 (FP8), grouped above; grouped FASTER than dense at every count in
 both formats.""",
-        columns=_RUN_COLUMNS,
+        columns=RUN_COLUMNS,
     )
-    return _run(r, t, RUN)
+    return run_rows(r, t, RUN)
 
 
 # The TMA A/B's launches: (column, spec of the scratch harness).

@@ -11,10 +11,10 @@ Needs the GPU's triton (3.6) in the environment, e.g. a venv with `pip install t
 torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run here.
 
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
-SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens[:weights[:maxnreg]] (block_k in
-values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none, default the
-tile's cap), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at 1, 8
-and 64 tokens.
+SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens[:weights[:maxnreg[:passes]]] (block_k
+in values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none, default
+the tile's cap; passes 1 for the tile's one pass a program, `Launch.pass_grid`, default 0), e.g.
+dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at 1, 8 and 64 tokens.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ E, TOP_K = 16, 4
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
 DEFAULTS = ["gemv:fp8:1:2:1024:1:0:1", "gemv:mxfp4:1:16:1024:4:0:1",
             "dot:fp8:16:64:128:4:4:8", "dot:mxfp4:16:64:128:4:4:8",
-            "dot:fp8:16:64:128:4:4:64", "dot:mxfp4:16:64:128:4:4:64"]  # fmt: skip
+            "dot:fp8:16:64:128:4:3:64:tma:80:1", "dot:mxfp4:16:64:128:4:3:64:ptr:80:1"]  # fmt: skip
 
 
 def values(stage: str, tokens: int) -> dict:
@@ -143,6 +143,7 @@ def grouped(spec: str, out: str) -> None:
     # The tile's defaults (grouped_gemv.path_launch): FP8 through TMA, 128 registers at most.
     tma = path == "dot" and fmt == "fp8" and (rest[0] if rest else "tma") == "tma"
     maxnreg = int(rest[1]) if len(rest) > 1 else TILE_MAX_REGISTERS if path == "dot" else 0
+    passes = len(rest) > 2 and rest[2] == "1"
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
         scan = scan_width(tokens * TOP_K, E, bm)
@@ -152,6 +153,7 @@ def grouped(spec: str, out: str) -> None:
             fn = grouped_dot._grouped_dot_fp8 if fmt == "fp8" else grouped_dot._grouped_dot_mxfp4
             c.update(NUM_STAGES=ns, **({"INTERPRET": False} if "INTERPRET" in fn.arg_names else {}))
             c.update({"TMA": tma} if "TMA" in fn.arg_names else {})
+            c.update({"PASS_GRID": passes} if "PASS_GRID" in fn.arg_names else {})
         else:
             fn = (
                 grouped_gemv._grouped_gemv_fp8 if fmt == "fp8" else grouped_gemv._grouped_gemv_mxfp4

@@ -58,10 +58,13 @@ the arm never takes one (`default_launch`). At 1,024 values a step it also spill
 loop (7-15 ms at 8 tokens on the H200); `path_launch` shortens the step to 1,024 / slots values
 (FP8 2-16 slots and MXFP4 2-16: no spills). The tensor-core tile (64 rows, 128 values a step,
 4 warps, 16 slots) is a warpgroup MMA (HGMMA 64x16x16) fed from registers, flat in the slots up
-to the pass, its registers capped at 128 a thread (4 programs an SM; no spills): FP8 4.4 a byte
-through TMA (4.2 with pointer loads, which left fc1 136 registers and 3 programs an SM; 3.4 with
-``.to(tl.bfloat16)``, whose fp16 -> bf16 F2F a value runs on the SMs' slow conversion pipe and
-bounded the tile on the H200, `grouped_dot`), MXFP4 10.0-10.3 with its bytes read in the
+to the pass, its registers capped at 128 a thread (4 programs an SM; no spills) while a program
+loops over its expert's passes, at 80 (6 programs an SM; FP8 4 bytes of stack, MXFP4 none) where
+it runs one pass (`Launch.pass_grid`, the default from PASS_GRID_FROM_SLOTS_PER_EXPERT): FP8
+4.4 a byte through TMA (4.2 with pointer loads, which left fc1 136 registers and 3 programs an
+SM; 3.4 with ``.to(tl.bfloat16)``, whose fp16 -> bf16 F2F a value runs on the SMs' slow
+conversion pipe and bounded the tile on the H200, `grouped_dot`), MXFP4 10.0-10.3 with its bytes
+read in the
 operand's row order (9.3 in natural order, whose decoded values went through shared memory and
 ran 9-20% slower on the H200, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads were not
 pipelined).
