@@ -66,12 +66,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from moebench.kernels.grouped_slots import (
-    expert_slots,
-    slot_epilogue,
-    touched_expert,
-    touched_pass,
-)
+from moebench.kernels.grouped_slots import expert_slots, program_work, slot_epilogue
 from moebench.kernels.jit import (
     e2m1_pair,
     e4m3_to_bf16,
@@ -268,13 +263,8 @@ def _grouped_dot_fp8(
     passes in a loop, whose registers (121-128 a thread against 85-89 for one pass, sm_90a)
     cost the launch programs an SM."""
     pdl_launch_dependents(GDC)
-    if PASS_GRID:
-        e, count, m_first = touched_pass(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
-                                         tl.program_id(1), BLOCK_E, SCAN, BLOCK_M)  # fmt: skip
-    else:
-        e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
-                                  tl.program_id(1), BLOCK_E, SCAN)  # fmt: skip
-        m_first = 0
+    e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+                                     BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
     if count == 0:
         return
     # Only the routing was read so far; x may be the previous kernel's output.
@@ -370,13 +360,8 @@ def _grouped_dot_mxfp4(
     """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
     registers a thread against 116-137 for the expert loop, sm_90a)."""
     pdl_launch_dependents(GDC)
-    if PASS_GRID:
-        e, count, m_first = touched_pass(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
-                                         tl.program_id(1), BLOCK_E, SCAN, BLOCK_M)  # fmt: skip
-    else:
-        e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
-                                  tl.program_id(1), BLOCK_E, SCAN)  # fmt: skip
-        m_first = 0
+    e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+                                     BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
     if count == 0:
         return
     pdl_wait(GDC)

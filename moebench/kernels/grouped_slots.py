@@ -21,6 +21,7 @@ host, so the launch is graph-capturable and any routing replays correctly:
   slots (the loop's registers cost the FP8 tile a program an SM). The axis is then
   min(E, T * K) + T * K // BLOCK_M long, a bound on the passes of any routing; programs past the
   last pass return having read only the routing.
+- `program_work`: a program's (expert, count, first slot) by either rule, the kernels' one call.
 - `expert_slots`: the expert's slots number m0 .. m0 + BLOCK_M - 1, in increasing s: each slot's
   rank among the expert's slots is a running prefix sum, and a [BLOCK_M, SCAN] match picks the
   slot of each rank. A slot routed twice to one expert (a token's duplicate ids) is two slots,
@@ -104,6 +105,25 @@ def touched_pass(
     first = tl.sum(tl.where(mine, end - passes, 0), 0)
     count = tl.sum(tl.where(mine, hits, 0), 0)
     return tl.sum(tl.where(mine, ex, 0), 0), count, (j - first) * BLOCK_M
+
+
+@triton.jit
+def program_work(
+    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+    BLOCK_E: tl.constexpr, SCAN: tl.constexpr, BLOCK_M: tl.constexpr, PASS_GRID: tl.constexpr,
+):  # fmt: skip
+    """(e, count, m0) of this program (j = ``program_id(1)``): with ``PASS_GRID`` its pass
+    (`touched_pass`), else its touched expert from the expert's first slot (`touched_expert`,
+    m0 = 0; the program then loops over the expert's passes). count 0: nothing to do."""
+    j = tl.program_id(1)
+    if PASS_GRID:
+        e, count, m0 = touched_pass(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j,
+                                    BLOCK_E, SCAN, BLOCK_M)  # fmt: skip
+    else:
+        e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j,
+                                  BLOCK_E, SCAN)  # fmt: skip
+        m0 = 0
+    return e, count, m0
 
 
 @triton.jit
