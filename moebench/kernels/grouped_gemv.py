@@ -64,10 +64,9 @@ it runs one pass (`Launch.pass_grid`, the default from PASS_GRID_FROM_SLOTS_PER_
 4.4 a byte through TMA (4.2 with pointer loads, which left fc1 136 registers and 3 programs an
 SM; 3.4 with ``.to(tl.bfloat16)``, whose fp16 -> bf16 F2F a value runs on the SMs' slow
 conversion pipe and bounded the tile on the H200, `grouped_dot`), MXFP4 10.0-10.3 with its bytes
-read in the
-operand's row order (9.3 in natural order, whose decoded values went through shared memory and
-ran 9-20% slower on the H200, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads were not
-pipelined).
+read in the operand's row order (9.3 in natural order, whose decoded values went through shared
+memory and ran 9-20% slower on the H200, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads
+were not pipelined).
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ host, so the launch is graph-capturable and any routing replays correctly:
 - `touched_pass`: the same counts, for a grid whose second axis enumerates *passes*: program j
   serves the j-th pass of BLOCK_M slots over the touched experts (experts in increasing id, an
   expert's passes in order), so that a program runs one pass and never loops over an expert's
-  slots (the loop's registers cost the FP8 tile a program an SM). The axis is then
-  min(E, T * K) + T * K // BLOCK_M long, a bound on the passes of any routing; programs past the
-  last pass return having read only the routing.
+  slots (the loop's registers held the tiles to 4 programs an SM; one pass fits 6). The axis
+  is then min(E, T * K) + T * K // BLOCK_M long, a bound on the passes of any routing; programs
+  past the last pass return having read only the routing.
 - `program_work`: a program's (expert, count, first slot) by either rule, the kernels' one call.
 - `expert_slots`: the expert's slots number m0 .. m0 + BLOCK_M - 1, in increasing s: each slot's
   rank among the expert's slots is a running prefix sum, and a [BLOCK_M, SCAN] match picks the
