@@ -355,10 +355,10 @@ def test_weights_whose_rows_are_not_packed_take_the_pointer_loads():
 @pytest.mark.parametrize(("fmt", "tma"), [("fp8", False), ("fp8", True), ("mxfp4", False)])
 def test_one_pass_a_program_writes_the_bits_of_one_expert_a_program(fmt, tma):
     """``pass_grid``: program j runs the j-th pass of 16 slots over the touched experts instead of
-    one expert's passes in a loop. Routings with one slot, exactly a pass, a pass and one, and
-    three passes an expert, experts touched and not, duplicate ids and remote slots: the same
-    bits as the loop, every routed row written, the rest untouched; more programs than passes
-    return having written nothing."""
+    one expert's passes in a loop. Routings with one slot, exactly a pass, a pass and one (one
+    expert, then every expert), and three passes an expert, experts touched and not, duplicate
+    ids and remote slots: the same bits as the loop, every routed row written, the rest
+    untouched; more programs than passes return having written nothing."""
     g = torch.Generator().manual_seed(13)
     K, E, D, N = 4, 3, 64, 32
     w, s, _ = quantised(fmt, torch.randn(E, N, D, generator=g) * D**-0.5)
@@ -370,6 +370,8 @@ def test_one_pass_a_program_writes_the_bits_of_one_expert_a_program(fmt, tma):
         torch.tensor([[2, 2, 2, 2]] * 4 + [[2, 6, 7, 8]], dtype=torch.int32),  # 17: two passes
         torch.randint(0, E, (12, K), generator=g).int(),  # about 16 an expert
         torch.tensor([[1, 1, 1, 1]] * 12, dtype=torch.int32),  # 48 slots: three passes
+        # 17 slots on each local expert: six passes, the grid's bound min(3, 68) + 68 // 16 = 7
+        torch.tensor([[0, 1, 2, 9]] * 17, dtype=torch.int32),
         torch.full((3, K), 9, dtype=torch.int32),  # nothing local
     ]
     for ids in routings:
