@@ -59,12 +59,7 @@ from moebench.core.ceilings import H200
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.gates.checks import check_decode_sentinels
 from moebench.gates.families import family_of
-from moebench.kernels.grouped_gemv import (
-    PASS_GRID_MAX_REGISTERS,
-    PASS_GRID_STAGES,
-    Launch,
-    path_launch,
-)
+from moebench.kernels.grouped_gemv import Launch, one_pass_launch, path_launch
 from moebench.measure import bench
 from moebench.measure.clock import Clock
 from moebench.plan.cases import plan
@@ -134,8 +129,7 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
             return base  # the same launch: skipped as equal to the default or another variant
         base = path_launch("dot", fmt, columns=columns, block_m=base.block_m, pdl=base.pdl)
         if passes:
-            base = dataclasses.replace(base, pass_grid=True, num_stages=PASS_GRID_STAGES,
-                                       max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
+            base = one_pass_launch(base)
     fields = dataclasses.asdict(base)
     for key, val in (("block_m", bm), ("block_n", bn), ("block_k", bk), ("num_warps", nw),
                      ("num_stages", stages), ("pdl", pdl)):  # fmt: skip

@@ -9,7 +9,9 @@ large side, so a few slots pad only the small side to the 16 the tensor cores ne
 64-row left operand converted in registers is what a warpgroup MMA takes), and the accumulator
 [BLOCK_N, BLOCK_M] is fp32. Whole K steps run unmasked and software-pipelined ``NUM_STAGES`` deep
 (0: the compiler's default); the step that passes R (R = 2,880 is no multiple of 128) runs masked
-after them.
+after them, but for the FP8 tile through TMA, where it stays in the pipelined loop (`_fp8_pass`).
+A program runs its expert's passes of BLOCK_M slots in a loop, or with ``PASS_GRID`` the one pass
+the grid gives it (`grouped_slots.program_work`).
 
 - FP8: the weights read through a TMA descriptor where the launcher can build one (``TMA``: one
   bulk copy a step for the [BLOCK_N, BLOCK_K] box, the columns past R zero-filled by the copy

@@ -20,8 +20,11 @@ Each touched local expert's weights are read once for all the slots routed to it
 which finds that expert and its slots from the routing itself (`moebench.kernels.grouped_slots`)
 and returns, having read only the routing, when fewer than j + 1 experts are touched. An untouched
 expert has no program. A program takes its expert's slots BLOCK_M at a time (one pass over the
-weights a group; a second pass only when an expert holds more than BLOCK_M slots). Nothing is read
-back to the host and no buffer is written but ``out``: one CUDA graph replays any routing.
+weights a group; a second pass only when an expert holds more than BLOCK_M slots). With
+``Launch.pass_grid`` (the tile's default from PASS_GRID_FROM_SLOTS_PER_EXPERT) the second axis
+enumerates those passes instead, min(E, T * K) + T * K // BLOCK_M programs, one pass each.
+Nothing is read back to the host and no buffer is written but ``out``: one CUDA graph replays any
+routing.
 
 Two paths, the same arithmetic up to the fp32 summation order:
 
@@ -316,6 +319,13 @@ def path_launch(
                   num_warps=warps, pdl=pdl)  # fmt: skip
 
 
+def one_pass_launch(tile: Launch) -> Launch:
+    """The tile ``tile`` running one pass a program, on the stages and register cap measured for
+    it (PASS_GRID_STAGES, PASS_GRID_MAX_REGISTERS)."""
+    return replace(tile, pass_grid=True, num_stages=PASS_GRID_STAGES,
+                   max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
+
+
 def default_launch(
     fmt: str, *, tokens: int, top_k: int, experts: int, columns: int, pdl: bool = False
 ) -> Launch:
@@ -336,8 +346,7 @@ def default_launch(
         if fmt == "fp8" and slots < FP8_TMA_FROM_SLOTS_PER_EXPERT * experts:
             return replace(tile, tma=False, max_registers=0)
         if slots >= PASS_GRID_FROM_SLOTS_PER_EXPERT[fmt] * experts:
-            return replace(tile, pass_grid=True, num_stages=PASS_GRID_STAGES,
-                           max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
+            return one_pass_launch(tile)
         return tile
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)
 
