@@ -22,10 +22,12 @@ experts' bytes there (tools/bench_decode.py's read kernel): what any kernel need
 Variants of the grouped launch (`moebench.kernels.grouped_gemv.Launch`): by default the
 candidates in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one
 item each, comma separated, at every count of ``--variant-tokens``:
-path:block_m:block_n:block_k:warps[:stages[:pdl[:passes]]], "-" for the arm's default of a field,
-block_k in values (FP8 one a byte, MXFP4 two), e.g. "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1
-or 0: the tile's one pass a program (`Launch.pass_grid`, on its 3 stages and 80 registers) or its
-expert loop (4 stages, 128 registers), other fields then from there. A field left to
+path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma]]]]], "-" for the arm's
+default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
+"dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
+(`Launch.pass_grid`, on its 3 stages and 80 registers) or its expert loop (4 stages, 128
+registers), other fields then from there; registers: the cap a thread (0: none); tma 1 or 0: the
+FP8 tile's weights through a TMA descriptor or pointer loads (ignored for MXFP4). A field left to
 the default of another path takes that path's (`grouped_gemv.path_launch`); a block_n that does
 not divide N (fc2's 2,880) shrinks to one that does. The arm's own launch always runs, as
 "default", and a variant equal to it is skipped. Cases run from the most tokens down, so that a
@@ -76,8 +78,8 @@ dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 CLOCK = Clock(dev)
 
 # Grouped launches beside the default, each with the token counts it is there to decide:
-# (path, block_m, block_n, block_k in values, warps, stages, pdl, passes), None for the default's
-# field.
+# (path, block_m, block_n, block_k in values, warps, stages, pdl, passes[, registers, tma]), None
+# for the default's field.
 # The defaults (grouped_gemv.default_launch): the one-slot GEMV at 1-2 tokens, the tile of 64 rows,
 # 128 values a step, 4 stages and 16 slots a pass from 4, at most 128 registers a thread, FP8's
 # weights through TMA from 8 tokens (pointer loads and no cap at 4), one pass a program on 3 stages
@@ -108,11 +110,13 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (8 - len(f))
+        f += ["-"] * (10 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
-        out.append((tokens, (path, *nums, pdl, passes)))
+        registers = None if f[8] in ("-", "") else int(f[8])
+        tma = None if f[9] in ("-", "") else bool(int(f[9]))
+        out.append((tokens, (path, *nums, pdl, passes, registers, tma)))
     return out
 
 
@@ -120,7 +124,8 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     """The launch of variant ``v`` for a stage of ``columns`` output columns, fields from
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
-    path, bm, bn, bk, nw, stages, pdl, passes = v
+    path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
+    registers, tma = (*extra, None, None)[:2]
     if path is not None and (path != base.path or (bm is not None and path == "gemv")):
         # That path's own blocks (a GEMV's step follows its slots a pass).
         base = path_launch(path, fmt, columns=columns, block_m=bm, pdl=base.pdl)
@@ -131,10 +136,13 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
         if passes:
             base = one_pass_launch(base)
     fields = dataclasses.asdict(base)
-    for key, val in (("block_m", bm), ("block_n", bn), ("block_k", bk), ("num_warps", nw),
-                     ("num_stages", stages), ("pdl", pdl)):  # fmt: skip
+    chosen = (("block_m", bm), ("block_n", bn), ("block_k", bk), ("num_warps", nw),
+              ("num_stages", stages), ("pdl", pdl), ("max_registers", registers))  # fmt: skip
+    for key, val in chosen:
         if val is not None:
             fields[key] = val
+    if tma is not None and fmt == "fp8" and fields["path"] == "dot":
+        fields["tma"] = tma
     fields["block_n"] = min(fields["block_n"], columns & -columns)
     return Launch(**fields)
 

@@ -28,7 +28,12 @@ from moebench.arm.base import Arm, Stage
 from moebench.arm.decode import Problem, Workspace
 from moebench.core.vocabulary import DECODE_STAGES
 from moebench.kernels.combine_topk import combine_topk
-from moebench.kernels.grouped_gemv import Launch, default_launch, grouped_gemv
+from moebench.kernels.grouped_gemv import (
+    Launch,
+    default_launch,
+    grouped_gemv,
+    word_aligned_scales,
+)
 from moebench.kernels.launch import weight_format
 
 # Programmatic dependent launch of the grouped kernels and the combine, per precision: on in both.
@@ -60,6 +65,16 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
     return one(p.w13.shape[1]), one(p.w2.shape[1])
 
 
+def tiles_scales(w, w_scale, launch: Launch):
+    """The scales a stage's launch reads: MXFP4 scales for the tile with rows on 16-byte
+    boundaries (`grouped_gemv.word_aligned_scales`: a padded copy made here, once, when the
+    stages are built, if the problem's rows are not), so that the tile loads them as words inside
+    its pipeline; the problem's own tensor otherwise."""
+    if weight_format(w) == "mxfp4" and launch.path == "dot":
+        return word_aligned_scales(w_scale)
+    return w_scale
+
+
 def build_stages(
     ws: Workspace, *, fc1: Launch | None = None, fc2: Launch | None = None
 ) -> tuple[Stage, ...]:
@@ -70,13 +85,14 @@ def build_stages(
     E, off = p.local_experts, p.expert_offset
     default1, default2 = launches(p)
     fc1, fc2 = fc1 or default1, fc2 or default2
+    s13, s2 = tiles_scales(p.w13, p.w13_scale, fc1), tiles_scales(p.w2, p.w2_scale, fc2)
 
     def run_fc1() -> None:
-        grouped_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a,
+        grouped_gemv(p.x_TD, p.topk_ids_TK, p.w13, s13, p.b13_E2F, ws.a,
                      expert_offset=off, launch=fc1, glu=p.activation)  # fmt: skip
 
     def run_fc2() -> None:
-        grouped_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
+        grouped_gemv(ws.a, p.topk_ids_TK, p.w2, s2, p.b2_ED, ws.o, expert_offset=off,
                      launch=fc2)  # fmt: skip
 
     def run_combine() -> None:

@@ -58,6 +58,18 @@ values: 8 STSM and 8 LDSM, 9.3 a byte). On the H200 the row order at 128 values 
 conversion is elementwise on the loaded bytes, which the compiler reads from shared memory in
 the operand's layout directly.
 
+Scales (the MXFP4 tile). A step's e8m0 scale bytes of a row (BLOCK_K / 32 of them) are too
+few for the pipeline's asynchronous copies unless they are whole 32-bit words, which needs the
+rows of scales on 4-byte boundaries (gpt-oss-20b's 90 bytes a row are not). Where they are
+(``SCALE_WORDS``; `grouped_gemv.scale_words`, and the arm builds them so,
+`grouped_gemv.word_aligned_scales`) a step's scales load as words inside the pipelined loop,
+copied asynchronously with the weights (sm_90a SASS: four-byte LDGSTS, no synchronous load left
+in the loop, 9.0 instructions a weight byte against 10.0). Otherwise they are byte loads, which
+the pipeline leaves synchronous: loaded a step ahead into registers, so that their latency hides
+behind one step of work; a program with few neighbours on its SM (a few tokens a rank) then
+waits on them every step. (A window of two or three steps ahead made triton 3.6 drop the
+pipeline of the weights altogether: synchronous loads, 4 KB of shared memory instead of 28.)
+
 Under the interpreter (``INTERPRET``) the operands are widened to fp32 first: its ``tl.dot``
 multiplies bf16 bit patterns (docs/DESIGN.md section 11), and it runs no PTX (the MXFP4 decode is
 then `jit.e2m1_pair` in fp32). Products are exact either way.
@@ -318,15 +330,16 @@ def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET
 
 @triton.jit
 def _mxfp4_pass(
-    x_ptr, ids_ptr, w_at, s_at, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64, count, m0,
-    n_block, stride_xt, stride_xk, stride_it, stride_ik, stride_be, stride_ot, stride_ok,
+    x_ptr, ids_ptr, w_at, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64, count,
+    m0, n_block, stride_xt, stride_xk, stride_it, stride_ik, stride_be, stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
-    NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr,
+    NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, SCALE_WORDS: tl.constexpr,
 ):  # fmt: skip
     """One pass of the MXFP4 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
-    column block ``n_block`` (bytes ``w_at``, scale bytes ``s_at``, in `loaded_rows` order),
-    stored through the slot epilogue."""
+    column block ``n_block`` (bytes ``w_at``, scale bytes ``s_at``, in `loaded_rows` order; with
+    ``SCALE_WORDS`` also ``s_words``, the same rows' scales as 32-bit words, [BLOCK_N,
+    BLOCK_K / 128]), stored through the slot epilogue."""
     kg = tl.arange(0, BLOCK_K // 32)
     t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
                             BLOCK_M, SCAN)  # fmt: skip
@@ -334,16 +347,26 @@ def _mxfp4_pass(
     x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
     acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     r_main = R // BLOCK_K * BLOCK_K
-    # The scale bytes (too narrow for the pipeline's asynchronous copies) are loaded a step
-    # ahead into registers, so that their latency is behind a step of work.
-    s_next = tl.load(s_at, mask=(kg < R // 32)[None, :], other=0)
-    for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-        s = s_next
-        g_next = (k0 + BLOCK_K) // 32
-        s_next = tl.load(s_at + g_next, mask=(g_next + kg < R // 32)[None, :], other=0)
-        acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET)
+    if SCALE_WORDS:
+        # A step's scale bytes of a row as whole 32-bit words, which the pipeline copies
+        # asynchronously with the weights (module docstring: scales).
+        for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+            words = tl.load(s_words + k0 // 128)
+            s = tl.reshape((words[:, :, None] >> (8 * tl.arange(0, 4))[None, None, :]) & 0xFF,
+                           [BLOCK_N, BLOCK_K // 32]).to(tl.uint8)  # fmt: skip
+            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET)
+        s_last = tl.load(s_at + r_main // 32, mask=(r_main // 32 + kg < R // 32)[None, :], other=0)
+    else:
+        # Byte loads (a row's step of scales at any offset), which the pipeline leaves
+        # synchronous: loaded a step ahead into registers, their latency behind a step of work.
+        s_last = tl.load(s_at, mask=(kg < R // 32)[None, :], other=0)
+        for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+            s = s_last
+            g_next = (k0 + BLOCK_K) // 32
+            s_last = tl.load(s_at + g_next, mask=(g_next + kg < R // 32)[None, :], other=0)
+            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET)
     if not EVEN_K:
-        acc = _mxfp4_step(acc, w_at, s_next, x_at, r_main, R, m_ok, True, INTERPRET)
+        acc = _mxfp4_step(acc, w_at, s_last, x_at, r_main, R, m_ok, True, INTERPRET)
     slot_epilogue(tl.trans(acc), n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be,
                   stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
 
@@ -357,10 +380,12 @@ def _grouped_dot_mxfp4(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
-    PASS_GRID: tl.constexpr,
+    PASS_GRID: tl.constexpr, SCALE_WORDS: tl.constexpr,
 ):  # fmt: skip
     """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
-    registers a thread against 116-137 for the expert loop, sm_90a)."""
+    registers a thread against 116-137 for the expert loop, sm_90a). ``SCALE_WORDS``: the scale
+    rows are 4-byte aligned (row and expert strides multiples of 4 bytes, the base too) and a step
+    is whole words (BLOCK_K a multiple of 128), so a step's scales load as words."""
     pdl_launch_dependents(GDC)
     e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
@@ -378,14 +403,19 @@ def _grouped_dot_mxfp4(
         + rows64[:, None] * stride_sn
         + tl.arange(0, BLOCK_K // 32)[None, :]
     )
+    s_words = s_at
+    if SCALE_WORDS:
+        s_rows = ws_ptr + e64 * stride_se + rows64 * stride_sn
+        s_words = (s_rows.to(tl.pointer_type(tl.int32))[:, None]
+                   + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
     if PASS_GRID:
-        _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64,
-                    count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
+        _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset, R,
+                    e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                     stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                    EXACT_RNE, SCAN, NUM_STAGES, INTERPRET)  # fmt: skip
+                    EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
-            _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, b_ptr, out_ptr, TK, K, expert_offset, R, e,
-                        e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
+            _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset,
+                        R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                         stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                        EXACT_RNE, SCAN, NUM_STAGES, INTERPRET)  # fmt: skip
+                        EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS)  # fmt: skip

@@ -16,7 +16,14 @@ from decode_inputs import FORMATS, exact_weights, quantised, routing, rows_ref
 from kernel_device import DEVICE, on_device
 
 from moebench.kernels.batched_gemm import batched_gemm
-from moebench.kernels.grouped_gemv import Launch, default_launch, grouped_gemv, path_launch
+from moebench.kernels.grouped_gemv import (
+    Launch,
+    default_launch,
+    grouped_gemv,
+    path_launch,
+    scale_words,
+    word_aligned_scales,
+)
 from moebench.kernels.sparse_gemv import sparse_gemv
 
 grouped, sparse, dense = on_device(grouped_gemv), on_device(sparse_gemv), on_device(batched_gemm)
@@ -330,6 +337,49 @@ def test_the_tiles_row_order_comes_back_to_the_rows(fmt, tma, block_n):
     for t in range(T):
         for k in range(K):
             assert torch.equal(out[t, k].view(torch.int16), want[ids[t, k], t].view(torch.int16))
+
+
+@pytest.mark.parametrize("pass_grid", [False, True])
+@pytest.mark.parametrize("block_k", [128, 256])
+def test_mxfp4_scales_read_as_words_give_the_bytes_bits(pass_grid, block_k):
+    """Scale rows on 4-byte boundaries (`word_aligned_scales`) let the MXFP4 tile load a step's
+    scales as 32-bit words: over whole steps and a masked one (R = 672: five or two whole steps
+    and a part), each group's own scale (random per group) meets its values, so the output is
+    bitwise the byte loads' on the unpadded scales and each row's exact value (sums exact in any
+    order), bitwise torch's rounding."""
+    g = torch.Generator().manual_seed(14)
+    T, K, E, N, R = 3, 2, 2, 16, 672
+    w, s, wd = exact_weights("mxfp4", E, N, R, g)
+    assert len(s.unique()) > 3 and not scale_words(s)  # 21 scale bytes a row: odd offsets
+    words = word_aligned_scales(s)
+    assert scale_words(words) and torch.equal(words, s) and words.stride(1) == 32
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1], [1, 0], [1, 5]], dtype=torch.int32)
+    want = (torch.einsum("tr,enr->etn", x.float(), wd) + b.float()[:, None, :]).bfloat16()
+    launch = Launch(path="dot", block_m=16, block_n=16, block_k=block_k, num_warps=4,
+                    pass_grid=pass_grid)  # fmt: skip
+    by_bytes, by_words = poisoned(T, K, N), poisoned(T, K, N)
+    grouped(x, ids, w, s, b, by_bytes, expert_offset=0, launch=launch)
+    grouped(x, ids, w, words, b, by_words, expert_offset=0, launch=launch)
+    assert torch.equal(by_words.view(torch.int16), by_bytes.view(torch.int16))
+    for t, k in ((0, 0), (0, 1), (1, 0), (1, 1), (2, 0)):
+        assert torch.equal(by_words[t, k].view(torch.int16), want[ids[t, k], t].view(torch.int16))
+    assert torch.isnan(by_words[2, 1].float()).all()
+
+
+def test_word_aligned_scales_copy_only_what_needs_it():
+    """Scales whose rows already start on 16-byte boundaries are returned as they are; others
+    come back as a padded copy holding the same values, the pad zero."""
+    aligned = torch.randint(0, 255, (2, 3, 32), dtype=torch.uint8)
+    assert word_aligned_scales(aligned) is aligned and scale_words(aligned)
+    odd = torch.randint(0, 255, (2, 3, 90), dtype=torch.uint8)
+    padded = word_aligned_scales(odd)
+    assert padded.shape == odd.shape and padded.stride() == (288, 96, 1)
+    assert torch.equal(padded, odd) and padded.data_ptr() != odd.data_ptr()
+    storage = torch.as_strided(padded, (2, 3, 96), (288, 96, 1))
+    assert not storage[:, :, 90:].any()
+    assert not scale_words(odd[:, :, 1:]) and not scale_words(odd.to(torch.int32))
 
 
 def test_weights_whose_rows_are_not_packed_take_the_pointer_loads():

@@ -1,0 +1,391 @@
+"""The grouped decode GEMV's tensor-core path: one touched expert's weight tile times all of its
+slots, for `moebench.kernels.grouped_gemv` (its docstring has the tensors, the grid and the
+grouping; this file only the two kernels and their tile helpers).
+
+A program holds its expert's [BLOCK_N, BLOCK_K] weight tile as the left operand of ``tl.dot`` and
+the pass's slots as the right one, [BLOCK_K, BLOCK_M] bf16 (slot m's row down column m; columns
+past the expert's count are masked to zero and never stored). The weights take the operand's
+large side, so a few slots pad only the small side to the 16 the tensor cores need (on sm_90 a
+64-row left operand converted in registers is what a warpgroup MMA takes), and the accumulator
+[BLOCK_N, BLOCK_M] is fp32. Whole K steps run unmasked and software-pipelined ``NUM_STAGES`` deep
+(0: the compiler's default); the step that passes R (R = 2,880 is no multiple of 128) runs masked
+after them, but for the FP8 tile through TMA, where it stays in the pipelined loop (`_fp8_pass`).
+A program runs its expert's passes of BLOCK_M slots in a loop, or with ``PASS_GRID`` the one pass
+the grid gives it (`grouped_slots.program_work`).
+
+- FP8: the weights read through a TMA descriptor where the launcher can build one (``TMA``: one
+  bulk copy a step for the [BLOCK_N, BLOCK_K] box, the columns past R zero-filled by the copy
+  engine; 4% faster than the threads' pointer copies at 16-64 tokens on the H200,
+  docs/perf/HISTORY.md), by pointers otherwise; e4m3 converted to bf16 by bit placement
+  (`jit.e4m3_to_bf16`; exact: every e4m3 value is a bf16 number), the expert scale applied to
+  the fp32 sums after the loop, as `sparse_gemv` and `batched_gemm` do. Not ``.to(tl.bfloat16)``:
+  triton 3.6 goes through fp16 and converts each value fp16 -> bf16 with one F2F, an instruction
+  of the SMs' slow conversion pipe; at gpt-oss-20b decode shapes that pipe bounded the tile
+  (H200, 2026-12-02: the step 3-17% faster without it, docs/perf/HISTORY.md). An e4m3 NaN byte
+  (0x7F, 0xFF) decodes as +-480 on both the GPU and the interpreter, where torch gives NaN: such
+  weights fail the reference gate rather than poison the output.
+- MXFP4: e2m1 times its e8m0 scale decoded to bf16 in registers (`mx_tile`; exact: two
+  significant bits times a power of two), 2.75 instructions a value. Scale byte 255 (NaN in
+  the format) gives a non-finite output and byte 0 gives 0, as `jit.e8m0_scale` in the GEMV.
+  (``tl.dot_scaled``, the first version, ran at 4-7% of the copy ceiling on the H200: triton 3.6
+  loads its bf16 operand synchronously every step, stores it to shared memory two bytes at a time
+  behind a full memory barrier, and reads the scales with single-byte loads.)
+
+K order (`dot_order`). The tensor cores' operand layout gives each thread of a quad the K pairs
+2c, 2c + 1 and 2c + 8, 2c + 9 of every 16; in natural order a thread's weights are then 2-byte
+(FP8) or 1-byte (MXFP4) pieces, read from shared memory one at a time (sm_90a SASS: 32 LDS.U16 a
+step for 64 bytes a thread). The dot takes K in any order as long as both operands share it, so
+both tiles are permuted (a reshape and a permute, free in registers) so that each thread's quarter
+of a row's step is one contiguous run, read as 16-byte words; the MXFP4 tile also keeps the low
+nibbles of two bytes in one register word and the high nibbles in the next (`mx_tile`), the words
+the decode writes. The products are the natural order's; only the order of their fp32 sum
+differs.
+
+Row order (`loaded_rows`, `operand_rows`; the MXFP4 tile). Loads take a blocked layout: a
+[64, 64-byte] tile on 4 warps gives lanes 8 rows by 4 runs of 16 bytes, the warps the next 2 row
+bits and each thread's registers the top one (rows r and r + 32). The operand wants a thread's two
+rows 8 apart (r and r + 8) and each warp 16 whole rows. The MXFP4 tile's bytes and scale bytes
+are therefore read in `loaded_rows` order, which puts memory rows r and r + 8 where the load
+layout gives one thread rows r and r + 32, and put back in natural order by `operand_rows` (a
+reshape and a permute, free in registers) before the decode: the decode then runs in the
+operand's layout and its values need no move (sm_90a SASS, compiled offline: no shuffle, no
+shared-memory round trip in the weight loop; 10.3 instructions a weight byte). In natural order
+the compiler moved each decoded value into that layout with warp shuffles and selects (64 values
+a step: 16 SHFL and 33 SEL of 217 instructions, 13.6 a byte) or through shared memory (128
+values: 8 STSM and 8 LDSM, 9.3 a byte). On the H200 the row order at 128 values a step was
+9-20% faster than natural order at 128 and 7-22% faster than at 64 values (gpt-oss-20b EP2,
+1-64 tokens, 2026-12-02, docs/perf/HISTORY.md). The FP8 tile needs no such order: its
+conversion is elementwise on the loaded bytes, which the compiler reads from shared memory in
+the operand's layout directly.
+
+Under the interpreter (``INTERPRET``) the operands are widened to fp32 first: its ``tl.dot``
+multiplies bf16 bit patterns (docs/DESIGN.md section 11), and it runs no PTX (the MXFP4 decode is
+then `jit.e2m1_pair` in fp32). Products are exact either way.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from moebench.kernels.grouped_slots import expert_slots, program_work, slot_epilogue
+from moebench.kernels.jit import (
+    e2m1_pair,
+    e4m3_to_bf16,
+    e8m0_scale,
+    pdl_launch_dependents,
+    pdl_wait,
+)
+
+# e2m1 x e8m0 -> bf16 on four bytes (eight values) in 22 instructions, compiled only (the
+# interpreter runs no PTX). Operands: $0, $1 the low nibbles' bf16 pairs of bytes 0-1 and 2-3, $2,
+# $3 the high nibbles', $4 the four bytes, $5, $6 the bf16 scales of bytes 0-1 and 2-3. A byte
+# pair is spread to the two halves of a word (prmt); a nibble's magnitude bits land at bits 6..8
+# of its half and its sign at bit 15 through a mask, a multiply (its two shifted copies of the
+# nibble do not overlap) and a mask: the bf16 of value * 2^-126 exactly (bf16 subnormals continue
+# e2m1's); times 2^126, then times the scale, both exact (powers of two). A scale byte of 255
+# (inf) gives a non-finite value and byte 0 gives 0, as `jit.e8m0_scale`.
+_E2M1_BF16_ASM = tl.constexpr("""{
+.reg .b32 t, c, k;
+mov.b32 k, 0x7E807E80;
+prmt.b32 t, $4, 0, 0x4140;
+and.b32 c, t, 0x000F000F;
+mul.lo.u32 c, c, 0x1040;
+and.b32 c, c, 0x81C081C0;
+mul.rn.bf16x2 c, c, k;
+mul.rn.bf16x2 $0, c, $5;
+and.b32 c, t, 0x00F000F0;
+mul.lo.u32 c, c, 0x0104;
+and.b32 c, c, 0x81C081C0;
+mul.rn.bf16x2 c, c, k;
+mul.rn.bf16x2 $2, c, $5;
+prmt.b32 t, $4, 0, 0x4342;
+and.b32 c, t, 0x000F000F;
+mul.lo.u32 c, c, 0x1040;
+and.b32 c, c, 0x81C081C0;
+mul.rn.bf16x2 c, c, k;
+mul.rn.bf16x2 $1, c, $6;
+and.b32 c, t, 0x00F000F0;
+mul.lo.u32 c, c, 0x0104;
+and.b32 c, c, 0x81C081C0;
+mul.rn.bf16x2 c, c, k;
+mul.rn.bf16x2 $3, c, $6;
+}""")
+
+
+@triton.jit
+def loaded_rows(BLOCK_N: tl.constexpr):
+    """The memory row (within the block) that each of a tile's BLOCK_N loaded rows reads: row
+    i = g + 8 w + 8 W h (g < 8, w < W = BLOCK_N / 16, h < 2) reads row g + 16 w + 8 h, so that a
+    load's layout gives each thread the two rows, 8 apart, that the operand gives it (module
+    docstring: row order). `operand_rows` puts the loaded tile back in natural order."""
+    W: tl.constexpr = BLOCK_N // 16
+    i = tl.arange(0, BLOCK_N)
+    return i % 8 + 16 * (i // 8 % W) + 8 * (i // (8 * W))
+
+
+@triton.jit
+def operand_rows(t):
+    """Tile ``t`` [BLOCK_N, C] loaded in `loaded_rows` order, in natural row order."""
+    BN: tl.constexpr = t.shape[0]
+    C: tl.constexpr = t.shape[1]
+    t = tl.permute(tl.reshape(t, [2, BN // 16, 8, C]), (1, 0, 2, 3))
+    return tl.reshape(t, [BN, C])
+
+
+@triton.jit
+def dot_order(t):
+    """[BLOCK_N, BLOCK_K] tile ``t`` with its K positions permuted as the dot reads them, so that
+    each thread's share of a row's K (a quarter: in the tensor cores' operand layout thread c of a
+    quad holds K pairs 2c, 2c + 1 and 2c + 8, 2c + 9 of every 16) is one contiguous run of the
+    row: position k' = 16 a + 8 b + 2 c + r holds value BLOCK_K / 4 c + 4 a + 2 b + r. The slots'
+    operand takes the same order (`dot_order_rows`), so the products are the natural order's,
+    summed in another order."""
+    BN: tl.constexpr = t.shape[0]
+    BK: tl.constexpr = t.shape[1]
+    t = tl.permute(tl.reshape(t, [BN, 4, BK // 16, 2, 2]), (0, 2, 3, 1, 4))
+    return tl.reshape(t, [BN, BK])
+
+
+@triton.jit
+def dot_order_rows(x):
+    """The slots' operand [BLOCK_K, BLOCK_M] in `dot_order`'s K order."""
+    BK: tl.constexpr = x.shape[0]
+    BM: tl.constexpr = x.shape[1]
+    x = tl.permute(tl.reshape(x, [4, BK // 16, 2, 2, BM]), (1, 2, 0, 3, 4))
+    return tl.reshape(x, [BK, BM])
+
+
+@triton.jit
+def mx_tile(w, s, INTERPRET: tl.constexpr):
+    """Packed e2m1 bytes ``w`` [BLOCK_N, BLOCK_K / 2] (value 2j of a row in the low nibble of byte
+    j) with their e8m0 scale bytes ``s`` [BLOCK_N, BLOCK_K / 32] as the [BLOCK_N, BLOCK_K] values
+    in natural order: bf16 on the GPU (exact: an e2m1 value times a power of two), fp32 under the
+    interpreter."""
+    BN: tl.constexpr = w.shape[0]
+    KB: tl.constexpr = w.shape[1]
+    G: tl.constexpr = KB // 16
+    w3 = tl.reshape(w, [BN, G, 16])
+    s3 = tl.broadcast_to(tl.reshape(s, [BN, G, 1]), [BN, G, 16])
+    if INTERPRET:
+        lo, hi = e2m1_pair(w3.to(tl.uint32), 0)
+        sc = e8m0_scale(s3) * 16384.0
+        lo, hi = lo * sc, hi * sc
+    else:
+        sb = (s3.to(tl.int16) << 7).to(tl.bfloat16, bitcast=True)
+        lo, hi = tl.inline_asm_elementwise(
+            _E2M1_BF16_ASM, "=r,=r,=r,=r,r,r,r", [w3, sb], dtype=(tl.bfloat16, tl.bfloat16),
+            is_pure=True, pack=4,
+        )  # fmt: skip
+    # (lo, hi) of bytes 2i and 2i + 1 as [lo, lo, hi, hi]: the pairs the decode packs in a word.
+    v = tl.join(tl.reshape(lo, [BN, KB // 2, 2]), tl.reshape(hi, [BN, KB // 2, 2]))
+    return tl.reshape(tl.permute(v, (0, 1, 3, 2)), [BN, 2 * KB])
+
+
+@triton.jit
+def mx_order_rows(x):
+    """The slots' operand [BLOCK_K, BLOCK_M] in `mx_tile`'s K order: values 4i, 4i + 2, 4i + 1,
+    4i + 3 (the low nibbles of two bytes, then their high nibbles)."""
+    BK: tl.constexpr = x.shape[0]
+    BM: tl.constexpr = x.shape[1]
+    x = tl.permute(tl.reshape(x, [BK // 4, 2, 2, BM]), (0, 2, 1, 3))
+    return tl.reshape(x, [BK, BM])
+
+
+@triton.jit
+def _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, MASKED: tl.constexpr, TMA: tl.constexpr,
+              INTERPRET: tl.constexpr):  # fmt: skip
+    """acc + one K step of the FP8 tile: the weights from TMA descriptor ``w_src`` at row
+    ``w_row`` (``TMA``; columns past R read as zeros) or natural-order pointers ``w_src``
+    [BLOCK_N, BLOCK_K]; dot-order pointers ``x_at`` [BLOCK_K, BLOCK_M]; ``MASKED`` for the step
+    that passes R."""
+    BK: tl.constexpr = x_at.shape[0]
+    if TMA:
+        w = w_src.load([w_row, k0])
+    elif MASKED:
+        w = tl.load(w_src + k0, mask=(k0 + tl.arange(0, BK) < R)[None, :], other=0.0)
+    else:
+        w = tl.load(w_src + k0)
+    if MASKED:
+        x_ok = m_ok[None, :] & (k0 + tl.arange(0, BK) < R)[:, None]
+        xv = tl.load(x_at + k0, mask=x_ok, other=0.0)
+    else:
+        xv = tl.load(x_at + k0, mask=m_ok[None, :], other=0.0)
+    wb = dot_order(e4m3_to_bf16(w, INTERPRET))
+    xv = dot_order_rows(xv)
+    if INTERPRET:
+        xv = xv.to(tl.float32)
+    return tl.dot(wb, xv, acc, out_dtype=tl.float32)
+
+
+@triton.jit
+def _fp8_pass(
+    x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64, count,
+    m0, n_block, stride_xt, stride_xk, stride_it, stride_ik, stride_be, stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
+    NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, TMA: tl.constexpr,
+):  # fmt: skip
+    """One pass of the FP8 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
+    column block ``n_block``, stored through the slot epilogue.
+
+    Pointer loads: whole K steps unmasked (and software-pipelined), the step that passes R masked
+    after them. Through TMA the copy engine zero-fills the weights past R, so that step stays in
+    the pipelined loop, the slots' rows masked at every step: after the loop it exposed a load's
+    whole latency before each tile's epilogue (docs/perf/HISTORY.md, 2026-12-02, seventh
+    session). The products and their order are the same either way."""
+    t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
+                            BLOCK_M, SCAN)  # fmt: skip
+    m_ok = m0 + tl.arange(0, BLOCK_M) < count
+    x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
+    acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    r_main = R if TMA else R // BLOCK_K * BLOCK_K
+    for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        acc = _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, TMA and not EVEN_K, TMA, INTERPRET)
+    if not EVEN_K and not TMA:
+        acc = _fp8_step(acc, w_src, w_row, x_at, r_main, R, m_ok, True, TMA, INTERPRET)
+    h = tl.trans(acc) * scale
+    slot_epilogue(h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot,
+                  stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+
+
+@triton.jit
+def _grouped_dot_fp8(
+    x_ptr, ids_ptr, w, ws_ptr, b_ptr, out_ptr,
+    TK, K, expert_offset, E, R,
+    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
+    stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
+    NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
+    PASS_GRID: tl.constexpr,
+):  # fmt: skip
+    """The FP8 tile. ``PASS_GRID``: program j of the grid's second axis runs the j-th pass
+    (`grouped_slots.touched_pass`), one pass a program; else the j-th touched expert, all of its
+    passes in a loop, whose registers (121-128 a thread against 85-89 for one pass, sm_90a)
+    cost the launch programs an SM."""
+    pdl_launch_dependents(GDC)
+    e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+                                     BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
+    if count == 0:
+        return
+    # Only the routing was read so far; x may be the previous kernel's output.
+    pdl_wait(GDC)
+    e64 = e.to(tl.int64)
+    n_block = tl.program_id(0)
+    if TMA:
+        # ``w``: a descriptor over the weights as [E * N, R] rows, [BLOCK_N, BLOCK_K] a box.
+        w_src = w
+        w_row = e * (stride_we // stride_wn) + n_block * BLOCK_N
+    else:
+        rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+        w_src = w + e64 * stride_we + rows64[:, None] * stride_wn + tl.arange(0, BLOCK_K)[None, :]
+        w_row = 0
+    scale = tl.load(ws_ptr + e64)
+    if PASS_GRID:
+        _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset, R,
+                  e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
+                  stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
+                  EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA)  # fmt: skip
+    else:
+        for m0 in range(0, count, BLOCK_M):
+            _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset,
+                      R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
+                      stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
+                      EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA)  # fmt: skip
+
+
+@triton.jit
+def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET: tl.constexpr):
+    """acc + one K step of the MXFP4 tile (byte pointers ``w_at`` [BLOCK_N, BLOCK_K / 2] and
+    this step's scale bytes ``s``, both in `loaded_rows` order; dot-order pointers ``x_at``
+    [BLOCK_K, BLOCK_M])."""
+    BK: tl.constexpr = x_at.shape[0]
+    if MASKED:
+        b_ok = (k0 // 2 + tl.arange(0, BK // 2) < R // 2)[None, :]
+        w = tl.load(w_at + k0 // 2, mask=b_ok, other=0)
+        x_ok = m_ok[None, :] & (k0 + tl.arange(0, BK) < R)[:, None]
+        xv = tl.load(x_at + k0, mask=x_ok, other=0.0)
+    else:
+        w = tl.load(w_at + k0 // 2)
+        xv = tl.load(x_at + k0, mask=m_ok[None, :], other=0.0)
+    xv = dot_order_rows(mx_order_rows(xv))
+    if INTERPRET:
+        xv = xv.to(tl.float32)
+    wv = mx_tile(operand_rows(w), operand_rows(s), INTERPRET)
+    return tl.dot(dot_order(wv), xv, acc, out_dtype=tl.float32)
+
+
+@triton.jit
+def _mxfp4_pass(
+    x_ptr, ids_ptr, w_at, s_at, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64, count, m0,
+    n_block, stride_xt, stride_xk, stride_it, stride_ik, stride_be, stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
+    NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr,
+):  # fmt: skip
+    """One pass of the MXFP4 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
+    column block ``n_block`` (bytes ``w_at``, scale bytes ``s_at``, in `loaded_rows` order),
+    stored through the slot epilogue."""
+    kg = tl.arange(0, BLOCK_K // 32)
+    t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
+                            BLOCK_M, SCAN)  # fmt: skip
+    m_ok = m0 + tl.arange(0, BLOCK_M) < count
+    x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
+    acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    r_main = R // BLOCK_K * BLOCK_K
+    # The scale bytes (too narrow for the pipeline's asynchronous copies) are loaded a step
+    # ahead into registers, so that their latency is behind a step of work.
+    s_next = tl.load(s_at, mask=(kg < R // 32)[None, :], other=0)
+    for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        s = s_next
+        g_next = (k0 + BLOCK_K) // 32
+        s_next = tl.load(s_at + g_next, mask=(g_next + kg < R // 32)[None, :], other=0)
+        acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET)
+    if not EVEN_K:
+        acc = _mxfp4_step(acc, w_at, s_next, x_at, r_main, R, m_ok, True, INTERPRET)
+    slot_epilogue(tl.trans(acc), n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be,
+                  stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+
+
+@triton.jit
+def _grouped_dot_mxfp4(
+    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
+    TK, K, expert_offset, E, R,
+    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_se, stride_sn,
+    stride_be, stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
+    NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
+    PASS_GRID: tl.constexpr,
+):  # fmt: skip
+    """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
+    registers a thread against 116-137 for the expert loop, sm_90a)."""
+    pdl_launch_dependents(GDC)
+    e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+                                     BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
+    if count == 0:
+        return
+    pdl_wait(GDC)
+    e64 = e.to(tl.int64)
+    n_block = tl.program_id(0)
+    rows64 = (n_block * BLOCK_N + loaded_rows(BLOCK_N)).to(tl.int64)
+    w_at = (w_ptr + e64 * stride_we + rows64[:, None] * stride_wn
+            + tl.arange(0, BLOCK_K // 2)[None, :])  # fmt: skip
+    s_at = (
+        ws_ptr
+        + e64 * stride_se
+        + rows64[:, None] * stride_sn
+        + tl.arange(0, BLOCK_K // 32)[None, :]
+    )
+    if PASS_GRID:
+        _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64,
+                    count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
+                    stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
+                    EXACT_RNE, SCAN, NUM_STAGES, INTERPRET)  # fmt: skip
+    else:
+        for m0 in range(0, count, BLOCK_M):
+            _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, b_ptr, out_ptr, TK, K, expert_offset, R, e,
+                        e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
+                        stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
+                        EXACT_RNE, SCAN, NUM_STAGES, INTERPRET)  # fmt: skip
