@@ -165,7 +165,7 @@ RUN_COLUMNS = [
 ]
 
 
-def run_rows(r: Records, t: Table, run: str) -> Table:
+def run_rows(r: Records, t: Table, run: str, history: str = HIST) -> Table:
     """The scenario run's ``ffn`` rows, both formats side by side at each count."""
     for i, tokens in enumerate(TOKENS):
         cells: dict[str, list] = {}
@@ -193,7 +193,7 @@ def run_rows(r: Records, t: Table, run: str) -> Table:
             mx[1],
             fill("{}, {}", mx[2], mx[3]),
             best,
-            history=HIST,
+            history=history,
         )
     return t
 

@@ -27,6 +27,7 @@ import perf_specs_hf
 import perf_specs_integrity
 import perf_specs_kernel
 import perf_specs_latest
+import perf_specs_lowcounts
 import perf_specs_model
 import perf_specs_passes
 import perf_specs_prefill
@@ -38,9 +39,10 @@ from perf_cells import Table
 from perf_records import REPO, RecordError, Records
 
 PERF_MD = REPO / "docs" / "PERF.md"
-# PERF.md's order: the latest sessions first, newest on top (2026-12-02's seven, issues 24-28, then
+# PERF.md's order: the latest sessions first, newest on top (2026-12-02's eight, issues 24-28, then
 # the ceilings and issue 19), then the areas, then the runs of issues 15-18.
 SPECS = [
+    perf_specs_lowcounts,
     perf_specs_passes,
     perf_specs_fused,
     perf_specs_stream,
