@@ -34,9 +34,12 @@ def _step(r: Records, path: str, prec: str, tokens: int, variant: str) -> Figure
 # (column, variant as the bench names it, per format; None: not run for that format)
 _LOW = (
     ("the arm's launch", {"w8a16": "default", "w4a16": "default"}),
-    ("32-row blocks", {"w8a16": "dot m16 n32 k128 w4 s4 pdl", "w4a16": "dot m16 n32 k128 w4 s4 pdl r128"}),
-    ("8 warps", {"w8a16": "dot m16 n64 k128 w8 s4 pdl", "w4a16": "dot m16 n64 k128 w8 s4 pdl r128"}),
-    ("16-row blocks", {"w8a16": "dot m16 n16 k128 w4 s4 pdl", "w4a16": "dot m16 n16 k128 w4 s4 pdl r128"}),
+    ("32-row blocks", {"w8a16": "dot m16 n32 k128 w4 s4 pdl",
+                       "w4a16": "dot m16 n32 k128 w4 s4 pdl r128"}),
+    ("8 warps", {"w8a16": "dot m16 n64 k128 w8 s4 pdl",
+                 "w4a16": "dot m16 n64 k128 w8 s4 pdl r128"}),
+    ("16-row blocks", {"w8a16": "dot m16 n16 k128 w4 s4 pdl",
+                       "w4a16": "dot m16 n16 k128 w4 s4 pdl r128"}),
     ("one pass, 4 stages, 96 registers", {"w8a16": "dot m16 n64 k128 w4 s4 pdl tma r96 passes",
                                           "w4a16": "dot m16 n64 k128 w4 s4 pdl r96 passes"}),
     ("no register cap", {"w8a16": None, "w4a16": "dot m16 n64 k128 w4 s4 pdl"}),
@@ -94,7 +97,8 @@ _ARM = (
 def scale_words_ab(r: Records) -> Table:
     t = Table(
         name="scale_words_ab",
-        caption="""The MXFP4 tile's scale loads, A/B as the arm runs them (`scratch/ab_scales.py`, fifth call: the
+        caption="""\
+The MXFP4 tile's scale loads, A/B as the arm runs them (`scratch/ab_scales.py`, fifth call: the
 step of fc1 and fc2 through `grouped_gemv` with the arm's default launch at each count,
 programmatic dependent launch; gpt-oss-20b EP2 rank 0's shapes, each token's 4 experts drawn from
 32, about half local; random weights and scales; one CUDA graph a step, L2 flushed before each
@@ -134,7 +138,8 @@ _PADDED = (
 def scale_layout(r: Records) -> Table:
     t = Table(
         name="scale_layout",
-        caption="""The same A/B with every kind on scale rows padded to 96 bytes (`scratch/ab_scales.py`, fourth
+        caption="""\
+The same A/B with every kind on scale rows padded to 96 bytes (`scratch/ab_scales.py`, fourth
 call; the probe kernel `scratch/grouped_dot_probe.py` takes SCALES_AHEAD: 1 the committed code,
 -1 no scale load in the loop, step 0's scales reused, wrong values; 4 words). On these rows every
 byte-loading kind is slow, the one without any scale load in its loop too: the cost is not the
@@ -156,7 +161,8 @@ offline: 4 KB of shared memory instead of 28, synchronous weight loads). us, med
 def scale_words_bench(r: Records) -> Table:
     t = Table(
         name="scale_words_bench",
-        caption="""`tools/bench_grouped_decode.py` at every token count (rank 0 of gpt-oss-20b-decode-grouped, the
+        caption="""\
+`tools/bench_grouped_decode.py` at every token count (rank 0 of gpt-oss-20b-decode-grouped, the
 scenario's routing; each step checked against the reference and the sentinels before it is timed)
 with the MXFP4 tile's scales read as words, beside the seventh session's bench (`grouped_passes`).
 FP8 did not change (its rows move by the bench's noise); MXFP4's tile runs from 4 tokens (1-2
@@ -172,14 +178,16 @@ FP8's at every count (met but at 4 tokens: 58.6 against 56.5); >= 85% of copy at
 def scale_words_run(r: Records) -> Table:
     t = Table(
         name="scale_words_run",
-        caption="""`scenarios/gpt-oss-20b-decode-grouped.yaml` through `moebench run` (`tools/gpu_run.sh`, EP2
-simulated, both ranks, 13 blocks of 20; 182 s) on 37f2627's tree (the run manifest names
-e7dc86d, dirty: the device's copy of git's HEAD lagged, the tree was the commit's): every
-correctness gate and integrity check passed (`gpt-oss-20b-decode-grouped.run-tail.txt`). The `ffn` regime, median us of the slowest rank as `moebench compare`
-printed them. Derived: "MXFP4 / FP8, best arm" = the faster of MXFP4's sparse and grouped steps
-over the faster of FP8's (below 1.00x: MXFP4 faster). grouped_decode FASTER than dense_decode at
-every count in both formats; MXFP4's best arm faster than FP8's at every count; MXFP4's grouped
-step 3.7-6.4% below the seventh session's run at 16-64 tokens (`grouped_passes_run`).""",
+        caption="""\
+`scenarios/gpt-oss-20b-decode-grouped.yaml` through `moebench run` (`tools/gpu_run.sh`, EP2
+simulated, both ranks, 13 blocks of 20; 182 s) on 37f2627's tree (the run manifest names e7dc86d,
+dirty: the device's copy of git's HEAD lagged, the tree was the commit's): every correctness gate
+and integrity check passed (`gpt-oss-20b-decode-grouped.run-tail.txt`). The `ffn` regime, median us
+of the slowest rank as `moebench compare` printed them. Derived: "MXFP4 / FP8, best arm" = the
+faster of MXFP4's sparse and grouped steps over the faster of FP8's (below 1.00x: MXFP4 faster).
+grouped_decode FASTER than dense_decode at every count in both formats; MXFP4's best arm faster than
+FP8's at every count; MXFP4's grouped step 3.7-6.4% below the seventh session's run at 16-64 tokens
+(`grouped_passes_run`).""",
         columns=RUN_COLUMNS,
     )
     return run_rows(r, t, RUN, history=HIST)
@@ -188,16 +196,20 @@ step 3.7-6.4% below the seventh session's run at 16-64 tokens (`grouped_passes_r
 # (column, variant in call 6's logs, per format)
 _STAGES = (
     ("the arm's launch", {"w8a16": "default", "w4a16": "default"}),
-    ("5 stages", {"w8a16": "dot m16 n64 k128 w4 s5 pdl", "w4a16": "dot m16 n64 k128 w4 s5 pdl r128"}),
-    ("3 stages", {"w8a16": "dot m16 n64 k128 w4 s3 pdl", "w4a16": "dot m16 n64 k128 w4 s3 pdl r128"}),
-    ("no programmatic dependent launch", {"w8a16": "dot m16 n64 k128 w4 s4", "w4a16": "dot m16 n64 k128 w4 s4 r128"}),
+    ("5 stages", {"w8a16": "dot m16 n64 k128 w4 s5 pdl",
+                  "w4a16": "dot m16 n64 k128 w4 s5 pdl r128"}),
+    ("3 stages", {"w8a16": "dot m16 n64 k128 w4 s3 pdl",
+                  "w4a16": "dot m16 n64 k128 w4 s3 pdl r128"}),
+    ("no programmatic dependent launch", {"w8a16": "dot m16 n64 k128 w4 s4",
+                                          "w4a16": "dot m16 n64 k128 w4 s4 r128"}),
 )  # fmt: skip
 
 
 def low_count_stages(r: Records) -> Table:
     t = Table(
         name="low_count_stages",
-        caption="""The tile at 4 tokens once more with the scales as words (`tools/bench_grouped_decode.py
+        caption="""\
+The tile at 4 tokens once more with the scales as words (`tools/bench_grouped_decode.py
 --tokens 2,4,8 --variants=...`, sixth call, both routing draws as `low_count_launches`, us).
 MXFP4 on 5 stages is 1.8% and 2.2% faster than the arm's 4 at 4 tokens, still slower than FP8's
 step in the first draw (57.6 against 56.7), and 1.1-1.3% faster at 8; not taken on two draws of
@@ -217,7 +229,8 @@ item at 4 tokens stays open in the bench (the first draw; the second has MXFP4 f
 def fp8_gemv_pdl(r: Records) -> Table:
     t = Table(
         name="fp8_gemv_pdl",
-        caption="""Noticed, left: the FP8 grouped GEMV (the arm's launch at 1-2 tokens) with and without
+        caption="""\
+Noticed, left: the FP8 grouped GEMV (the arm's launch at 1-2 tokens) with and without
 programmatic dependent launch at 2 tokens (sixth call, both draws, us). Without it the step is
 19% and 22% faster, in the draw whose 3 slots sit one an expert as at one token too, where the
 launch with it was the faster (39.1 against 40.5 in `grouped_passes`' bench). The GEMV's grid
@@ -228,11 +241,11 @@ within 6% of the launch without it.""",
         columns=["draw", "sparse_decode", "grouped GEMV, with it (the arm)", "without it",
                  "the tile, through TMA, capped"],
     )  # fmt: skip
+    sparse = r"^precision=w8a16 tokens=2 .* arm=sparse_decode .* step_us=(\S+) "
+    grouped = ("default", "gemv m1 n2 k1024 w1", "dot m16 n64 k128 w4 s4 pdl tma r128")
     for path, draw in zip(CALL6, DRAWS, strict=True):
-        t.row(draw, *(_step(r, path, "w8a16", 2, v) if v != "sparse" else
-                      r.text(path, r"^precision=w8a16 tokens=2 .* arm=sparse_decode .* step_us=(\S+) ")
-                      for v in ("sparse", "default", "gemv m1 n2 k1024 w1",
-                                "dot m16 n64 k128 w4 s4 pdl tma r128")), history=HIST)  # fmt: skip
+        cells = [_step(r, path, "w8a16", 2, v) for v in grouped]
+        t.row(draw, r.text(path, sparse), *cells, history=HIST)
     return t
 
 
