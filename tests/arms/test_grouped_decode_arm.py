@@ -11,7 +11,7 @@ from arms.decode import grouped_decode, pipeline
 from moebench.arm import decode, registry
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.gates import checks
-from moebench.kernels.grouped_gemv import default_launch
+from moebench.kernels.grouped_gemv import default_launch, scale_words
 from moebench.plan import inputs
 
 ARMS = {n: registry.resolve(n) for n in ("dense_decode", "sparse_decode", "grouped_decode")}
@@ -134,3 +134,21 @@ def test_the_arm_declares_both_launches_to_the_dispatch_gate():
     assert arm.launches["w4a16"] == ("_grouped_gemv_mxfp4|_grouped_dot_mxfp4", "_combine_topk")
     assert "_batched_gemm" in arm.forbidden and "_sparse_gemv_fp8" in arm.forbidden
     assert arm.layout == "TKD" and arm.family == "decode" and arm.origin == "builtin"
+
+
+def test_mxfp4_tiles_read_scale_rows_padded_once_at_build():
+    """The MXFP4 tile reads its scales as words, which needs rows on 4-byte boundaries: the arm
+    hands it a padded copy made when the stages are built (the problem's own rows, 2 bytes here,
+    are not), holding the same scales; the GEMV and FP8 take the problem's tensors as they are."""
+    ids, w = routing(6, seed=5)
+    mx = problem("w4a16", "swiglu_oai", ids, w)
+    tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
+    assert tile.path == "dot" and not scale_words(mx.w13_scale)
+    padded = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
+    assert scale_words(padded) and torch.equal(padded, mx.w13_scale)
+    assert padded.data_ptr() != mx.w13_scale.data_ptr()
+    gemv = default_launch("mxfp4", tokens=1, top_k=K, experts=E, columns=2 * F)
+    assert gemv.path == "gemv"
+    assert grouped_decode.tiles_scales(mx.w13, mx.w13_scale, gemv) is mx.w13_scale
+    fp8 = problem("w8a16", "swiglu_oai", ids, w)
+    assert grouped_decode.tiles_scales(fp8.w13, fp8.w13_scale, tile) is fp8.w13_scale
