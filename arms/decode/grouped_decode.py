@@ -22,6 +22,9 @@ tolerance otherwise (the decode cross-arm gate).
 """
 
 import functools
+import weakref
+
+import torch
 
 from arms.decode import pipeline
 from moebench.arm.base import Arm, Stage
@@ -65,14 +68,31 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
     return one(p.w13.shape[1]), one(p.w2.shape[1])
 
 
+# Padded copies of MXFP4 scales (`tiles_scales`), one per scale tensor while it lives, with the
+# version of its contents it was copied from: the model regime builds stages for every token count
+# of every layer over the same weights (gpt-oss-120b: about 107 MB of padded scales a layer), and
+# they share one copy. Keyed by the tensor's identity (a tensor's == is elementwise), the entry
+# dropped when the tensor is.
+_PADDED: dict[int, tuple[int, torch.Tensor]] = {}
+
+
 def tiles_scales(w, w_scale, launch: Launch):
     """The scales a stage's launch reads: MXFP4 scales for the tile with rows on 16-byte
-    boundaries (`grouped_gemv.word_aligned_scales`: a padded copy made here, once, when the
-    stages are built, if the problem's rows are not), so that the tile loads them as words inside
-    its pipeline; the problem's own tensor otherwise."""
-    if weight_format(w) == "mxfp4" and launch.path == "dot":
-        return word_aligned_scales(w_scale)
-    return w_scale
+    boundaries (`grouped_gemv.word_aligned_scales`: a padded copy made when the stages are built,
+    if the problem's rows are not, and shared by every build over the same, unchanged scales), so
+    that the tile loads them as words inside its pipeline; the problem's own tensor otherwise."""
+    if weight_format(w) != "mxfp4" or launch.path != "dot":
+        return w_scale
+    key = id(w_scale)
+    version, padded = _PADDED.get(key, (None, None))
+    if padded is None or version != w_scale._version:
+        padded = word_aligned_scales(w_scale)
+        if padded is w_scale:  # already aligned: nothing to keep (nor to keep alive)
+            return w_scale
+        if key not in _PADDED:
+            weakref.finalize(w_scale, _PADDED.pop, key, None)
+        _PADDED[key] = (w_scale._version, padded)
+    return padded
 
 
 def build_stages(

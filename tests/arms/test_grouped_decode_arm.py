@@ -152,3 +152,44 @@ def test_mxfp4_tiles_read_scale_rows_padded_once_at_build():
     assert grouped_decode.tiles_scales(mx.w13, mx.w13_scale, gemv) is mx.w13_scale
     fp8 = problem("w8a16", "swiglu_oai", ids, w)
     assert grouped_decode.tiles_scales(fp8.w13, fp8.w13_scale, tile) is fp8.w13_scale
+
+
+def test_builds_over_the_same_scales_share_one_padded_copy_until_they_change():
+    """Every build over the same MXFP4 scales (the model regime builds each layer once a token
+    count) reads one padded copy; scales written since the copy was made get a new one."""
+    ids, w = routing(6, seed=6)
+    mx = problem("w4a16", "swiglu_oai", ids, w)
+    tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
+    first = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
+    assert grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile) is first
+    mx.w13_scale[0, 0, 0] += 1
+    again = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
+    assert again is not first and torch.equal(again, mx.w13_scale)
+    other = problem("w4a16", "swiglu_oai", ids, w)  # equal values, another tensor
+    assert grouped_decode.tiles_scales(other.w13, other.w13_scale, tile) is not again
+
+
+def test_a_padded_copy_goes_with_its_scales():
+    """The shared copy is dropped with the scales it was made from (no copy outlives them)."""
+    import gc
+
+    ids, w = routing(6, seed=7)
+    mx = problem("w4a16", "swiglu_oai", ids, w)
+    tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
+    before = len(grouped_decode._PADDED)
+    grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
+    assert len(grouped_decode._PADDED) == before + 1
+    del mx
+    gc.collect()
+    assert len(grouped_decode._PADDED) == before
+
+
+def test_scales_already_aligned_are_read_as_they_are():
+    """Scale rows already on 16-byte boundaries are the tile's as they are: no copy is made or
+    kept."""
+    s = torch.randint(120, 130, (E, 2 * F, 32), dtype=torch.uint8)
+    w13 = torch.zeros(E, 2 * F, 512, dtype=torch.uint8)
+    tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
+    before = len(grouped_decode._PADDED)
+    assert grouped_decode.tiles_scales(w13, s, tile) is s
+    assert len(grouped_decode._PADDED) == before
