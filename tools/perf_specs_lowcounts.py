@@ -12,6 +12,7 @@ import re
 
 from perf_cells import Table, fill
 from perf_records import Figure, Records, over
+from perf_specs_grouped import grouped
 from perf_specs_passes import BENCH as BENCH_PASSES
 from perf_specs_rows import BENCH_COLUMNS, RUN_COLUMNS, bench_rows, run_rows
 
@@ -24,11 +25,7 @@ PRECISIONS = (("w8a16", "FP8"), ("w4a16", "MXFP4"))
 
 def _step(r: Records, path: str, prec: str, tokens: int, variant: str) -> Figure:
     """A grouped launch's step in a bench log (``variant`` as the log names it)."""
-    return r.text(
-        path,
-        rf"^precision={prec} tokens={tokens} .* arm=grouped_decode variant={re.escape(variant)} "
-        r"weight_bytes=.* step_us=(\S+) ",
-    )
+    return grouped(r, path, prec, tokens, variant, "step_us")
 
 
 # (column, variant as the bench names it, per format; None: not run for that format)

@@ -397,15 +397,10 @@ def _grouped_dot_mxfp4(
     rows64 = (n_block * BLOCK_N + loaded_rows(BLOCK_N)).to(tl.int64)
     w_at = (w_ptr + e64 * stride_we + rows64[:, None] * stride_wn
             + tl.arange(0, BLOCK_K // 2)[None, :])  # fmt: skip
-    s_at = (
-        ws_ptr
-        + e64 * stride_se
-        + rows64[:, None] * stride_sn
-        + tl.arange(0, BLOCK_K // 32)[None, :]
-    )
+    s_rows = ws_ptr + e64 * stride_se + rows64 * stride_sn  # each row's first scale byte
+    s_at = s_rows[:, None] + tl.arange(0, BLOCK_K // 32)[None, :]
     s_words = s_at
     if SCALE_WORDS:
-        s_rows = ws_ptr + e64 * stride_se + rows64 * stride_sn
         s_words = (s_rows.to(tl.pointer_type(tl.int32))[:, None]
                    + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
     if PASS_GRID:

@@ -358,9 +358,14 @@ def scale_words(w_scale: torch.Tensor) -> bool:
     expert) starting on a 4-byte boundary. The tile then loads a step's scales as words, which the
     software pipeline copies asynchronously with the weights (`grouped_dot`, module docstring:
     scales); byte loads otherwise."""
-    return (w_scale.dtype == torch.uint8 and w_scale.dim() == 3 and w_scale.stride(2) == 1
-            and w_scale.stride(1) % 4 == 0 and w_scale.stride(0) % 4 == 0
-            and w_scale.data_ptr() % 4 == 0)  # fmt: skip
+    return w_scale.dtype == torch.uint8 and w_scale.dim() == 3 and _rows_on(w_scale, 4)
+
+
+def _rows_on(t: torch.Tensor, boundary: int) -> bool:
+    """Whether every row of 3-D ``t`` (unit stride along it) starts on a ``boundary``-byte
+    boundary: the base and the row and expert strides multiples of it."""
+    return (t.stride(2) == 1 and t.stride(1) % boundary == 0 and t.stride(0) % boundary == 0
+            and t.data_ptr() % boundary == 0)  # fmt: skip
 
 
 def word_aligned_scales(w_scale: torch.Tensor) -> torch.Tensor:
@@ -369,8 +374,7 @@ def word_aligned_scales(w_scale: torch.Tensor) -> torch.Tensor:
     itself when it already is one, else a copy. For `scale_words`; an arm makes it once, when its
     stages are built (gpt-oss-20b: G = 90, 96 bytes a row, 6.7% more scale bytes held)."""
     E, N, G = w_scale.shape
-    if w_scale.stride(2) == 1 and w_scale.stride(1) % 16 == 0 and w_scale.stride(0) % 16 == 0 \
-            and w_scale.data_ptr() % 16 == 0:  # fmt: skip
+    if _rows_on(w_scale, 16):
         return w_scale
     padded = torch.zeros(E, N, -(-G // 16) * 16, dtype=w_scale.dtype, device=w_scale.device)
     padded[:, :, :G] = w_scale
