@@ -35,6 +35,7 @@ from moebench.kernels.grouped_gemv import (
     Launch,
     default_launch,
     grouped_gemv,
+    max_scale_byte,
     word_aligned_scales,
 )
 from moebench.kernels.launch import weight_format
@@ -68,31 +69,35 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
     return one(p.w13.shape[1]), one(p.w2.shape[1])
 
 
-# Padded copies of MXFP4 scales (`tiles_scales`), one per scale tensor while it lives, with the
-# version of its contents it was copied from: the model regime builds stages for every token count
-# of every layer over the same weights (gpt-oss-120b: about 107 MB of padded scales a layer), and
-# they share one copy. Keyed by the tensor's identity (a tensor's == is elementwise), the entry
-# dropped when the tensor is.
-_PADDED: dict[int, tuple[int, torch.Tensor]] = {}
+# What the MXFP4 tile reads of a scale tensor (`tiles_scales`), one entry per tensor while it
+# lives, with the version of its contents it was made from: a padded copy of the scales (None when
+# the rows are aligned already: the tensor itself, not kept alive here) and their largest byte.
+# The model regime builds stages for every token count of every layer over the same weights
+# (gpt-oss-120b: about 107 MB of padded scales a layer), and they share one entry. Keyed by the
+# tensor's identity (a tensor's == is elementwise), the entry dropped when the tensor is.
+_TILE_SCALES: dict[int, tuple[int, torch.Tensor | None, int]] = {}
 
 
-def tiles_scales(w, w_scale, launch: Launch):
-    """The scales a stage's launch reads: MXFP4 scales for the tile with rows on 16-byte
-    boundaries (`grouped_gemv.word_aligned_scales`: a padded copy made when the stages are built,
-    if the problem's rows are not, and shared by every build over the same, unchanged scales), so
-    that the tile loads them as words inside its pipeline; the problem's own tensor otherwise."""
+def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
+    """The scales a stage's launch reads and, for the MXFP4 tile, their largest byte (for
+    `grouped_gemv`'s ``max_scale_byte``: up to 128 its decode multiplies once a pair). MXFP4
+    scales for the tile come with rows on 16-byte boundaries (`grouped_gemv.word_aligned_scales`:
+    a padded copy made when the stages are built, if the problem's rows are not), so that the
+    tile loads them as words inside its pipeline; both are made once and shared by every build
+    over the same, unchanged scales (the largest byte is one read back from the device, at build).
+    The problem's own tensor and None otherwise."""
     if weight_format(w) != "mxfp4" or launch.path != "dot":
-        return w_scale
+        return w_scale, None
     key = id(w_scale)
-    version, padded = _PADDED.get(key, (None, None))
-    if padded is None or version != w_scale._version:
+    entry = _TILE_SCALES.get(key)
+    if entry is None or entry[0] != w_scale._version:
         padded = word_aligned_scales(w_scale)
-        if padded is w_scale:  # already aligned: nothing to keep (nor to keep alive)
-            return w_scale
-        if key not in _PADDED:
-            weakref.finalize(w_scale, _PADDED.pop, key, None)
-        _PADDED[key] = (w_scale._version, padded)
-    return padded
+        if key not in _TILE_SCALES:
+            weakref.finalize(w_scale, _TILE_SCALES.pop, key, None)
+        entry = (w_scale._version, None if padded is w_scale else padded, max_scale_byte(w_scale))
+        _TILE_SCALES[key] = entry
+    _, padded, largest = entry
+    return (w_scale if padded is None else padded), largest
 
 
 def build_stages(
@@ -105,15 +110,16 @@ def build_stages(
     E, off = p.local_experts, p.expert_offset
     default1, default2 = launches(p)
     fc1, fc2 = fc1 or default1, fc2 or default2
-    s13, s2 = tiles_scales(p.w13, p.w13_scale, fc1), tiles_scales(p.w2, p.w2_scale, fc2)
+    s13, max13 = tiles_scales(p.w13, p.w13_scale, fc1)
+    s2, max2 = tiles_scales(p.w2, p.w2_scale, fc2)
 
     def run_fc1() -> None:
-        grouped_gemv(p.x_TD, p.topk_ids_TK, p.w13, s13, p.b13_E2F, ws.a,
-                     expert_offset=off, launch=fc1, glu=p.activation)  # fmt: skip
+        grouped_gemv(p.x_TD, p.topk_ids_TK, p.w13, s13, p.b13_E2F, ws.a, expert_offset=off,
+                     launch=fc1, glu=p.activation, max_scale_byte=max13)  # fmt: skip
 
     def run_fc2() -> None:
         grouped_gemv(ws.a, p.topk_ids_TK, p.w2, s2, p.b2_ED, ws.o, expert_offset=off,
-                     launch=fc2)  # fmt: skip
+                     launch=fc2, max_scale_byte=max2)  # fmt: skip
 
     def run_combine() -> None:
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,

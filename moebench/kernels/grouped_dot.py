@@ -124,6 +124,32 @@ mul.rn.bf16x2 c, c, k;
 mul.rn.bf16x2 $3, c, $6;
 }""")
 
+# The same decode with the constant 2^126 folded into the scale (``FOLD_SCALES``: $5, $6 are the
+# bf16 pairs of 2^(s - 1), which bf16 holds for scale bytes up to 128): one multiply a pair, 18
+# instructions for eight values. The one product rounds the same exact value the two above round
+# (e2m1 x 2^-126, times 2^(s - 1), is e2m1 x 2^(s - 127)), so the bits are the same.
+_E2M1_BF16_FOLDED_ASM = tl.constexpr("""{
+.reg .b32 t, c;
+prmt.b32 t, $4, 0, 0x4140;
+and.b32 c, t, 0x000F000F;
+mul.lo.u32 c, c, 0x1040;
+and.b32 c, c, 0x81C081C0;
+mul.rn.bf16x2 $0, c, $5;
+and.b32 c, t, 0x00F000F0;
+mul.lo.u32 c, c, 0x0104;
+and.b32 c, c, 0x81C081C0;
+mul.rn.bf16x2 $2, c, $5;
+prmt.b32 t, $4, 0, 0x4342;
+and.b32 c, t, 0x000F000F;
+mul.lo.u32 c, c, 0x1040;
+and.b32 c, c, 0x81C081C0;
+mul.rn.bf16x2 $1, c, $6;
+and.b32 c, t, 0x00F000F0;
+mul.lo.u32 c, c, 0x0104;
+and.b32 c, c, 0x81C081C0;
+mul.rn.bf16x2 $3, c, $6;
+}""")
+
 
 @triton.jit
 def loaded_rows(BLOCK_N: tl.constexpr):
@@ -169,11 +195,12 @@ def dot_order_rows(x):
 
 
 @triton.jit
-def mx_tile(w, s, INTERPRET: tl.constexpr):
+def mx_tile(w, s, INTERPRET: tl.constexpr, FOLD_SCALES: tl.constexpr):
     """Packed e2m1 bytes ``w`` [BLOCK_N, BLOCK_K / 2] (value 2j of a row in the low nibble of byte
     j) with their e8m0 scale bytes ``s`` [BLOCK_N, BLOCK_K / 32] as the [BLOCK_N, BLOCK_K] values
     in natural order: bf16 on the GPU (exact: an e2m1 value times a power of two), fp32 under the
-    interpreter."""
+    interpreter. ``FOLD_SCALES``: every scale byte is at most 128, so the decode multiplies once
+    (module docstring: scales); the same values."""
     BN: tl.constexpr = w.shape[0]
     KB: tl.constexpr = w.shape[1]
     G: tl.constexpr = KB // 16
@@ -184,11 +211,20 @@ def mx_tile(w, s, INTERPRET: tl.constexpr):
         sc = e8m0_scale(s3) * 16384.0
         lo, hi = lo * sc, hi * sc
     else:
-        sb = (s3.to(tl.int16) << 7).to(tl.bfloat16, bitcast=True)
-        lo, hi = tl.inline_asm_elementwise(
-            _E2M1_BF16_ASM, "=r,=r,=r,=r,r,r,r", [w3, sb], dtype=(tl.bfloat16, tl.bfloat16),
-            is_pure=True, pack=4,
-        )  # fmt: skip
+        s16 = s3.to(tl.int16)
+        if FOLD_SCALES:
+            # 2^(s - 1) as bf16 bits (exponent field s + 126); byte 0 gives 0 as below.
+            sb = tl.where(s16 == 0, 0, (s16 + 126) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)
+            lo, hi = tl.inline_asm_elementwise(
+                _E2M1_BF16_FOLDED_ASM, "=r,=r,=r,=r,r,r,r", [w3, sb],
+                dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
+            )  # fmt: skip
+        else:
+            sb = (s16 << 7).to(tl.bfloat16, bitcast=True)  # 2^(s - 127); 0 and inf as e8m0_scale
+            lo, hi = tl.inline_asm_elementwise(
+                _E2M1_BF16_ASM, "=r,=r,=r,=r,r,r,r", [w3, sb], dtype=(tl.bfloat16, tl.bfloat16),
+                is_pure=True, pack=4,
+            )  # fmt: skip
     # (lo, hi) of bytes 2i and 2i + 1 as [lo, lo, hi, hi]: the pairs the decode packs in a word.
     v = tl.join(tl.reshape(lo, [BN, KB // 2, 2]), tl.reshape(hi, [BN, KB // 2, 2]))
     return tl.reshape(tl.permute(v, (0, 1, 3, 2)), [BN, 2 * KB])
@@ -308,7 +344,8 @@ def _grouped_dot_fp8(
 
 
 @triton.jit
-def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET: tl.constexpr):
+def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET: tl.constexpr,
+                FOLD_SCALES: tl.constexpr):  # fmt: skip
     """acc + one K step of the MXFP4 tile (byte pointers ``w_at`` [BLOCK_N, BLOCK_K / 2] and
     this step's scale bytes ``s``, both in `loaded_rows` order; dot-order pointers ``x_at``
     [BLOCK_K, BLOCK_M])."""
@@ -324,7 +361,7 @@ def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET
     xv = dot_order_rows(mx_order_rows(xv))
     if INTERPRET:
         xv = xv.to(tl.float32)
-    wv = mx_tile(operand_rows(w), operand_rows(s), INTERPRET)
+    wv = mx_tile(operand_rows(w), operand_rows(s), INTERPRET, FOLD_SCALES)
     return tl.dot(dot_order(wv), xv, acc, out_dtype=tl.float32)
 
 
@@ -335,6 +372,7 @@ def _mxfp4_pass(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, SCALE_WORDS: tl.constexpr,
+    FOLD_SCALES: tl.constexpr,
 ):  # fmt: skip
     """One pass of the MXFP4 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
     column block ``n_block`` (bytes ``w_at``, scale bytes ``s_at``, in `loaded_rows` order; with
@@ -354,7 +392,7 @@ def _mxfp4_pass(
             words = tl.load(s_words + k0 // 128)
             s = tl.reshape((words[:, :, None] >> (8 * tl.arange(0, 4))[None, None, :]) & 0xFF,
                            [BLOCK_N, BLOCK_K // 32]).to(tl.uint8)  # fmt: skip
-            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET)
+            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET, FOLD_SCALES)
         s_last = tl.load(s_at + r_main // 32, mask=(r_main // 32 + kg < R // 32)[None, :], other=0)
     else:
         # Byte loads (a row's step of scales at any offset), which the pipeline leaves
@@ -364,9 +402,10 @@ def _mxfp4_pass(
             s = s_last
             g_next = (k0 + BLOCK_K) // 32
             s_last = tl.load(s_at + g_next, mask=(g_next + kg < R // 32)[None, :], other=0)
-            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET)
+            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET, FOLD_SCALES)
     if not EVEN_K:
-        acc = _mxfp4_step(acc, w_at, s_last, x_at, r_main, R, m_ok, True, INTERPRET)
+        acc = _mxfp4_step(acc, w_at, s_last, x_at, r_main, R, m_ok, True, INTERPRET,
+                          FOLD_SCALES)
     slot_epilogue(tl.trans(acc), n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be,
                   stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
 
@@ -380,7 +419,7 @@ def _grouped_dot_mxfp4(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
-    PASS_GRID: tl.constexpr, SCALE_WORDS: tl.constexpr,
+    PASS_GRID: tl.constexpr, SCALE_WORDS: tl.constexpr, FOLD_SCALES: tl.constexpr,
 ):  # fmt: skip
     """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
     registers a thread against 116-137 for the expert loop, sm_90a). ``SCALE_WORDS``: the scale
@@ -407,10 +446,11 @@ def _grouped_dot_mxfp4(
         _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset, R,
                     e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                     stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                    EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS)  # fmt: skip
+                    EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS, FOLD_SCALES)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
             _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset,
                         R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                         stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                        EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS)  # fmt: skip
+                        EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS,
+                        FOLD_SCALES)  # fmt: skip

@@ -381,6 +381,20 @@ def word_aligned_scales(w_scale: torch.Tensor) -> torch.Tensor:
     return padded[:, :, :G]
 
 
+# The largest e8m0 scale byte (scale 2^(s - 127)) for which the MXFP4 tile folds its decode's
+# constant 2^126 into the scale: 2^(s - 1) is a bf16 number up to s = 128 (`grouped_dot`,
+# FOLD_SCALES). Scales above 2 (bytes past 128) are rare in trained weights.
+FOLD_SCALES_UP_TO = 128
+
+
+def max_scale_byte(w_scale: torch.Tensor) -> int | None:
+    """The largest byte of MXFP4 scales ``w_scale`` (one read back from the device: for when
+    stages are built, never inside a step), None for other scales."""
+    if w_scale.dtype != torch.uint8 or w_scale.numel() == 0:
+        return None
+    return int(w_scale.max())
+
+
 _check = checker("grouped_gemv")
 
 
@@ -395,11 +409,19 @@ def grouped_gemv(
     expert_offset: int,
     launch: Launch,
     glu: str = "none",
+    max_scale_byte: int | None = None,
 ) -> None:
     """Every touched local expert times all of its slots (module docstring). ``x`` is [T, R]
     (fc1: each slot reads its token) or [T, K, R] (fc2: each slot its own row); ``out`` is
     [T, K, N] or, with ``glu``, [T, K, N/2]; both bf16 with unit stride along the last dimension.
-    Rows of ``out`` of slots not routed to a local expert are left untouched."""
+    Rows of ``out`` of slots not routed to a local expert are left untouched.
+
+    ``max_scale_byte``: the largest byte of MXFP4 ``w_scale`` where the caller knows it
+    (`max_scale_byte`, read once when an arm builds its stages: the launcher reads nothing back
+    from the device). At most FOLD_SCALES_UP_TO, the tile decodes with one multiply a pair of
+    values instead of two (`grouped_dot`, FOLD_SCALES), the same bits; a value below the true
+    largest byte would give wrong outputs, which the launcher checks where that costs nothing
+    (tensors on the CPU)."""
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
     stride_xt, stride_xk = ops.stride_xt, ops.stride_xk
@@ -428,6 +450,11 @@ def grouped_gemv(
     _check(not L.pass_grid or L.path == "dot", "pass_grid is for the dot path")
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
+    fold = fmt == "mxfp4" and max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
+    if max_scale_byte is not None and not w_scale.is_cuda and fmt == "mxfp4":
+        _check(int(w_scale.max()) <= max_scale_byte,
+               f"max_scale_byte ({max_scale_byte}) is below w_scale's largest byte "
+               f"({int(w_scale.max())})")  # fmt: skip
     if T == 0 or K == 0 or E == 0:
         return
     block_e = triton.next_power_of_2(E)
@@ -464,6 +491,7 @@ def grouped_gemv(
             INTERPRET=not out.is_cuda,
             PASS_GRID=L.pass_grid,
             SCALE_WORDS=scale_words(w_scale) and L.block_k % 128 == 0,
+            FOLD_SCALES=fold,
             **common,
         )
     elif fmt == "fp8":

@@ -144,14 +144,15 @@ def test_mxfp4_tiles_read_scale_rows_padded_once_at_build():
     mx = problem("w4a16", "swiglu_oai", ids, w)
     tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
     assert tile.path == "dot" and not scale_words(mx.w13_scale)
-    padded = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
+    padded, largest = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
     assert scale_words(padded) and torch.equal(padded, mx.w13_scale)
     assert padded.data_ptr() != mx.w13_scale.data_ptr()
+    assert largest == int(mx.w13_scale.max())
     gemv = default_launch("mxfp4", tokens=1, top_k=K, experts=E, columns=2 * F)
     assert gemv.path == "gemv"
-    assert grouped_decode.tiles_scales(mx.w13, mx.w13_scale, gemv) is mx.w13_scale
+    assert grouped_decode.tiles_scales(mx.w13, mx.w13_scale, gemv) == (mx.w13_scale, None)
     fp8 = problem("w8a16", "swiglu_oai", ids, w)
-    assert grouped_decode.tiles_scales(fp8.w13, fp8.w13_scale, tile) is fp8.w13_scale
+    assert grouped_decode.tiles_scales(fp8.w13, fp8.w13_scale, tile) == (fp8.w13_scale, None)
 
 
 def test_builds_over_the_same_scales_share_one_padded_copy_until_they_change():
@@ -160,13 +161,13 @@ def test_builds_over_the_same_scales_share_one_padded_copy_until_they_change():
     ids, w = routing(6, seed=6)
     mx = problem("w4a16", "swiglu_oai", ids, w)
     tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
-    first = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
-    assert grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile) is first
-    mx.w13_scale[0, 0, 0] += 1
-    again = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
-    assert again is not first and torch.equal(again, mx.w13_scale)
+    first, largest = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
+    assert grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)[0] is first
+    mx.w13_scale[0, 0, 0] = largest + 1  # a new largest byte, which the next build must see
+    again, now = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
+    assert again is not first and torch.equal(again, mx.w13_scale) and now == largest + 1
     other = problem("w4a16", "swiglu_oai", ids, w)  # equal values, another tensor
-    assert grouped_decode.tiles_scales(other.w13, other.w13_scale, tile) is not again
+    assert grouped_decode.tiles_scales(other.w13, other.w13_scale, tile)[0] is not again
 
 
 def test_a_padded_copy_goes_with_its_scales():
@@ -176,20 +177,25 @@ def test_a_padded_copy_goes_with_its_scales():
     ids, w = routing(6, seed=7)
     mx = problem("w4a16", "swiglu_oai", ids, w)
     tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
-    before = len(grouped_decode._PADDED)
+    before = len(grouped_decode._TILE_SCALES)
     grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
-    assert len(grouped_decode._PADDED) == before + 1
+    assert len(grouped_decode._TILE_SCALES) == before + 1
     del mx
     gc.collect()
-    assert len(grouped_decode._PADDED) == before
+    assert len(grouped_decode._TILE_SCALES) == before
 
 
 def test_scales_already_aligned_are_read_as_they_are():
     """Scale rows already on 16-byte boundaries are the tile's as they are: no copy is made or
-    kept."""
+    kept alive (the entry holds their largest byte only, and goes with them)."""
+    import gc
+
     s = torch.randint(120, 130, (E, 2 * F, 32), dtype=torch.uint8)
     w13 = torch.zeros(E, 2 * F, 512, dtype=torch.uint8)
     tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
-    before = len(grouped_decode._PADDED)
-    assert grouped_decode.tiles_scales(w13, s, tile) is s
-    assert len(grouped_decode._PADDED) == before
+    before = len(grouped_decode._TILE_SCALES)
+    assert grouped_decode.tiles_scales(w13, s, tile) == (s, int(s.max()))
+    assert len(grouped_decode._TILE_SCALES) == before + 1
+    del s
+    gc.collect()
+    assert len(grouped_decode._TILE_SCALES) == before

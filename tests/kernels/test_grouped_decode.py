@@ -450,3 +450,51 @@ def test_launch_options_are_checked():
     with pytest.raises(ValueError, match="max_registers"):
         grouped(x, ids, w, s, b, out, expert_offset=0,
                 launch=dataclasses.replace(LAUNCHES["dot"], max_registers=300))  # fmt: skip
+
+
+@pytest.mark.parametrize("pass_grid", [False, True])
+def test_mxfp4_tile_with_scales_folded_gives_the_same_bits(pass_grid):
+    """Given the scales' largest byte (``max_scale_byte``), up to FOLD_SCALES_UP_TO the MXFP4
+    tile decodes with one multiply a pair of values (`grouped_dot`, FOLD_SCALES): scale bytes 0,
+    1 (subnormal values), small and 128 (the bound) in one tensor give the bits of the
+    two-multiply decode. Past the bound (a byte of 130) the launcher keeps the two multiplies, and
+    the bits are again the same. Under the interpreter both run its fp32 decode (the PTX itself is
+    tests/kernels/test_mx_decode_ptx.py's); compiled, this checks the folded kernel."""
+    g = torch.Generator().manual_seed(15)
+    T, K, E, N, R = 3, 2, 2, 16, 288
+    w, _, _ = exact_weights("mxfp4", E, N, R, g)
+    s = torch.randint(100, 129, (E, N, R // 32), generator=g, dtype=torch.uint8)
+    s[0, :4, 0], s[1, 3, 2], s[1, 5, :] = torch.tensor([0, 1, 2, 128], dtype=torch.uint8), 0, 1
+    s = word_aligned_scales(s)
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1], [1, 0], [1, 5]], dtype=torch.int32)
+    launch = Launch(path="dot", block_m=16, block_n=16, block_k=128, num_warps=4,
+                    pass_grid=pass_grid)  # fmt: skip
+    for scales in (s, _with_a_byte_past_the_bound(s)):
+        assert int(scales.max()) == (128 if scales is s else 130)
+        two, one = poisoned(T, K, N), poisoned(T, K, N)
+        grouped(x, ids, w, scales, b, two, expert_offset=0, launch=launch)
+        grouped(x, ids, w, scales, b, one, expert_offset=0, launch=launch,
+                max_scale_byte=int(scales.max()))  # fmt: skip
+        assert torch.equal(one.view(torch.int16), two.view(torch.int16))
+        assert torch.isfinite(one[:2].float()).all() and torch.isnan(one[2, 1].float()).all()
+
+
+def _with_a_byte_past_the_bound(s: torch.Tensor) -> torch.Tensor:
+    past = word_aligned_scales(s.clone())
+    past[1, 7, 1] = 130
+    return past
+
+
+def test_a_largest_scale_byte_below_the_scales_is_refused():
+    """A ``max_scale_byte`` below the scales' largest byte would fold a decode that cannot hold
+    them: the launcher refuses it where checking costs nothing (tensors on the CPU)."""
+    g = torch.Generator().manual_seed(16)
+    w, s, _ = exact_weights("mxfp4", 1, 16, 128, g)
+    x = torch.zeros(1, 128, dtype=torch.bfloat16)
+    ids = torch.zeros(1, 1, dtype=torch.int32)
+    b = torch.zeros(1, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="max_scale_byte"):
+        grouped_gemv(x, ids, w, s, b, poisoned(1, 1, 16), expert_offset=0,
+                     launch=LAUNCHES["dot"], max_scale_byte=int(s.max()) - 1)  # fmt: skip

@@ -1,0 +1,157 @@
+"""The MXFP4 tile's decode PTX (`grouped_dot._E2M1_BF16_ASM` and its folded form), run by a small
+emulator of the five instructions it uses, on every byte value in every position of a word and
+every scale byte: the interpreter runs no PTX, so this is where the CPU suite checks the
+instructions themselves (the GPU runs of tests/kernels/test_grouped_decode.py check the compiled
+kernel). Values are checked against e2m1 x 2^(s - 127) rounded to bf16, the folded form against the
+unfolded bit for bit, and FOLD_SCALES_UP_TO against the largest scale byte whose folded factor
+bf16 holds."""
+
+from __future__ import annotations
+
+import torch
+
+from moebench.kernels.grouped_dot import _E2M1_BF16_ASM, _E2M1_BF16_FOLDED_ASM
+from moebench.kernels.grouped_gemv import FOLD_SCALES_UP_TO
+
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def _prmt(a: torch.Tensor, b: torch.Tensor, sel: int) -> torch.Tensor:
+    """PTX prmt.b32 (default mode) with an immediate selector, elementwise on int64 words."""
+    src = [(a >> (8 * i)) & 0xFF for i in range(4)] + [(b >> (8 * i)) & 0xFF for i in range(4)]
+    out = torch.zeros_like(a)
+    for i in range(4):
+        nib = (sel >> (4 * i)) & 0xF
+        byte = src[nib & 7]
+        if nib & 8:  # sign replicate
+            byte = torch.where(byte & 0x80 != 0, 0xFF, 0)
+        out |= byte << (8 * i)
+    return out
+
+
+def _bf16(bits: torch.Tensor) -> torch.Tensor:
+    return (bits & 0xFFFF).to(torch.int32).to(torch.int16).view(torch.bfloat16)
+
+
+def _bf16x2_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """mul.rn.bf16x2: each half's product rounded to nearest even (subnormals kept): the fp32
+    product of two bf16 numbers is exact, and its rounding to bf16 is torch's."""
+    out = torch.zeros_like(a)
+    for shift in (0, 16):
+        p = (_bf16(a >> shift).float() * _bf16(b >> shift).float()).bfloat16()
+        out |= (p.view(torch.int16).to(torch.int64) & 0xFFFF) << shift
+    return out
+
+
+def run_ptx(text: str, operands: dict[int, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Registers after ``text`` (an inline-asm body: $i operands, .reg declarations, the
+    instructions mov, prmt, and, mul.lo.u32 and mul.rn.bf16x2) on the given $i words."""
+    regs = {f"${i}": v for i, v in operands.items()}
+    like = next(iter(operands.values()))
+
+    def val(x: str) -> torch.Tensor:
+        return regs[x] if x in regs else torch.full_like(like, int(x, 0))
+
+    for line in text.splitlines():
+        line = line.strip().rstrip(";")
+        if line in ("{", "}", "") or line.startswith(".reg"):
+            continue
+        op, rest = line.split(None, 1)
+        a = [x.strip() for x in rest.split(",")]
+        if op == "mov.b32":
+            regs[a[0]] = val(a[1])
+        elif op == "prmt.b32":
+            regs[a[0]] = _prmt(val(a[1]), val(a[2]), int(a[3], 0))
+        elif op == "and.b32":
+            regs[a[0]] = val(a[1]) & val(a[2])
+        elif op == "mul.lo.u32":
+            regs[a[0]] = (val(a[1]) * val(a[2])) & 0xFFFFFFFF
+        elif op == "mul.rn.bf16x2":
+            regs[a[0]] = _bf16x2_mul(val(a[1]), val(a[2]))
+        else:
+            raise AssertionError(f"the emulator has no {op!r}")
+    return regs
+
+
+def _words_and_scales(scales: range) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every byte value in each of a word's four positions (word i holds bytes i, i + 1, i + 2,
+    i + 3 mod 256), crossed with every scale byte; bytes 0-1 take scale s, bytes 2-3 scale
+    s' = the next scale byte in ``scales``, so that the two scale operands are told apart."""
+    i = torch.arange(256, dtype=torch.int64)
+    word = sum(((i + j) % 256) << (8 * j) for j in range(4))
+    s = torch.tensor(list(scales), dtype=torch.int64)
+    s_next = torch.roll(s, -1)
+    W, S = torch.meshgrid(word, torch.arange(len(s)), indexing="ij")
+    return W.reshape(-1), s[S.reshape(-1)], s_next[S.reshape(-1)]
+
+
+def _reference(byte: torch.Tensor, nibble_high: bool, s: torch.Tensor) -> torch.Tensor:
+    """bf16 bits of e2m1 x 2^(s - 127), byte 0 giving 0 (the kernels' convention)."""
+    n = (byte >> 4) & 0xF if nibble_high else byte & 0xF
+    mag = torch.tensor(E2M1, dtype=torch.float64)[n & 7]
+    v = torch.where(n & 8 != 0, -mag, mag) * torch.pow(2.0, (s - 127).double())
+    v = torch.where(s == 0, torch.where(n & 8 != 0, -0.0, 0.0), v)
+    return v.float().bfloat16().view(torch.int16).to(torch.int64) & 0xFFFF
+
+
+def _outputs(regs) -> dict[tuple[int, bool], torch.Tensor]:
+    """(byte position, high nibble) -> the bf16 bits the asm wrote for it: $0 / $2 the low /
+    high nibbles of bytes 0 and 1 (one a half), $1 / $3 of bytes 2 and 3."""
+    out = {}
+    for pos in range(4):
+        for high in (False, True):
+            reg = f"${(pos // 2) + (2 if high else 0)}"
+            out[(pos, high)] = (regs[reg] >> (16 * (pos % 2))) & 0xFFFF
+    return out
+
+
+def _pair(bits: torch.Tensor) -> torch.Tensor:
+    return bits | (bits << 16)
+
+
+def test_the_decode_gives_each_value_times_its_scale():
+    """Every nibble in every position of a word, every finite scale byte (0 included: 0), with
+    a different scale for bytes 0-1 and 2-3: the bf16 of e2m1 x 2^(s - 127), subnormals too."""
+    word, s, s2 = _words_and_scales(range(0, 255))
+    regs = run_ptx(_E2M1_BF16_ASM.value, {4: word, 5: _pair(s << 7), 6: _pair(s2 << 7)})
+    for (pos, high), got in _outputs(regs).items():
+        scale = s if pos < 2 else s2
+        want = _reference((word >> (8 * pos)) & 0xFF, high, scale)
+        assert torch.equal(got, want), (pos, high)
+
+
+def test_the_folded_decode_gives_the_same_bits_up_to_its_bound():
+    """The folded form (one multiply by 2^(s - 1)) against the two-multiply form, every nibble
+    and scale byte 0..FOLD_SCALES_UP_TO: the same bits (both round e2m1 x 2^(s - 127) once)."""
+    word, s, s2 = _words_and_scales(range(0, FOLD_SCALES_UP_TO + 1))
+    folded = lambda b: _pair(torch.where(b == 0, 0, (b + 126) << 7))
+    two = run_ptx(_E2M1_BF16_ASM.value, {4: word, 5: _pair(s << 7), 6: _pair(s2 << 7)})
+    one = run_ptx(_E2M1_BF16_FOLDED_ASM.value, {4: word, 5: folded(s), 6: folded(s2)})
+    for reg in ("$0", "$1", "$2", "$3"):
+        assert torch.equal(one[reg], two[reg]), reg
+    assert len(_E2M1_BF16_FOLDED_ASM.value.split(";")) < len(_E2M1_BF16_ASM.value.split(";"))
+
+
+def test_the_fold_bound_is_the_last_scale_whose_factor_bf16_holds():
+    """2^(s - 1) is a finite bf16 number (exponent field s + 126 below 255) up to s = 128: the
+    launcher's FOLD_SCALES_UP_TO. Past it the folded factor is inf, and the folded form would
+    give inf for every nonzero value, which is why larger scales take the two multiplies."""
+    assert (FOLD_SCALES_UP_TO + 126) << 7 < 0x7F80 <= (FOLD_SCALES_UP_TO + 127) << 7
+    word, s, s2 = _words_and_scales(range(FOLD_SCALES_UP_TO + 1, FOLD_SCALES_UP_TO + 3))
+    regs = run_ptx(_E2M1_BF16_FOLDED_ASM.value,
+                   {4: word, 5: _pair((s + 126) << 7), 6: _pair((s2 + 126) << 7)})  # fmt: skip
+    got = _bf16(regs["$0"]).float()
+    want = _bf16(_reference(word & 0xFF, False, s)).float()
+    assert not torch.equal(got, want) and torch.isinf(got).any()
+
+
+def test_the_emulator_knows_prmt_and_the_bf16_rounding():
+    """The emulator's two less obvious instructions on hand-checked cases: prmt spreading bytes
+    0 and 1 to the two halves, and a bf16 product rounding to nearest even, a subnormal kept."""
+    w = torch.tensor([0x44332211], dtype=torch.int64)
+    assert _prmt(w, torch.zeros_like(w), 0x4140).item() == 0x00220011
+    assert _prmt(w, torch.zeros_like(w), 0x4342).item() == 0x00440033
+    # 1.0078125 (0x3F81) x 1.0078125 = 1.01568..., between 0x3F82 (1.015625) and 0x3F83: nearer
+    # 0x3F82; 2^-127 (0x0040, subnormal) x 1.0 stays 0x0040.
+    got = _bf16x2_mul(torch.tensor([0x00403F81]), torch.tensor([0x3F803F81]))
+    assert got.item() == 0x00403F82
