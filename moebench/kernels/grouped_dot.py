@@ -405,7 +405,7 @@ def _mxfp4_pass(
             acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET, FOLD_SCALES)
     if not EVEN_K:
         acc = _mxfp4_step(acc, w_at, s_last, x_at, r_main, R, m_ok, True, INTERPRET,
-                          FOLD_SCALES)
+                          FOLD_SCALES)  # fmt: skip
     slot_epilogue(tl.trans(acc), n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be,
                   stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
 
