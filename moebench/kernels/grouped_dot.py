@@ -25,8 +25,9 @@ the grid gives it (`grouped_slots.program_work`).
   (0x7F, 0xFF) decodes as +-480 on both the GPU and the interpreter, where torch gives NaN: such
   weights fail the reference gate rather than poison the output.
 - MXFP4: e2m1 times its e8m0 scale decoded to bf16 in registers (`mx_tile`; exact: two
-  significant bits times a power of two), 2.75 instructions a value. Scale byte 255 (NaN in
-  the format) gives a non-finite output and byte 0 gives 0, as `jit.e8m0_scale` in the GEMV.
+  significant bits times a power of two), 2.25 instructions a value where every scale byte is at
+  most 128 (``FOLD_SCALES``, below), 2.75 otherwise. Scale byte 255 (NaN in the format) gives a
+  non-finite output and byte 0 gives 0, as `jit.e8m0_scale` in the GEMV.
   (``tl.dot_scaled``, the first version, ran at 4-7% of the copy ceiling on the H200: triton 3.6
   loads its bf16 operand synchronously every step, stores it to shared memory two bytes at a time
   behind a full memory barrier, and reads the scales with single-byte loads.)
@@ -69,6 +70,17 @@ the pipeline leaves synchronous: loaded a step ahead into registers, so that the
 behind one step of work; a program with few neighbours on its SM (a few tokens a rank) then
 waits on them every step. (A window of two or three steps ahead made triton 3.6 drop the
 pipeline of the weights altogether: synchronous loads, 4 KB of shared memory instead of 28.)
+
+The decode places a nibble's bits in a bf16 word, which reads as the value times 2^-126 (bf16's
+subnormals continue e2m1's), so it multiplies by 2^126 and then by the scale 2^(s - 127). Both
+are powers of two and the product e2m1 x 2^(s - 127) is rounded once either way, so where every
+scale byte is at most 128 (``FOLD_SCALES``: 2^(s - 1) is then a bf16 number) one multiply by
+2^(s - 1) gives the same bits (tests/kernels/test_mx_decode_ptx.py runs both forms' PTX on every
+byte and scale). The launcher takes the scales' largest byte from its caller, who reads it once
+(`grouped_gemv.max_scale_byte`; the arm when it builds its stages); trained weights' scales sit
+far below 2. sm_90a: 8.6 instructions a weight byte for one pass and 8.2 for the expert loop
+against 9.4 and 9.0; on the H200 the MXFP4 step 1.7-8.8% faster at 4-64 tokens in two routing
+draws, bitwise the same (docs/perf/HISTORY.md, 2026-12-03).
 
 Under the interpreter (``INTERPRET``) the operands are widened to fp32 first: its ``tl.dot``
 multiplies bf16 bit patterns (docs/DESIGN.md section 11), and it runs no PTX (the MXFP4 decode is

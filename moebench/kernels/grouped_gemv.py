@@ -66,9 +66,11 @@ loops over its expert's passes, at 80 (6 programs an SM; FP8 4 bytes of stack, M
 it runs one pass (`Launch.pass_grid`, the default from PASS_GRID_FROM_SLOTS_PER_EXPERT): FP8
 4.4 a byte through TMA (4.2 with pointer loads, which left fc1 136 registers and 3 programs an
 SM; 3.4 with ``.to(tl.bfloat16)``, whose fp16 -> bf16 F2F a value runs on the SMs' slow
-conversion pipe and bounded the tile on the H200, `grouped_dot`), MXFP4 9.0 (the expert loop)
-and 9.4 (one pass; 8 bytes of stack) with its bytes read in the operand's row order and its scales
-as words in the pipeline (`scale_words`; 10.0-10.3 with the scales as byte loads a step ahead,
+conversion pipe and bounded the tile on the H200, `grouped_dot`), MXFP4 8.2 (the expert loop)
+and 8.6 (one pass; 8 bytes of stack) with its bytes read in the operand's row order, its scales
+as words in the pipeline and folded into its decode (``max_scale_byte`` up to FOLD_SCALES_UP_TO;
+9.0 and 9.4 with the decode's two multiplies, 1.7-8.8% slower on the H200; `scale_words`;
+10.0-10.3 with the scales as byte loads a step ahead,
 1.2-5.5% slower on the H200; 9.3 in natural order, whose decoded values went through shared
 memory and ran 9-20% slower, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads were not
 pipelined).
