@@ -42,45 +42,38 @@ def decode_streams(r: Records) -> Table:
         caption="""\
 The decode step's fc1 -> fc2 chain split over side streams of one CUDA graph
 (`scratch/streams_ab.py`, first call: rank 0 of gpt-oss-20b-decode-grouped, the scenario's routing
-and `routing.seed: 1`; the arms' own kernels and launches, the grid split by experts [a, b)
-through the launchers' expert range, or by slots of the routing; the chains joined before the
-combine; every split step bitwise the arm's own and within the reference's tolerance; the steps of
-a case timed in one interleaved set, L2 flushed before each replay, us). "experts/2": two chains
-of 8 experts each on two streams; "/4": four of 4; "prio": the first chain's stream at high
-priority; "4 on 2": four chains, two after each other on each of two streams. The grouped arm's
-split is slower at 32 and 64 tokens in both formats and draws (one draw's FP8 at 32 tokens within
-noise), the kernels of the chains sharing the SMs rather than filling each other's ramps; at 8-16
-tokens within a few percent either way. The sparse arm split by slots is a few percent faster at
-2 tokens FP8 in both draws and within noise at one token, short of the one-token target (the
-sparse step is 33 us; 75% of copy needs 23.3). At one token the second draw routes no slot to rank
-0: the empty step's cost (sparse FP8 16.8 us, grouped FP8 26.5 us: programs that only read the
-routing). Derived: "best split vs the arm" = the fastest split step / the arm's step - 1.""",
-        columns=["precision, tokens, draw", "arm's step", *_GROUPED, *_SPARSE,
-                 "best split vs the arm"],
+at 1-64 tokens and `routing.seed: 1` at 1, 2, 32 and 64; the arms' own kernels and launches, the
+grid split by experts [a, b) through the launchers' expert range, or by slots of the routing; the
+chains joined before the combine; every split step bitwise the arm's own and within the
+reference's tolerance; the steps of a case timed in one interleaved set, L2 flushed before each
+replay, us). "experts/2": two chains of 8 experts each on two streams; "/4": four of 4; "prio":
+the first chain's stream at high priority; "4 on 2": four chains, two after each other on each of
+two streams; the sparse arm's splits (by slots) were run up to 8 tokens. No split of the grouped
+arm is faster beyond noise at 32 and 64 tokens: the chains' kernels share the SMs rather than fill
+each other's ramps. The sparse FP8 step split by slots is 5.5-7.3% faster at 2 tokens and 1.5-2.7%
+at one (the target needs 23.3 us there). In the second draw no slot is routed to rank 0 at one
+token: the empty step's cost (kernels whose programs only read the routing). Derived: "best split"
+= the fastest split of that arm / the arm's step - 1.""",
+        columns=["precision, tokens, draw", "sparse_decode", "grouped_decode", *_GROUPED,
+                 "best grouped split", *_SPARSE, "best sparse split"],
     )  # fmt: skip
     for prec, label in PRECISIONS:
         for tokens in (64, 32, 16, 8, 4, 2, 1):
             for path, draw in zip(STREAMS, DRAWS, strict=True):
                 if not _has(r, path, prec, tokens):
                     continue
-                arm = "sparse_decode" if tokens <= 4 else "grouped_decode"
-                base = _split_step(r, path, prec, tokens, arm)
-                cells: list[Figure | str] = [
-                    _split_step(r, path, prec, tokens, s) for s in _GROUPED
-                ]
-                sparse_here = tokens <= 8
-                cells += [_split_step(r, path, prec, tokens, s) if sparse_here else ""
-                          for s in _SPARSE]  # fmt: skip
-                splits = [c for c in cells if not isinstance(c, str)]
-                if tokens <= 4:  # the policy's arm there is sparse: its own splits
-                    splits = [c for c, s in zip(cells, _GROUPED + _SPARSE, strict=True)
-                              if s.startswith("sparse")]  # fmt: skip
+                step = lambda name: _split_step(r, path, prec, tokens, name)  # noqa: E731
+                grouped = step("grouped_decode")
+                splits = [step(s) for s in _GROUPED]
+                best = over(min(splits, key=lambda f: f.number()), grouped)
+                cells: list = [step("sparse_decode") if tokens <= 8 else "", grouped, *splits, best]
+                if tokens <= 8:
+                    sparse = [step(s) for s in _SPARSE]
+                    cells += [*sparse, over(min(sparse, key=lambda f: f.number()), cells[0])]
                 else:
-                    splits = cells[: len(_GROUPED)]
-                best = min(splits, key=lambda f: f.number())
+                    cells += [""] * (len(_SPARSE) + 1)
                 head = r.text(path, rf"^{prec} ({tokens}) tokens:")
-                t.row(fill(f"{label}, {{}}, {draw}", head), fill(f"{{}} ({arm})", base), *cells,
-                      over(best, base), history=HIST)  # fmt: skip
+                t.row(fill(f"{label}, {{}}, {draw}", head), *cells, history=HIST)
     return t
 
 
@@ -107,7 +100,9 @@ each within the reference's tolerance. Derived: "change" = folded / two multipli
         for path, draw in zip(FOLD_AB, DRAWS, strict=True):
             two = r.text(path, rf"^  T={tokens}: two multiplies (\S+) us")
             one = r.text(path, rf"^  T={tokens}: two multiplies \S+ us, folded (\S+) us")
-            largest = r.text(path, rf"^w4a16 T={tokens} fold=True largest_scale_byte=(\(\d+, \d+\))")
+            largest = r.text(
+                path, rf"^w4a16 T={tokens} fold=True largest_scale_byte=(\(\d+, \d+\))"
+            )
             same = r.text(path, rf"^  T={tokens}: .* bitwise equal: (\S+)")
             head = r.text(path, rf"^  T=({tokens}): two multiplies")
             t.row(fill(f"{{}}, {draw}", head), largest, two, one, over(one, two), same,
