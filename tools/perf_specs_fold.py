@@ -13,7 +13,7 @@ import re
 from perf_cells import Table, fill
 from perf_records import Figure, Records, over
 from perf_specs_lowcounts import BENCH as BENCH_WORDS
-from perf_specs_rows import BENCH_COLUMNS, bench_rows
+from perf_specs_rows import BENCH_COLUMNS, RUN_COLUMNS, bench_rows, run_rows
 
 DAY = "2026-12-03-mx-fold"
 HIST = "[issue 28][h-i28s]"
@@ -127,4 +127,27 @@ faster than FP8's at every count (met, 4 tokens included: the last item left of 
     return bench_rows(r, t, BENCH, BENCH_WORDS, history=HIST)
 
 
-TABLES = [fold_bench, fold_ab, decode_streams]
+RUN = f"{DAY}/gpt-oss-20b-decode-grouped.md"
+
+
+def fold_run(r: Records) -> Table:
+    t = Table(
+        name="fold_run",
+        caption="""\
+`scenarios/gpt-oss-20b-decode-grouped.yaml` through `moebench run` (`tools/gpu_run.sh`, EP2
+simulated, both ranks, 13 blocks of 20; 210 s) on 4d28e50's tree (the run manifest names 00f86c1,
+dirty: the device's copy of git's HEAD lagged, the tree was the commit's): every correctness gate
+and integrity check passed (952 pass, 112 skip, none failed;
+`gpt-oss-20b-decode-grouped.run-tail.txt`). The `ffn` regime, median us of the slowest rank as
+`moebench compare` printed them. Derived: "MXFP4 / FP8, best arm" = the faster of MXFP4's sparse
+and grouped steps over the faster of FP8's (below 1.00x: MXFP4 faster). grouped_decode FASTER
+than dense_decode at every count in both formats; MXFP4's best arm faster than FP8's at every
+count; MXFP4's grouped step 1.7-4.9% below the eighth session's run at 4-64 tokens
+(`scale_words_run`), FP8's within 0.7%. The policy of the run: sparse up to 4 tokens, grouped
+above, in both formats.""",
+        columns=RUN_COLUMNS,
+    )
+    return run_rows(r, t, RUN, history=HIST)
+
+
+TABLES = [fold_bench, fold_ab, fold_run, decode_streams]
