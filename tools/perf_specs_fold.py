@@ -14,6 +14,7 @@ from perf_cells import Table, fill
 from perf_records import Figure, Records, over
 from perf_specs_lowcounts import BENCH as BENCH_WORDS
 from perf_specs_rows import BENCH_COLUMNS, RUN_COLUMNS, bench_rows, run_rows
+from perf_specs_stream import STEP_COLUMNS, step_rows
 
 DAY = "2026-12-03-mx-fold"
 HIST = "[issue 28][h-i28s]"
@@ -150,4 +151,29 @@ above, in both formats.""",
     return run_rows(r, t, RUN, history=HIST)
 
 
-TABLES = [fold_bench, fold_ab, fold_run, decode_streams]
+STEP = f"{DAY}/gpt-oss-20b-decode-step-grouped.md"
+
+
+def fold_step(r: Records) -> Table:
+    t = Table(
+        name="fold_step",
+        caption="""\
+`scenarios/gpt-oss-20b-decode-step-grouped.yaml` through `moebench run` (`tools/gpu_run.sh`, 339
+s) on 7decaf4's tree with the folded MXFP4 decode (the run manifest names 00f86c1, dirty, as in
+`fold_run`): the step regime, gpt-oss-20b's 24 MoE layers, each with its own weights and a seeded
+uniform routing per step and layer, EP2 simulated, one step = the sum over layers of each layer's
+slowest rank; 40 steps a case; every correctness gate and integrity check of the regime passed
+(410 pass, 50 skip; 30 inputs unchanged, 60 post-timing checks). P50 of the step with its exact
+95% order-statistic interval, us; change against dense_decode, paired by step,
+Bonferroni-corrected over the run's comparisons. Derived: "MXFP4 / FP8 grouped" = MXFP4's grouped
+P50 / FP8's; "MXFP4 / FP8 best" = the faster of MXFP4's three arms over the faster of FP8's (below
+1.00x: MXFP4 faster). The run's policy (compare's): grouped FASTER than dense at every count in
+both formats; sparse FASTER than grouped up to 4 tokens for FP8 and only at 1 token for MXFP4,
+whose grouped step is now the faster at 4 (sparse +3.5%; the fifth session's run,
+`step_grouped_run`, had sparse faster there in both formats).""",
+        columns=STEP_COLUMNS,
+    )
+    return step_rows(r, t, STEP, history=HIST)
+
+
+TABLES = [fold_bench, fold_ab, fold_run, fold_step, decode_streams]

@@ -50,9 +50,20 @@ against a read floor of 23.22: missed).""",
 
 _STEP_TOKENS = (1, 4, 16, 32, 64)
 
+STEP_COLUMNS = [
+    "tokens",
+    "FP8 dense P50",
+    "FP8 sparse P50, change",
+    "FP8 grouped P50, change",
+    "MXFP4 dense P50",
+    "MXFP4 sparse P50, change",
+    "MXFP4 grouped P50, change",
+    "MXFP4 / FP8 grouped",
+    "MXFP4 / FP8 best",
+]
+
 
 def step_grouped_run(r: Records) -> Table:
-    section = "Model step"
     t = Table(
         name="step_grouped_run",
         caption="""\
@@ -67,24 +78,21 @@ MXFP4's grouped P50 / FP8's; "MXFP4 / FP8 best" = the faster of MXFP4's three ar
 faster of FP8's (below 1.00x: MXFP4 faster). The run's policy (compare's): grouped FASTER than
 dense at every count in both formats; sparse FASTER than grouped up to 4 tokens, SLOWER from
 16.""",
-        columns=[
-            "tokens",
-            "FP8 dense P50",
-            "FP8 sparse P50, change",
-            "FP8 grouped P50, change",
-            "MXFP4 dense P50",
-            "MXFP4 sparse P50, change",
-            "MXFP4 grouped P50, change",
-            "MXFP4 / FP8 grouped",
-            "MXFP4 / FP8 best",
-        ],
+        columns=STEP_COLUMNS,
     )
+    return step_rows(r, t, STEP)
+
+
+def step_rows(r: Records, t: Table, path: str, history: str = HIST) -> Table:
+    """The step regime's P50 at each count of `scenarios/gpt-oss-20b-decode-step-grouped.yaml`,
+    both formats side by side, from its report ``path``."""
+    section = "Model step"
     for i, tokens in enumerate(_STEP_TOKENS):
         cells: dict[str, dict[str, Figure]] = {}
         for f, (prec, name) in enumerate(FORMATS):
             case = f"c{f * len(_STEP_TOKENS) + i:03d}-precision={prec}-tokens_per_rank={tokens}"
             cells[name] = {
-                f"{arm} {column}": r.cell(STEP, section, column, case=case, arm=arm)
+                f"{arm} {column}": r.cell(path, section, column, case=case, arm=arm)
                 for arm in ("dense_decode", "sparse_decode", "grouped_decode")
                 for column in ("P50 us", "change [CI]", "result")
             }
@@ -104,7 +112,7 @@ dense at every count in both formats; sparse FASTER than grouped up to 4 tokens,
         ]
         t.row(
             r.text(
-                STEP,
+                path,
                 rf"^\| c00{i}-precision=w8a16-tokens_per_rank=({tokens}) \| dense_decode "
                 r"\| \d+ \| [\d,.]+ \[",
             ),
@@ -121,8 +129,9 @@ dense at every count in both formats; sparse FASTER than grouped up to 4 tokens,
                 fp8["grouped_decode P50 us"],
             ),
             derive(lambda a, b, c, d, e, f: min(d, e, f) / min(a, b, c), "{:.2f}x", *p50s),
-            history=HIST,
+            history=history,
         )
+    return t
     return t
 
 

@@ -40,9 +40,8 @@ from perf_cells import Table
 from perf_records import REPO, RecordError, Records
 
 PERF_MD = REPO / "docs" / "PERF.md"
-# PERF.md's order: the latest sessions first, newest on top (2026-12-03's, 2026-12-02's eight, issues
-# 24-28, then
-# the ceilings and issue 19), then the areas, then the runs of issues 15-18.
+# PERF.md's order: the latest sessions first, newest on top (2026-12-03's, 2026-12-02's eight,
+# issues 24-28, then the ceilings and issue 19), then the areas, then the runs of issues 15-18.
 SPECS = [
     perf_specs_fold,
     perf_specs_lowcounts,
