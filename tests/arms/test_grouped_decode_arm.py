@@ -199,3 +199,28 @@ def test_scales_already_aligned_are_read_as_they_are():
     del s
     gc.collect()
     assert len(grouped_decode._TILE_SCALES) == before
+
+
+@pytest.mark.parametrize(("precision", "tokens", "folds"), [
+    ("w4a16", 6, True),  # the MXFP4 tile: the scales' largest byte, read at build
+    ("w4a16", 1, False),  # the MXFP4 GEMV: nothing to fold
+    ("w8a16", 6, False),  # FP8: no e8m0 scales
+])  # fmt: skip
+def test_the_stages_hand_the_launcher_the_scales_largest_byte(
+    monkeypatch, precision, tokens, folds
+):
+    """The MXFP4 tile's stages pass ``max_scale_byte`` (the largest byte of the scales they read,
+    read when the stages are built), so that its decode multiplies once a pair of values
+    (`grouped_gemv`); the GEMV and FP8 pass None."""
+    ids, w = routing(tokens, seed=8)
+    p = problem(precision, "swiglu_oai", ids, w)
+    seen: list[int | None] = []
+    real = grouped_decode.grouped_gemv
+    monkeypatch.setattr(grouped_decode, "grouped_gemv", lambda *a, **k: (
+        seen.append(k["max_scale_byte"]), real(*a, **k))[1])  # fmt: skip
+    ws = decode.Workspace(p, layout="TKD")
+    stages = grouped_decode.build_stages(ws)
+    for stage in stages[:2]:
+        stage.run()
+    want = [int(p.w13_scale.max()), int(p.w2_scale.max())] if folds else [None, None]
+    assert seen == want
