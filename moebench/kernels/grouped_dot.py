@@ -26,8 +26,8 @@ the grid gives it (`grouped_slots.program_work`).
   weights fail the reference gate rather than poison the output.
 - MXFP4: e2m1 times its e8m0 scale decoded to bf16 in registers (`mx_tile`; exact: two
   significant bits times a power of two), 2.25 instructions a value where every scale byte is at
-  most 128 (``FOLD_SCALES``, below), 2.75 otherwise. Scale byte 255 (NaN in the format) gives a
-  non-finite output and byte 0 gives 0, as `jit.e8m0_scale` in the GEMV.
+  most 128 (``FOLD_SCALES``; folded scales, below), 2.75 otherwise. Scale byte 255 (NaN in the
+  format) gives a non-finite output and byte 0 gives 0, as `jit.e8m0_scale` in the GEMV.
   (``tl.dot_scaled``, the first version, ran at 4-7% of the copy ceiling on the H200: triton 3.6
   loads its bf16 operand synchronously every step, stores it to shared memory two bytes at a time
   behind a full memory barrier, and reads the scales with single-byte loads.)
@@ -71,16 +71,18 @@ behind one step of work; a program with few neighbours on its SM (a few tokens a
 waits on them every step. (A window of two or three steps ahead made triton 3.6 drop the
 pipeline of the weights altogether: synchronous loads, 4 KB of shared memory instead of 28.)
 
-The decode places a nibble's bits in a bf16 word, which reads as the value times 2^-126 (bf16's
-subnormals continue e2m1's), so it multiplies by 2^126 and then by the scale 2^(s - 127). Both
-are powers of two and the product e2m1 x 2^(s - 127) is rounded once either way, so where every
-scale byte is at most 128 (``FOLD_SCALES``: 2^(s - 1) is then a bf16 number) one multiply by
-2^(s - 1) gives the same bits (tests/kernels/test_mx_decode_ptx.py runs both forms' PTX on every
-byte and scale). The launcher takes the scales' largest byte from its caller, who reads it once
-(`grouped_gemv.max_scale_byte`; the arm when it builds its stages); trained weights' scales sit
-far below 2. sm_90a: 8.6 instructions a weight byte for one pass and 8.2 for the expert loop
-against 9.4 and 9.0; on the H200 the MXFP4 step 1.7-8.8% faster at 4-64 tokens in two routing
-draws, bitwise the same (docs/perf/HISTORY.md, 2026-12-03).
+Folded scales (the MXFP4 tile). The decode places a nibble's bits in a bf16 word, which reads
+as the value times 2^-126 (bf16's subnormals continue e2m1's), so it multiplies by 2^126 and then
+by the scale 2^(s - 127). Both are powers of two and the product e2m1 x 2^(s - 127) is rounded
+once either way, so where every scale byte is at most 128 (``FOLD_SCALES``: 2^(s - 1) is then a
+bf16 number) one multiply by 2^(s - 1) gives the same bits (tests/kernels/test_mx_decode_ptx.py
+runs both forms' PTX on every byte and scale). The launcher takes the scales' largest byte from
+its caller, who reads it once (`grouped_gemv.max_scale_byte`; the arm when it builds its stages);
+a scale above 2 means a group of 32 weights reaching past 12 in magnitude, and a tensor holding
+one keeps the two multiplies (the bench's random weights: largest byte 122). sm_90a: 8.6
+instructions a weight byte for one pass and 8.2 for the expert loop against 9.4 and 9.0; on the
+H200 the MXFP4 step 1.7-8.8% faster at 4-64 tokens in two routing draws, bitwise the same
+(docs/perf/HISTORY.md, 2026-12-03).
 
 Under the interpreter (``INTERPRET``) the operands are widened to fp32 first: its ``tl.dot``
 multiplies bf16 bit patterns (docs/DESIGN.md section 11), and it runs no PTX (the MXFP4 decode is
@@ -212,7 +214,7 @@ def mx_tile(w, s, INTERPRET: tl.constexpr, FOLD_SCALES: tl.constexpr):
     j) with their e8m0 scale bytes ``s`` [BLOCK_N, BLOCK_K / 32] as the [BLOCK_N, BLOCK_K] values
     in natural order: bf16 on the GPU (exact: an e2m1 value times a power of two), fp32 under the
     interpreter. ``FOLD_SCALES``: every scale byte is at most 128, so the decode multiplies once
-    (module docstring: scales); the same values."""
+    (module docstring: folded scales); the same values."""
     BN: tl.constexpr = w.shape[0]
     KB: tl.constexpr = w.shape[1]
     G: tl.constexpr = KB // 16
@@ -436,7 +438,9 @@ def _grouped_dot_mxfp4(
     """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
     registers a thread against 116-137 for the expert loop, sm_90a). ``SCALE_WORDS``: the scale
     rows are 4-byte aligned (row and expert strides multiples of 4 bytes, the base too) and a step
-    is whole words (BLOCK_K a multiple of 128), so a step's scales load as words."""
+    is whole words (BLOCK_K a multiple of 128), so a step's scales load as words.
+    ``FOLD_SCALES``: every scale byte is at most 128 (the launcher's ``max_scale_byte``), so the
+    decode multiplies once a pair of values (module docstring: folded scales)."""
     pdl_launch_dependents(GDC)
     e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip

@@ -385,7 +385,7 @@ def word_aligned_scales(w_scale: torch.Tensor) -> torch.Tensor:
 
 # The largest e8m0 scale byte (scale 2^(s - 127)) for which the MXFP4 tile folds its decode's
 # constant 2^126 into the scale: 2^(s - 1) is a bf16 number up to s = 128 (`grouped_dot`,
-# FOLD_SCALES). Scales above 2 (bytes past 128) are rare in trained weights.
+# FOLD_SCALES). A scale above 2 (a byte past 128) means a group of 32 weights reaching past 12.
 FOLD_SCALES_UP_TO = 128
 
 
