@@ -216,8 +216,12 @@ def test_the_stages_hand_the_launcher_the_scales_largest_byte(
     p = problem(precision, "swiglu_oai", ids, w)
     seen: list[int | None] = []
     real = grouped_decode.grouped_gemv
-    monkeypatch.setattr(grouped_decode, "grouped_gemv", lambda *a, **k: (
-        seen.append(k["max_scale_byte"]), real(*a, **k))[1])  # fmt: skip
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["max_scale_byte"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(grouped_decode, "grouped_gemv", recording)
     ws = decode.Workspace(p, layout="TKD")
     stages = grouped_decode.build_stages(ws)
     for stage in stages[:2]:
