@@ -69,11 +69,10 @@ SM; 3.4 with ``.to(tl.bfloat16)``, whose fp16 -> bf16 F2F a value runs on the SM
 conversion pipe and bounded the tile on the H200, `grouped_dot`), MXFP4 8.2 (the expert loop)
 and 8.6 (one pass; 8 bytes of stack) with its bytes read in the operand's row order, its scales
 as words in the pipeline and folded into its decode (``max_scale_byte`` up to FOLD_SCALES_UP_TO;
-9.0 and 9.4 with the decode's two multiplies, 1.7-8.8% slower on the H200; `scale_words`;
-10.0-10.3 with the scales as byte loads a step ahead,
-1.2-5.5% slower on the H200; 9.3 in natural order, whose decoded values went through shared
-memory and ran 9-20% slower, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads were not
-pipelined).
+9.0 and 9.4 with the decode's two multiplies, 1.7-8.8% slower on the H200; `scale_words`; 10.0-10.3
+with the scales as byte loads a step ahead, 1.2-5.5% slower on the H200; 9.3 in natural order,
+whose decoded values went through shared memory and ran 9-20% slower, `grouped_dot`; 12.3 with
+``tl.dot_scaled``, whose loads were not pipelined).
 """
 
 from __future__ import annotations
@@ -418,12 +417,11 @@ def grouped_gemv(
     [T, K, N] or, with ``glu``, [T, K, N/2]; both bf16 with unit stride along the last dimension.
     Rows of ``out`` of slots not routed to a local expert are left untouched.
 
-    ``max_scale_byte``: the largest byte of MXFP4 ``w_scale`` where the caller knows it
-    (`max_scale_byte`, read once when an arm builds its stages: the launcher reads nothing back
-    from the device). At most FOLD_SCALES_UP_TO, the tile decodes with one multiply a pair of
-    values instead of two (`grouped_dot`, FOLD_SCALES), the same bits; a value below the true
-    largest byte would give wrong outputs, which the launcher checks where that costs nothing
-    (tensors on the CPU)."""
+    ``max_scale_byte``: the largest byte of MXFP4 ``w_scale`` if the caller knows it (read once
+    when an arm builds its stages; the launcher reads nothing back from a device). At most
+    FOLD_SCALES_UP_TO, the tile decodes with one multiply a pair of values (`grouped_dot`,
+    FOLD_SCALES), the same bits; one below the true largest byte would give wrong outputs, which
+    the launcher checks where no device is read (tensors on the CPU)."""
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
     stride_xt, stride_xk = ops.stride_xt, ops.stride_xk
@@ -454,9 +452,9 @@ def grouped_gemv(
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     fold = fmt == "mxfp4" and max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
     if max_scale_byte is not None and not w_scale.is_cuda and fmt == "mxfp4":
-        _check(int(w_scale.max()) <= max_scale_byte,
-               f"max_scale_byte ({max_scale_byte}) is below w_scale's largest byte "
-               f"({int(w_scale.max())})")  # fmt: skip
+        largest = int(w_scale.max())
+        _check(largest <= max_scale_byte, f"max_scale_byte ({max_scale_byte}) is below w_scale's "
+               f"largest byte ({largest})")  # fmt: skip
     if T == 0 or K == 0 or E == 0:
         return
     block_e = triton.next_power_of_2(E)
