@@ -247,13 +247,13 @@ class Launch:
 
 
 # Slots per local expert, counted as if every slot were local (T * K / E), above which the default
-# launch takes the tensor-core path. Below it the pass is a plain one-slot GEMV, where the sparse
-# GEMV's tiles are the measured best. Measured on the H200 (gpt-oss-20b, 2026-12-01): at one slot
-# an expert (4 tokens) the GEMV, which serves an expert's slots one pass after another, lost to
-# the sparse arm (FP8 102.6 against 72.7 us: the expert holding 3 slots is the critical path);
-# at 2 (8 tokens) the tile won (119.7 against 131.9). Half a slot is a guess between the two,
-# which tools/bench_grouped_decode.py checks (both paths at 1, 2 and 4 tokens).
-DOT_FROM_SLOTS_PER_EXPERT = 0.5
+# launch takes the tensor-core path; below it a one-slot GEMV pass, the sparse GEMV's tiles.
+# Measured on the H200 (gpt-oss-20b, 2026-12-01): at one slot an expert (4 tokens) the GEMV lost
+# (FP8 102.6 against 72.7 us for the sparse arm: the expert holding 3 slots is the critical path);
+# at 2 (8 tokens) the tile won (119.7 against 131.9). At half a slot (2 tokens) FP8's tile won in
+# every bench since 2026-12-02 (48.2-48.6 against 58.7-62.1 us; docs/perf/2026-12-03-prefetch/),
+# MXFP4's GEMV in one routing draw of two (35.4 against 43.3 us; 44.0 against 43.0).
+DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 
 
 # The MXFP4 tile takes 128 values a step on 4 stages at every count, its bytes read in the
@@ -344,7 +344,7 @@ def default_launch(
     tile reading it from L2. A tile needs 16 rows, so an N with fewer takes the GEMV. A GEMV of
     several slots a pass is never chosen (module docstring: budget)."""
     slots = tokens * top_k
-    if slots > DOT_FROM_SLOTS_PER_EXPERT * experts and columns & -columns >= 16:
+    if slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts and columns & -columns >= 16:
         tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
         if fmt == "fp8" and slots < FP8_TMA_FROM_SLOTS_PER_EXPERT * experts:
             return replace(tile, tma=False, max_registers=0)
