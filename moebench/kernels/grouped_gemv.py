@@ -248,11 +248,10 @@ class Launch:
 
 # Slots per local expert, counted as if every slot were local (T * K / E), above which the default
 # launch takes the tensor-core path; below it a one-slot GEMV pass, the sparse GEMV's tiles.
-# Measured on the H200 (gpt-oss-20b, 2026-12-01): at one slot an expert (4 tokens) the GEMV lost
-# (FP8 102.6 against 72.7 us for the sparse arm: the expert holding 3 slots is the critical path);
-# at 2 (8 tokens) the tile won (119.7 against 131.9). At half a slot (2 tokens) FP8's tile won in
-# every bench since 2026-12-02 (48.2-48.6 against 58.7-62.1 us; docs/perf/2026-12-03-prefetch/),
-# MXFP4's GEMV in one routing draw of two (35.4 against 43.3 us; 44.0 against 43.0).
+# H200, gpt-oss-20b, 2026-12-01: at one slot an expert (4 tokens) the GEMV lost (FP8 102.6 against
+# 72.7 us for the sparse arm), at 2 (8 tokens) the tile won (119.7 against 131.9). At half a slot
+# (2 tokens) FP8's tile through TMA won in every bench since 2026-12-02 (48.2-48.6 against 58.7-62.1
+# us), MXFP4's GEMV in one draw of two (35.4 against 43.3; 44.0 against 43.0; 2026-12-03-prefetch).
 DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 
 
@@ -277,7 +276,8 @@ DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 # FP8_TMA_FROM_SLOTS_PER_EXPERT slots an expert (4 tokens) the FP8 tile keeps its pointer loads and
 # no cap: there TMA and the cap each lost in both draws (96.2 and 98.8 against 95.0 us), and in
 # the bench with the scenario's routing the tile through TMA took 61.0 against 56.6
-# (docs/perf/2026-12-02-grouped-rows/tma/bench_grouped_decode.log beside bench_grouped_decode.log).
+# (docs/perf/2026-12-02-grouped-rows/tma/). Only from one slot an expert: at half (2 tokens) the
+# pointer tile took 65.9 us against 48.2-48.6 through TMA (docs/perf/2026-12-03-prefetch/).
 TILE_MAX_REGISTERS = 128
 FP8_TMA_FROM_SLOTS_PER_EXPERT = 2
 
@@ -335,7 +335,7 @@ def default_launch(
     """The launch the `grouped_decode` arm uses for a stage of ``columns`` output columns (N),
     from the shapes alone (never the routing): the one-slot GEMV up to DOT_FROM_SLOTS_PER_EXPERT
     slots an expert (a second slot of an expert is a second pass over its tile, from L2), the
-    tensor-core tile above (`path_launch`; FP8 with pointer loads and no register cap below
+    tensor-core tile above (`path_launch`; FP8 with pointer loads and no register cap from one to
     FP8_TMA_FROM_SLOTS_PER_EXPERT slots an expert; from PASS_GRID_FROM_SLOTS_PER_EXPERT, one
     pass a program on 3 stages, 80 registers), 16 slots a pass at every count: 32 slots a
     pass lost at 32 and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8
@@ -346,7 +346,7 @@ def default_launch(
     slots = tokens * top_k
     if slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts and columns & -columns >= 16:
         tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
-        if fmt == "fp8" and slots < FP8_TMA_FROM_SLOTS_PER_EXPERT * experts:
+        if fmt == "fp8" and experts <= slots < FP8_TMA_FROM_SLOTS_PER_EXPERT * experts:
             return replace(tile, tma=False, max_registers=0)
         if slots >= PASS_GRID_FROM_SLOTS_PER_EXPERT[fmt] * experts:
             return one_pass_launch(tile)

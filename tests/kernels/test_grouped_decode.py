@@ -259,10 +259,10 @@ def test_default_launch_follows_the_shapes():
     gpt = dict(top_k=4, experts=16, columns=5760)
     assert default_launch("fp8", tokens=1, **gpt).path == "gemv"
     assert default_launch("mxfp4", tokens=2, **gpt).path == "gemv"
-    # FP8 takes the tile from 2 tokens (half a slot an expert; DOT_FROM_SLOTS_PER_EXPERT), with
-    # pointer loads and no register cap as at 4.
+    # FP8 takes the tile from 2 tokens (half a slot an expert; DOT_FROM_SLOTS_PER_EXPERT), through
+    # TMA and capped: pointer loads and no cap only from one slot an expert to two (4 tokens).
     two = default_launch("fp8", tokens=2, **gpt)
-    assert (two.path, two.tma, two.max_registers) == ("dot", False, 0)
+    assert (two.path, two.tma, two.max_registers) == ("dot", True, 128)
     assert default_launch("mxfp4", tokens=4, **gpt).path == "dot"
     for fmt in FORMATS:
         for tokens in (1, 2, 4, 8, 16, 32, 64):
