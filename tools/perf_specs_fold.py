@@ -17,7 +17,7 @@ from perf_specs_rows import BENCH_COLUMNS, RUN_COLUMNS, bench_rows, run_rows
 from perf_specs_stream import STEP_COLUMNS, step_rows
 
 DAY = "2026-12-03-mx-fold"
-HIST = "[issue 28][h-i28s]"
+HIST = "[issue 28][h-i28n]"
 STREAMS = (f"{DAY}/streams/streams_seed0.log", f"{DAY}/streams/streams_seed1.log")
 DRAWS = ("first draw", "second draw")
 PRECISIONS = (("w8a16", "FP8"), ("w4a16", "MXFP4"))
