@@ -8,6 +8,8 @@ As in perf_specs_latest.py: every figure a lookup in a stored record, every deri
 
 from __future__ import annotations
 
+import re
+
 from perf_cells import Table, fill
 from perf_records import Figure, Records, over
 from perf_specs_rows import BENCH_COLUMNS, RUN_COLUMNS, bench_rows, run_rows
@@ -57,12 +59,19 @@ fc2 hardly shortens (rest 13.06 against 12.69 us): see `fc2_cold_hot`. Not kept.
                 t.row(fill(f"{label}, {{}}, {draw}", head), *(at(v, "step") for v in VARIANTS),
                       over(at("pfl", "step"), at("base", "step")),
                       fill("{} / {}", at("base", "fc1"), at("pfl", "fc1")),
-                      fill("{} / {}", at("base", "rest"), at("pfl", "rest")), history=HIST)  # fmt: skip
+                      fill("{} / {}", at("base", "rest"), at("pfl", "rest")),
+                      history=HIST)  # fmt: skip
     return t
 
 
 HOT = f"{DAY}/fc2/fc2_hot_seed0.log"
 FC2_LAUNCHES = ("n4w1", "n4w2", "n2k512", "n2k2048", "n8w4", "split2")
+
+
+def _cold_hot(r: Records, prec: str, tokens: int, name: str, hot: bool) -> Figure:
+    """A kernel's median us in fc2_hot's log, L2 flushed before each replay or (``hot``) not."""
+    cold = rf"^  {prec} T={tokens} {name}\s+cold\s+"
+    return r.text(HOT, cold + (r"\S+ us  hot\s+(\S+) us" if hot else r"(\S+) us"))
 
 
 def fc2_cold_hot(r: Records) -> Table:
@@ -73,9 +82,9 @@ What bounds sparse_decode's fc1 and fc2 at 1-2 tokens (`scratch/fc2_hot.py`, sec
 of gpt-oss-20b-decode-grouped, the scenario's routing; each kernel alone from a graph, median of
 32 interleaved replays, us): "cold" with L2 flushed before each replay, as every step is timed,
 "hot" without (the replay before leaves the stage's weights in L2: 24.9 MB for FP8's fc2 at one
-token, about half that for MXFP4). FP8's fc2 reads its weights from L2 in 11.04 us against 12.96 from
-DRAM: its time is the launch's (5,760 one-warp programs, each a few dependent loads), not
-its bytes, which is why the prefetch of `l2_prefetch_fc2` could not shorten it. The other
+token, about half that for MXFP4). FP8's fc2 reads its weights from L2 in 11.04 us against
+12.96 from DRAM: its time is the launch's (5,760 one-warp programs, each a few dependent loads),
+not its bytes, which is why the prefetch of `l2_prefetch_fc2` could not shorten it. The other
 launches of fc2 (FP8: "n4w1" 4 rows a program, "n4w2" 4 rows on 2 warps, "n2k512" / "n2k2048"
 512 / 2,048 bytes a row a step, "n8w4" 8 rows on 4 warps, "split2" split-K in two; MXFP4 the
 same with 8x the rows and 4x the warps) are each slower cold than the arm's; the best of them is
@@ -86,18 +95,16 @@ tolerance. Derived: "hot / cold" = hot / cold - 1.""",
     )  # fmt: skip
     for prec, label in PRECISIONS:
         for tokens in (1, 2):
-            at = lambda name, w: r.text(  # noqa: E731
-                HOT, rf"^  {prec} T={tokens} {name}\s+" + (r"cold\s+(\S+) us" if w == "cold"
-                                                            else r"cold\s+\S+ us  hot\s+(\S+) us")
-            )
-            others = [r.text(HOT, rf"^  {prec} T={tokens} ({n})\s+cold\s+\S+ us") for n in FC2_LAUNCHES]
-            times = [at(n, "cold") for n in FC2_LAUNCHES]
+            at = lambda name, hot: _cold_hot(r, prec, tokens, name, hot)  # noqa: E731
+            names = [r.text(HOT, rf"^  {prec} T={tokens} ({n})\s+cold") for n in FC2_LAUNCHES]
+            times = [at(n, False) for n in FC2_LAUNCHES]
             best = min(range(len(times)), key=lambda i: times[i].number())
             head = r.text(HOT, rf"^  {prec} T=({tokens}) fc1\s+cold")
-            t.row(fill(f"{label}, {{}}", head), fill("{} / {}", at("fc1", "cold"), at("fc1", "hot")),
-                  fill("{} / {}", at("arm", "cold"), at("arm", "hot")),
-                  over(at("arm", "hot"), at("arm", "cold")),
-                  fill("{}: {}", others[best], times[best]), history=HIST)  # fmt: skip
+            t.row(fill(f"{label}, {{}}", head),
+                  fill("{} / {}", at("fc1", False), at("fc1", True)),
+                  fill("{} / {}", at("arm", False), at("arm", True)),
+                  over(at("arm", True), at("arm", False)),
+                  fill("{}: {}", names[best], times[best]), history=HIST)  # fmt: skip
     return t
 
 
@@ -138,12 +145,11 @@ against 62.11 us). Derived: "TMA tile / GEMV" = the tile through TMA / the GEMV 
     for path, what in TWO:
         cells: list = []
         for launch in LAUNCHES:
+            # The step whose fc1 launch is ``launch``, where the bench ran one.
             pattern = (rf"^precision=w8a16 tokens=2 .*arm=grouped_decode variant=.* "
                        rf"fc1_launch={launch} fc2_launch=.* step_us=(\S+)")  # fmt: skip
-            found = [ln for ln in r.read(path).splitlines()
-                     if f"fc1_launch={launch} fc2_launch" in ln and "tokens=2 " in ln
-                     and "precision=w8a16" in ln]  # fmt: skip
-            cells.append(r.text(path, pattern) if found else "")
+            ran = re.search(pattern, r.read(path), flags=re.MULTILINE) is not None
+            cells.append(r.text(path, pattern) if ran else "")
         ratio = over(cells[2], cells[0]) if cells[0] and cells[2] else ""
         t.row(fill(f"bench: {what}"), *cells, ratio, history=HIST)
     for path, what in RUNS:
