@@ -50,29 +50,28 @@ from the routing, so that a step captured once serves every routing; `tools/benc
 times the alternatives on the GPU.
 
 Budget, from sm_90a SASS compiled offline with triton 3.6 at gpt-oss-20b's shapes
-(`tools/sass_grouped_decode.py`, which also counts registers, spills and the programs an SM
-holds; not measured on a GPU yet). The one-slot GEMV's weight loop is the sparse GEMV's,
-instruction for instruction (FP8 5.4 a weight byte, 66 registers; MXFP4 12.1, 128 registers
-against the sparse kernel's 96), the routing scan coming before it. Each further slot of a pass
-adds about FP8 5.6, MXFP4 3-4 a byte (the multiply-adds and the slot's bf16 widening; the weights
-are converted once), so a GEMV pass of several slots costs as much as several one-slot passes and
-the arm never takes one (`default_launch`). At 1,024 values a step it also spills: FP8 4 slots
-255 registers and 200 B of stack, 8 slots 2.8 KB of stack and 1,400 local loads and stores in the
-loop (7-15 ms at 8 tokens on the H200); `path_launch` shortens the step to 1,024 / slots values
-(FP8 2-16 slots and MXFP4 2-16: no spills). The tensor-core tile (64 rows, 128 values a step,
-4 warps, 16 slots) is a warpgroup MMA (HGMMA 64x16x16) fed from registers, flat in the slots up
-to the pass, its registers capped at 128 a thread (4 programs an SM; no spills) while a program
-loops over its expert's passes, at 80 (6 programs an SM; FP8 4 bytes of stack, MXFP4 none) where
-it runs one pass (`Launch.pass_grid`, the default from PASS_GRID_FROM_SLOTS_PER_EXPERT): FP8
-4.4 a byte through TMA (4.2 with pointer loads, which left fc1 136 registers and 3 programs an
-SM; 3.4 with ``.to(tl.bfloat16)``, whose fp16 -> bf16 F2F a value runs on the SMs' slow
-conversion pipe and bounded the tile on the H200, `grouped_dot`), MXFP4 8.2 (the expert loop)
-and 8.6 (one pass; 8 bytes of stack) with its bytes read in the operand's row order, its scales
-as words in the pipeline and folded into its decode (``max_scale_byte`` up to FOLD_SCALES_UP_TO;
-9.0 and 9.4 with the decode's two multiplies, 1.7-8.8% slower on the H200; `scale_words`; 10.0-10.3
-with the scales as byte loads a step ahead, 1.2-5.5% slower on the H200; 9.3 in natural order,
-whose decoded values went through shared memory and ran 9-20% slower, `grouped_dot`; 12.3 with
-``tl.dot_scaled``, whose loads were not pipelined).
+(`tools/sass_grouped_decode.py`, which also counts registers, spills and the programs an SM holds).
+The one-slot GEMV's weight loop is the sparse GEMV's, instruction for instruction (FP8 5.4 a weight
+byte, 66 registers; MXFP4 12.1, 128 registers against the sparse kernel's 96), the routing scan
+coming before it. Each further slot of a pass adds about FP8 5.6, MXFP4 3-4 a byte (the
+multiply-adds and the slot's bf16 widening; the weights are converted once), so a GEMV pass of
+several slots costs as much as several one-slot passes and the arm never takes one
+(`default_launch`). At 1,024 values a step it also spills: FP8 4 slots 255 registers and 200 B of
+stack, 8 slots 2.8 KB of stack and 1,400 local loads and stores in the loop (7-15 ms at 8 tokens on
+the H200); `path_launch` shortens the step to 1,024 / slots values (FP8 2-16 slots and MXFP4 2-16:
+no spills). The tensor-core tile (64 rows, 128 values a step, 4 warps, 16 slots) is a warpgroup MMA
+(HGMMA 64x16x16) fed from registers, flat in the slots up to the pass, its registers capped at 128 a
+thread (4 programs an SM; no spills) while a program loops over its expert's passes, at 80 (6
+programs an SM; FP8 4 bytes of stack, MXFP4 none) where it runs one pass (`Launch.pass_grid`, the
+default from PASS_GRID_FROM_SLOTS_PER_EXPERT): FP8 4.4 a byte through TMA (4.2 with pointer loads,
+which left fc1 136 registers and 3 programs an SM; 3.4 with ``.to(tl.bfloat16)``, whose fp16 -> bf16
+F2F a value runs on the SMs' slow conversion pipe and bounded the tile on the H200, `grouped_dot`),
+MXFP4 8.2 (the expert loop) and 8.6 (one pass; 8 bytes of stack) with its bytes read in the
+operand's row order, its scales as words in the pipeline and folded into its decode
+(``max_scale_byte`` up to FOLD_SCALES_UP_TO; 9.0 and 9.4 with the decode's two multiplies, 1.7-8.8%
+slower on the H200; `scale_words`; 10.0-10.3 with the scales as byte loads a step ahead, 1.2-5.5%
+slower on the H200; 9.3 in natural order, whose decoded values went through shared memory and ran
+9-20% slower, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads were not pipelined).
 """
 
 from __future__ import annotations
@@ -246,12 +245,11 @@ class Launch:
     pass_grid: bool = False
 
 
-# Slots per local expert, counted as if every slot were local (T * K / E), above which the default
-# launch takes the tensor-core path; below it a one-slot GEMV pass, the sparse GEMV's tiles.
-# H200, gpt-oss-20b, 2026-12-01: at one slot an expert (4 tokens) the GEMV lost (FP8 102.6 against
-# 72.7 us for the sparse arm), at 2 (8 tokens) the tile won (119.7 against 131.9). At half a slot
-# (2 tokens) FP8's tile through TMA won in every bench since 2026-12-02 (48.2-48.6 against 58.7-62.1
-# us), MXFP4's GEMV in one draw of two (35.4 against 43.3; 44.0 against 43.0; 2026-12-03-prefetch).
+# Slots per local expert (T * K / E, as if all were local) above which the default launch takes
+# the tensor-core tile, from 2 tokens; below, a one-slot GEMV pass. H200, gpt-oss-20b: at one slot
+# an expert (4 tokens) the GEMV lost (FP8 102.6 against 72.7 us for the sparse arm), at 2 the tile
+# won (119.7 against 131.9); at half (2 tokens) FP8's tile through TMA won in every bench since
+# 2026-12-02 (48.2-48.6 against 58.7-62.1 us), MXFP4's GEMV in one draw of two (35.4 against 43.3).
 DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 
 
@@ -333,18 +331,20 @@ def default_launch(
     fmt: str, *, tokens: int, top_k: int, experts: int, columns: int, pdl: bool = False
 ) -> Launch:
     """The launch the `grouped_decode` arm uses for a stage of ``columns`` output columns (N),
-    from the shapes alone (never the routing): the one-slot GEMV up to DOT_FROM_SLOTS_PER_EXPERT
-    slots an expert (a second slot of an expert is a second pass over its tile, from L2), the
-    tensor-core tile above (`path_launch`; FP8 with pointer loads and no register cap from one to
-    FP8_TMA_FROM_SLOTS_PER_EXPERT slots an expert; from PASS_GRID_FROM_SLOTS_PER_EXPERT, one
-    pass a program on 3 stages, 80 registers), 16 slots a pass at every count: 32 slots a
-    pass lost at 32 and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8
-    220.8 against 179.4 us, MXFP4 253.7 against 177.3;
-    docs/perf/2026-12-01-integrity/bench_grouped_decode.log), a second pass over an expert's
-    tile reading it from L2. A tile needs 16 rows, so an N with fewer takes the GEMV. A GEMV of
-    several slots a pass is never chosen (module docstring: budget)."""
+    from the shapes alone (never the routing): the one-slot GEMV at one token (its top-k experts
+    are distinct: no expert holds two slots) and up to DOT_FROM_SLOTS_PER_EXPERT slots an expert
+    (a second slot of an expert is a second pass over its tile, from L2), the tensor-core tile
+    above (`path_launch`; FP8 with pointer loads and no register cap from one to
+    FP8_TMA_FROM_SLOTS_PER_EXPERT slots an expert; from PASS_GRID_FROM_SLOTS_PER_EXPERT, one pass a
+    program on 3 stages, 80 registers), 16 slots a pass at every count: 32 slots a pass lost at
+    32 and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8 220.8 against
+    179.4 us, MXFP4 253.7 against 177.3; docs/perf/2026-12-01-integrity/bench_grouped_decode.log),
+    a second pass over an expert's tile reading it from L2. A tile needs 16 rows, so an N with
+    fewer takes the GEMV. A GEMV of several slots a pass is never chosen (module docstring:
+    budget)."""
     slots = tokens * top_k
-    if slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts and columns & -columns >= 16:
+    many = tokens > 1 and slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts
+    if many and columns & -columns >= 16:
         tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
         if fmt == "fp8" and experts <= slots < FP8_TMA_FROM_SLOTS_PER_EXPERT * experts:
             return replace(tile, tma=False, max_registers=0)

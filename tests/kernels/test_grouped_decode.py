@@ -263,6 +263,10 @@ def test_default_launch_follows_the_shapes():
     # TMA and capped: pointer loads and no cap only from one slot an expert to two (4 tokens).
     two = default_launch("fp8", tokens=2, **gpt)
     assert (two.path, two.tma, two.max_registers) == ("dot", True, 128)
+    # One token never takes the tile, whatever its slots an expert: its top-k are distinct.
+    for fmt in FORMATS:
+        assert default_launch(fmt, tokens=1, top_k=4, experts=4, columns=5760).path == "gemv"
+        assert default_launch(fmt, tokens=2, top_k=4, experts=4, columns=5760).path == "dot"
     assert default_launch("mxfp4", tokens=4, **gpt).path == "dot"
     for fmt in FORMATS:
         for tokens in (1, 2, 4, 8, 16, 32, 64):
