@@ -1,8 +1,8 @@
 """The three decode arms and the grouped GEMV's launches at gpt-oss-20b decode shapes, 1 to 64
 tokens, on the GPU (issue 28).
 
-Rank 0 of `scenarios/gpt-oss-20b-decode-grouped.yaml` (16 local experts, top-4), both weight
-formats, every token count of its sweep. For each (precision, tokens):
+Rank 0 (or ``--rank``) of `scenarios/gpt-oss-20b-decode-grouped.yaml` (16 local experts, top-4),
+both weight formats, every token count of its sweep. For each (precision, tokens):
 
 - every arm's step (fc1, fc2, combine) and each grouped variant's step is run once on a poisoned
   workspace and checked before it is timed: its output against the reference within the
@@ -169,7 +169,7 @@ def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:
 
 
 def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], tuple]],
-         floor_tokens: set[int], scenario: str = SCENARIO) -> None:  # fmt: skip
+         floor_tokens: set[int], scenario: str = SCENARIO, rank: int = 0) -> None:  # fmt: skip
     t_start = time.monotonic()
     os.makedirs(out_dir, exist_ok=True)
     s = load_scenario(scenario)
@@ -191,7 +191,7 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
         if T not in tokens:
             continue
         x = make_tokens(tokens=T, hidden=cs.model.hidden, seed=cs.routing.seed, device=dev)
-        prob = family_of(cs).problem(cs, p.routing, p.capacity_rows, x, 0, dev)
+        prob = family_of(cs).problem(cs, p.routing, p.capacity_rows, x, rank, dev)
         ref = decode_reference_output(prob)
         fmt = "fp8" if cs.precision == "w8a16" else "mxfp4"
         counts = local_counts(prob.topk_ids_TK.cpu(), prob.expert_offset, prob.local_experts)
@@ -340,6 +340,7 @@ if __name__ == "__main__":
     ap.add_argument("--variant-tokens", default="1,2,4,8,16,32,64", help="for --variants")
     ap.add_argument("--floor", default="")
     ap.add_argument("--scenario", default=SCENARIO, help="a decode scenario with its shapes")
+    ap.add_argument("--rank", type=int, default=0, help="the simulated rank whose experts it runs")
     a = ap.parse_args()
     variants = parse_variants(a.variants, tuple(ints(a.variant_tokens))) if a.variants else VARIANTS
-    main(a.out, ints(a.tokens), variants, set(ints(a.floor)), a.scenario)
+    main(a.out, ints(a.tokens), variants, set(ints(a.floor)), a.scenario, a.rank)
