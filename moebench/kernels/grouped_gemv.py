@@ -245,11 +245,11 @@ class Launch:
     pass_grid: bool = False
 
 
-# Slots per local expert (T * K / E, as if all were local) above which the default launch takes
-# the tensor-core tile, from 2 tokens; below, a one-slot GEMV pass. H200, gpt-oss-20b: at one slot
-# an expert (4 tokens) the GEMV lost (FP8 102.6 against 72.7 us for the sparse arm), at 2 the tile
-# won (119.7 against 131.9); at half (2 tokens) FP8's tile through TMA won in every bench since
-# 2026-12-02 (48.2-48.6 against 58.7-62.1 us), MXFP4's GEMV in one draw of two (35.4 against 43.3).
+# Slots an expert (T * K / E, all taken as local) above which the default launch takes the
+# tensor-core tile, from 2 tokens; below, a one-slot GEMV pass. H200, gpt-oss-20b: at one slot an
+# expert (4 tokens) the GEMV lost (FP8 102.6 against 72.7 us for the sparse arm), at 2 the tile won
+# (119.7 against 131.9); at half (2 tokens) FP8's TMA tile won in every bench since 2026-12-02
+# (48.2-48.6 against 58.7-62.1 us), MXFP4's GEMV won 35.4 against 43.3 and lost 44.0 against 43.0.
 DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 
 
