@@ -12,6 +12,8 @@ import re
 
 from perf_cells import Table, fill
 from perf_records import Figure, Records, over
+from perf_specs_fold import BENCH as BENCH_FOLD
+from perf_specs_fold import RUN as RUN_FOLD
 from perf_specs_rows import BENCH_COLUMNS, RUN_COLUMNS, bench_rows, run_rows
 
 DAY = "2026-12-03-prefetch"
@@ -109,7 +111,7 @@ tolerance. Derived: "hot / cold" = hot / cold - 1.""",
 
 
 TWO = (  # (record, what it is): benches of rank 0, then the scenario's runs (slowest rank)
-    ("2026-12-03-mx-fold/bench/bench_grouped_decode.log", "ninth session's bench, first draw"),
+    (BENCH_FOLD, "ninth session's bench, first draw"),
     (f"{DAY}/bench2/bench_2_4_seed0.log", "second call, first draw"),
     (f"{DAY}/bench2/bench_2_4_seed1.log", "second call, second draw"),
     (f"{DAY}/pointer_tile/bench_grouped_decode.log", "third call (pointer tile), first draw"),
@@ -118,9 +120,10 @@ TWO = (  # (record, what it is): benches of rank 0, then the scenario's runs (sl
 )
 LAUNCHES = ("gemv m1 n2 k1024 w1 pdl", "dot m16 n64 k128 w4 s4 pdl",
             "dot m16 n64 k128 w4 s4 pdl tma r128")  # fmt: skip
-RUNS = (("2026-12-03-mx-fold/gpt-oss-20b-decode-grouped.md", "the GEMV (ninth session)"),
-        (f"{DAY}/pointer_tile/gpt-oss-20b-decode-grouped.md", "tile, pointers (third call)"),
-        (f"{DAY}/gpt-oss-20b-decode-grouped.md", "tile, TMA (fourth call)"))  # fmt: skip
+# (report, what it is, the column of LAUNCHES its grouped arm ran)
+RUNS = ((RUN_FOLD, "the GEMV (ninth session)", 0),
+        (f"{DAY}/pointer_tile/gpt-oss-20b-decode-grouped.md", "tile, pointers (third call)", 1),
+        (f"{DAY}/gpt-oss-20b-decode-grouped.md", "tile, TMA (fourth call)", 2))  # fmt: skip
 CASE = "c001-precision=w8a16-tokens_per_rank=2"
 
 
@@ -152,18 +155,16 @@ against 62.11 us). Derived: "TMA tile / GEMV" = the tile through TMA / the GEMV 
             cells.append(r.text(path, pattern) if ran else "")
         ratio = over(cells[2], cells[0]) if cells[0] and cells[2] else ""
         t.row(fill(f"bench: {what}"), *cells, ratio, history=HIST)
-    for path, what in RUNS:
+    for path, what, column in RUNS:
         median = r.result(path, "ffn", "grouped_decode", CASE, "median us")
         ranks = r.result(path, "ffn", "grouped_decode", CASE, "rank min / med / max us")
-        cell = fill("{} ({})", median, ranks)
-        cells = [cell if what.startswith(k) else "" for k in ("the GEMV", "tile, pointers",
-                                                              "tile, TMA")]  # fmt: skip
+        cells = [""] * len(LAUNCHES)
+        cells[column] = fill("{} ({})", median, ranks)
         t.row(fill(f"run: {what}"), *cells, "", history=HIST)
     return t
 
 
 BENCH = f"{DAY}/bench/bench_grouped_decode.log"
-BENCH_FOLD = "2026-12-03-mx-fold/bench/bench_grouped_decode.log"
 
 
 def two_token_bench(r: Records) -> Table:
