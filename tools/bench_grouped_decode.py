@@ -82,8 +82,8 @@ CLOCK = Clock(dev)
 # for the default's field.
 # The defaults (grouped_gemv.default_launch): the one-slot GEMV at 1 token (FP8) or 1-2 (MXFP4),
 # the tile of 64 rows, 128 values a step, 4 stages and 16 slots a pass above, at most 128
-# registers a thread, FP8's weights through TMA but at 4 tokens (pointer loads and no cap there),
-# one pass a program on 3 stages and 80 registers from 32 tokens (FP8) or 16 (MXFP4).
+# registers a thread, FP8's weights through TMA, one pass a program on 3 stages and 80 registers
+# from 32 tokens (FP8) or 16 (MXFP4).
 VARIANTS: list[tuple[tuple[int, ...], tuple]] = [
     # Where the GEMV hands over to the tile: both paths at 1, 2 and 4 tokens (the one equal to the
     # default is skipped).

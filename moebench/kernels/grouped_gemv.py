@@ -270,14 +270,12 @@ DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 # 146.6 against 152.9 (the 5-stage pointer tile that was the default from 32 tokens) at 64 tokens,
 # 143.6 against 149.3 at 32, 122.0 and 130.5 against 127.2 and 138.1 at 16 (the two draws), 116.0
 # and 98.4 against 121.5 and 99.5 at 8; at 4 tokens 96.2 against 95.0 (the 5-stage pointer tile:
-# 93.2). 5 stages through TMA: slower at 32 and 64 tokens, faster at 8 (113.4), mixed at 16. Below
-# FP8_TMA_FROM_SLOTS_PER_EXPERT slots an expert (4 tokens) the FP8 tile keeps its pointer loads and
-# no cap: there TMA and the cap each lost in both draws (96.2 and 98.8 against 95.0 us), and in
-# the bench with the scenario's routing the tile through TMA took 61.0 against 56.6
-# (docs/perf/2026-12-02-grouped-rows/tma/). Only from one slot an expert: at half (2 tokens) the
-# pointer tile took 65.9 us against 48.2-48.6 through TMA (docs/perf/2026-12-03-prefetch/).
+# 93.2). 5 stages through TMA: slower at 32 and 64 tokens, faster at 8 (113.4), mixed at 16. At 4
+# tokens (one slot an expert) the pointer tile uncapped wins where a rank's slots crowd on few
+# experts and loses where they spread (rank 0 56.2 against 59.5 us, rank 1 95.9 against 87.1,
+# bench, 12 rank and routing pairs); the arm takes TMA there too for the slowest rank, the step's
+# (its mean over 4 draws 80.5 against 83.8; docs/perf/2026-12-03-rank/).
 TILE_MAX_REGISTERS = 128
-FP8_TMA_FROM_SLOTS_PER_EXPERT = 2
 
 # From PASS_GRID_FROM_SLOTS_PER_EXPERT slots an expert (FP8: 32 tokens at gpt-oss-20b EP2, MXFP4:
 # 16) the tile runs one pass of 16 slots a program (`Launch.pass_grid`) on 3 stages, capped at 80
@@ -334,8 +332,7 @@ def default_launch(
     from the shapes alone (never the routing): the one-slot GEMV at one token (its top-k experts
     are distinct: no expert holds two slots) and up to DOT_FROM_SLOTS_PER_EXPERT slots an expert
     (a second slot of an expert is a second pass over its tile, from L2), the tensor-core tile
-    above (`path_launch`; FP8 with pointer loads and no register cap from one to
-    FP8_TMA_FROM_SLOTS_PER_EXPERT slots an expert; from PASS_GRID_FROM_SLOTS_PER_EXPERT, one pass a
+    above (`path_launch`; from PASS_GRID_FROM_SLOTS_PER_EXPERT slots an expert, one pass a
     program on 3 stages, 80 registers), 16 slots a pass at every count: 32 slots a pass lost at
     32 and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8 220.8 against
     179.4 us, MXFP4 253.7 against 177.3; docs/perf/2026-12-01-integrity/bench_grouped_decode.log),
@@ -346,8 +343,6 @@ def default_launch(
     many = tokens > 1 and slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts
     if many and columns & -columns >= 16:
         tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
-        if fmt == "fp8" and experts <= slots < FP8_TMA_FROM_SLOTS_PER_EXPERT * experts:
-            return replace(tile, tma=False, max_registers=0)
         if slots >= PASS_GRID_FROM_SLOTS_PER_EXPERT[fmt] * experts:
             return one_pass_launch(tile)
         return tile

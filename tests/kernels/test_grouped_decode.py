@@ -260,7 +260,7 @@ def test_default_launch_follows_the_shapes():
     assert default_launch("fp8", tokens=1, **gpt).path == "gemv"
     assert default_launch("mxfp4", tokens=2, **gpt).path == "gemv"
     # FP8 takes the tile from 2 tokens (half a slot an expert; DOT_FROM_SLOTS_PER_EXPERT), through
-    # TMA and capped: pointer loads and no cap only from one slot an expert to two (4 tokens).
+    # TMA and capped, as at every count above.
     two = default_launch("fp8", tokens=2, **gpt)
     assert (two.path, two.tma, two.max_registers) == ("dot", True, 128)
     # One token never takes the tile, whatever its slots an expert: its top-k are distinct.
@@ -282,16 +282,15 @@ def test_default_launch_follows_the_shapes():
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
     # The tile at every count, each choice measured on the H200: 128 values on 4 stages, 128
-    # registers at most a thread (grouped_gemv.TILE_MAX_REGISTERS), FP8's weights through TMA
-    # from 2 slots an expert (FP8_TMA_FROM_SLOTS_PER_EXPERT; below, pointers and no cap), and
+    # registers at most a thread (grouped_gemv.TILE_MAX_REGISTERS), FP8's weights through TMA, and
     # one pass a program on 3 stages, 80 registers at most, from 8 slots an expert (FP8) or 4
     # (MXFP4; PASS_GRID_FROM_SLOTS_PER_EXPERT).
     for fmt in FORMATS:
         for t in (4, 8, 16, 32, 64):
             L = default_launch(fmt, tokens=t, **gpt)
-            tma = fmt == "fp8" and t >= 8
+            tma = fmt == "fp8"
             passes = t >= (32 if fmt == "fp8" else 16)
-            cap = 0 if fmt == "fp8" and t < 8 else 80 if passes else 128
+            cap = 80 if passes else 128
             stages = 3 if passes else 4
             want = (128, stages, cap, tma, passes)
             assert (L.block_k, L.num_stages, L.max_registers, L.tma, L.pass_grid) == want
