@@ -271,10 +271,12 @@ DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 # 143.6 against 149.3 at 32, 122.0 and 130.5 against 127.2 and 138.1 at 16 (the two draws), 116.0
 # and 98.4 against 121.5 and 99.5 at 8; at 4 tokens 96.2 against 95.0 (the 5-stage pointer tile:
 # 93.2). 5 stages through TMA: slower at 32 and 64 tokens, faster at 8 (113.4), mixed at 16. At 4
-# tokens (one slot an expert) the pointer tile uncapped wins where a rank's slots crowd on few
-# experts and loses where they spread (rank 0 56.2 against 59.5 us, rank 1 95.9 against 87.1,
-# bench, 12 rank and routing pairs); the arm takes TMA there too for the slowest rank, the step's
-# (its mean over 4 draws 80.5 against 83.8; docs/perf/2026-12-03-rank/).
+# tokens (one slot an expert) the pointer tile uncapped was the default until 2026-12-03: over six
+# routing draws and both ranks (bench, docs/perf/2026-12-03-rank/) it won by 2-6% where a rank
+# touched 5 or 7 experts and lost by 4-9% where it touched 4, 6, 9 or 10 (at 9-10, a reading:
+# fc2's 405-450 programs past the 396 it holds at once, 3 an SM); on the slowest rank, the step's,
+# TMA's mean 78.6 us against 80.2 and worst 87.4 against 95.8, the two equal over all twelve (71.1
+# and 71.4).
 TILE_MAX_REGISTERS = 128
 
 # From PASS_GRID_FROM_SLOTS_PER_EXPERT slots an expert (FP8: 32 tokens at gpt-oss-20b EP2, MXFP4:
