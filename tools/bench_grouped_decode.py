@@ -173,6 +173,11 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
     t_start = time.monotonic()
     os.makedirs(out_dir, exist_ok=True)
     s = load_scenario(scenario)
+    # The first line as the records' reader takes it ("torch GPU"), then what was measured: the
+    # logs of several ranks and routing draws are told apart by these, not by their file names.
+    device = torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu"
+    print(f"{torch.__version__} {device}")
+    print(f"scenario {scenario} (routing.seed {s.routing.seed}), rank {rank}", flush=True)
     arms = {name: registry.resolve(name) for name in ARMS}
     rows: list[dict] = []
 
@@ -195,7 +200,7 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
         ref = decode_reference_output(prob)
         fmt = "fp8" if cs.precision == "w8a16" else "mxfp4"
         counts = local_counts(prob.topk_ids_TK.cpu(), prob.expert_offset, prob.local_experts)
-        case = dict(precision=cs.precision, tokens=T, local_slots=int(counts.sum()),
+        case = dict(precision=cs.precision, tokens=T, rank=rank, local_slots=int(counts.sum()),
                     touched=int((counts > 0).sum()), max_slots=int(counts.max()))  # fmt: skip
         print(
             f"\n{cs.precision} {T} tokens: {case['local_slots']} local slots on "
