@@ -13,6 +13,7 @@ import re
 from perf_cells import Table, fill
 from perf_records import Figure, Records, derive, over
 from perf_specs_rows import RUN_COLUMNS, run_rows
+from perf_specs_stream import STEP_COLUMNS, step_rows
 
 DAY = "2026-12-03-rank"
 HIST = "[issue 28][h-i28e]"
@@ -166,4 +167,29 @@ tokens, MXFP4 up to 2 and the SAME at 4, grouped above).""",
     return run_rows(r, t, RUN, history=HIST)
 
 
-TABLES = [four_token_launch, rank_launches, rank_run]
+STEP = f"{DAY}/step/gpt-oss-20b-decode-step-grouped.md"
+
+
+def rank_step(r: Records) -> Table:
+    t = Table(
+        name="rank_step",
+        caption="""\
+`scenarios/gpt-oss-20b-decode-step-grouped.yaml` through `moebench run` (`tools/gpu_run.sh`, 355
+s; fifth call) on 1252c1c's tree (FP8's tile through TMA at 4 tokens; the run manifest names
+8ed42ee, dirty, as in `rank_run`): the step regime, gpt-oss-20b's 24 MoE layers, each with its own
+weights and a seeded uniform routing per step and layer, EP2 simulated, one step = the sum over
+layers of each layer's slowest rank, so each step crosses 24 routing draws; 40 steps a case;
+every correctness gate and integrity check of the regime passed (410 pass, 50 skip). P50 of the
+step with its exact 95% order-statistic interval, us; change against dense_decode, paired by
+step, Bonferroni-corrected. Derived as in `fold_step`. FP8's grouped step at 4 tokens: P50
+1,892.5 us against 1,903.6 in the ninth session's run (`fold_step`, the pointer tile), P90
+1,932.9 against 1,974.3: within the intervals, the tail lower. The policy moved at that count:
+FP8's sparse step is now the SAME as grouped at 4 tokens (-1.7%; the ninth session's run had
+sparse the faster), sparse FASTER only at one token in both formats, grouped from 4 (MXFP4) or
+16 (FP8) on.""",
+        columns=STEP_COLUMNS,
+    )
+    return step_rows(r, t, STEP, history=HIST)
+
+
+TABLES = [four_token_launch, rank_launches, rank_run, rank_step]
