@@ -18,9 +18,7 @@ from kernel_device import DEVICE, on_device
 from moebench.kernels.batched_gemm import batched_gemm
 from moebench.kernels.grouped_gemv import (
     Launch,
-    default_launch,
     grouped_gemv,
-    path_launch,
     scale_words,
     word_aligned_scales,
 )
@@ -248,52 +246,6 @@ def test_programmatic_dependent_launch_writes_the_same_bits(path):
         grouped(x, ids, w, s, b, outs[-1], expert_offset=0, launch=launch, glu="swiglu_oai")
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
     assert torch.isnan(outs[1][1, 1].float()).all() and torch.isfinite(outs[1][0].float()).all()
-
-
-def test_default_launch_follows_the_shapes():
-    """gpt-oss-20b at EP2 (16 local experts, top-4): a one-slot GEMV at one and two tokens,
-    tensor-core tiles from four, 32-slot passes when the experts average more than 8 slots; row
-    blocks shrink to divide N, and an N without 16 rows a block takes the GEMV. A GEMV of several
-    slots a pass (spills at 1,024 values a step, and costs each slot's multiply-adds on every
-    weight) is never chosen, and asked for, it takes shorter steps."""
-    gpt = dict(top_k=4, experts=16, columns=5760)
-    assert default_launch("fp8", tokens=1, **gpt).path == "gemv"
-    assert default_launch("mxfp4", tokens=2, **gpt).path == "gemv"
-    # FP8 takes the tile from 2 tokens (half a slot an expert; DOT_FROM_SLOTS_PER_EXPERT), through
-    # TMA and capped, as at every count above.
-    two = default_launch("fp8", tokens=2, **gpt)
-    assert (two.path, two.tma, two.max_registers) == ("dot", True, 128)
-    # One token never takes the tile, whatever its slots an expert: its top-k are distinct.
-    for fmt in FORMATS:
-        assert default_launch(fmt, tokens=1, top_k=4, experts=4, columns=5760).path == "gemv"
-        assert default_launch(fmt, tokens=2, top_k=4, experts=4, columns=5760).path == "dot"
-    assert default_launch("mxfp4", tokens=4, **gpt).path == "dot"
-    for fmt in FORMATS:
-        for tokens in (1, 2, 4, 8, 16, 32, 64):
-            for columns in (5760, 2880, 40):
-                launch = default_launch(fmt, tokens=tokens, top_k=4, experts=16, columns=columns)
-                assert launch.path == "dot" or launch.block_m == 1
-    assert path_launch("gemv", "fp8", columns=5760, block_m=4).block_k == 256
-    assert path_launch("gemv", "mxfp4", columns=5760, block_m=32).block_k == 64
-    mid = default_launch("fp8", tokens=32, **gpt)
-    assert (mid.path, mid.block_m, mid.block_n) == ("dot", 16, 64)
-    # 16 slots a pass at every count: 32 lost at 32 and 64 tokens on the H200 (default_launch)
-    assert {default_launch(f, tokens=64, **gpt).block_m for f in FORMATS} == {16}
-    assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
-    assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
-    # The tile at every count, each choice measured on the H200: 128 values on 4 stages, 128
-    # registers at most a thread (grouped_gemv.TILE_MAX_REGISTERS), FP8's weights through TMA, and
-    # one pass a program on 3 stages, 80 registers at most, from 8 slots an expert (FP8) or 4
-    # (MXFP4; PASS_GRID_FROM_SLOTS_PER_EXPERT).
-    for fmt in FORMATS:
-        for t in (4, 8, 16, 32, 64):
-            L = default_launch(fmt, tokens=t, **gpt)
-            tma = fmt == "fp8"
-            passes = t >= (32 if fmt == "fp8" else 16)
-            cap = 80 if passes else 128
-            stages = 3 if passes else 4
-            want = (128, stages, cap, tma, passes)
-            assert (L.block_k, L.num_stages, L.max_registers, L.tma, L.pass_grid) == want
 
 
 def test_launcher_names_bad_arguments():

@@ -1,12 +1,10 @@
-"""The result store: schemas, atomic parts, resume, run ids, and one-line errors."""
+"""The result store: schemas, rows written and read back, run ids, and the one-line errors of loading
+a run (its files, resume and the errors of creating a run: test_results_files.py)."""
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import json
 import math
-import os
 import re
 import shutil
 from pathlib import Path
@@ -16,104 +14,17 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from result_rows import NOW, RUN, check_row, open_writer, sample_row, write
 
 from moebench.core.errors import ResultsError
-from moebench.results import files as results
-from moebench.results import writer as writer_module
 from moebench.results.reader import load_run
 from moebench.results.schema import SCHEMAS, check_run_id, new_run_id, rows_to_table
 from moebench.results.writer import RunWriter
 
-NOW = dt.datetime(2026, 11, 29, 13, 5, 9, tzinfo=dt.UTC)
-RUN = "20261129-130509-test-abc123"
-
-
-def sample_row(case_id: str, run_id: str = RUN, **kw) -> dict:
-    row = dict(
-        run_id=run_id,
-        case_id=case_id,
-        arm="stock",
-        rank=0,
-        stage="ffn",
-        regime="ffn",
-        block=0,
-        position=0,
-        iteration=0,
-        time_us=12.5,
-        device="cpu",
-        sm_clock_mhz=math.nan,
-        mem_clock_mhz=math.nan,
-        temperature_c=math.nan,
-        power_w=math.nan,
-        mode="eager",
-        weights="warm",
-        weight_copies=1,
-        step=-1,
-        layer=-1,
-        tokens_per_rank=16,
-        live_rows=40,
-        capacity_rows=256,
-        local_experts=4,
-        hidden=64,
-        intermediate=128,
-        top_k=2,
-        precision="bf16",
-        activation="silu",
-        routing="uniform",
-        gemm="triton",
-        params='{"tokens_per_rank": 16}',
-        weight_bytes=1_000_000,
-    )
-    return row | kw
-
-
-def check_row(case_id: str, run_id: str = RUN, **kw) -> dict:
-    row = dict(
-        run_id=run_id,
-        case_id=case_id,
-        arm="stock",
-        rank=0,
-        gate="reference",
-        status="pass",
-        error=1e-6,
-        detail="",
-    )
-    return row | kw
-
-
-def routing_row(case_id: str, run_id: str = RUN, **kw) -> dict:
-    row = dict(
-        run_id=run_id,
-        case_id=case_id,
-        rank=0,
-        routing="uniform",
-        tokens_per_rank=16,
-        local_experts=4,
-        live_rows=32,
-        capacity_rows=256,
-        live_fraction=0.125,
-        empty_experts=0,
-        max_load=10.0,
-        mean_load=8.0,
-        overload=1.25,
-        entropy=1.98,
-        trace_sha256="",
-        step=-1,
-        layer=-1,
-    )
-    return row | kw
-
-
-def write(writer: RunWriter, case_id: str, n: int = 3) -> None:
-    samples = [sample_row(case_id, iteration=i, time_us=10.0 + i) for i in range(n)]
-    writer.write_case(case_id, samples, [check_row(case_id)], [routing_row(case_id)])
-
 
 @pytest.fixture
 def writer(tmp_path: Path):
-    w = RunWriter.create(tmp_path / "results", RUN, {"sources": {"stock": "ab"}})
-    yield w
-    w.close()
+    yield from open_writer(tmp_path)
 
 
 # --------------------------------------------------------------------------- writing and reading
@@ -236,178 +147,6 @@ def test_rows_must_name_this_run_and_case(writer: RunWriter):
         writer.write_case("c", [], [check_row("d")], [])
     assert writer.finished_cases == set()
     assert list((writer.run_dir / "samples").iterdir()) == []
-
-
-# --------------------------------------------------------------------------- atomic writes
-
-
-def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path: Path):
-    target = tmp_path / "manifest.json"
-    target.write_text("old")
-
-    def explode(f):
-        f.write(b"half of the new cont")
-        raise RuntimeError("disk on fire")
-
-    with pytest.raises(RuntimeError):
-        results.atomic_write(target, explode)
-    assert target.read_text() == "old"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
-
-
-@contextlib.contextmanager
-def umask(mask: int):
-    old = os.umask(mask)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-@pytest.mark.parametrize(
-    "mask, mode",
-    [
-        (0o022, 0o644),  # the usual umask: files others may read, as a plain open() gives
-        (0o077, 0o600),  # a private umask: private files
-        (0o002, 0o664),  # a group-writable umask
-    ],
-)
-def test_every_run_file_gets_the_mode_of_the_umask(tmp_path: Path, mask: int, mode: int):
-    """mkstemp makes 0600 files; a run's parts, manifest and lock follow the umask instead."""
-    with umask(mask):
-        w = RunWriter.create(tmp_path / "results", RUN, {"sources": {"stock": "ab"}})
-        write(w, "c1")
-        w.finish("complete")
-        results.atomic_write(tmp_path / "plain.json", lambda f: f.write(b"{}"))
-    run_dir = w.run_dir
-    written = [run_dir / "manifest.json", run_dir / ".lock", tmp_path / "plain.json"]
-    written += [run_dir / t / "c1.parquet" for t in ("samples", "checks", "routing")]
-    assert {p.name: oct(p.stat().st_mode & 0o777) for p in written} == {
-        p.name: oct(mode) for p in written
-    }
-
-
-def test_atomic_write_without_overwrite_keeps_the_existing_file(tmp_path: Path):
-    target = tmp_path / "t.bin"
-    target.write_bytes(b"old")
-    with pytest.raises(FileExistsError):
-        results.atomic_write(target, lambda f: f.write(b"new"), overwrite=False)
-    assert target.read_bytes() == b"old"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.bin"]  # no temp file left
-    fresh = tmp_path / "fresh.bin"
-    results.atomic_write(fresh, lambda f: f.write(b"new"), overwrite=False)
-    assert fresh.read_bytes() == b"new"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.bin", "t.bin"]
-
-
-def test_stray_temp_files_are_ignored_then_cleaned_on_resume(writer: RunWriter):
-    write(writer, "c1")
-    run_dir = writer.run_dir
-    stray = [
-        run_dir / "samples" / ".c2.parquet.x1y2.tmp",
-        run_dir / "checks" / ".c1.parquet.zz.tmp",
-        run_dir / ".manifest.json.q.tmp",
-    ]
-    for path in stray:
-        path.write_bytes(b"garbage from a crash")
-    writer.close()  # what a crash leaves: the lock is gone, status still "running"
-    assert load_run(run_dir).samples.num_rows == 3
-    resumed = RunWriter.resume(run_dir)
-    assert not any(p.exists() for p in stray)
-    assert resumed.finished_cases == {"c1"}
-    resumed.close()
-
-
-def test_unfinished_case_parts_are_ignored_then_removed_on_resume(writer: RunWriter):
-    write(writer, "c1")
-    run_dir = writer.run_dir
-    # A crash after two parts of c2 were renamed into place, before the manifest listed it.
-    rows = rows_to_table("samples", [sample_row("c2")])
-    pq.write_table(rows, run_dir / "samples" / "c2.parquet")
-    pq.write_table(rows_to_table("checks", [check_row("c2")]), run_dir / "checks" / "c2.parquet")
-    writer.close()
-    assert set(load_run(run_dir).samples["case_id"].to_pylist()) == {"c1"}
-    resumed = RunWriter.resume(run_dir)
-    assert not (run_dir / "samples" / "c2.parquet").exists()
-    assert not (run_dir / "checks" / "c2.parquet").exists()
-    assert (run_dir / "samples" / "c1.parquet").exists()
-    assert resumed.manifest["status"] == "running" and len(resumed.manifest["resumed_at"]) == 1
-    write(resumed, "c2")
-    resumed.finish("complete")
-    run = load_run(run_dir)
-    assert run.manifest["finished_cases"] == ["c1", "c2"]
-    assert run.samples.num_rows == 6
-
-
-def test_disk_error_mid_case_leaves_it_unfinished(writer: RunWriter, monkeypatch):
-    real = pq.write_table
-    calls = []
-
-    def flaky(table, where, **kw):
-        calls.append(1)
-        if len(calls) == 2:  # samples part written, checks part fails
-            raise OSError(28, "No space left on device")
-        return real(table, where, **kw)
-
-    monkeypatch.setattr(writer_module.pq, "write_table", flaky)
-    with pytest.raises(ResultsError, match="cannot write case 'c1'.*No space left"):
-        write(writer, "c1")
-    monkeypatch.undo()
-    assert writer.finished_cases == set()
-    assert (writer.run_dir / "samples" / "c1.parquet").exists()  # an orphan part...
-    assert not list((writer.run_dir / "checks").glob("*"))  # ...and no temp file left
-    assert load_run(writer.run_dir).samples.num_rows == 0  # ...that readers ignore
-    writer.close()
-    RunWriter.resume(writer.run_dir).close()
-    assert not (writer.run_dir / "samples" / "c1.parquet").exists()  # ...and resume removes
-
-
-def test_resume_refuses_a_second_writer(writer: RunWriter):
-    with pytest.raises(ResultsError, match="another process"):
-        RunWriter.resume(writer.run_dir)
-
-
-def test_resume_refuses_a_finished_case_without_its_parts(writer: RunWriter):
-    write(writer, "c1")
-    writer.close()
-    (writer.run_dir / "routing" / "c1.parquet").unlink()
-    with pytest.raises(ResultsError, match="routing/c1.parquet is missing"):
-        RunWriter.resume(writer.run_dir)
-
-
-# --------------------------------------------------------------------------- create errors
-
-
-def test_create_refuses_an_existing_run(writer: RunWriter):
-    with pytest.raises(ResultsError, match="already exists"):
-        RunWriter.create(writer.run_dir.parent, RUN, {})
-
-
-def test_create_refuses_a_root_that_is_a_file(tmp_path: Path):
-    root = tmp_path / "results"
-    root.write_text("not a folder")
-    with pytest.raises(ResultsError, match="cannot create results folder"):
-        RunWriter.create(root, RUN, {})
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
-def test_create_refuses_a_read_only_root(tmp_path: Path):
-    root = tmp_path / "ro"
-    root.mkdir(mode=0o500)
-    with pytest.raises(ResultsError, match="not writable"):
-        RunWriter.create(root, RUN, {})
-
-
-def test_create_refuses_when_disk_is_nearly_full(tmp_path: Path):
-    with pytest.raises(ResultsError, match="MB free"):
-        RunWriter.create(tmp_path, RUN, {}, min_free_mb=10**12)
-    assert not (tmp_path / RUN).exists()
-
-
-@pytest.mark.parametrize("run_id", ["../escape", "a/b", "", ".hidden", "x..y", "/abs"])
-def test_create_refuses_unsafe_run_ids(tmp_path: Path, run_id: str):
-    with pytest.raises(ResultsError, match="invalid run id"):
-        RunWriter.create(tmp_path, run_id, {})
 
 
 # --------------------------------------------------------------------------- run ids
