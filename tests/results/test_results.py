@@ -1,5 +1,5 @@
-"""The result store: schemas, rows written and read back, run ids, and the one-line errors of loading
-a run (its files, resume and the errors of creating a run: test_results_files.py)."""
+"""The result store: schemas, rows written and read back, run ids, and the one-line errors of
+loading a run (its files, resume and the errors of creating a run: test_results_files.py)."""
 
 from __future__ import annotations
 
