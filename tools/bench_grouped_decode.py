@@ -37,8 +37,14 @@ cases' variants first.
 Targets printed at the end: grouped faster than dense at every count, MXFP4 faster than FP8 at every
 count, and at 32 and 64 tokens >= 85% of the copy ceiling over the touched experts' bytes.
 
+Several routing draws and ranks in one process (``--seeds 0,1,2 --rank 0,1``: the scenario's
+``routing.seed`` replaced in its document, so every swept case takes it): each draw and rank in
+OUT/seed{S}_rank{R}/, then each launch's step on the slowest rank of each draw (an EP step waits
+for its slowest rank), their mean and the change against the arm's own launch.
+
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_grouped_decode.py OUT [--tokens 1,8,64]
-[--variants SPEC] [--variant-tokens 1,8,32,64] [--floor 64] [--scenario S]
+[--variants SPEC] [--variant-tokens 1,8,32,64] [--floor 64] [--scenario S] [--rank 0[,1]]
+[--seeds 0,1,...]
 OUT is created if missing; the rows go to OUT/bench_grouped_decode.json as each case ends.
 On a CPU (the interpreter, a tiny ``--scenario``) it runs the checks and times nothing.
 """
@@ -67,7 +73,7 @@ from moebench.measure.clock import Clock
 from moebench.plan.cases import plan
 from moebench.plan.inputs import decode_reference_output, make_tokens
 from moebench.routing.synthetic import local_counts
-from moebench.spec.load import load_scenario
+from moebench.spec.load import load_scenario, scenario_with
 
 COPY_TBS = H200.copy_tbs
 TARGET_OF_COPY = 0.85
@@ -169,10 +175,15 @@ def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:
 
 
 def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], tuple]],
-         floor_tokens: set[int], scenario: str = SCENARIO, rank: int = 0) -> None:  # fmt: skip
+         floor_tokens: set[int], scenario: str = SCENARIO, rank: int = 0,
+         seed: int | None = None) -> list[dict]:  # fmt: skip
+    """One rank of one routing draw (``seed``: the scenario's ``routing.seed`` replaced); its rows,
+    also written to OUT/bench_grouped_decode.json."""
     t_start = time.monotonic()
     os.makedirs(out_dir, exist_ok=True)
     s = load_scenario(scenario)
+    if seed is not None:  # in the document, so that every swept case takes it
+        s = scenario_with(s, **{"routing.seed": seed})
     # The first line as the records' reader takes it ("torch GPU"), then what was measured: the
     # logs of several ranks and routing draws are told apart by these, not by their file names.
     device = torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu"
@@ -200,7 +211,8 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
         ref = decode_reference_output(prob)
         fmt = "fp8" if cs.precision == "w8a16" else "mxfp4"
         counts = local_counts(prob.topk_ids_TK.cpu(), prob.expert_offset, prob.local_experts)
-        case = dict(precision=cs.precision, tokens=T, rank=rank, local_slots=int(counts.sum()),
+        case = dict(precision=cs.precision, tokens=T, seed=cs.routing.seed, rank=rank,
+                    local_slots=int(counts.sum()),
                     touched=int((counts > 0).sum()), max_slots=int(counts.max()))  # fmt: skip
         print(
             f"\n{cs.precision} {T} tokens: {case['local_slots']} local slots on "
@@ -267,6 +279,7 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
     save()
     summary(rows)
     print(f"total {time.monotonic() - t_start:.0f} s")
+    return rows
 
 
 def read_floor_row(prob, case: dict) -> dict:
@@ -333,6 +346,33 @@ def summary(rows: list[dict]) -> None:
                   f"{'met' if mx < fp8 else 'MISSED'}")  # fmt: skip
 
 
+def draws_summary(rows: list[dict]) -> None:
+    """Over several routing draws and ranks: each launch's step on the slowest rank of each draw
+    (an EP step waits for its slowest rank), their mean, and the change against the arm's own
+    launch. Draws missing a rank are left out."""
+    timed = [r for r in rows if r.get("step_us")]
+    ranks = sorted({r["rank"] for r in timed})
+    print(f"\nslowest of ranks {ranks} per draw (us), mean, change against the default:")
+    groups: dict[tuple, dict[int, dict[int, float]]] = {}
+    for r in timed:
+        key = (r["precision"], r["tokens"], r["arm"], r["variant"])
+        groups.setdefault(key, {}).setdefault(r["seed"], {})[r["rank"]] = r["step_us"]
+    means = {}
+    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] != "grouped_decode", k[2], k[3])):
+        full = {d: max(v.values()) for d, v in groups[key].items() if sorted(v) == ranks}
+        if not full:
+            continue
+        means[key] = (sum(full.values()) / len(full), full)
+        mean = means[key][0]
+        base = means.get((*key[:2], "grouped_decode", "default"))
+        change = ""
+        variant = key[2] == "grouped_decode" and key[3] != "default"
+        if variant and base and base[1].keys() == full.keys():
+            change = f"  {100 * (mean / base[0] - 1):+.1f}%"
+        draws = " ".join(f"{d}:{us:.1f}" for d, us in sorted(full.items()))
+        print(f"  {key[0]} {key[1]:2d} {key[2]} {key[3]}: {draws}  mean {mean:.1f}{change}")
+
+
 def ints(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v]
 
@@ -345,7 +385,16 @@ if __name__ == "__main__":
     ap.add_argument("--variant-tokens", default="1,2,4,8,16,32,64", help="for --variants")
     ap.add_argument("--floor", default="")
     ap.add_argument("--scenario", default=SCENARIO, help="a decode scenario with its shapes")
-    ap.add_argument("--rank", type=int, default=0, help="the simulated rank whose experts it runs")
+    ap.add_argument("--rank", default="0", help="the simulated ranks it runs, e.g. 0,1")
+    ap.add_argument("--seeds", default="", help="routing draws (routing.seed), e.g. 0,1,2")
     a = ap.parse_args()
     variants = parse_variants(a.variants, tuple(ints(a.variant_tokens))) if a.variants else VARIANTS
-    main(a.out, ints(a.tokens), variants, set(ints(a.floor)), a.scenario, a.rank)
+    ranks, seeds = ints(a.rank), ints(a.seeds) or [None]
+    if len(ranks) * len(seeds) == 1:
+        main(a.out, ints(a.tokens), variants, set(ints(a.floor)), a.scenario, ranks[0], seeds[0])
+    else:
+        # One process for every draw and rank (the kernels compile once), a folder each.
+        rows = [row for seed in seeds for rank in ranks
+                for row in main(f"{a.out}/seed{seed}_rank{rank}", ints(a.tokens), variants,
+                                set(ints(a.floor)), a.scenario, rank, seed)]  # fmt: skip
+        draws_summary(rows)
