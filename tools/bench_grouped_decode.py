@@ -39,8 +39,9 @@ count, and at 32 and 64 tokens >= 85% of the copy ceiling over the touched exper
 
 Several routing draws and ranks in one process (``--seeds 0,1,2 --rank 0,1``: the scenario's
 ``routing.seed`` replaced in its document, so every swept case takes it): each draw and rank in
-OUT/seed{S}_rank{R}/, then each launch's step on the slowest rank of each draw (an EP step waits
-for its slowest rank), their mean and the change against the arm's own launch.
+OUT/seed{S}_rank{R}/ (OUT/rank{R}/ without --seeds), then each launch's step on the slowest rank of
+each draw (an EP step waits for its slowest rank), their mean and the change against the arm's own
+launch.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_grouped_decode.py OUT [--tokens 1,8,64]
 [--variants SPEC] [--variant-tokens 1,8,32,64] [--floor 64] [--scenario S] [--rank 0[,1]]
@@ -357,20 +358,20 @@ def draws_summary(rows: list[dict]) -> None:
     for r in timed:
         key = (r["precision"], r["tokens"], r["arm"], r["variant"])
         groups.setdefault(key, {}).setdefault(r["seed"], {})[r["rank"]] = r["step_us"]
-    means = {}
-    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] != "grouped_decode", k[2], k[3])):
-        full = {d: max(v.values()) for d, v in groups[key].items() if sorted(v) == ranks}
-        if not full:
-            continue
-        means[key] = (sum(full.values()) / len(full), full)
-        mean = means[key][0]
-        base = means.get((*key[:2], "grouped_decode", "default"))
+    # The slowest rank of each draw that has every rank, per launch.
+    slowest = {
+        key: {d: max(v.values()) for d, v in by_draw.items() if sorted(v) == ranks}
+        for key, by_draw in groups.items()
+    }
+    mean = {key: sum(v.values()) / len(v) for key, v in slowest.items() if v}
+    for key in sorted(mean, key=lambda k: (k[0], k[1], k[2] != "grouped_decode", k[2], k[3])):
+        base = (*key[:2], "grouped_decode", "default")
         change = ""
-        variant = key[2] == "grouped_decode" and key[3] != "default"
-        if variant and base and base[1].keys() == full.keys():
-            change = f"  {100 * (mean / base[0] - 1):+.1f}%"
-        draws = " ".join(f"{d}:{us:.1f}" for d, us in sorted(full.items()))
-        print(f"  {key[0]} {key[1]:2d} {key[2]} {key[3]}: {draws}  mean {mean:.1f}{change}")
+        if key[2] == "grouped_decode" and key != base and base in mean:
+            if slowest[base].keys() == slowest[key].keys():
+                change = f"  {100 * (mean[key] / mean[base] - 1):+.1f}%"
+        draws = " ".join(f"{d}:{us:.1f}" for d, us in sorted(slowest[key].items()))
+        print(f"  {key[0]} {key[1]:2d} {key[2]} {key[3]}: {draws}  mean {mean[key]:.1f}{change}")
 
 
 def ints(text: str) -> list[int]:
@@ -395,6 +396,7 @@ if __name__ == "__main__":
     else:
         # One process for every draw and rank (the kernels compile once), a folder each.
         rows = [row for seed in seeds for rank in ranks
-                for row in main(f"{a.out}/seed{seed}_rank{rank}", ints(a.tokens), variants,
-                                set(ints(a.floor)), a.scenario, rank, seed)]  # fmt: skip
+                for row in main(f"{a.out}/{'' if seed is None else f'seed{seed}_'}rank{rank}",
+                                ints(a.tokens), variants, set(ints(a.floor)), a.scenario, rank,
+                                seed)]  # fmt: skip
         draws_summary(rows)
