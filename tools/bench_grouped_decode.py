@@ -90,7 +90,7 @@ CLOCK = Clock(dev)
 # The defaults (grouped_gemv.default_launch): the one-slot GEMV at 1 token (FP8) or 1-2 (MXFP4),
 # the tile of 64 rows, 128 values a step, 4 stages and 16 slots a pass above, at most 128
 # registers a thread, FP8's weights through TMA, one pass a program on 3 stages and 80 registers
-# from 32 tokens (FP8) or 16 (MXFP4).
+# from 16 tokens.
 VARIANTS: list[tuple[tuple[int, ...], tuple]] = [
     # Where the GEMV hands over to the tile: both paths at 1, 2 and 4 tokens (the one equal to the
     # default is skipped).
@@ -102,7 +102,7 @@ VARIANTS: list[tuple[tuple[int, ...], tuple]] = [
     ((1, 8, 64), (None, None, None, None, None, None, True, None)),
     ((1, 8, 64), (None, None, None, None, None, None, False, None)),
     # The tile's one pass a program against its expert loop, on each side of where the default
-    # changes (FP8 from 32 tokens, MXFP4 from 16).
+    # changes (from 16 tokens).
     ((8, 16, 32, 64), (None, None, None, None, None, None, None, True)),
     ((8, 16, 32, 64), (None, None, None, None, None, None, None, False)),
     # The expert loop's depth: 128 values on 5 stages, 64 values on 6 (the MXFP4 default from 16

@@ -279,21 +279,25 @@ DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 # and 71.4).
 TILE_MAX_REGISTERS = 128
 
-# From PASS_GRID_FROM_SLOTS_PER_EXPERT slots an expert (FP8: 32 tokens at gpt-oss-20b EP2, MXFP4:
-# 16) the tile runs one pass of 16 slots a program (`Launch.pass_grid`) on 3 stages, capped at 80
-# registers: 6 programs an SM (sm_90a: FP8 80 registers and 4 bytes of stack, MXFP4 80 and none;
-# 28.7 and 20.5 KB of shared memory), where a program looping over its expert's passes needs
-# 116-128 and holds 4, and fc2's 720 tiles at 32-64 tokens fill one wave of 792 places instead of
-# 1.4 waves of 528. Measured on the H200 (gpt-oss-20b EP2, the step of fc1 and fc2 as one graph,
-# outputs bitwise the loop's; docs/perf/2026-12-02-one-launch/full_ab_*.log), P50 us, one pass
-# against the loop: FP8 (three routing draws) 140.8, 140.7, 139.3 against 146.4, 146.4, 145.0 at
-# 64 tokens, 139.0, 138.6, 136.8 against 143.8, 143.9, 142.9 at 32; MXFP4 (two draws) 131.2 and
-# 130.9 against 136.8 and 136.5 at 64, 128.2 and 129.4 against 130.2 and 131.1 at 32, 113.1 and
-# 125.8 against 117.0 and 130.4 at 16. Below that the draws disagreed (FP8 at 16 tokens: 134.6,
-# 137.6, 134.8 against 130.6, 143.8, 139.6; at 8 both formats lost in most draws: FP8 95.0, 117.2,
-# 113.5 against 96.5, 98.8, 98.3), and one pass uncapped (86-91 registers: 5 programs an SM) was
-# slower at 32-64 tokens (FP8 145.8-157.6), so below it the tile keeps the expert loop.
-PASS_GRID_FROM_SLOTS_PER_EXPERT = {"fp8": 8, "mxfp4": 4}
+# From PASS_GRID_FROM_SLOTS_PER_EXPERT slots an expert (16 tokens at gpt-oss-20b EP2) the tile
+# runs one pass of 16 slots a program (`Launch.pass_grid`) on 3 stages, capped at 80 registers: 6
+# programs an SM (sm_90a: FP8 80 registers and 4 bytes of stack, MXFP4 80 and none; 28.7 and 20.5
+# KB of shared memory), where a program looping over its expert's passes needs 116-128 and holds
+# 4, and fc2's 720 tiles at 32-64 tokens fill one wave of 792 places instead of 1.4 waves of 528.
+# Measured on the H200 (gpt-oss-20b EP2, the step of fc1 and fc2 as one graph, outputs bitwise the
+# loop's; docs/perf/2026-12-02-one-launch/full_ab_*.log), P50 us, one pass against the loop: FP8
+# (three routing draws) 140.8, 140.7, 139.3 against 146.4, 146.4, 145.0 at 64 tokens, 139.0,
+# 138.6, 136.8 against 143.8, 143.9, 142.9 at 32; MXFP4 (two draws) 131.2 and 130.9 against 136.8
+# and 136.5 at 64, 128.2 and 129.4 against 130.2 and 131.1 at 32, 113.1 and 125.8 against 117.0
+# and 130.4 at 16. FP8 at 16 tokens took the loop until 2026-12-03, when its three draws
+# disagreed (134.6, 137.6, 134.8 against 130.6, 143.8, 139.6); six draws on both ranks then
+# (bench, slowest rank, docs/perf/2026-12-03-passes/) had one pass faster in five by 3.5-4.1%
+# and 0.6% slower in one, mean 126.7 against 131.0 us. At 8 tokens one pass lost in most draws in
+# both formats (FP8 95.0, 117.2, 113.5 against 96.5, 98.8, 98.3; in the six: mean 109.3 against
+# 99.0), and one pass uncapped (86-91 registers: 5 programs an SM) was slower at 32-64 tokens (FP8
+# 145.8-157.6), as were 4 stages (80 or 96 registers: 5 programs an SM; FP8 3-14% slower, MXFP4
+# within 0.3%) and 5, so below 16 tokens the tile keeps the expert loop.
+PASS_GRID_FROM_SLOTS_PER_EXPERT = 4
 PASS_GRID_STAGES = 3
 PASS_GRID_MAX_REGISTERS = 80
 
@@ -345,7 +349,7 @@ def default_launch(
     many = tokens > 1 and slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts
     if many and columns & -columns >= 16:
         tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
-        if slots >= PASS_GRID_FROM_SLOTS_PER_EXPERT[fmt] * experts:
+        if slots >= PASS_GRID_FROM_SLOTS_PER_EXPERT * experts:
             return one_pass_launch(tile)
         return tile
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)

@@ -42,13 +42,13 @@ def test_default_launch_follows_the_shapes():
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
     # The tile at every count, each choice measured on the H200: 128 values on 4 stages, 128
     # registers at most a thread (grouped_gemv.TILE_MAX_REGISTERS), FP8's weights through TMA, and
-    # one pass a program on 3 stages, 80 registers at most, from 8 slots an expert (FP8) or 4
-    # (MXFP4; PASS_GRID_FROM_SLOTS_PER_EXPERT).
+    # one pass a program on 3 stages, 80 registers at most, from 4 slots an expert (16 tokens;
+    # PASS_GRID_FROM_SLOTS_PER_EXPERT).
     for fmt in FORMATS:
         for t in (4, 8, 16, 32, 64):
             L = default_launch(fmt, tokens=t, **gpt)
             tma = fmt == "fp8"
-            passes = t >= (32 if fmt == "fp8" else 16)
+            passes = t >= 16
             cap = 80 if passes else 128
             stages = 3 if passes else 4
             want = (128, stages, cap, tma, passes)
