@@ -292,8 +292,8 @@ TILE_MAX_REGISTERS = 128
 # and 130.4 at 16. FP8 at 16 tokens took the loop until 2026-12-03, when its three draws
 # disagreed (134.6, 137.6, 134.8 against 130.6, 143.8, 139.6); six draws on both ranks then
 # (bench, slowest rank, docs/perf/2026-12-03-passes/) had one pass faster in five by 3.5-4.1%
-# and 0.6% slower in one, mean 126.7 against 131.0 us. At 8 tokens one pass lost in most draws in
-# both formats (FP8 95.0, 117.2, 113.5 against 96.5, 98.8, 98.3; in the six: mean 109.3 against
+# and 0.6% slower in one, mean 126.7 against 130.9 us. At 8 tokens one pass lost in most draws in
+# both formats (FP8 95.0, 117.2, 113.5 against 96.5, 98.8, 98.3; in the six: mean 109.2 against
 # 99.0), and one pass uncapped (86-91 registers: 5 programs an SM) was slower at 32-64 tokens (FP8
 # 145.8-157.6), as were 4 stages (80 or 96 registers: 5 programs an SM; FP8 3-14% slower, MXFP4
 # within 0.3%) and 5, so below 16 tokens the tile keeps the expert loop.
