@@ -95,19 +95,50 @@ cell the mean over the two draws of the slower rank's step, us, as the tool prin
         columns=["precision, tokens", "arm's", "4 stages, 80", "change", "4 stages, 96", "change",
                  "5 stages, 80", "change"],
     )  # fmt: skip
+    return _variant_means(r, t, STAGES, DEPTHS)
+
+
+def _variant_means(r: Records, t: Table, path: str, launches: tuple[str, ...]) -> Table:
+    """Rows of the bench's summary in ``path``: per format and count, the arm's mean over the
+    draws of the slower rank's step, and each one-pass launch's (``launches``: stages, pdl,
+    registers, "{tma}" where FP8's says tma) with its change against it."""
     for prec, name in (("w8a16", "FP8"), ("w4a16", "MXFP4")):
         tma = "tma " if prec == "w8a16" else ""
         for tokens in (16, 32, 64):
             head = rf"^  {prec} +{tokens} grouped_decode "
-            arm = r.text(STAGES, head + r"default: .* mean (\S+)$")
+            arm = r.text(path, head + r"default: .* mean (\S+)$")
             cells: list = [arm]
-            for depth in DEPTHS:
-                launch = "dot m16 n64 k128 w4 " + depth.format(tma=tma) + " passes"
-                v = r.text(STAGES, head + launch + r": .* mean (\S+) ")
+            for launch in launches:
+                full = "dot m16 n64 k128 w4 " + launch.format(tma=tma) + " passes"
+                v = r.text(path, head + full + r": .* mean (\S+) ")
                 cells += [v, over(v, arm)]
-            label = r.text(STAGES, rf"^  {prec} +({tokens}) grouped_decode default:")
+            label = r.text(path, rf"^  {prec} +({tokens}) grouped_decode default:")
             t.row(fill(f"{name}, {{}}", label), *cells, history=HIST)
     return t
+
+
+REGS = f"{DAY}/call7/regs.log"
+REGISTERS = ("s3 pdl {tma}r72", "s3 pdl {tma}r64", "s2 pdl {tma}r64")
+
+
+def pass_registers(r: Records) -> Table:
+    t = Table(
+        name="pass_registers",
+        caption="""\
+More programs an SM for the one-pass tile: its 80 registers a thread (the arm's: 6 programs an
+SM) against 72 (7 an SM), 64 on 3 stages (7: shared memory holds no more) and 64 on 2 stages (8),
+at 16, 32 and 64 tokens, two routing draws on both ranks: `tools/bench_grouped_decode.py --tokens
+16,32,64 --seeds 0,1 --rank 0,1 --variants
+dot:-:-:-:-:3:-:1:72:-,dot:-:-:-:-:3:-:1:64:-,dot:-:-:-:-:2:-:1:64:- --variant-tokens 16,32,64`
+(seventh call, 4b27327's tree: the arm one pass a program from 16 tokens in both formats). Each
+cell as in `pass_depth`. Derived: "change" = the variant / the arm's - 1. sm_90a (offline): the
+caps spill, FP8 at 72 registers 40-56 bytes of stack and 15-19 local loads and stores, at 64 88-96
+bytes and 36-38. Every variant slower, by 6-12% at 72 registers and 22-47% at 64: the sixth
+program an SM is the last that pays.""",
+        columns=["precision, tokens", "arm's", "72, 3 stages", "change", "64, 3 stages", "change",
+                 "64, 2 stages", "change"],
+    )  # fmt: skip
+    return _variant_means(r, t, REGS, REGISTERS)
 
 
 XORDER = f"{DAY}/call1/new1.log"
@@ -208,4 +239,4 @@ their intervals.""",
     return t
 
 
-TABLES = [sixteen_token_pass, passes_run, passes_step, pass_depth, x_dot_order]
+TABLES = [sixteen_token_pass, passes_run, passes_step, pass_depth, pass_registers, x_dot_order]
