@@ -294,9 +294,11 @@ TILE_MAX_REGISTERS = 128
 # (bench, slowest rank, docs/perf/2026-12-03-passes/) had one pass faster in five by 3.5-4.1%
 # and 0.6% slower in one, mean 126.7 against 130.9 us. At 8 tokens one pass lost in most draws in
 # both formats (FP8 95.0, 117.2, 113.5 against 96.5, 98.8, 98.3; in the six: mean 109.2 against
-# 99.0), and one pass uncapped (86-91 registers: 5 programs an SM) was slower at 32-64 tokens (FP8
-# 145.8-157.6), as were 4 stages (80 or 96 registers: 5 programs an SM; FP8 3-14% slower, MXFP4
-# within 0.3%) and 5, so below 16 tokens the tile keeps the expert loop.
+# 99.0), so below 16 tokens the tile keeps the expert loop. The one pass's own launch, against 3
+# stages and 80 registers: uncapped (86-91 registers: 5 programs an SM) slower at 32-64 tokens (FP8
+# 145.8-157.6); 4 or 5 stages (5 programs an SM at 4) FP8 3-14% slower at 32-64 tokens, MXFP4
+# within 0.3%; capped at 72 or 64 registers (7 or 8 programs an SM, spilling) 6-47% slower in both
+# formats (docs/perf/2026-12-03-passes/).
 PASS_GRID_FROM_SLOTS_PER_EXPERT = 4
 PASS_GRID_STAGES = 3
 PASS_GRID_MAX_REGISTERS = 80
