@@ -1,6 +1,6 @@
 """docs/PERF.md's generated tables of the twelfth H200 session (2026-12-03, issue 28): FP8's
-grouped tile one pass a program from 16 tokens, and the two structures measured slower (the
-slots' operand loaded in the dot's K order; deeper pipelines for the one-pass tile).
+grouped tile one pass a program from 16 tokens, and what was measured slower (the slots' operand
+loaded in the dot's K order; deeper pipelines and fewer registers for the one-pass tile).
 
 As in perf_specs_latest.py: every figure a lookup in a stored record, every derived number a
 ``derive`` with its formula in the caption, no number of a cell's own.
