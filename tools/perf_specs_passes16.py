@@ -141,6 +141,39 @@ program an SM is the last that pays.""",
     return _variant_means(r, t, REGS, REGISTERS)
 
 
+WIDE = f"{DAY}/call8/wide.log"
+ROWS128 = "dot m16 n128 k128 w4 s3 pdl tma r80 passes".replace("w4", "w8")
+K256 = "dot m16 n64 k256 w4 s2 pdl tma r128 passes"
+
+
+def pass_shapes(r: Records) -> Table:
+    t = Table(
+        name="pass_shapes",
+        caption="""\
+Other shapes for FP8's one-pass tile at 32 and 64 tokens, fc1 and fc2 each alone (the kernel
+regime, us; rank 1, two routing draws): 128 rows a program on 8 warps (two warpgroups, 74-78
+registers, 3 programs an SM; fc2's 2,880 rows take 64-row blocks, so fc2 runs 64 rows on 8 warps)
+and 256 values a step on 2 stages, 128 registers (4 programs an SM, 40 bytes of stack; sm_90a,
+offline), against the arm's 64 rows, 128 values, 3 stages, 80 registers:
+`tools/bench_grouped_decode.py --tokens 16,32,64 --seeds 0,1 --rank 0,1 --variants
+dot:-:128:-:8:3:-:1:80:-,dot:-:128:-:8:4:-:1:80:-,dot:-:-:256:-:2:-:1:128:- --variant-tokens
+16,32,64` (eighth call, 62f7c43's tree). Derived: "change" = the variant / the arm's - 1. fc1 on
+128 rows is 2-5% slower (4 stages alike, in the log), 256 values a step 30-31% slower; the whole
+step slower with every one in both formats (22-33% and 31-89%, the log's summary).""",
+        columns=["tokens, draw", "fc1: arm's", "128 rows, 8 warps", "change", "256 values",
+                 "change", "fc2: arm's", "64 rows on 8 warps", "256 values"],
+    )  # fmt: skip
+    for tokens, words in ((64, "sixty-four"), (32, "thirty-two")):
+        for seed in (0, 1):
+            at = lambda v, w: _step(r, WIDE, "w8a16", tokens, seed, 1, v, w)  # noqa: E731
+            f1 = at("default", "fc1_us")
+            wide, k256 = at(ROWS128, "fc1_us"), at(K256, "fc1_us")
+            t.row(f"{words}, {DRAW_NAMES[seed]}", f1, wide, over(wide, f1), k256, over(k256, f1),
+                  at("default", "fc2_us"), at(ROWS128, "fc2_us"), at(K256, "fc2_us"),
+                  history=HIST)  # fmt: skip
+    return t
+
+
 XORDER = f"{DAY}/call1/new1.log"
 
 
@@ -239,4 +272,12 @@ their intervals.""",
     return t
 
 
-TABLES = [sixteen_token_pass, passes_run, passes_step, pass_depth, pass_registers, x_dot_order]
+TABLES = [
+    sixteen_token_pass,
+    passes_run,
+    passes_step,
+    pass_depth,
+    pass_registers,
+    pass_shapes,
+    x_dot_order,
+]
