@@ -284,21 +284,15 @@ TILE_MAX_REGISTERS = 128
 # programs an SM (sm_90a: FP8 80 registers and 4 bytes of stack, MXFP4 80 and none; 28.7 and 20.5
 # KB of shared memory), where a program looping over its expert's passes needs 116-128 and holds
 # 4, and fc2's 720 tiles at 32-64 tokens fill one wave of 792 places instead of 1.4 waves of 528.
-# Measured on the H200 (gpt-oss-20b EP2, the step of fc1 and fc2 as one graph, outputs bitwise the
-# loop's; docs/perf/2026-12-02-one-launch/full_ab_*.log), P50 us, one pass against the loop: FP8
-# (three routing draws) 140.8, 140.7, 139.3 against 146.4, 146.4, 145.0 at 64 tokens, 139.0,
-# 138.6, 136.8 against 143.8, 143.9, 142.9 at 32; MXFP4 (two draws) 131.2 and 130.9 against 136.8
-# and 136.5 at 64, 128.2 and 129.4 against 130.2 and 131.1 at 32, 113.1 and 125.8 against 117.0
-# and 130.4 at 16. FP8 at 16 tokens took the loop until 2026-12-03, when its three draws
-# disagreed (134.6, 137.6, 134.8 against 130.6, 143.8, 139.6); six draws on both ranks then
-# (bench, slowest rank, docs/perf/2026-12-03-passes/) had one pass faster in five by 3.5-4.1%
-# and 0.6% slower in one, mean 126.7 against 130.9 us. At 8 tokens one pass lost in most draws in
-# both formats (FP8 95.0, 117.2, 113.5 against 96.5, 98.8, 98.3; in the six: mean 109.2 against
-# 99.0), so below 16 tokens the tile keeps the expert loop. The one pass's own launch, against 3
-# stages and 80 registers: uncapped (86-91 registers: 5 programs an SM) slower at 32-64 tokens (FP8
-# 145.8-157.6); 4 or 5 stages (5 programs an SM at 4) FP8 3-14% slower at 32-64 tokens, MXFP4
-# within 0.3%; capped at 72 or 64 registers (7 or 8 programs an SM, spilling) 6-47% slower in both
-# formats (docs/perf/2026-12-03-passes/).
+# Measured on the H200 (gpt-oss-20b EP2, the step as one graph), one pass against the loop: FP8
+# 139.3-140.8 against 145.0-146.4 us at 64 tokens and 136.8-139.0 against 142.9-143.9 at 32 (three
+# routing draws), MXFP4 1.3-4.1% faster at 16-64 (two; docs/perf/2026-12-02-one-launch/); FP8 at 16
+# tokens faster in five of six draws by 3.5-4.1%, 0.6% slower in one, mean 126.7 against 130.9 us
+# (both ranks, the slowest; docs/perf/2026-12-03-passes/). At 8 tokens one pass lost in most
+# draws in both formats (FP8, six draws: mean 109.2 against 99.0), so below 16 the tile keeps the
+# loop. Against 3 stages and 80 registers, one pass was slower uncapped (5 programs an SM; FP8
+# 145.8-157.6 at 32-64 tokens), on 4 or 5 stages (FP8 3-14%, MXFP4 within 0.3%) and capped at 72
+# or 64 registers (7 or 8 programs an SM, spilling: 6-47%; docs/perf/2026-12-03-passes/).
 PASS_GRID_FROM_SLOTS_PER_EXPERT = 4
 PASS_GRID_STAGES = 3
 PASS_GRID_MAX_REGISTERS = 80
