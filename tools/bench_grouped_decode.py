@@ -19,7 +19,7 @@ and grouped the touched experts once), GB/s that over the time, and the share of
 ceiling. With `--floor` (a token count, e.g. 64) the tool also times the best read of the touched
 experts' bytes there (tools/bench_decode.py's read kernel): what any kernel needs to read them.
 
-Variants of the grouped launch (`moebench.kernels.grouped_gemv.Launch`): by default the
+Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by default the
 candidates in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one
 item each, comma separated, at every count of ``--variant-tokens``:
 path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma]]]]], "-" for the arm's
@@ -28,7 +28,7 @@ default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
 (`Launch.pass_grid`, on its 3 stages and 80 registers) or its expert loop (4 stages, 128
 registers), other fields then from there; registers: the cap a thread (0: none); tma 1 or 0: the
 FP8 tile's weights through a TMA descriptor or pointer loads (ignored for MXFP4). A field left to
-the default of another path takes that path's (`grouped_gemv.path_launch`); a block_n that does
+the default of another path takes that path's (`grouped_launch.path_launch`); a block_n that does
 not divide N (fc2's 2,880) shrinks to one that does. The arm's own launch always runs, as
 "default", and a variant equal to it is skipped. Cases run from the most tokens down, so that a
 run cut short by its time budget (variants are not started past TIME_BUDGET_S) loses the cheap
@@ -68,7 +68,7 @@ from moebench.core.ceilings import H200
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.gates.checks import check_decode_sentinels
 from moebench.gates.families import family_of
-from moebench.kernels.grouped_gemv import Launch, one_pass_launch, path_launch
+from moebench.kernels.grouped_launch import Launch, one_pass_launch, path_launch
 from moebench.measure import bench
 from moebench.measure.clock import Clock
 from moebench.plan.cases import plan
@@ -87,7 +87,7 @@ CLOCK = Clock(dev)
 # Grouped launches beside the default, each with the token counts it is there to decide:
 # (path, block_m, block_n, block_k in values, warps, stages, pdl, passes[, registers, tma]), None
 # for the default's field.
-# The defaults (grouped_gemv.default_launch): the one-slot GEMV at 1 token (FP8) or 1-2 (MXFP4),
+# The defaults (grouped_launch.default_launch): the one-slot GEMV at 1 token (FP8) or 1-2 (MXFP4),
 # the tile of 64 rows, 128 values a step, 4 stages and 16 slots a pass above, at most 128
 # registers a thread, FP8's weights through TMA, one pass a program on 3 stages and 80 registers
 # from 16 tokens.

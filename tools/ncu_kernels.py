@@ -69,7 +69,8 @@ def act() -> None:
 
 
 def grouped(fmt: str = "fp8", tokens: int = 64) -> None:
-    from moebench.kernels.grouped_gemv import default_launch, grouped_gemv
+    from moebench.kernels.grouped_gemv import grouped_gemv
+    from moebench.kernels.grouped_launch import default_launch
 
     torch.manual_seed(0)
     E, E_ALL, K, D, F = 16, 32, 4, 2880, 2880

@@ -34,7 +34,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from moebench.kernels import grouped_dot, grouped_gemv, sparse_gemv
-from moebench.kernels.grouped_gemv import TILE_MAX_REGISTERS
+from moebench.kernels.grouped_launch import TILE_MAX_REGISTERS
 from moebench.kernels.grouped_slots import scan_width
 
 D = F = 2880
@@ -145,7 +145,7 @@ def resident(regs: int, shared: int, warps: int) -> int:
 def grouped(spec: str, out: str) -> None:
     path, fmt, bm, bn, bk, nw, ns, tokens, *rest = spec.split(":")
     bm, bn, bk, nw, ns, tokens = map(int, (bm, bn, bk, nw, ns, tokens))
-    # The tile's defaults (grouped_gemv.path_launch): FP8 through TMA, 128 registers at most.
+    # The tile's defaults (grouped_launch.path_launch): FP8 through TMA, 128 registers at most.
     tma = path == "dot" and fmt == "fp8" and (rest[0] if rest else "tma") == "tma"
     maxnreg = int(rest[1]) if len(rest) > 1 else TILE_MAX_REGISTERS if path == "dot" else 0
     passes = len(rest) > 2 and rest[2] == "1"

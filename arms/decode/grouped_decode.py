@@ -14,7 +14,7 @@ zero), on the sparse arm's one-row-a-slot workspace (``TKD``): rows of non-local
 poison.
 
 Launch: a GEMV on CUDA cores when the slots are few per expert, a tensor-core tile when they are
-many (`moebench.kernels.grouped_gemv.default_launch`, chosen from the shapes when the stages are
+many (`moebench.kernels.grouped_launch.default_launch`, chosen from the shapes when the stages are
 built, never from the routing). Both write the sparse and dense arms' arithmetic (products exact
 in fp32, the FP8 scale after the sum, the same bias, GLU and bf16 rounding), so the three agree
 but for the order of fp32 sums: bitwise where the sums are exact, within the precision's
@@ -31,13 +31,8 @@ from moebench.arm.base import Arm, Stage
 from moebench.arm.decode import Problem, Workspace
 from moebench.core.vocabulary import DECODE_STAGES
 from moebench.kernels.combine_topk import combine_topk
-from moebench.kernels.grouped_gemv import (
-    Launch,
-    default_launch,
-    grouped_gemv,
-    max_scale_byte,
-    word_aligned_scales,
-)
+from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
+from moebench.kernels.grouped_launch import Launch, default_launch
 from moebench.kernels.launch import weight_format
 
 # Programmatic dependent launch of the grouped kernels and the combine, per precision: on in both.

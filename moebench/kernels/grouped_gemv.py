@@ -45,7 +45,8 @@ reference's order, bf16 rounded to nearest even. So the outputs are those of `sp
 `batched_gemm` (products exact in fp32, the FP8 scale after the sum, the same epilogue) but for the
 order of the fp32 sums; where every sum is exact they are bitwise equal.
 
-The path and the blocks are launcher arguments chosen from the shapes (`default_launch`), never
+The path and the blocks are launcher arguments (`Launch`) chosen from the shapes
+(`moebench.kernels.grouped_launch.default_launch`, with the measurements behind each choice), never
 from the routing, so that a step captured once serves every routing; `tools/bench_grouped_decode.py`
 times the alternatives on the GPU.
 
@@ -56,27 +57,26 @@ byte, 66 registers; MXFP4 12.1, 128 registers against the sparse kernel's 96), t
 coming before it. Each further slot of a pass adds about FP8 5.6, MXFP4 3-4 a byte (the
 multiply-adds and the slot's bf16 widening; the weights are converted once), so a GEMV pass of
 several slots costs as much as several one-slot passes and the arm never takes one
-(`default_launch`). At 1,024 values a step it also spills: FP8 4 slots 255 registers and 200 B of
+(`grouped_launch`). At 1,024 values a step it also spills: FP8 4 slots 255 registers and 200 B of
 stack, 8 slots 2.8 KB of stack and 1,400 local loads and stores in the loop (7-15 ms at 8 tokens on
-the H200); `path_launch` shortens the step to 1,024 / slots values (FP8 2-16 slots and MXFP4 2-16:
-no spills). The tensor-core tile (64 rows, 128 values a step, 4 warps, 16 slots) is a warpgroup MMA
-(HGMMA 64x16x16) fed from registers, flat in the slots up to the pass, its registers capped at 128 a
-thread (4 programs an SM; no spills) while a program loops over its expert's passes, at 80 (6
-programs an SM; FP8 4 bytes of stack, MXFP4 none) where it runs one pass (`Launch.pass_grid`, the
-default from PASS_GRID_FROM_SLOTS_PER_EXPERT): FP8 4.4 a byte through TMA (4.2 with pointer loads,
-which left fc1 136 registers and 3 programs an SM; 3.4 with ``.to(tl.bfloat16)``, whose fp16 -> bf16
-F2F a value runs on the SMs' slow conversion pipe and bounded the tile on the H200, `grouped_dot`),
-MXFP4 8.2 (the expert loop) and 8.6 (one pass; 8 bytes of stack) with its bytes read in the
-operand's row order, its scales as words in the pipeline and folded into its decode
-(``max_scale_byte`` up to FOLD_SCALES_UP_TO; 9.0 and 9.4 with the decode's two multiplies, 1.7-8.8%
-slower on the H200; `scale_words`; 10.0-10.3 with the scales as byte loads a step ahead, 1.2-5.5%
-slower on the H200; 9.3 in natural order, whose decoded values went through shared memory and ran
-9-20% slower, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads were not pipelined).
+the H200); `grouped_launch.path_launch` shortens the step to 1,024 / slots values (FP8 2-16 slots
+and MXFP4 2-16: no spills). The tensor-core tile (64 rows, 128 values a step, 4 warps, 16 slots) is
+a warpgroup MMA (HGMMA 64x16x16) fed from registers, flat in the slots up to the pass, its registers
+capped at 128 a thread (4 programs an SM; no spills) while a program loops over its expert's passes,
+at 80 (6 programs an SM; FP8 4 bytes of stack, MXFP4 none) where it runs one pass
+(`Launch.pass_grid`, the default from PASS_GRID_FROM_SLOTS_PER_EXPERT): FP8 4.4 a byte through TMA
+(4.2 with pointer loads, which left fc1 136 registers and 3 programs an SM; 3.4 with
+``.to(tl.bfloat16)``, whose fp16 -> bf16 F2F a value runs on the SMs' slow conversion pipe and
+bounded the tile on the H200, `grouped_dot`), MXFP4 8.2 (the expert loop) and 8.6 (one pass; 8 bytes
+of stack) with its bytes read in the operand's row order, its scales as words in the pipeline and
+folded into its decode (``max_scale_byte`` up to FOLD_SCALES_UP_TO; 9.0 and 9.4 with the decode's
+two multiplies, 1.7-8.8% slower on the H200; `scale_words`; 10.0-10.3 with the scales as byte loads
+a step ahead, 1.2-5.5% slower on the H200; 9.3 in natural order, whose decoded values went through
+shared memory and ran 9-20% slower, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads were not
+pipelined).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -84,6 +84,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moebench.kernels.grouped_dot import _grouped_dot_fp8, _grouped_dot_mxfp4
+from moebench.kernels.grouped_launch import PATHS, Launch
 from moebench.kernels.grouped_slots import expert_slots, scan_width, slot_epilogue, touched_expert
 from moebench.kernels.jit import (
     HAS_PDL,
@@ -218,137 +219,6 @@ def _grouped_gemv_mxfp4(
         h = tl.sum(acc, axis=1) * 16384.0
         slot_epilogue(h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot,
                       stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
-
-
-PATHS = ("gemv", "dot")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Launch:
-    """How `grouped_gemv` launches: the path and its blocks (``block_k`` in values along R),
-    warps, pipeline depth (``dot`` only; 0: the compiler's default), programmatic dependent
-    launch, the FP8 tile's weights through a TMA descriptor (``tma``; where the weights allow it:
-    packed rows, otherwise the pointer loads), a register cap a thread (``max_registers``; 0:
-    the compiler's choice) and, for the tile, one pass of ``block_m`` slots a program
-    (``pass_grid``: the grid's second axis enumerates the passes, `grouped_slots.touched_pass`)
-    instead of one touched expert a program looping over its passes."""
-
-    path: str
-    block_m: int
-    block_n: int
-    block_k: int
-    num_warps: int
-    num_stages: int = 0
-    pdl: bool = False
-    tma: bool = False
-    max_registers: int = 0
-    pass_grid: bool = False
-
-
-# Slots an expert (T * K / E, all taken as local) above which the default launch takes the
-# tensor-core tile, from 2 tokens; below, a one-slot GEMV pass. H200, gpt-oss-20b: at one slot an
-# expert (4 tokens) the GEMV lost (FP8 102.6 against 72.7 us for the sparse arm), at 2 the tile won
-# (119.7 against 131.9); at half (2 tokens) FP8's TMA tile won in every bench since 2026-12-02
-# (48.2-48.6 against 58.7-62.1 us), MXFP4's GEMV won 35.4 against 43.3 and lost 44.0 against 43.0.
-DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
-
-
-# The MXFP4 tile takes 128 values a step on 4 stages at every count, its bytes read in the
-# operand's row order (`grouped_dot.loaded_rows`). Measured on the H200 (gpt-oss-20b EP2, the step
-# as one graph, docs/perf/2026-12-02-grouped-rows/ab_rows.log): 150.2 us against 164.2 for the
-# 64-value, 6-stage tile (the default from 16 tokens before) at 64 tokens, 145.0 against 155.6 at
-# 32, 110.8 against 133.3 at 8; 3 and 5 stages within 1.5% of 4 from 8 tokens up. At 4 tokens the
-# two measurements disagree on 5 stages: 3.8% faster in that A/B (uniform routing), 1.7% slower in
-# the bench with the scenario's routing (58.6 against 57.6 us, bench_stages.log, same folder).
-
-# The tile's registers are capped at 128 a thread (4 programs an SM at 4 warps; no spills in the
-# sm_90a SASS) and the FP8 tile reads its weights through a TMA descriptor, both on 4 stages at
-# every count. Measured on the H200 (gpt-oss-20b EP2, the step as one graph, two routing draws,
-# docs/perf/2026-12-02-grouped-rows/ab_regs_{fp8,mxfp4}_seed{0,1}.log): MXFP4 capped 138.0
-# against 149.7 us at 64 tokens and 132.7 against 144.3 at 32 (the cap frees a fourth program an
-# SM: fc1 took 137 registers), the same within 1.2% at 1-16 tokens. FP8 through TMA and capped
-# 146.6 against 152.9 (the 5-stage pointer tile that was the default from 32 tokens) at 64 tokens,
-# 143.6 against 149.3 at 32, 122.0 and 130.5 against 127.2 and 138.1 at 16 (the two draws), 116.0
-# and 98.4 against 121.5 and 99.5 at 8; at 4 tokens 96.2 against 95.0 (the 5-stage pointer tile:
-# 93.2). 5 stages through TMA: slower at 32 and 64 tokens, faster at 8 (113.4), mixed at 16. At 4
-# tokens (one slot an expert) the pointer tile uncapped was the default until 2026-12-03: over six
-# routing draws and both ranks (bench, docs/perf/2026-12-03-rank/) it won by 2-6% where a rank
-# touched 5 or 7 experts and lost by 4-9% where it touched 4, 6, 9 or 10 (at 9-10, a reading:
-# fc2's 405-450 programs past the 396 it holds at once, 3 an SM); on the slowest rank, the step's,
-# TMA's mean 78.6 us against 80.2 and worst 87.4 against 95.8, the two equal over all twelve (71.1
-# and 71.4).
-TILE_MAX_REGISTERS = 128
-
-# From PASS_GRID_FROM_SLOTS_PER_EXPERT slots an expert (16 tokens at gpt-oss-20b EP2) the tile
-# runs one pass of 16 slots a program (`Launch.pass_grid`) on 3 stages, capped at 80 registers: 6
-# programs an SM (sm_90a: FP8 80 registers and 4 bytes of stack, MXFP4 80 and none; 28.7 and 20.5
-# KB of shared memory), where a program looping over its expert's passes needs 116-128 and holds
-# 4, and fc2's 720 tiles at 32-64 tokens fill one wave of 792 places instead of 1.4 waves of 528.
-# Measured on the H200 (gpt-oss-20b EP2, the step as one graph), one pass against the loop: FP8
-# 139.3-140.8 against 145.0-146.4 us at 64 tokens and 136.8-139.0 against 142.9-143.9 at 32 (three
-# routing draws), MXFP4 1.3-4.1% faster at 16-64 (two; docs/perf/2026-12-02-one-launch/); FP8 at 16
-# tokens faster in five of six draws by 3.5-4.1%, 0.6% slower in one, mean 126.7 against 130.9 us
-# (both ranks, the slowest; docs/perf/2026-12-03-passes/). At 8 tokens one pass lost in most
-# draws in both formats (FP8, six draws: mean 109.2 against 99.0), so below 16 the tile keeps the
-# loop. Against 3 stages and 80 registers, one pass was slower uncapped (5 programs an SM; FP8
-# 145.8-157.6 at 32-64 tokens), on 4 or 5 stages (FP8 3-14%, MXFP4 within 0.3%) and capped at 72
-# or 64 registers (7 or 8 programs an SM, spilling: 6-47%; docs/perf/2026-12-03-passes/).
-PASS_GRID_FROM_SLOTS_PER_EXPERT = 4
-PASS_GRID_STAGES = 3
-PASS_GRID_MAX_REGISTERS = 80
-
-
-def path_launch(
-    path: str, fmt: str, *, columns: int, block_m: int | None = None, pdl: bool = False
-) -> Launch:
-    """A path's default blocks for a stage of ``columns`` output columns (N).
-
-    ``gemv``: the sparse GEMV's measured tiles (docs/PERF.md; `sparse_gemv.default_blocks`), one
-    slot a pass unless ``block_m`` says more, 1,024 values a step divided by the slots (at least
-    64), so that the slots' widened values fit in registers (module docstring: budget).
-    ``dot``: 64 weight rows and 128 values a step, 16 slots a pass unless ``block_m`` says more,
-    4 warps, 4 pipeline stages, at most 128 registers a thread, FP8 weights through TMA (module
-    docstring: budget). Row blocks shrink to the largest power of two dividing N."""
-    fits = lambda bn: min(bn, columns & -columns)
-    if path == "dot":
-        return Launch(path="dot", block_m=block_m or 16, block_n=fits(64), block_k=128,
-                      num_warps=4, num_stages=4, pdl=pdl, tma=fmt == "fp8",
-                      max_registers=TILE_MAX_REGISTERS)  # fmt: skip
-    n, warps = (2, 1) if fmt == "fp8" else (16, 4)
-    m = block_m or 1
-    return Launch(path="gemv", block_m=m, block_n=fits(n), block_k=max(64, 1024 // m),
-                  num_warps=warps, pdl=pdl)  # fmt: skip
-
-
-def one_pass_launch(tile: Launch) -> Launch:
-    """The tile ``tile`` running one pass a program, on the stages and register cap measured for
-    it (PASS_GRID_STAGES, PASS_GRID_MAX_REGISTERS)."""
-    return replace(tile, pass_grid=True, num_stages=PASS_GRID_STAGES,
-                   max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
-
-
-def default_launch(
-    fmt: str, *, tokens: int, top_k: int, experts: int, columns: int, pdl: bool = False
-) -> Launch:
-    """The launch the `grouped_decode` arm uses for a stage of ``columns`` output columns (N),
-    from the shapes alone (never the routing): the one-slot GEMV at one token (its top-k experts
-    are distinct: no expert holds two slots) and up to DOT_FROM_SLOTS_PER_EXPERT slots an expert
-    (a second slot of an expert is a second pass over its tile, from L2), the tensor-core tile
-    above (`path_launch`; from PASS_GRID_FROM_SLOTS_PER_EXPERT slots an expert, one pass a
-    program on 3 stages, 80 registers), 16 slots a pass at every count: 32 slots a pass lost at
-    32 and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8 220.8 against
-    179.4 us, MXFP4 253.7 against 177.3; docs/perf/2026-12-01-integrity/bench_grouped_decode.log),
-    a second pass over an expert's tile reading it from L2. A tile needs 16 rows, so an N with
-    fewer takes the GEMV. A GEMV of several slots a pass is never chosen (module docstring:
-    budget)."""
-    slots = tokens * top_k
-    many = tokens > 1 and slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts
-    if many and columns & -columns >= 16:
-        tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
-        if slots >= PASS_GRID_FROM_SLOTS_PER_EXPERT * experts:
-            return one_pass_launch(tile)
-        return tile
-    return path_launch("gemv", fmt, columns=columns, pdl=pdl)
 
 
 def scale_words(w_scale: torch.Tensor) -> bool:

@@ -11,7 +11,8 @@ from arms.decode import grouped_decode, pipeline
 from moebench.arm import decode, registry
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.gates import checks
-from moebench.kernels.grouped_gemv import default_launch, scale_words
+from moebench.kernels.grouped_gemv import scale_words
+from moebench.kernels.grouped_launch import default_launch
 from moebench.plan import inputs
 
 ARMS = {n: registry.resolve(n) for n in ("dense_decode", "sparse_decode", "grouped_decode")}
@@ -51,7 +52,7 @@ CASES = [
     pytest.param(1, "w4a16", "silu", "gemv", id="one-token-mxfp4-silu-gemv"),
     pytest.param(3, "w8a16", "silu", "dot", id="prime-tokens-fp8-silu-tensor-cores"),
     pytest.param(6, "w4a16", "swiglu_oai", "dot", id="mxfp4-gpt-oss-tensor-cores"),
-    # 4 and 8 slots an expert: the tile's one pass a program (grouped_gemv.default_launch)
+    # 4 and 8 slots an expert: the tile's one pass a program (grouped_launch.default_launch)
     pytest.param(8, "w4a16", "swiglu_oai", "dot-passes", id="mxfp4-one-pass-a-program"),
     pytest.param(16, "w8a16", "silu", "dot-passes", id="fp8-one-pass-a-program"),
 ]

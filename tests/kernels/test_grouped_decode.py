@@ -16,12 +16,8 @@ from decode_inputs import FORMATS, exact_weights, quantised, routing, rows_ref
 from kernel_device import DEVICE, on_device
 
 from moebench.kernels.batched_gemm import batched_gemm
-from moebench.kernels.grouped_gemv import (
-    Launch,
-    grouped_gemv,
-    scale_words,
-    word_aligned_scales,
-)
+from moebench.kernels.grouped_gemv import grouped_gemv, scale_words, word_aligned_scales
+from moebench.kernels.grouped_launch import Launch
 from moebench.kernels.sparse_gemv import sparse_gemv
 
 grouped, sparse, dense = on_device(grouped_gemv), on_device(sparse_gemv), on_device(batched_gemm)

@@ -1,12 +1,12 @@
-"""Which launch the `grouped_decode` arm takes (`grouped_gemv.default_launch`): read from the
+"""Which launch the `grouped_decode` arm takes (`grouped_launch.default_launch`): read from the
 shapes alone, each choice measured on the H200 (the constants' comments in
-`moebench.kernels.grouped_gemv` give the figures). No kernel runs here."""
+`moebench.kernels.grouped_launch` give the figures). No kernel runs here."""
 
 from __future__ import annotations
 
 from decode_inputs import FORMATS
 
-from moebench.kernels.grouped_gemv import default_launch, path_launch
+from moebench.kernels.grouped_launch import default_launch, path_launch
 
 
 def test_default_launch_follows_the_shapes():
@@ -41,7 +41,7 @@ def test_default_launch_follows_the_shapes():
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
     # The tile at every count, each choice measured on the H200: 128 values on 4 stages, 128
-    # registers at most a thread (grouped_gemv.TILE_MAX_REGISTERS), FP8's weights through TMA, and
+    # registers at most a thread (grouped_launch.TILE_MAX_REGISTERS), FP8's weights through TMA, and
     # one pass a program on 3 stages, 80 registers at most, from 4 slots an expert (16 tokens;
     # PASS_GRID_FROM_SLOTS_PER_EXPERT).
     for fmt in FORMATS:
