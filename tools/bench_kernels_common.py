@@ -18,7 +18,6 @@ E, D, F, M, A = 32, 4096, 2048, 28_672, 128
 dev = torch.device("cuda")
 flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
 results: list[dict] = []
-LIVES = (3072, 6144, 12288, 24576)
 
 
 FLUSH = "read"  # "zero" writes the flush buffer (dirty L2 lines), "read" reads it (clean lines)

@@ -9,7 +9,7 @@ As in perf_specs_latest.py: every figure a lookup in a stored record, every deri
 from __future__ import annotations
 
 from perf_cells import Table, fill
-from perf_records import Figure, Records, derive, over
+from perf_records import Derived, Figure, Records, derive, over
 from perf_specs_rows import RUN_COLUMNS, run_rows
 
 DAY = "2026-12-03-passes"
@@ -30,7 +30,7 @@ def _step(r: Records, path: str, prec: str, tokens: int, seed: int, rank: int, v
     return r.text(path, head + row)
 
 
-def _slowest(r: Records, path: str, prec: str, tokens: int, seed: int, variant: str) -> Figure:
+def _slowest(r: Records, path: str, prec: str, tokens: int, seed: int, variant: str) -> Derived:
     return derive(max, "{:.1f}", *(_step(r, path, prec, tokens, seed, k, variant) for k in (0, 1)))
 
 
@@ -142,7 +142,7 @@ program an SM is the last that pays.""",
 
 
 WIDE = f"{DAY}/call8/wide.log"
-ROWS128 = "dot m16 n128 k128 w4 s3 pdl tma r80 passes".replace("w4", "w8")
+ROWS128 = "dot m16 n128 k128 w8 s3 pdl tma r80 passes"
 K256 = "dot m16 n64 k256 w4 s2 pdl tma r128 passes"
 
 
