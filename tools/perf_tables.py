@@ -23,6 +23,7 @@ import perf_specs_decode
 import perf_specs_ffn
 import perf_specs_fold
 import perf_specs_fused
+import perf_specs_fusedgrid
 import perf_specs_grouped
 import perf_specs_hf
 import perf_specs_integrity
@@ -43,9 +44,11 @@ from perf_cells import Table
 from perf_records import REPO, RecordError, Records
 
 PERF_MD = REPO / "docs" / "PERF.md"
-# PERF.md's order: the latest sessions first, newest on top (2026-12-03's, 2026-12-02's eight,
-# issues 24-28, then the ceilings and issue 19), then the areas, then the runs of issues 15-18.
+# PERF.md's order: the latest sessions first, newest on top (2026-12-04's, 2026-12-03's,
+# 2026-12-02's eight, issues 24-28, then the ceilings and issue 19), then the areas, then the runs
+# of issues 15-18.
 SPECS = [
+    perf_specs_fusedgrid,
     perf_specs_passes16,
     perf_specs_rank,
     perf_specs_prefetch,
