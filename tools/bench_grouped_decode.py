@@ -22,12 +22,13 @@ experts' bytes there (tools/bench_decode.py's read kernel): what any kernel need
 Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by default the
 candidates in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one
 item each, comma separated, at every count of ``--variant-tokens``:
-path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma]]]]], "-" for the arm's
-default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
+path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early]]]]]], "-" for
+the arm's default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
 "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
 (`Launch.pass_grid`, on its 3 stages and 80 registers) or its expert loop (4 stages, 128
 registers), other fields then from there; registers: the cap a thread (0: none); tma 1 or 0: the
-FP8 tile's weights through a TMA descriptor or pointer loads (ignored for MXFP4). A field left to
+FP8 tile's weights through a TMA descriptor or pointer loads (ignored for MXFP4); early 1 or 0: the
+epilogue's bias loaded before the K loop or after it (`Launch.early_bias`). A field left to
 the default of another path takes that path's (`grouped_launch.path_launch`); a block_n that does
 not divide N (fc2's 2,880) shrinks to one that does. The arm's own launch always runs, as
 "default", and a variant equal to it is skipped. Cases run from the most tokens down, so that a
@@ -117,13 +118,14 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (10 - len(f))
+        f += ["-"] * (11 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
         registers = None if f[8] in ("-", "") else int(f[8])
         tma = None if f[9] in ("-", "") else bool(int(f[9]))
-        out.append((tokens, (path, *nums, pdl, passes, registers, tma)))
+        early = None if f[10] in ("-", "") else bool(int(f[10]))
+        out.append((tokens, (path, *nums, pdl, passes, registers, tma, early)))
     return out
 
 
@@ -132,7 +134,7 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
-    registers, tma = (*extra, None, None)[:2]
+    registers, tma, early = (*extra, None, None, None)[:3]
     if path is not None and (path != base.path or (bm is not None and path == "gemv")):
         # That path's own blocks (a GEMV's step follows its slots a pass).
         base = path_launch(path, fmt, columns=columns, block_m=bm, pdl=base.pdl)
@@ -150,6 +152,8 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
             fields[key] = val
     if tma is not None and fmt == "fp8" and fields["path"] == "dot":
         fields["tma"] = tma
+    if early is not None:
+        fields["early_bias"] = early
     fields["block_n"] = min(fields["block_n"], columns & -columns)
     return Launch(**fields)
 
@@ -160,7 +164,7 @@ def describe(launch: Launch) -> str:
     return (f"{L.path} m{L.block_m} n{L.block_n} k{L.block_k} w{L.num_warps}{stages}"
             + (" pdl" if L.pdl else "") + (" tma" if L.tma else "")
             + (f" r{L.max_registers}" if L.max_registers else "")
-            + (" passes" if L.pass_grid else ""))  # fmt: skip
+            + (" passes" if L.pass_grid else "") + (" eb" if L.early_bias else ""))  # fmt: skip
 
 
 def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:

@@ -12,13 +12,14 @@ torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run he
 
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
 SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens
-[:weights[:maxnreg[:passes[:words[:fold]]]]]
+[:weights[:maxnreg[:passes[:words[:fold[:early]]]]]]
 (block_k in values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none,
 default the tile's cap; passes 1 for the tile's one pass a program, `Launch.pass_grid`, default 0;
 words 1 or 0: the MXFP4 tile's scales read as 32-bit words from rows padded to 96 bytes, as the
 arm builds them, `grouped_gemv.word_aligned_scales`, or as bytes from unpadded rows; default 1
 where a step is whole words; fold 1 or 0: the MXFP4 tile's decode with its scales folded, for
-scale bytes up to 128, `grouped_dot` FOLD_SCALES, or not; default 1), e.g.
+scale bytes up to 128, `grouped_dot` FOLD_SCALES, or not; default 1; early 1 or 0: the bias loaded
+before the K loop, `Launch.early_bias`, default 0), e.g.
 dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at 1, 8 and 64 tokens.
 """
 
@@ -151,13 +152,14 @@ def grouped(spec: str, out: str) -> None:
     passes = len(rest) > 2 and rest[2] == "1"
     words = (rest[3] == "1" if len(rest) > 3 else True) and fmt == "mxfp4" and bk % 128 == 0
     fold = (rest[4] == "1" if len(rest) > 4 else True) and fmt == "mxfp4"
+    early = len(rest) > 5 and rest[5] == "1"
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
         if words:  # the arm's padded scale rows (grouped_gemv.word_aligned_scales)
             ints.update(stride_sn=96, stride_se=ints["N"] * 96)
         scan = scan_width(tokens * TOP_K, E, bm)
         c = dict(GLU=glu, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
-                 EXACT_RNE=False, BLOCK_E=E, SCAN=scan, GDC=False)  # fmt: skip
+                 EXACT_RNE=False, BLOCK_E=E, SCAN=scan, GDC=False, EARLY_BIAS=early)  # fmt: skip
         if path == "dot":
             fn = grouped_dot._grouped_dot_fp8 if fmt == "fp8" else grouped_dot._grouped_dot_mxfp4
             c.update(NUM_STAGES=ns, **({"INTERPRET": False} if "INTERPRET" in fn.arg_names else {}))
@@ -176,27 +178,30 @@ def grouped(spec: str, out: str) -> None:
                bn * bk / per_byte / (32 * nw), nw)  # fmt: skip
 
 
-def sparse(fmt: str, out: str) -> None:
+def sparse(fmt: str, out: str, early_loads: bool) -> None:
+    """The sparse GEMV's default fc1 launch, its bias (and FP8 scale) loaded after the K loop or,
+    with ``early_loads``, before it (`sparse_gemv(early_loads=...)`)."""
     bn, bk, nw = sparse_gemv.default_blocks(fmt)
     ints = values("fc1", 1)
     c = dict(GLU="swiglu_oai", BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
-             EXACT_RNE=False, NUM_STAGES=0, SPLIT_K=1, GDC=False, LATE_TRIGGER=False)  # fmt: skip
+             EXACT_RNE=False, NUM_STAGES=0, SPLIT_K=1, GDC=False, LATE_TRIGGER=False,
+             EARLY_LOADS=early_loads)  # fmt: skip
     if fmt == "fp8":
         fn, c["PEEL"] = sparse_gemv._sparse_gemv_fp8, False
     else:
         fn = sparse_gemv._sparse_gemv_mxfp4
         c.update(GROUP_MAJOR=True, PTX=True)
     per_byte = 2 if fmt == "mxfp4" else 1
-    report(
-        f"sparse_{fmt}_fc1", build(fn, fmt, c, ints, nw, 0), out, bn * bk / per_byte / (32 * nw), nw
-    )
+    name = f"sparse_{fmt}_fc1" + ("_early" if early_loads else "")
+    report(name, build(fn, fmt, c, ints, nw, 0), out, bn * bk / per_byte / (32 * nw), nw)
 
 
 def main(out: str, specs: list[str]) -> None:
     os.makedirs(out, exist_ok=True)
     print(f"triton {triton.__version__}, sm_90a, gpt-oss-20b shapes")
     for fmt in ("fp8", "mxfp4"):
-        sparse(fmt, out)
+        for early_loads in (False, True):
+            sparse(fmt, out, early_loads)
     for spec in specs:
         grouped(spec, out)
 

@@ -24,14 +24,20 @@ def program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E):
 
 
 @triton.jit
+def row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N: tl.constexpr):
+    """The bias of row block ``n_block`` of expert ``e64``, bf16 as stored."""
+    return tl.load(b_ptr + e64 * stride_be + n_block * BLOCK_N + tl.arange(0, BLOCK_N))
+
+
+@triton.jit
 def gemv_epilogue(
-    h, n_block, e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
+    h, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr,
 ):  # fmt: skip
-    """Bias, optional GLU over the interleaved (gate, up) pairs, bf16 store of row block
-    ``n_block``."""
+    """Bias (``row_bias``'s), optional GLU over the interleaved (gate, up) pairs, bf16 store of
+    row block ``n_block``."""
     rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
-    h = h + tl.load(b_ptr + e64 * stride_be + rows).to(tl.float32)
+    h = h + bias.to(tl.float32)
     out_row = out_ptr + t.to(tl.int64) * stride_ot + slot.to(tl.int64) * stride_ok
     if GLU == "none":
         tl.store(out_row + rows, fp32_to_bf16(h, EXACT_RNE))
@@ -88,8 +94,9 @@ def _sparse_gemv_split_k_sum(
         h = h * tl.load(ws_ptr + e64)
     else:
         h = h * 16384.0
-    gemv_epilogue(h, tl.program_id(0), e64, t, slot, b_ptr, out_ptr, stride_be, stride_ot,
-                  stride_ok, GLU, BLOCK_N, EXACT_RNE)  # fmt: skip
+    bias = row_bias(b_ptr, e64, tl.program_id(0), stride_be, BLOCK_N)
+    gemv_epilogue(h, bias, tl.program_id(0), t, slot, out_ptr, stride_ot, stride_ok, GLU, BLOCK_N,
+                  EXACT_RNE)  # fmt: skip
 
 
 def split_k_sum(

@@ -94,6 +94,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from moebench.kernels.gemv_parts import row_bias
 from moebench.kernels.grouped_slots import expert_slots, program_work, slot_epilogue
 from moebench.kernels.jit import (
     e2m1_pair,
@@ -287,6 +288,7 @@ def _fp8_pass(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, TMA: tl.constexpr,
+    EARLY_BIAS: tl.constexpr,
 ):  # fmt: skip
     """One pass of the FP8 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
     column block ``n_block``, stored through the slot epilogue.
@@ -299,6 +301,8 @@ def _fp8_pass(
     t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
                             BLOCK_M, SCAN)  # fmt: skip
     m_ok = m0 + tl.arange(0, BLOCK_M) < count
+    if EARLY_BIAS:
+        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
     x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
     acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     r_main = R if TMA else R // BLOCK_K * BLOCK_K
@@ -307,8 +311,10 @@ def _fp8_pass(
     if not EVEN_K and not TMA:
         acc = _fp8_step(acc, w_src, w_row, x_at, r_main, R, m_ok, True, TMA, INTERPRET)
     h = tl.trans(acc) * scale
-    slot_epilogue(h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot,
-                  stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+    if not EARLY_BIAS:
+        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
+    slot_epilogue(h, bias, n_block, t64, k64, m_ok, out_ptr, stride_ot, stride_ok, GLU, BLOCK_M,
+                  BLOCK_N, EXACT_RNE)  # fmt: skip
 
 
 @triton.jit
@@ -320,7 +326,7 @@ def _grouped_dot_fp8(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
-    PASS_GRID: tl.constexpr,
+    PASS_GRID: tl.constexpr, EARLY_BIAS: tl.constexpr,
 ):  # fmt: skip
     """The FP8 tile. ``PASS_GRID``: program j of the grid's second axis runs the j-th pass
     (`grouped_slots.touched_pass`), one pass a program; else the j-th touched expert, all of its
@@ -348,13 +354,13 @@ def _grouped_dot_fp8(
         _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset, R,
                   e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                   stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                  EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA)  # fmt: skip
+                  EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
             _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset,
                       R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                       stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                      EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA)  # fmt: skip
+                      EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS)  # fmt: skip
 
 
 @triton.jit
@@ -386,7 +392,7 @@ def _mxfp4_pass(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, SCALE_WORDS: tl.constexpr,
-    FOLD_SCALES: tl.constexpr,
+    FOLD_SCALES: tl.constexpr, EARLY_BIAS: tl.constexpr,
 ):  # fmt: skip
     """One pass of the MXFP4 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
     column block ``n_block`` (bytes ``w_at``, scale bytes ``s_at``, in `loaded_rows` order; with
@@ -396,6 +402,8 @@ def _mxfp4_pass(
     t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
                             BLOCK_M, SCAN)  # fmt: skip
     m_ok = m0 + tl.arange(0, BLOCK_M) < count
+    if EARLY_BIAS:
+        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
     x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
     acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     r_main = R // BLOCK_K * BLOCK_K
@@ -420,8 +428,10 @@ def _mxfp4_pass(
     if not EVEN_K:
         acc = _mxfp4_step(acc, w_at, s_last, x_at, r_main, R, m_ok, True, INTERPRET,
                           FOLD_SCALES)  # fmt: skip
-    slot_epilogue(tl.trans(acc), n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be,
-                  stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+    if not EARLY_BIAS:
+        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
+    slot_epilogue(tl.trans(acc), bias, n_block, t64, k64, m_ok, out_ptr, stride_ot, stride_ok,
+                  GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
 
 
 @triton.jit
@@ -434,6 +444,7 @@ def _grouped_dot_mxfp4(
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
     PASS_GRID: tl.constexpr, SCALE_WORDS: tl.constexpr, FOLD_SCALES: tl.constexpr,
+    EARLY_BIAS: tl.constexpr,
 ):  # fmt: skip
     """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
     registers a thread against 116-137 for the expert loop, sm_90a). ``SCALE_WORDS``: the scale
@@ -462,11 +473,12 @@ def _grouped_dot_mxfp4(
         _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset, R,
                     e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                     stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                    EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS, FOLD_SCALES)  # fmt: skip
+                    EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS, FOLD_SCALES,
+                    EARLY_BIAS)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
             _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset,
                         R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                         stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                        EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS,
-                        FOLD_SCALES)  # fmt: skip
+                        EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS, FOLD_SCALES,
+                        EARLY_BIAS)  # fmt: skip

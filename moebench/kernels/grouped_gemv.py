@@ -83,6 +83,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from moebench.kernels.gemv_parts import row_bias
 from moebench.kernels.grouped_dot import _grouped_dot_fp8, _grouped_dot_mxfp4
 from moebench.kernels.grouped_launch import PATHS, Launch
 from moebench.kernels.grouped_slots import expert_slots, scan_width, slot_epilogue, touched_expert
@@ -104,7 +105,7 @@ def _grouped_gemv_fp8(
     stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
-    GDC: tl.constexpr,
+    GDC: tl.constexpr, EARLY_BIAS: tl.constexpr,
 ):  # fmt: skip
     pdl_launch_dependents(GDC)
     e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
@@ -126,6 +127,8 @@ def _grouped_gemv_fp8(
     # in the product's layout rather than shuffled into it.
     w_rows = w_ptr + e64 * stride_we + rows.to(tl.int64)[None, :, None, None] * stride_wn
     scale = tl.load(ws_ptr + e64)
+    if EARLY_BIAS:
+        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
     for m0 in range(0, count, BLOCK_M):
         t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
                                 BLOCK_M, SCAN)  # fmt: skip
@@ -145,8 +148,10 @@ def _grouped_gemv_fp8(
             xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
             acc += tl.sum(w.to(tl.float32) * xf, axis=3)
         h = tl.sum(acc, axis=2) * scale
-        slot_epilogue(h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot,
-                      stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+        if not EARLY_BIAS:
+            bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
+        slot_epilogue(h, bias, n_block, t64, k64, m_ok, out_ptr, stride_ot, stride_ok, GLU,
+                      BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
 
 
 @triton.jit
@@ -157,7 +162,7 @@ def _grouped_gemv_mxfp4(
     stride_be, stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
-    PTX: tl.constexpr, GDC: tl.constexpr,
+    PTX: tl.constexpr, GDC: tl.constexpr, EARLY_BIAS: tl.constexpr,
 ):  # fmt: skip
     pdl_launch_dependents(GDC)
     e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
@@ -179,6 +184,8 @@ def _grouped_gemv_mxfp4(
     w_rows = (w_ptr + e64 * stride_we).to(tl.pointer_type(tl.uint32))
     w_rows = w_rows + rows64[None, None, :, None] * (stride_wn // 4)
     s_rows = ws_ptr + e64 * stride_se + rows64[None, None, :] * stride_sn
+    if EARLY_BIAS:
+        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
     for m0 in range(0, count, BLOCK_M):
         t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
                                 BLOCK_M, SCAN)  # fmt: skip
@@ -217,8 +224,10 @@ def _grouped_gemv_mxfp4(
             acc += tl.sum(part, axis=3) * e8m0_scale(s)
         # Undo the 2^-14 of the fp16 placement (kernels.jit); kernels read no module globals.
         h = tl.sum(acc, axis=1) * 16384.0
-        slot_epilogue(h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot,
-                      stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+        if not EARLY_BIAS:
+            bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
+        slot_epilogue(h, bias, n_block, t64, k64, m_ok, out_ptr, stride_ot, stride_ok, GLU,
+                      BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
 
 
 def scale_words(w_scale: torch.Tensor) -> bool:
@@ -328,7 +337,7 @@ def grouped_gemv(
     common = dict(
         GLU=glu, BLOCK_M=L.block_m, BLOCK_N=L.block_n, BLOCK_K=L.block_k, EVEN_K=R % L.block_k == 0,
         EXACT_RNE=not out.is_cuda, BLOCK_E=block_e, SCAN=scan_width(T * K, block_e, L.block_m),
-        GDC=L.pdl and HAS_PDL and out.is_cuda, num_warps=L.num_warps,
+        GDC=L.pdl and HAS_PDL and out.is_cuda, EARLY_BIAS=L.early_bias, num_warps=L.num_warps,
     )  # fmt: skip
     if common["GDC"]:
         common["launch_pdl"] = True

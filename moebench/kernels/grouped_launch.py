@@ -17,9 +17,10 @@ class Launch:
     warps, pipeline depth (``dot`` only; 0: the compiler's default), programmatic dependent
     launch, the FP8 tile's weights through a TMA descriptor (``tma``; where the weights allow it:
     packed rows, otherwise the pointer loads), a register cap a thread (``max_registers``; 0:
-    the compiler's choice) and, for the tile, one pass of ``block_m`` slots a program
+    the compiler's choice), for the tile one pass of ``block_m`` slots a program
     (``pass_grid``: the grid's second axis enumerates the passes, `grouped_slots.touched_pass`)
-    instead of one touched expert a program looping over its passes."""
+    instead of one touched expert a program looping over its passes, and the epilogue's bias
+    loaded before the K loop instead of after it (``early_bias``; the same bits)."""
 
     path: str
     block_m: int
@@ -31,6 +32,7 @@ class Launch:
     tma: bool = False
     max_registers: int = 0
     pass_grid: bool = False
+    early_bias: bool = False
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the

@@ -29,7 +29,8 @@ host, so the launch is graph-capturable and any routing replays correctly:
 - `slot_epilogue`: bias, the GLU of the interleaved (gate, up) rows, the bf16 store (rounded to
   nearest even, on the bits under the interpreter) of one pass's [BLOCK_M, BLOCK_N] outputs into
   the slots' rows; rows past the expert's count are masked, so nothing but the routed slots is
-  ever written.
+  ever written. The bias comes loaded (`gemv_parts.row_bias`), so that a kernel can ask for it
+  before its K loop (``EARLY_BIAS``) rather than after it.
 """
 
 from __future__ import annotations
@@ -155,14 +156,14 @@ def expert_slots(
 
 @triton.jit
 def slot_epilogue(
-    h, n_block, e64, t64, k64, m_ok, b_ptr, out_ptr, stride_be, stride_ot, stride_ok,
+    h, bias, n_block, t64, k64, m_ok, out_ptr, stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr,
 ):  # fmt: skip
-    """Bias, optional GLU over the interleaved (gate, up) columns, bf16 store of the fp32 sums
-    ``h`` [BLOCK_M, BLOCK_N] (already scaled) of column block ``n_block`` into the rows of slots
-    (t64, k64) where ``m_ok``."""
+    """Bias (``gemv_parts.row_bias``'s, bf16 [BLOCK_N]), optional GLU over the interleaved (gate,
+    up) columns, bf16 store of the fp32 sums ``h`` [BLOCK_M, BLOCK_N] (already scaled) of column
+    block ``n_block`` into the rows of slots (t64, k64) where ``m_ok``."""
     cols = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
-    h = h + tl.load(b_ptr + e64 * stride_be + cols).to(tl.float32)[None, :]
+    h = h + bias.to(tl.float32)[None, :]
     out_rows = out_ptr + t64 * stride_ot + k64 * stride_ok
     if GLU == "none":
         tl.store(out_rows[:, None] + cols[None, :], fp32_to_bf16(h, EXACT_RNE), mask=m_ok[:, None])

@@ -94,6 +94,9 @@ GEMV_VARIANTS = [
     pytest.param({"split_k": 8}, id="split-8-empty-slices"),
     pytest.param({"pdl": True}, id="pdl-first-step-peeled"),
     pytest.param({"pdl": True, "block_k": 256}, id="pdl-one-step-covers-R"),
+    pytest.param({"early_loads": True}, id="early-loads"),
+    pytest.param({"early_loads": True, "pdl": True}, id="early-loads-pdl-peeled"),
+    pytest.param({"early_loads": True, "split_k": 3}, id="early-loads-ignored-by-split-k"),
 ]
 
 

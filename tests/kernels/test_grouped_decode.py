@@ -244,6 +244,28 @@ def test_programmatic_dependent_launch_writes_the_same_bits(path):
     assert torch.isnan(outs[1][1, 1].float()).all() and torch.isfinite(outs[1][0].float()).all()
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("path", list(LAUNCHES))
+def test_the_bias_loaded_before_the_loop_writes_the_same_bits(path, fmt):
+    """``early_bias`` only moves the bias load before the K loop: the same bits as after it, for
+    every launch, with a GLU and without, non-local slots left poisoned."""
+    torch.manual_seed(5)
+    T, K, E, D, N = 5, 2, 3, 64, 32
+    w, s, _ = quantised(fmt, torch.randn(E, N, D) * D**-0.5)
+    b = (torch.randn(E, N) * 0.5).bfloat16()
+    x = torch.randn(T, D).bfloat16()
+    ids = torch.tensor([[0, 2], [2, 5], [1, 0], [0, 1], [2, 1]], dtype=torch.int32)
+    for glu, n_out in (("swiglu_oai", N // 2), ("none", N)):
+        outs = []
+        for early in (False, True):
+            outs.append(poisoned(T, K, n_out))
+            launch = dataclasses.replace(LAUNCHES[path], early_bias=early,
+                                         tma=LAUNCHES[path].tma and fmt == "fp8")  # fmt: skip
+            grouped(x, ids, w, s, b, outs[-1], expert_offset=0, launch=launch, glu=glu)
+        assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+        assert torch.isnan(outs[1][1, 1].float()).all() and torch.isfinite(outs[1][0].float()).all()
+
+
 def test_launcher_names_bad_arguments():
     w, s, _ = quantised("fp8", torch.randn(2, 32, 64))
     b = torch.zeros(2, 32, dtype=torch.bfloat16)
