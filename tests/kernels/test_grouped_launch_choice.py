@@ -51,5 +51,8 @@ def test_default_launch_follows_the_shapes():
             passes = t >= 16
             cap = 80 if passes else 128
             stages = 3 if passes else 4
-            want = (128, stages, cap, tma, passes)
-            assert (L.block_k, L.num_stages, L.max_registers, L.tma, L.pass_grid) == want
+            want = (128, stages, cap, tma, passes, True)
+            got = (L.block_k, L.num_stages, L.max_registers, L.tma, L.pass_grid, L.early_bias)
+            assert got == want
+    # The one-slot GEMV keeps the bias after its loop (mixed on the H200: TILE_EARLY_BIAS).
+    assert not default_launch("fp8", tokens=1, **gpt).early_bias
