@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import perf_specs_decode
+import perf_specs_earlyloads
 import perf_specs_ffn
 import perf_specs_fold
 import perf_specs_fused
@@ -48,6 +49,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-02's eight, issues 24-28, then the ceilings and issue 19), then the areas, then the runs
 # of issues 15-18.
 SPECS = [
+    perf_specs_earlyloads,
     perf_specs_fusedgrid,
     perf_specs_passes16,
     perf_specs_rank,
