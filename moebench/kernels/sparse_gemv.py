@@ -302,9 +302,20 @@ def _sparse_gemv_mxfp4_dot(
 _check = checker("sparse_gemv")
 
 
-def default_blocks(fmt: str) -> tuple[int, int, int]:
-    """(BLOCK_N, BLOCK_K, warps), measured on the H200 at gpt-oss-20b decode shapes (docs/PERF.md,
-    2026-11-30, logs in docs/perf/2026-11-30-kernels/).
+# From this many tokens the FP8 GEMV's one-warp program takes 4 rows at 512 bytes a row a step
+# (the same 64 bytes a lane a step as 2 rows at 1,024): half the programs, and each token value
+# loaded once for 4 rows instead of 2. Measured on the H200 (gpt-oss-20b EP2, the sparse step, six
+# routing draws, both ranks, the slower rank's step; docs/perf/2026-12-04-early-loads/): 4.5%
+# faster at 4 tokens (72.42 against 75.86 us, all six draws), 9.8% at 8, 11.2% at 16; at one token
+# 7.2% slower (33.55 against 31.31: fewer programs for the few experts), at 2 mixed (+0.6%); 2 rows
+# at 512 bytes the same as at 1,024. 32 and 64 tokens are the gated scenario's.
+FP8_FOUR_ROWS_FROM_TOKENS = 4
+
+
+def default_blocks(fmt: str, tokens: int = 1) -> tuple[int, int, int]:
+    """(BLOCK_N, BLOCK_K, warps) for ``tokens`` tokens, measured on the H200 at gpt-oss-20b
+    decode shapes (docs/PERF.md, 2026-11-30, logs in docs/perf/2026-11-30-kernels/; FP8 from
+    FP8_FOUR_ROWS_FROM_TOKENS tokens, 2026-12-04).
 
     FP8: one warp a program for 2 rows, 1,024 weight bytes a row a step (two 16-byte loads a lane
     in flight per row): gate_up 19.5-19.9 us and down 12.9-13.0 us at one token, against 21.6-22.0
@@ -322,6 +333,8 @@ def default_blocks(fmt: str) -> tuple[int, int, int]:
     slower (28.3 / 18.2)."""
     if fmt != "fp8":
         return 16, 1024, 4
+    if tokens >= FP8_FOUR_ROWS_FROM_TOKENS:
+        return 4, 512, 1
     return 2, 1024, 1
 
 
@@ -381,7 +394,7 @@ def sparse_gemv(
     stride_xt, stride_xk = ops.stride_xt, ops.stride_xk
     _check(N > 0 and N % 32 == 0, f"N ({N}) must be a positive multiple of 32")
 
-    bn, bk, nw = default_blocks(fmt)
+    bn, bk, nw = default_blocks(fmt, T)
     bn, bk, num_warps = block_n or bn, block_k or bk, num_warps or nw
     _check(
         bn >= 2 and bn & (bn - 1) == 0 and N % bn == 0,

@@ -97,6 +97,7 @@ GEMV_VARIANTS = [
     pytest.param({"early_loads": True}, id="early-loads"),
     pytest.param({"early_loads": True, "pdl": True}, id="early-loads-pdl-peeled"),
     pytest.param({"early_loads": True, "split_k": 3}, id="early-loads-ignored-by-split-k"),
+    pytest.param({"block_n": 4, "block_k": 512}, id="four-rows-512-one-masked-step"),
 ]
 
 
@@ -165,6 +166,17 @@ def test_sparse_gemv_variants_match_the_default(fmt, variant):
                     e = int(ids[t, k]) - offset
                     ref_tk = rows_ref(x[t : t + 1], wd[e], b[e], glu)[0]
                     torch.testing.assert_close(got[t, k].float(), ref_tk, rtol=2**-7, atol=2**-7)
+
+
+def test_fp8_blocks_follow_the_tokens():
+    """FP8 takes 4 rows at 512 bytes a step from FP8_FOUR_ROWS_FROM_TOKENS tokens (measured on the
+    H200), 2 rows at 1,024 below; MXFP4 one tile at every count."""
+    from moebench.kernels.sparse_gemv import FP8_FOUR_ROWS_FROM_TOKENS, default_blocks
+
+    assert default_blocks("fp8", 1) == (2, 1024, 1)
+    assert default_blocks("fp8", FP8_FOUR_ROWS_FROM_TOKENS - 1) == (2, 1024, 1)
+    assert default_blocks("fp8", FP8_FOUR_ROWS_FROM_TOKENS) == (4, 512, 1)
+    assert default_blocks("mxfp4", 1) == default_blocks("mxfp4", 64) == (16, 1024, 4)
 
 
 def test_sparse_gemv_split_k_partials_checked():
