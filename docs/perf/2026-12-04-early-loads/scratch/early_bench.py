@@ -36,9 +36,11 @@ from warp_rows import sparse_gemv_rows
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def stages(ws: Workspace, early: bool, rows: tuple[int, int] | None = None) -> tuple[Stage, ...]:
+def stages(ws: Workspace, early: bool, rows: tuple[int, int] | None = None,
+           blocks: dict | None = None) -> tuple[Stage, ...]:
     p = ws.problem
     off, pdl = p.expert_offset, pipeline.PDL.get(p.precision, False)
+    blocks = blocks or {}
 
     def fc1():
         if rows:
@@ -47,7 +49,7 @@ def stages(ws: Workspace, early: bool, rows: tuple[int, int] | None = None) -> t
                              num_warps=rows[1])  # fmt: skip
             return
         sparse_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, expert_offset=off,
-                    glu=p.activation, pdl=pdl, early_loads=early)  # fmt: skip
+                    glu=p.activation, pdl=pdl, early_loads=early, **blocks)  # fmt: skip
 
     def fc2():
         if rows:
@@ -55,7 +57,7 @@ def stages(ws: Workspace, early: bool, rows: tuple[int, int] | None = None) -> t
                              expert_offset=off, block_n=rows[0], num_warps=rows[1])  # fmt: skip
             return
         sparse_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
-                    pdl=pdl, early_loads=early)  # fmt: skip
+                    pdl=pdl, early_loads=early, **blocks)  # fmt: skip
 
     def comb():
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
@@ -72,6 +74,8 @@ def main():
     ap.add_argument("--scenario", default=SCENARIO)
     ap.add_argument("--rows", default="", help="FP8 only: block_n:warps,... of warp_rows.py")
     ap.add_argument("--precisions", default="w8a16,w4a16")
+    ap.add_argument("--blocks", default="",
+                    help="FP8 only: block_n:block_k:warps,... of the package GEMV, early loads")
     a = ap.parse_args()
     toks = {int(v) for v in a.tokens.split(",")}
     clock = Clock(dev)
@@ -97,9 +101,16 @@ def main():
                     for item in filter(None, a.rows.split(",")):
                         bn, nw = map(int, item.split(":"))
                         kinds.append((f"rows{bn}w{nw}", True, (bn, nw)))
+                    for item in filter(None, a.blocks.split(",")):
+                        bn, bk, nw = map(int, item.split(":"))
+                        kinds.append((f"n{bn}k{bk}w{nw}", True,
+                                      dict(block_n=bn, block_k=bk, num_warps=nw)))
                 for name, early, rows_ in kinds:
                     ws = Workspace(prob, layout="TKD")
-                    steps[name] = (ws, stages(ws, early, rows_))
+                    if isinstance(rows_, dict):
+                        steps[name] = (ws, stages(ws, early, None, rows_))
+                    else:
+                        steps[name] = (ws, stages(ws, early, rows_))
                 rows = {n: checked(ws, st, ref, cs.precision) for n, (ws, st) in steps.items()}
                 base = steps["after"][0].y_TD
                 for n, (ws, _) in steps.items():
@@ -111,7 +122,7 @@ def main():
                     continue
                 # The rows kernels sum a row's lanes in another order: checked by the gate only.
                 good = [n for n in steps
-                        if rows[n]["ok"] and (rows[n]["bitwise"] or n.startswith("rows"))]
+                        if rows[n]["ok"] and (rows[n]["bitwise"] or n.startswith(("rows", "n")))]
                 us = bench.time_interleaved(
                     clock, [lambda st=steps[n][1]: [x_.run() for x_ in st] for n in good],
                     rounds=8, reps=4)  # fmt: skip
