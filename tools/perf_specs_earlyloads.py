@@ -219,16 +219,23 @@ grouped steps within -1.4% to +2.3%.""",
     )  # fmt: skip
     for f, (prec, name) in enumerate(FORMATS):
         for i, tokens in enumerate(TOKENS):
-            case = f"c{f * len(TOKENS) + i:03d}-precision={prec}-tokens_per_rank={tokens}"
-            cells = []
-            for arm in ("dense_decode", "sparse_decode", "grouped_decode"):
-                before = r.result(RUN_BEFORE, "ffn", arm, case)
-                now = r.result(RUN_NOW, "ffn", arm, case)
-                cells += [before, now, over(now, before)]
-            head = rf"^\| c{f * len(TOKENS) + i:03d}-precision={prec}-tokens_per_rank=({tokens}) "
-            count = r.text(RUN_NOW, head + r"\| ffn \| graph \| dense_decode \|")
+            count, cells = _run_pair(r, RUN_BEFORE, RUN_NOW, f * len(TOKENS) + i, prec, tokens)
             t.row(name, count, *cells, history=HIST)
     return t
+
+
+def _run_pair(r: Records, before_run: str, now_run: str, index: int, prec: str,
+              tokens: int) -> tuple[Figure, list]:  # fmt: skip
+    """The token count of case ``index`` and each decode arm's ``ffn`` median in two runs of the
+    gated scenario (before, now, change)."""
+    case = f"c{index:03d}-precision={prec}-tokens_per_rank={tokens}"
+    cells: list = []
+    for arm in ("dense_decode", "sparse_decode", "grouped_decode"):
+        before = r.result(before_run, "ffn", arm, case)
+        now = r.result(now_run, "ffn", arm, case)
+        cells += [before, now, over(now, before)]
+    head = rf"^\| c{index:03d}-precision={prec}-tokens_per_rank=({tokens}) "
+    return r.text(now_run, head + r"\| ffn \| graph \| dense_decode \|"), cells
 
 
 BLOCKS = (f"{DAY}/call9/blocks.log", f"{DAY}/call10/blocks2.log")
@@ -291,14 +298,7 @@ policy is unchanged (FP8 sparse up to 4 tokens, now 11.5% faster than grouped th
                  "change", "FP8 grouped before", "now", "change"],
     )  # fmt: skip
     for i, tokens in enumerate(TOKENS):
-        case = f"c{i:03d}-precision=w8a16-tokens_per_rank={tokens}"
-        cells = []
-        for arm in ("dense_decode", "sparse_decode", "grouped_decode"):
-            before = r.result(RUN_NOW, "ffn", arm, case)
-            now = r.result(RUN_FOUR, "ffn", arm, case)
-            cells += [before, now, over(now, before)]
-        head = rf"^\| c{i:03d}-precision=w8a16-tokens_per_rank=({tokens}) "
-        count = r.text(RUN_FOUR, head + r"\| ffn \| graph \| dense_decode \|")
+        count, cells = _run_pair(r, RUN_NOW, RUN_FOUR, i, "w8a16", tokens)
         t.row(count, *cells, history=HIST)
     return t
 
