@@ -343,11 +343,42 @@ grouped stays the faster (2,445.4 against 3,047.8).""",
     return t
 
 
+MX_BLOCKS = f"{DAY}/call13/mxblocks.log"
+MX_KINDS = (
+    ("early", "sixteen rows, four warps (the default)"),
+    ("n32k1024w4", "thirty-two rows, four warps"),
+    ("n32k1024w8", "thirty-two rows, eight warps"),
+    ("n16k512w4", "sixteen rows, four warps, half the step"),
+    ("n64k512w8", "sixty-four rows, eight warps, half the step"),
+)
+
+
+def mxfp4_blocks(r: Records) -> Table:
+    t = Table(
+        name="mxfp4_blocks",
+        caption="""\
+MXFP4's sparse GEMV with more rows a program, as FP8's four rows (`four_rows`): `early_bench.py
+--tokens 2,4,8 --seeds 0,1,2,3,4,5 --rank 0,1 --precisions w4a16 --blocks
+32:1024:4,32:1024:8,16:512:4,64:512:8 --blocks-precisions w4a16` (thirteenth call; a step is
+1,024 values of a row, 512 bytes, or half that), each step checked against the reference and the
+sentinels. Derived: a cell =
+the mean over the six draws of the slower rank's step, us. None is faster at 2 or 4 tokens, where
+MXFP4's sparse step is the policy's arm; 64 rows on 8 warps is 1.9% faster at 8 tokens, where
+grouped is the policy's. Not shipped.""",
+        columns=["launch", "2 tokens", "4 tokens", "8 tokens"],
+    )  # fmt: skip
+    for kind, label in MX_KINDS:
+        cells = [_mean_slowest(r, MX_BLOCKS, "w4a16", tokens, kind) for tokens in (2, 4, 8)]
+        t.row(label, *cells, history=HIST)
+    return t
+
+
 TABLES = [
     early_loads,
     one_token_slots,
     fewer_programs,
     four_rows,
+    mxfp4_blocks,
     early_bias,
     early_run,
     four_rows_run,

@@ -75,7 +75,8 @@ def main():
     ap.add_argument("--rows", default="", help="FP8 only: block_n:warps,... of warp_rows.py")
     ap.add_argument("--precisions", default="w8a16,w4a16")
     ap.add_argument("--blocks", default="",
-                    help="FP8 only: block_n:block_k:warps,... of the package GEMV, early loads")
+                    help="block_n:block_k:warps,... of the package GEMV, early loads")
+    ap.add_argument("--blocks-precisions", default="w8a16", help="where --blocks runs")
     a = ap.parse_args()
     toks = {int(v) for v in a.tokens.split(",")}
     clock = Clock(dev)
@@ -101,6 +102,7 @@ def main():
                     for item in filter(None, a.rows.split(",")):
                         bn, nw = map(int, item.split(":"))
                         kinds.append((f"rows{bn}w{nw}", True, (bn, nw)))
+                if cs.precision in a.blocks_precisions.split(","):
                     for item in filter(None, a.blocks.split(",")):
                         bn, bk, nw = map(int, item.split(":"))
                         kinds.append((f"n{bn}k{bk}w{nw}", True,
