@@ -2,8 +2,8 @@
 an arm against its own gated copy. Interpreter timings on two shared cores are as noisy as timings
 get, and the CPU view shows no verdict at all; the statistics under it must still hold there: the
 copy is never claimed FASTER or SLOWER with blocks enough for a verdict at the test's confidence
-(AA_CONFIDENCE, below), and too few blocks give no verdict (the smoke scenario's 3 blocks judged the copy FASTER -24.1% before the intervals were
-exact)."""
+(AA_CONFIDENCE, below), and too few blocks give no verdict (the smoke scenario's 3 blocks judged
+the copy FASTER -24.1% before the intervals were exact)."""
 
 import json
 
