@@ -373,11 +373,38 @@ grouped is the policy's. Not shipped.""",
     return t
 
 
+FC2 = f"{DAY}/call14/fc2blocks.log"
+FC2_KINDS = (
+    ("early", "two rows, a kilobyte a row a step (the default)"),
+    ("fc2n4k512w1", "four rows, half a kilobyte"),
+    ("fc2n4k1024w1", "four rows, a kilobyte"),
+    ("fc2n8k512w1", "eight rows, half a kilobyte"),
+)
+
+
+def fc2_rows(r: Records) -> Table:
+    t = Table(
+        name="fc2_rows",
+        caption="""\
+At 1 and 2 tokens, where FP8's sparse GEMV keeps 2 rows a program, fc2 alone with more rows (fc1
+as the default): `early_bench.py --tokens 1,2 --seeds 0,1,2,3,4,5 --rank 0,1 --precisions w8a16
+--fc2-blocks 4:512:1,4:1024:1,8:512:1` (fourteenth call), each step checked against the
+reference and the sentinels. Derived: a cell = the mean over the six draws of the slower rank's
+step, us. Every other fc2 launch is slower: not shipped.""",
+        columns=["fc2's launch", "1 token", "2 tokens"],
+    )  # fmt: skip
+    for kind, label in FC2_KINDS:
+        cells = [_mean_slowest(r, FC2, "w8a16", tokens, kind) for tokens in (1, 2)]
+        t.row(label, *cells, history=HIST)
+    return t
+
+
 TABLES = [
     early_loads,
     one_token_slots,
     fewer_programs,
     four_rows,
+    fc2_rows,
     mxfp4_blocks,
     early_bias,
     early_run,

@@ -43,6 +43,10 @@ def stages(ws: Workspace, early: bool, rows: tuple[int, int] | None = None,
     blocks = blocks or {}
 
     def fc1():
+        if "fc2" in blocks:  # only fc2 takes other blocks
+            sparse_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a,
+                        expert_offset=off, glu=p.activation, pdl=pdl, early_loads=early)  # fmt: skip
+            return
         if rows:
             sparse_gemv_rows(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a,
                              expert_offset=off, glu=p.activation, block_n=rows[0],
@@ -52,6 +56,12 @@ def stages(ws: Workspace, early: bool, rows: tuple[int, int] | None = None,
                     glu=p.activation, pdl=pdl, early_loads=early, **blocks)  # fmt: skip
 
     def fc2():
+        fc2_blocks = blocks.pop("fc2", None) if "fc2" in blocks else None
+        if fc2_blocks is not None:
+            blocks["fc2"] = fc2_blocks  # keep it for the next replay
+            sparse_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
+                        pdl=pdl, early_loads=early, **fc2_blocks)  # fmt: skip
+            return
         if rows:
             sparse_gemv_rows(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o,
                              expert_offset=off, block_n=rows[0], num_warps=rows[1])  # fmt: skip
@@ -77,6 +87,7 @@ def main():
     ap.add_argument("--blocks", default="",
                     help="block_n:block_k:warps,... of the package GEMV, early loads")
     ap.add_argument("--blocks-precisions", default="w8a16", help="where --blocks runs")
+    ap.add_argument("--fc2-blocks", default="", help="as --blocks, for fc2 only (fc1 the default)")
     a = ap.parse_args()
     toks = {int(v) for v in a.tokens.split(",")}
     clock = Clock(dev)
@@ -107,6 +118,11 @@ def main():
                         bn, bk, nw = map(int, item.split(":"))
                         kinds.append((f"n{bn}k{bk}w{nw}", True,
                                       dict(block_n=bn, block_k=bk, num_warps=nw)))
+                if cs.precision in a.blocks_precisions.split(","):
+                    for item in filter(None, a.fc2_blocks.split(",")):
+                        bn, bk, nw = map(int, item.split(":"))
+                        kinds.append((f"fc2n{bn}k{bk}w{nw}", True,
+                                      {"fc2": dict(block_n=bn, block_k=bk, num_warps=nw)}))
                 for name, early, rows_ in kinds:
                     ws = Workspace(prob, layout="TKD")
                     if isinstance(rows_, dict):
@@ -124,7 +140,7 @@ def main():
                     continue
                 # The rows kernels sum a row's lanes in another order: checked by the gate only.
                 good = [n for n in steps
-                        if rows[n]["ok"] and (rows[n]["bitwise"] or n.startswith(("rows", "n")))]
+                        if rows[n]["ok"] and (rows[n]["bitwise"] or n.startswith(("rows", "n", "fc2")))]
                 us = bench.time_interleaved(
                     clock, [lambda st=steps[n][1]: [x_.run() for x_ in st] for n in good],
                     rounds=8, reps=4)  # fmt: skip
