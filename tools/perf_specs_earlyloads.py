@@ -17,7 +17,6 @@ DAY = "2026-12-04-early-loads"
 HIST = "[issue 28][h-i28l]"
 SEEDS = range(6)
 mean = lambda *v: sum(v) / len(v)  # noqa: E731
-NAMES = dict(FORMATS)
 
 
 def _early_step(r: Records, log: str, prec: str, tokens: int, seed: int, rank: int, kind: str,
@@ -44,6 +43,14 @@ def _faster(r: Records, log: str, prec: str, tokens: int, kind: str, base: str) 
                                                  for k in (0, 1))))  # fmt: skip
     count = lambda *v: sum(v[i] < v[i + 1] for i in range(0, len(v), 2))  # noqa: E731
     return derive(count, "{:.0f} of six", *pairs)
+
+
+def _launch_rows(r: Records, t: Table, log: str, prec: str, kinds, tokens) -> Table:
+    """One row a launch (``kinds``: (kind as the log names it, label)), a cell a token count: the
+    mean over the draws of the slower rank's step."""
+    for kind, label in kinds:
+        t.row(label, *(_mean_slowest(r, log, prec, n, kind) for n in tokens), history=HIST)
+    return t
 
 
 EARLY = f"{DAY}/call4/early.log"
@@ -367,10 +374,7 @@ MXFP4's sparse step is the policy's arm; 64 rows on 8 warps is 1.9% faster at 8 
 grouped is the policy's. Not shipped.""",
         columns=["launch", "2 tokens", "4 tokens", "8 tokens"],
     )  # fmt: skip
-    for kind, label in MX_KINDS:
-        cells = [_mean_slowest(r, MX_BLOCKS, "w4a16", tokens, kind) for tokens in (2, 4, 8)]
-        t.row(label, *cells, history=HIST)
-    return t
+    return _launch_rows(r, t, MX_BLOCKS, "w4a16", MX_KINDS, (2, 4, 8))
 
 
 FC2 = f"{DAY}/call14/fc2blocks.log"
@@ -393,10 +397,7 @@ reference and the sentinels. Derived: a cell = the mean over the six draws of th
 step, us. Every other fc2 launch is slower: not shipped.""",
         columns=["fc2's launch", "1 token", "2 tokens"],
     )  # fmt: skip
-    for kind, label in FC2_KINDS:
-        cells = [_mean_slowest(r, FC2, "w8a16", tokens, kind) for tokens in (1, 2)]
-        t.row(label, *cells, history=HIST)
-    return t
+    return _launch_rows(r, t, FC2, "w8a16", FC2_KINDS, (1, 2))
 
 
 TABLES = [

@@ -94,9 +94,10 @@ GEMV_VARIANTS = [
     pytest.param({"split_k": 8}, id="split-8-empty-slices"),
     pytest.param({"pdl": True}, id="pdl-first-step-peeled"),
     pytest.param({"pdl": True, "block_k": 256}, id="pdl-one-step-covers-R"),
-    pytest.param({"early_loads": True}, id="early-loads"),
-    pytest.param({"early_loads": True, "pdl": True}, id="early-loads-pdl-peeled"),
-    pytest.param({"early_loads": True, "split_k": 3}, id="early-loads-ignored-by-split-k"),
+    # early_loads is the default: the variants load the bias (and scale) after the loop instead
+    pytest.param({"early_loads": False}, id="late-loads"),
+    pytest.param({"early_loads": False, "pdl": True}, id="late-loads-pdl-peeled"),
+    pytest.param({"early_loads": False, "split_k": 3}, id="late-loads-ignored-by-split-k"),
     pytest.param({"block_n": 4, "block_k": 512}, id="four-rows-512-one-masked-step"),
 ]
 
