@@ -22,13 +22,15 @@ experts' bytes there (tools/bench_decode.py's read kernel): what any kernel need
 Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by default the
 candidates in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one
 item each, comma separated, at every count of ``--variant-tokens``:
-path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early]]]]]], "-" for
-the arm's default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
+path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage]]]]]]],
+"-" for the arm's default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
 "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
 (`Launch.pass_grid`, on its 3 stages and 80 registers) or its expert loop (4 stages, 128
 registers), other fields then from there; registers: the cap a thread (0: none); tma 1 or 0: the
 FP8 tile's weights through a TMA descriptor or pointer loads (ignored for MXFP4); early 1 or 0: the
-epilogue's bias loaded before the K loop or after it (`Launch.early_bias`). A field left to
+epilogue's bias loaded before the K loop or after it (`Launch.early_bias`); stage 1 or 2: the
+variant's launch for fc1 only or fc2 only, the other stage the arm's (its name then ends in
+" fc1" or " fc2"). A field left to
 the default of another path takes that path's (`grouped_launch.path_launch`); a block_n that does
 not divide N (fc2's 2,880) shrinks to one that does. The arm's own launch always runs, as
 "default", and a variant equal to it is skipped. Cases run from the most tokens down, so that a
@@ -118,14 +120,17 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (11 - len(f))
+        f += ["-"] * (12 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
         registers = None if f[8] in ("-", "") else int(f[8])
         tma = None if f[9] in ("-", "") else bool(int(f[9]))
         early = None if f[10] in ("-", "") else bool(int(f[10]))
-        out.append((tokens, (path, *nums, pdl, passes, registers, tma, early)))
+        stage = None if f[11] in ("-", "") else int(f[11])
+        if stage not in (None, 1, 2):
+            raise ValueError(f"variant {item!r}: stage must be 1 (fc1) or 2 (fc2), got {stage}")
+        out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage)))
     return out
 
 
@@ -134,7 +139,7 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
-    registers, tma, early = (*extra, None, None, None)[:3]
+    registers, tma, early = (*extra, None, None, None)[:3]  # a stage field is the caller's
     if path is not None and (path != base.path or (bm is not None and path == "gemv")):
         # That path's own blocks (a GEMV's step follows its slots a pass).
         base = path_launch(path, fmt, columns=columns, block_m=bm, pdl=base.pdl)
@@ -233,13 +238,16 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
             for v_tokens, v in variants:
                 if T not in v_tokens:
                     continue
-                l1 = variant_launch(base1, v, fmt, prob.w13.shape[1])
-                l2 = variant_launch(base2, v, fmt, prob.w2.shape[1])
-                if (l1, l2) == (base1, base2) or f"grouped {describe(l1)}" in steps:
+                only = v[11] if len(v) > 11 else None
+                l1 = variant_launch(base1, v, fmt, prob.w13.shape[1]) if only != 2 else base1
+                l2 = variant_launch(base2, v, fmt, prob.w2.shape[1]) if only != 1 else base2
+                name = f"grouped {describe(l1 if only != 2 else l2)}"
+                name += f" fc{only}" if only else ""
+                if (l1, l2) == (base1, base2) or name in steps:
                     continue
                 ws = Workspace(prob, layout="TKD")
                 stages = grouped_decode.build_stages(ws, fc1=l1, fc2=l2)
-                steps[f"grouped {describe(l1)}"] = (
+                steps[name] = (
                     ws,
                     stages,
                     steps["grouped_decode"][2],

@@ -94,7 +94,9 @@ ceiling, minus "fixed": what three slots' weights would have to stream in if the
 stayed (negative for MXFP4: its fixed part alone is longer than a step of its bytes at 75%).
 Each further slot costs about an expert's bytes at the copy rate; the fixed part (the empty step:
 fc1, fc2 and the combine reading only the routing, FP8's 17,280 one-warp programs against MXFP4's
-2,160 of four warps) is what holds the one-token step from 75% of copy.""",
+2,160 of four warps) is what holds the one-token step from 75% of copy. (That the fixed part is
+the empty programs' dispatch is ruled out by the fourteenth session's `token_programs`: a grid
+without them halves the empty step and slows every step with work.)""",
         columns=["precision", "0 slots", "1", "2", "3", "4", "per slot", "fixed", "75% needs"],
     )  # fmt: skip
     for prec, name in FORMATS:

@@ -1,0 +1,170 @@
+"""docs/PERF.md's generated tables of the fourteenth H200 session (2026-12-04, issue 28): the
+sparse FP8 GEMV with one program a (row block, token) serving every slot of the token, and two
+launches of the grouped tile (fc1 on 128-row blocks; one pass on 64-value steps, 8 programs an
+SM), all measured slower than the arm's.
+
+As in perf_specs_latest.py: every figure a lookup in a stored record, every derived number a
+``derive`` with its formula in the caption, no number of a cell's own.
+"""
+
+from __future__ import annotations
+
+import re
+
+from perf_cells import Table
+from perf_records import Derived, Figure, Records, derive, over
+from perf_specs_grouped import FORMATS
+
+DAY = "2026-12-04-token-programs"
+HIST = "[issue 28][h-i28o]"
+SEEDS = range(6)
+mean = lambda *v: sum(v) / len(v)  # noqa: E731
+
+TOKEN = f"{DAY}/call1/token_call1.log"
+TOKEN_KINDS = (
+    ("arm", "the arm's: a program a slot, two rows"),
+    ("tok2k1024g1r0", "a program a token, two rows, one slot a pass"),
+    ("tok2k1024g1r64", "the same capped at sixty-four registers"),
+    ("tok2k1024g2r0", "two slots a pass"),
+    ("tok2k512g2r64", "two slots a pass, half-kilobyte steps, capped"),
+    ("tok2k512g4r0", "every slot in one pass, half-kilobyte steps"),
+    ("tok4k512g1r64", "four rows, one slot a pass, capped"),
+    ("f1-tok2k1024g1r64", "fc1 only a program a token (capped), fc2 the arm's"),
+)
+
+
+def _token_step(r: Records, tokens: int, seed: int, rank: int, kind: str) -> Figure:
+    head = rf"^w8a16 T={tokens} seed={seed} rank={rank} slots=\d+ touched=\d+ {kind}: ok=True "
+    return r.text(TOKEN, head + r".* step_us=(\S+)")
+
+
+def _token_mean(r: Records, tokens: int, kind: str) -> Derived:
+    worst = [derive(max, "{:.2f}", *(_token_step(r, tokens, s, k, kind) for k in (0, 1)))
+             for s in SEEDS]  # fmt: skip
+    return derive(mean, "{:.2f}", *worst)
+
+
+def token_programs(r: Records) -> Table:
+    t = Table(
+        name="token_programs",
+        caption="""\
+FP8's sparse GEMV with one program a (row block, token), every local slot of the token served by
+the same one-warp program (`scratch/token_gemv.py`: the local slots compacted, GROUP of them a
+pass in one K loop, non-local slots never loaded), against the arm's program a (row block, slot,
+token): `PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/token_bench.py --tokens 1,2,4 --seeds
+0,1,2,3,4,5 --rank 0,1 --variants
+2:1024:1,2:1024:1:64,2:512:2:64,2:1024:2,2:512:4,4:512:1:64,f1-2:1024:1:64` (first call; DIR
+the records' scratch/), the step (fc1, fc2, combine; one CUDA graph, L2 flushed before each
+replay), each checked against the reference and the sentinels first. "empty step": draw B's rank
+0, which holds no slot at one token. Derived: a step cell = the mean over the six draws of the
+slower rank's step, us. A quarter of the programs halves the empty step (17.1 to 8.9 us) but
+makes every step with work slower, by 7-86%: the one-token step's fixed part (`one_token_slots`) is
+not the empty programs' dispatch, and two slots' work in one warp costs more than two warps.
+Not shipped.""",
+        columns=["launch", "empty step", "1 token", "2 tokens", "4 tokens"],
+    )  # fmt: skip
+    for kind, label in TOKEN_KINDS:
+        empty = _token_step(r, 1, 1, 0, kind)
+        t.row(label, empty, *(_token_mean(r, n, kind) for n in (1, 2, 4)), history=HIST)
+    return t
+
+
+def _bench_mean(r: Records, log: str, prec: str, tokens: int, variant: str) -> Derived:
+    """The mean over the two draws of the slower rank's step of a bench_grouped_decode.py log."""
+    v = re.escape(variant)
+    worst = []
+    for s in (0, 1):
+        steps = [r.text(log, rf"^precision={prec} tokens={tokens} seed={s} rank={k} .* "
+                             rf"arm=grouped_decode variant={v} weight_bytes=.* step_us=(\S+)")
+                 for k in (0, 1)]  # fmt: skip
+        worst.append(derive(max, "{:.1f}", *steps))
+    return derive(mean, "{:.1f}", *worst)
+
+
+def _tile_table(r: Records, name: str, caption: str, log: str, kinds) -> Table:
+    """A row a (format, token count): the arm's launch, each variant's step, the best's change."""
+    t = Table(name=name, caption=caption,
+              columns=["precision", "tokens", "the arm's launch", *(label for _, _, label in kinds),
+                       "best change"])  # fmt: skip
+    for prec, pname in FORMATS:
+        for tokens in (16, 32, 64):
+            base = _bench_mean(r, log, prec, tokens, "default")
+            cells = [_bench_mean(r, log, prec, tokens, fp8 if prec == "w8a16" else mx)
+                     for fp8, mx, _ in kinds]  # fmt: skip
+            count = r.text(log, rf"^precision={prec} tokens=({tokens}) seed=0 rank=0 .* "
+                                r"arm=grouped_decode variant=default ")  # fmt: skip
+            best = derive(min, "{:.1f}", *cells)
+            t.row(pname, count, base, *cells, over(best, base), history=HIST)
+    return t
+
+
+WIDE = f"{DAY}/call2/rows128.log"
+WIDE_KINDS = (
+    (
+        "dot m16 n128 k128 w4 s3 pdl tma r128 passes eb fc1",
+        "dot m16 n128 k128 w4 s3 pdl r128 passes eb fc1",
+        "fc1 wide, three stages",
+    ),
+    (
+        "dot m16 n128 k128 w4 s2 pdl tma r128 passes eb fc1",
+        "dot m16 n128 k128 w4 s2 pdl r128 passes eb fc1",
+        "fc1 wide, two stages",
+    ),
+    (
+        "dot m16 n128 k64 w4 s4 pdl tma r96 passes eb fc1",
+        "dot m16 n128 k64 w4 s4 pdl r96 passes eb fc1",
+        "fc1 wide, half steps, four stages",
+    ),
+)
+
+
+def wide_fc1(r: Records) -> Table:
+    return _tile_table(
+        r,
+        "wide_fc1",
+        """\
+The grouped tile's fc1 on 128-row blocks (one warpgroup, two 64-row MMAs a step; fc2's 2,880
+rows keep 64): `PYTHONPATH=$PWD python3 tools/bench_grouped_decode.py OUT --tokens 16,32,64
+--seeds 0,1 --rank 0,1
+--variants=dot:-:128:-:-:-:-:1:128:-:-:1,dot:-:128:64:-:4:-:1:96:-:-:1,dot:-:128:-:-:2:-:1:128:-:-:1
+--variant-tokens 16,32,64` (second call; the twelfth field, new, gives the variant to fc1 only),
+one pass a program, each step checked against the reference and the sentinels first. Offline
+sm_90a (`offline/sass_tiles.log`): the wide tile's weight loop takes 3.6 instructions a byte
+(FP8) and 6.7 (MXFP4) against 4.4 and 8.6, on 128 registers, 4 programs an SM against 6.
+Derived: a cell = the mean over the two draws of the slower rank's step, us; "best change" = the
+fastest variant / the arm's - 1. Fewer instructions a byte on fewer programs are not faster: the
+one mean below the arm's (FP8 at 16 tokens, 64-value steps) is slower in one of its two draws
+(126.9 against 125.4 us). Not shipped.""",
+        WIDE,
+        WIDE_KINDS,
+    )
+
+
+HALF = f"{DAY}/call3/k64.log"
+HALF_KINDS = tuple(
+    (f"dot m16 n64 k64 w4 s{s} pdl tma r{g} passes eb",
+     f"dot m16 n64 k64 w4 s{s} pdl r{g} passes eb", label)
+    for s, g, label in ((4, 64, "four stages, capped low"), (5, 64, "five stages, capped low"),
+                        (6, 64, "six stages, capped low"), (4, 72, "four stages, capped higher"))
+)  # fmt: skip
+
+
+def half_steps(r: Records) -> Table:
+    return _tile_table(
+        r,
+        "half_steps",
+        """\
+The grouped tile's one pass a program on 64-value steps, capped at 64 or 72 registers: sm_90a
+(`offline/sass_tiles.log`) FP8 64 registers and no spills, 8 programs an SM on 4 or 5 stages (6
+on 6), against the arm's 6 on 128-value steps; MXFP4 spills a little at 64. `PYTHONPATH=$PWD
+python3 tools/bench_grouped_decode.py OUT --tokens 16,32,64 --seeds 0,1 --rank 0,1
+--variants=dot:-:-:64:-:4:-:1:64,dot:-:-:64:-:5:-:1:64,dot:-:-:64:-:6:-:1:64,dot:-:-:64:-:4:-:1:72
+--variant-tokens 16,32,64` (third call), both stages, each step checked first. Derived as
+`wide_fc1`. A third more warps an SM do not make up for 64-byte rows a step: FP8 4-11% slower
+(fc2 alone 52-66 against 48 us at 64 tokens), MXFP4 39-60%. Not shipped.""",
+        HALF,
+        HALF_KINDS,
+    )
+
+
+TABLES = [token_programs, wide_fc1, half_steps]
