@@ -69,7 +69,7 @@ def act() -> None:
 
 
 def grouped(fmt: str = "fp8", tokens: int = 64) -> None:
-    from moebench.kernels.grouped_gemv import grouped_gemv
+    from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
     from moebench.kernels.grouped_launch import default_launch
 
     torch.manual_seed(0)
@@ -91,9 +91,15 @@ def grouped(fmt: str = "fp8", tokens: int = 64) -> None:
     o = torch.empty(tokens, K, D, device=dev, dtype=torch.bfloat16)
     shape = dict(tokens=tokens, top_k=K, experts=E, pdl=True)
     l1, l2 = default_launch(fmt, columns=2 * F, **shape), default_launch(fmt, columns=D, **shape)
+    # The scales as the arm hands them to the MXFP4 tile (arms/decode/grouped_decode.py,
+    # tiles_scales): rows on 16-byte boundaries, and their largest byte for the folded decode.
+    if fmt == "mxfp4":
+        s1, s2 = word_aligned_scales(s1), word_aligned_scales(s2)
+    m1, m2 = max_scale_byte(s1), max_scale_byte(s2)
     for _ in range(3):
-        grouped_gemv(x, ids, w1, s1, b1, a, expert_offset=0, launch=l1, glu="swiglu_oai")
-        grouped_gemv(a, ids, w2, s2, b2, o, expert_offset=0, launch=l2)
+        grouped_gemv(x, ids, w1, s1, b1, a, expert_offset=0, launch=l1, glu="swiglu_oai",
+                     max_scale_byte=m1)  # fmt: skip
+        grouped_gemv(a, ids, w2, s2, b2, o, expert_offset=0, launch=l2, max_scale_byte=m2)
     torch.cuda.synchronize()
 
 

@@ -1,7 +1,7 @@
 """docs/PERF.md's generated tables of the fourteenth H200 session (2026-12-04, issue 28): the
 sparse FP8 GEMV with one program a (row block, token) serving every slot of the token, and two
 launches of the grouped tile (fc1 on 128-row blocks; one pass on 64-value steps, 8 programs an
-SM), all measured slower than the arm's.
+SM), all measured slower than the arm's; the arms' decode kernels of today under Nsight Compute.
 
 As in perf_specs_latest.py: every figure a lookup in a stored record, every derived number a
 ``derive`` with its formula in the caption, no number of a cell's own.
@@ -10,8 +10,9 @@ As in perf_specs_latest.py: every figure a lookup in a stored record, every deri
 from __future__ import annotations
 
 import re
+from functools import partial
 
-from perf_cells import Table
+from perf_cells import Table, fill
 from perf_records import Derived, Figure, Records, derive, over
 from perf_specs_grouped import FORMATS
 
@@ -167,4 +168,90 @@ python3 tools/bench_grouped_decode.py OUT --tokens 16,32,64 --seeds 0,1 --rank 0
     )
 
 
-TABLES = [token_programs, wide_fc1, half_steps]
+NCU_NOW = {"fp8": f"{DAY}/call4/ncu_grouped.txt", "mxfp4": f"{DAY}/call4/ncu_grouped-mxfp4.txt",
+           "gemv": f"{DAY}/call4/ncu_gemv.txt"}  # fmt: skip
+STALLS_NOW = {"fp8": f"{DAY}/call4/stalls_grouped.txt",
+              "mxfp4": f"{DAY}/call4/stalls_grouped-mxfp4.txt",
+              "gemv": f"{DAY}/call4/stalls_gemv.txt"}  # fmt: skip
+# (record key, kernel, its launch as ncu prints it, label): the tile's fc1 and fc2 at 64 tokens,
+# the sparse FP8 GEMV's at one token.
+NCU_KERNELS = (
+    ("fp8", "_grouped_dot_fp8", r"\(90, 32, 1\)x\(128, 1, 1\)", "FP8 tile, fc1"),
+    ("fp8", "_grouped_dot_fp8", r"\(45, 32, 1\)x\(128, 1, 1\)", "FP8 tile, fc2"),
+    ("mxfp4", "_grouped_dot_mxfp4", r"\(90, 32, 1\)x\(128, 1, 1\)", "MXFP4 tile, fc1"),
+    ("mxfp4", "_grouped_dot_mxfp4", r"\(45, 32, 1\)x\(128, 1, 1\)", "MXFP4 tile, fc2"),
+    ("gemv", "_sparse_gemv_fp8", r"\(2880, 4, 1\)x\(32, 1, 1\)", "FP8 sparse GEMV, fc1"),
+    ("gemv", "_sparse_gemv_fp8", r"\(1440, 4, 1\)x\(32, 1, 1\)", "FP8 sparse GEMV, fc2"),
+)
+
+
+def _ncu_now(r: Records, path: str, kernel: str, launch: str, metric: str) -> Figure:
+    """A metric's value in the Nsight Compute text of one kernel, told apart by its launch."""
+    head = rf"{kernel} {launch}"
+    return r.text(path, head + r"[\s\S]*?^\s+" + metric + r"\s+(?:\S+\s+)?([\d.,]+)\s*$")
+
+
+def ncu_now(r: Records) -> Table:
+    t = Table(
+        name="ncu_now",
+        caption="""\
+The grouped decode's tile at 64 tokens and the sparse FP8 GEMV at one token as the arms launch
+them today, under Nsight Compute 2025.3.1 (fourth call: `ncu --clock-control none -k
+regex:_grouped_dot --launch-skip 4 --launch-count 2 --section SpeedOfLight --section
+MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats
+--section SchedulerStats python3 tools/ncu_kernels.py grouped` (and `grouped-mxfp4`; `-k
+regex:_sparse_gemv_fp8 ... gemv`), then the same launches with the stall metrics of `stalls_now`;
+`tools/ncu_kernels.py` now hands the MXFP4 tile its scales as the arm does, rows on 16-byte
+boundaries and their largest byte). The sixth session's `tile_ncu` took the tile of then (4
+programs an SM): FP8 fc1 3.00 and fc2 2.46 TB/s, now 3.27 and 3.08 inside the kernels (77% and
+72% of the 4.27 TB/s copy). "SM active": `sm__cycles_active.avg` over `gpc__cycles_elapsed.max`,
+the share of the kernel's cycles an SM holds any warp (second launch, same kernel). Derived: that
+ratio. fc2's SMs sit empty 13% (FP8 tile) and 24% (one-token GEMV) of their kernel's time: its
+launch's ramp and tail, where fc1's are 5% and 15%.""",
+        columns=["kernel", "duration us", "DRAM TB/s, of peak", "issued", "warps active, eligible",
+                 "registers", "waves an SM", "SM active"],
+    )  # fmt: skip
+    for key, kernel, launch, label in NCU_KERNELS:
+        m = partial(_ncu_now, r, NCU_NOW[key], kernel, launch)
+        s = partial(_ncu_now, r, STALLS_NOW[key], kernel, launch)
+        active = derive(lambda a, e: 100 * a / e, "{:.0f}%", s(r"sm__cycles_active\.avg"),
+                        s(r"gpc__cycles_elapsed\.max"))  # fmt: skip
+        t.row(label, m("Duration"),
+              fill("{}, {}%", m(r"Memory Throughput\s+Tbyte/s"), m(r"DRAM Throughput")),
+              m("Issued Warp Per Scheduler"),
+              fill("{}, {}", m("Active Warps Per Scheduler"), m("Eligible Warps Per Scheduler")),
+              m("Registers Per Thread"), m("Waves Per SM"), active, history=HIST)  # fmt: skip
+    return t
+
+
+STALL_REASONS = (("long scoreboard", "long_scoreboard"), ("wait", "wait"),
+                 ("math pipe throttle", "math_pipe_throttle"), ("barrier", "barrier"),
+                 ("short scoreboard", "short_scoreboard"), ("dispatch", "dispatch_stall"),
+                 ("not selected", "not_selected"))  # fmt: skip
+
+
+def stalls_now(r: Records) -> Table:
+    t = Table(
+        name="stalls_now",
+        caption="""\
+Where the warps of `ncu_now`'s kernels wait: each reason's average warps stalled per issued
+instruction (`smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio`; "selected" is 1
+by definition; mio throttle, not listed, is 0.10 for FP8's fc2 and 0.54-0.55 for MXFP4's, the
+others below 0.2 where they appear). The one-token GEMV waits on its loads (long scoreboard 4.5
+and 5.3); the FP8 tile on its loads first (2.3-2.4, against 1.05-1.31 in the sixth session's
+tile), then a busy pipe and fixed latencies; MXFP4's warps stand ready but not picked (not
+selected 1.75-1.89) and at the step's barrier (1.26-1.28): its schedulers, not its bytes, set its
+pace.""",
+        columns=["kernel", *(name for name, _ in STALL_REASONS), "instructions, of them wgmma"],
+    )  # fmt: skip
+    for key, kernel, launch, label in NCU_KERNELS:
+        s = partial(_ncu_now, r, STALLS_NOW[key], kernel, launch)
+        reasons = [s(rf"smsp__average_warps_issue_stalled_{k}_per_issue_active\.ratio")
+                   for _, k in STALL_REASONS]  # fmt: skip
+        t.row(label, *reasons,
+              fill("{}, {}", s(r"smsp__inst_executed\.sum"),
+                   s(r"sm__inst_executed_pipe_tensor_op_gmma\.sum")), history=HIST)  # fmt: skip
+    return t
+
+
+TABLES = [token_programs, wide_fc1, half_steps, ncu_now, stalls_now]
