@@ -188,6 +188,7 @@ def sparse(fmt: str, out: str, early_loads: bool) -> None:
              EARLY_LOADS=early_loads)  # fmt: skip
     if fmt == "fp8":
         fn, c["PEEL"] = sparse_gemv._sparse_gemv_fp8, False
+        c["TOKEN_ONCE"] = bn >= sparse_gemv.FP8_TOKEN_ONCE_FROM_ROWS
     else:
         fn = sparse_gemv._sparse_gemv_mxfp4
         c.update(GROUP_MAJOR=True, PTX=True)

@@ -83,6 +83,7 @@ def _sparse_gemv_fp8(
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
     PEEL: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr, EARLY_LOADS: tl.constexpr,
+    TOKEN_ONCE: tl.constexpr,
 ):  # fmt: skip
     pdl_launch_dependents(GDC and not LATE_TRIGGER)
     t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
@@ -96,13 +97,17 @@ def _sparse_gemv_fp8(
         bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
         scale = tl.load(ws_ptr + e64)
     # Tile [BLOCK_N, LANES, 16]: 16 consecutive weight bytes a lane (one 16-byte load), a warp
-    # across a row. The token row is read as int16 through a pointer tile broadcast over the rows
-    # so that it takes the weights' layout (no shared-memory shuffle); the loads are the same for
-    # every row and the compiler issues them once.
+    # across a row. The token row is read as int16, either through a pointer tile broadcast over
+    # the rows, so that it takes the weights' layout with no data movement (triton 3.6 then loads
+    # and widens it once a row: sm_90a, 2 rows, 8 of the loop's 12 16-byte loads), or with
+    # TOKEN_ONCE loaded once as [LANES, 16] and broadcast over the rows in registers, the compiler
+    # moving it into the weights' layout (2 rows: by warp shuffles, 365 instructions a step
+    # against 344; 4 rows: through 512 bytes of shared memory, 313 against 344).
     # With NUM_STAGES the loop is software-pipelined: the compiler copies the next NUM_STAGES - 1
     # steps' tiles into shared memory asynchronously (cp.async) while this one is computed, so the
     # bytes in flight no longer cost registers. The token row is then loaded once as [LANES, 16]
     # (a row-broadcast pointer tile would be copied BLOCK_N times into shared memory).
+    ONCE: tl.constexpr = TOKEN_ONCE or NUM_STAGES != 0
     LANES: tl.constexpr = BLOCK_K // 16
     rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
     offs = tl.arange(0, LANES)[:, None] * 16 + tl.arange(0, 16)[None, :]
@@ -120,7 +125,10 @@ def _sparse_gemv_fp8(
         k = k_lo + offs[None, :, :]
         w = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
         pdl_wait(GDC)
-        xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
+        if ONCE:
+            xv = tl.load(x_row + k_lo + offs, mask=k_lo + offs < k_hi, other=0)[None, :, :]
+        else:
+            xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
         acc += tl.sum(w.to(tl.float32) * xv.to(tl.bfloat16, bitcast=True).to(tl.float32), axis=2)
         k_first = k_lo + BLOCK_K
     else:
@@ -129,15 +137,15 @@ def _sparse_gemv_fp8(
         k = k0 + offs[None, :, :]
         if EVEN_K:
             w = tl.load(w_rows + k)
-            xv = tl.load(x_rows + k) if NUM_STAGES == 0 else tl.load(x_row + k0 + offs)
+            xv = tl.load(x_row + k0 + offs) if ONCE else tl.load(x_rows + k)
         else:
             w = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
-            if NUM_STAGES == 0:
-                xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
-            else:
+            if ONCE:
                 xv = tl.load(x_row + k0 + offs, mask=k0 + offs < k_hi, other=0)
+            else:
+                xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
         xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
-        if NUM_STAGES != 0:
+        if ONCE:
             xf = xf[None, :, :]
         acc += tl.sum(w.to(tl.float32) * xf, axis=2)
     pdl_launch_dependents(GDC and LATE_TRIGGER)
@@ -303,27 +311,31 @@ _check = checker("sparse_gemv")
 
 
 # From this many tokens the FP8 GEMV's one-warp program takes 4 rows at 512 bytes a row a step
-# (the same 64 bytes a lane a step as 2 rows at 1,024): half the programs, and each token value
-# loaded once for 4 rows instead of 2. Measured on the H200 (gpt-oss-20b EP2, the sparse step, six
-# routing draws, both ranks, the slower rank's step; docs/perf/2026-12-04-early-loads/): 4.5%
-# faster at 4 tokens (72.42 against 75.86 us, all six draws), 9.8% at 8, 11.2% at 16; at one token
-# 7.2% slower (33.55 against 31.31: fewer programs for the few experts), at 2 mixed (+0.6%); 2 rows
-# at 512 bytes the same as at 1,024. 32 and 64 tokens are the gated scenario's.
-FP8_FOUR_ROWS_FROM_TOKENS = 4
+# (the same 64 bytes a lane a step as 2 rows at 1,024): half the programs. H200, gpt-oss-20b EP2,
+# the sparse step, six routing draws, both ranks, the slower rank's step: with the token through
+# the row-broadcast tile 4.5% faster at 4 tokens (72.42 against 75.86 us), 9.8% at 8, 11.2% at 16,
+# +0.6% at 2, +7.2% at one (docs/perf/2026-12-04-early-loads/); with the token loaded once
+# (FP8_TOKEN_ONCE_FROM_ROWS) 3.8% faster than 2 rows at 2 tokens (42.76 against 44.47 us, all six
+# draws), 1.7% slower at one (docs/perf/2026-12-04-token-programs/).
+FP8_FOUR_ROWS_FROM_TOKENS = 2
+
+# From this many rows a program the FP8 plain loop loads the token's values once a step and
+# broadcasts them over its rows in registers (`_sparse_gemv_fp8`'s TOKEN_ONCE; the same bits).
+# Measured as above: at 4 rows 4.4% faster at 4 tokens (69.23 against 72.39 us), 4.9% at 8, 5.4%
+# at 16, all six draws each; at 2 rows (the values moved by warp shuffles) 1.3-15% slower.
+FP8_TOKEN_ONCE_FROM_ROWS = 4
 
 
 def default_blocks(fmt: str, tokens: int = 1) -> tuple[int, int, int]:
     """(BLOCK_N, BLOCK_K, warps) for ``tokens`` tokens, measured on the H200 at gpt-oss-20b
     decode shapes (docs/PERF.md, 2026-11-30, logs in docs/perf/2026-11-30-kernels/; FP8 from
-    FP8_FOUR_ROWS_FROM_TOKENS tokens, 2026-12-04).
+    FP8_FOUR_ROWS_FROM_TOKENS tokens: 4 rows at 512 bytes, 2026-12-04).
 
     FP8: one warp a program for 2 rows, 1,024 weight bytes a row a step (two 16-byte loads a lane
     in flight per row): gate_up 19.5-19.9 us and down 12.9-13.0 us at one token, against 21.6-22.0
     and 13.4-13.7 for 8 rows on 4 warps and 23.4 / 14.9 for the first default (16 rows, 512 /
-    1,024 bytes). The kernel is latency-bound (Nsight Compute: DRAM 48%, 1.09 waves); many small
-    programs keep more of the GPU busy to the end. The sums over a row's lanes are the same
-    for every choice here, so gate_up is bitwise equal to the first default; down differs in the
-    last fp32 bits (scale-free difference 7e-14).
+    1,024 bytes). Latency-bound (Nsight Compute: DRAM 48%); many small programs keep more of
+    the GPU busy to the end. A row's lane sums differ by blocks only in the last fp32 bits.
 
     MXFP4 (with the group-major tile, `sparse_gemv(group_major=...)`, on by default for MXFP4):
     16 rows on 4 warps, 1,024 values (512 bytes) a row a step: gate_up 21.2-21.3 us and down
@@ -360,13 +372,14 @@ def sparse_gemv(
     pdl_peel: bool = True,
     pdl_trigger: str = "start",
     early_loads: bool = True,
+    token_once: bool | None = None,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
     ``x`` is [T, R] (fc1: each slot reads its token) or [T, K, R] (fc2: each slot its own row);
     ``out`` is [T, K, N] or, with ``glu``, [T, K, N/2]. Both bf16, unit stride along the last
-    dimension. ``w``, ``w_scale`` and ``bias_EN`` as in the module docstring. Rows of ``out`` for
-    non-local slots are left untouched.
+    dimension. ``w``, ``w_scale`` and ``bias_EN`` as in the module docstring. Non-local slots'
+    rows of ``out`` are left untouched.
 
     Launch variants (the defaults are the kernel measured in docs/PERF.md):
     - ``num_stages``: software-pipeline the K loop that deep (cp.async into shared memory);
@@ -388,6 +401,8 @@ def sparse_gemv(
       at the end of every program. The same bits; the sparse step 0.7-1.3% faster at 1-4 tokens
       (H200, gpt-oss-20b EP2, six routing draws, both ranks, the slower rank's step: FP8 31.54
       against 31.90 us at one token; docs/perf/2026-12-04-early-loads/).
+    - ``token_once`` (FP8): the plain loop loads the token's values once a step, not once a row
+      (None: from FP8_TOKEN_ONCE_FROM_ROWS rows a program, `_sparse_gemv_fp8`). The same bits.
     """
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
@@ -433,6 +448,7 @@ def sparse_gemv(
         "pdl takes the plain loop: no num_stages, split_k or tensor_cores",
     )
     _check(pdl_trigger in ("start", "end"), f"pdl_trigger must be start or end: {pdl_trigger!r}")
+    _check(token_once is None or fmt == "fp8", "token_once is for FP8 weights only")
     gdc = pdl and HAS_PDL and out.is_cuda
     if T == 0 or K == 0 or E == 0:
         return
@@ -459,7 +475,8 @@ def sparse_gemv(
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
             bias_EN.stride(0), out.stride(0), out.stride(1), *part_args,
-            PEEL=pdl and pdl_peel, **common,
+            PEEL=pdl and pdl_peel, TOKEN_ONCE=bn >= FP8_TOKEN_ONCE_FROM_ROWS
+            if token_once is None else token_once, **common,
         )  # fmt: skip
     else:
         _sparse_gemv_mxfp4[grid](

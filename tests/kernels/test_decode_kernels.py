@@ -117,6 +117,12 @@ GEMV_CASES += [
         {"group_major": False, "split_k": 3, "num_stages": 2},
         id="mxfp4-row-major-split-3-pipelined",
     ),  # fmt: skip
+    # FP8's plain loop takes the token's values once a step from FP8_TOKEN_ONCE_FROM_ROWS rows
+    # (the test's 16 rows) and through the row-broadcast tile below; either way the same bits.
+    pytest.param("fp8", {"token_once": False}, id="fp8-token-through-row-tile"),
+    pytest.param("fp8", {"token_once": False, "pdl": True}, id="fp8-row-tile-pdl-peeled"),
+    pytest.param("fp8", {"token_once": True, "block_n": 2}, id="fp8-token-once-two-rows"),
+    pytest.param("fp8", {"token_once": True, "block_k": 256}, id="fp8-token-once-one-step"),
     pytest.param("mxfp4", {"tensor_cores": True}, id="mxfp4-tensor-cores"),
     pytest.param("mxfp4", {"tensor_cores": True, "block_k": 128}, id="mxfp4-tensor-cores-tail"),
     pytest.param(
@@ -171,9 +177,15 @@ def test_sparse_gemv_variants_match_the_default(fmt, variant):
 
 def test_fp8_blocks_follow_the_tokens():
     """FP8 takes 4 rows at 512 bytes a step from FP8_FOUR_ROWS_FROM_TOKENS tokens (measured on the
-    H200), 2 rows at 1,024 below; MXFP4 one tile at every count."""
-    from moebench.kernels.sparse_gemv import FP8_FOUR_ROWS_FROM_TOKENS, default_blocks
+    H200), 2 rows at 1,024 below, and the 4-row blocks load the token once a step
+    (FP8_TOKEN_ONCE_FROM_ROWS); MXFP4 one tile at every count."""
+    from moebench.kernels.sparse_gemv import (
+        FP8_FOUR_ROWS_FROM_TOKENS,
+        FP8_TOKEN_ONCE_FROM_ROWS,
+        default_blocks,
+    )
 
+    assert FP8_TOKEN_ONCE_FROM_ROWS == default_blocks("fp8", FP8_FOUR_ROWS_FROM_TOKENS)[0] > 2
     assert default_blocks("fp8", 1) == (2, 1024, 1)
     assert default_blocks("fp8", FP8_FOUR_ROWS_FROM_TOKENS - 1) == (2, 1024, 1)
     assert default_blocks("fp8", FP8_FOUR_ROWS_FROM_TOKENS) == (4, 512, 1)
@@ -298,6 +310,9 @@ def test_launchers_name_bad_arguments():
         sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
                     pdl=True, split_k=2)  # fmt: skip
     wm, sm, _ = quantised("mxfp4", torch.randn(2, 32, 64))
+    with pytest.raises(ValueError, match="token_once is for FP8"):
+        sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
+                    expert_offset=0, token_once=True)  # fmt: skip
     with pytest.raises(ValueError, match="block_n % 16 == 0"):
         sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
                     expert_offset=0, tensor_cores=True, block_n=8)  # fmt: skip

@@ -1,13 +1,15 @@
 """Scratch (issue 28, 2026-12-04, fourteenth session): the sparse decode step (fc1, fc2, combine;
 one CUDA graph, L2 flushed before each replay) with the arm's GEMV (a program a row block, slot
 and token) against `token_gemv.py` (a program a row block and token, every slot of the token in
-its K loop), FP8, gpt-oss-20b-decode-grouped's shapes, several routing draws and both ranks. Each
+its K loop) and `xonce_gemv.py` (the arm's, the token loaded once a step), FP8, gpt-oss-20b-decode-grouped's shapes, several routing draws and both ranks. Each
 step checked (reference gate, sentinels) and compared bit for bit with the arm's before it is
 timed; then the steps interleaved (moebench's clock), and fc1 and fc2 alone.
 
 Usage (GPU, repository root): PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/token_bench.py
 [--tokens 1,2,4] [--seeds 0,1,2,3] [--rank 0,1] [--variants 2:1024:2,2:512,4:512:1]
-(each variant BLOCK_N:BLOCK_K[:GROUP[:MAXNREG]], one warp, GROUP 0 or left out: every slot in
+(each variant BLOCK_N:BLOCK_K[:GROUP[:MAXNREG]], one warp, or x-BLOCK_N:BLOCK_K: the arm's GEMV
+with the token loaded once a step, `xonce_gemv.py`, or r-BLOCK_N:BLOCK_K: the package's GEMV with the
+token through the row-broadcast tile; GROUP 0 or left out: every slot in
 one pass, MAXNREG 0 or left out: no register cap;
 ``f1-`` before it: fc1 only, fc2 the arm's)
 """
@@ -15,6 +17,7 @@ one pass, MAXNREG 0 or left out: no register cap;
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import torch
@@ -34,6 +37,7 @@ from moebench.plan.inputs import decode_reference_output, make_tokens
 from moebench.routing.synthetic import local_counts
 from moebench.spec.load import load_scenario, scenario_with
 from token_gemv import token_gemv
+from xonce_gemv import xonce_gemv
 
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -55,6 +59,29 @@ def token_stages(
         else:
             token_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
                        block_n=bn, block_k=bk, group=group, maxnreg=cap, pdl=pdl)  # fmt: skip
+
+    def comb():
+        combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
+                     local_experts=p.local_experts, layout=ws.layout, pdl=pdl)  # fmt: skip
+
+    return tuple(Stage(name=n, run=f) for n, f in (("fc1", fc1), ("fc2", fc2), ("combine", comb)))
+
+
+def xonce_stages(ws: Workspace, bn: int, bk: int, row_tile: bool = False) -> tuple[Stage, ...]:
+    """The arm's step with `xonce_gemv.py`'s GEMV (the token loaded once a step) for fc1 and fc2,
+    or with ``row_tile`` the package's GEMV with the token through the row-broadcast tile
+    (`sparse_gemv(token_once=False)`, the arm's kernel before the token was loaded once)."""
+    p = ws.problem
+    off, pdl = p.expert_offset, pipeline.PDL.get(p.precision, False)
+    gemv = functools.partial(sparse_gemv, token_once=False) if row_tile else xonce_gemv
+
+    def fc1():
+        gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, expert_offset=off,
+             glu=p.activation, block_n=bn, block_k=bk, pdl=pdl)  # fmt: skip
+
+    def fc2():
+        gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
+             block_n=bn, block_k=bk, pdl=pdl)  # fmt: skip
 
     def comb():
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
@@ -95,6 +122,12 @@ def main():
                 ws = Workspace(prob, layout="TKD")
                 steps["arm"] = (ws, arm.build(ws))
                 for item in filter(None, a.variants.split(",")):
+                    if item.startswith(("x-", "r-")):
+                        bn, bk = map(int, item[2:].split(":"))
+                        ws = Workspace(prob, layout="TKD")
+                        name = f"{'xonce' if item[0] == 'x' else 'rowtile'}{bn}k{bk}"
+                        steps[name] = (ws, xonce_stages(ws, bn, bk, item[0] == "r"))
+                        continue
                     fc1_only = item.startswith("f1-")
                     bn, bk, *g = map(int, item.removeprefix("f1-").split(":"))
                     group, cap = (g + [0, 0])[:2]
