@@ -268,9 +268,10 @@ w8a16 --blocks 4:1024:1,4:512:1,2:2048:1,8:512:1` (ninth call) and `--tokens 4,8
 4:512:1,2:512:1` (tenth call), each step checked against the reference and the sentinels (other
 blocks sum a row's lanes in another order: held to the tolerance). Derived: a cell = the mean
 over the six draws of the slower rank's step, us; at 4 tokens from the tenth call. Four rows at
-512 bytes a step (the same 64 bytes a lane a step, half the programs, each token value loaded
-once for four rows) win from 4 tokens in every draw and lose at one token; the arm takes them
-from 4 tokens (bbf7325, FP8_FOUR_ROWS_FROM_TOKENS).""",
+512 bytes a step (the same 64 bytes a lane a step, half the programs; each token value loaded
+once for four rows, as read then: triton 3.6 loads it once a row, `token_once`) win from 4 tokens
+in every draw and lose at one token; the arm took them from 4 tokens (bbf7325), from 2 since the
+fourteenth session (FP8_FOUR_ROWS_FROM_TOKENS).""",
         columns=["launch", "1 token", "2 tokens", "4 tokens", "8 tokens", "16 tokens"],
     )  # fmt: skip
     for kind, label in BLOCK_KINDS:

@@ -122,14 +122,15 @@ def _sparse_gemv_fp8(
         # The first step's weights are loaded before the wait for the previous kernel (they are
         # constant), then its token values after it; the sum is the loop's first step, so the
         # bits are the plain loop's (plain loop only: NUM_STAGES == 0).
-        k = k_lo + offs[None, :, :]
-        w = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
+        # Names of their own: compiled, a name the loop assigns is carried through it, one shape.
+        k1 = k_lo + offs[None, :, :]
+        w1 = tl.load(w_rows + k1, mask=k1 < k_hi, other=0.0)
         pdl_wait(GDC)
         if ONCE:
-            xv = tl.load(x_row + k_lo + offs, mask=k_lo + offs < k_hi, other=0)[None, :, :]
+            x1 = tl.load(x_row + k_lo + offs, mask=k_lo + offs < k_hi, other=0)[None, :, :]
         else:
-            xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
-        acc += tl.sum(w.to(tl.float32) * xv.to(tl.bfloat16, bitcast=True).to(tl.float32), axis=2)
+            x1 = tl.load(x_rows + k1, mask=k1 < k_hi, other=0)
+        acc += tl.sum(w1.to(tl.float32) * x1.to(tl.bfloat16, bitcast=True).to(tl.float32), axis=2)
         k_first = k_lo + BLOCK_K
     else:
         pdl_wait(GDC)
@@ -316,13 +317,13 @@ _check = checker("sparse_gemv")
 # the row-broadcast tile 4.5% faster at 4 tokens (72.42 against 75.86 us), 9.8% at 8, 11.2% at 16,
 # +0.6% at 2, +7.2% at one (docs/perf/2026-12-04-early-loads/); with the token loaded once
 # (FP8_TOKEN_ONCE_FROM_ROWS) 3.8% faster than 2 rows at 2 tokens (42.76 against 44.47 us, all six
-# draws), 1.7% slower at one (docs/perf/2026-12-04-token-programs/).
+# draws), 1.6% slower at one (docs/perf/2026-12-04-token-programs/).
 FP8_FOUR_ROWS_FROM_TOKENS = 2
 
 # From this many rows a program the FP8 plain loop loads the token's values once a step and
 # broadcasts them over its rows in registers (`_sparse_gemv_fp8`'s TOKEN_ONCE; the same bits).
 # Measured as above: at 4 rows 4.4% faster at 4 tokens (69.23 against 72.39 us), 4.9% at 8, 5.4%
-# at 16, all six draws each; at 2 rows (the values moved by warp shuffles) 1.3-15% slower.
+# at 16, all six draws each; at 2 rows (the values moved by warp shuffles) 1.3-1.6% slower at 1-2.
 FP8_TOKEN_ONCE_FROM_ROWS = 4
 
 
