@@ -35,18 +35,18 @@ TOKEN_KINDS = (
 )
 
 
-def _token_step(
-    r: Records, tokens: int, seed: int, rank: int, kind: str, log: str = TOKEN
-) -> Figure:
+def _token_step(r: Records, tokens: int, seed: int, rank: int, kind: str, log: str = TOKEN,
+                prec: str = "w8a16") -> Figure:  # fmt: skip
     """One step kind's time on one rank of one draw in a log of `scratch/token_bench.py`."""
-    head = rf"^w8a16 T={tokens} seed={seed} rank={rank} slots=\d+ touched=\d+ {kind}: ok=True "
+    head = rf"^{prec} T={tokens} seed={seed} rank={rank} slots=\d+ touched=\d+ {kind}: ok=True "
     return r.text(log, head + r".* step_us=(\S+)")
 
 
-def _token_mean(r: Records, tokens: int, kind: str, log: str = TOKEN) -> Derived:
+def _token_mean(r: Records, tokens: int, kind: str, log: str = TOKEN,
+                prec: str = "w8a16") -> Derived:  # fmt: skip
     """The mean over the six draws of the slower rank's step."""
-    worst = [derive(max, "{:.2f}", *(_token_step(r, tokens, s, k, kind, log) for k in (0, 1)))
-             for s in SEEDS]  # fmt: skip
+    worst = [derive(max, "{:.2f}", *(_token_step(r, tokens, s, k, kind, log, prec)
+                                     for k in (0, 1))) for s in SEEDS]  # fmt: skip
     return derive(mean, "{:.2f}", *worst)
 
 
@@ -358,11 +358,43 @@ Within the run sparse_decode is 9.0% below grouped_decode at 4 tokens and 25.1% 
     return t
 
 
+MXROW = f"{DAY}/call8/mxrow.log"
+MX_KINDS = (
+    ("arm", "the arm's: sixteen rows, the token's words through shared memory"),
+    ("rowtile16k1024", "sixteen rows, the token's words through the row tile"),
+    ("xonce8k1024", "eight rows, through shared memory"),
+    ("rowtile8k1024", "eight rows, through the row tile"),
+)
+
+
+def mx_row_tile(r: Records) -> Table:
+    t = Table(
+        name="mx_row_tile",
+        caption="""\
+MXFP4's sparse GEMV (group-major, 16 rows on 4 warps) with the token's bf16-pair words read
+through a pointer tile broadcast over the rows (`scratch/mx_rowtile_gemv.py`), against the arm's
+broadcast in registers, which triton 3.6 compiles to 8 STSM, 8 LDSM and 16 barriers a step
+(sm_90a; the row tile: none of them, 16 single-word loads, 80 registers against 95, 6 programs
+an SM against 5): `scratch/token_bench.py --precision w4a16 --tokens 1,2,4 --seeds
+0,1,2,3,4,5 --rank 0,1 --variants r-16:1024,r-8:1024,x-8:1024` (eighth call), each step checked
+against the reference and the sentinels first, bitwise the arm's at the same blocks. Derived: a
+cell = the mean over the six draws of the slower rank's step, us. The row tile is slower in
+every form (16 rows: 12-15%): the words' shared-memory round trip costs less than their
+repeated loads. Not shipped.""",
+        columns=["launch", "1 token", "2 tokens", "4 tokens"],
+    )  # fmt: skip
+    for kind, label in MX_KINDS:
+        cells = [_token_mean(r, n, kind, MXROW, "w4a16") for n in (1, 2, 4)]
+        t.row(label, *cells, history=HIST)
+    return t
+
+
 TABLES = [
     token_once,
     token_once_run,
     token_once_step,
     token_programs,
+    mx_row_tile,
     wide_fc1,
     half_steps,
     ncu_now,

@@ -9,7 +9,8 @@ Usage (GPU, repository root): PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/token_b
 [--tokens 1,2,4] [--seeds 0,1,2,3] [--rank 0,1] [--variants 2:1024:2,2:512,4:512:1]
 (each variant BLOCK_N:BLOCK_K[:GROUP[:MAXNREG]], one warp, or x-BLOCK_N:BLOCK_K: the arm's GEMV
 with the token loaded once a step, `xonce_gemv.py`, or r-BLOCK_N:BLOCK_K: the package's GEMV with the
-token through the row-broadcast tile; GROUP 0 or left out: every slot in
+token through the row-broadcast tile (MXFP4, ``--precision w4a16``: `mx_rowtile_gemv.py`, the token's
+words through the row tile; x-: the package's GEMV at those blocks); GROUP 0 or left out: every slot in
 one pass, MAXNREG 0 or left out: no register cap;
 ``f1-`` before it: fc1 only, fc2 the arm's)
 """
@@ -37,6 +38,7 @@ from moebench.plan.inputs import decode_reference_output, make_tokens
 from moebench.routing.synthetic import local_counts
 from moebench.spec.load import load_scenario, scenario_with
 from token_gemv import token_gemv
+from mx_rowtile_gemv import mx_rowtile_gemv
 from xonce_gemv import xonce_gemv
 
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -73,7 +75,10 @@ def xonce_stages(ws: Workspace, bn: int, bk: int, row_tile: bool = False) -> tup
     (`sparse_gemv(token_once=False)`, the arm's kernel before the token was loaded once)."""
     p = ws.problem
     off, pdl = p.expert_offset, pipeline.PDL.get(p.precision, False)
-    gemv = functools.partial(sparse_gemv, token_once=False) if row_tile else xonce_gemv
+    if p.precision == "w4a16":  # MXFP4: the token's words through the row tile, or the arm's
+        gemv = mx_rowtile_gemv if row_tile else sparse_gemv
+    else:
+        gemv = functools.partial(sparse_gemv, token_once=False) if row_tile else xonce_gemv
 
     def fc1():
         gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, expert_offset=off,

@@ -11,9 +11,16 @@ the token once)."""
 
 import triton
 import triton.language as tl
-from moebench.kernels.gemv_parts import gemv_epilogue, k_range, program_expert, row_bias, store_partial
+from moebench.kernels.gemv_parts import (
+    gemv_epilogue,
+    k_range,
+    program_expert,
+    row_bias,
+    store_partial,
+)
 from moebench.kernels.jit import HAS_PDL, pdl_launch_dependents, pdl_wait
 from moebench.kernels.launch import check_slot_operands, checker
+
 
 @triton.jit
 def _xonce_gemv_fp8(
@@ -87,8 +94,6 @@ def _xonce_gemv_fp8(
                       BLOCK_N, EXACT_RNE)  # fmt: skip
     else:
         store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
-
-
 
 
 _check = checker("xonce_gemv")
