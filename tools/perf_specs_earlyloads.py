@@ -336,20 +336,26 @@ grouped stays the faster (2,445.4 against 3,047.8).""",
         columns=["case, arm", "P50 before", "P50 now", "change", "P90 before", "P90 now",
                  "change"],
     )  # fmt: skip
-    section = "Model step"
-    for tokens, before_case, now_case in ((4, "c001", "c000"), (8, None, "c001")):
+    plan = (("four", 4, "c001", "c000"), ("eight", 8, None, "c001"))
+    return step_rows(r, t, STEP_BEFORE, STEP_NOW, plan, HIST)
+
+
+def step_rows(r: Records, t: Table, before_run: str, now_run: str, plan, history: str) -> Table:
+    """FP8 step-regime rows, one an (token count, decode arm): P50 and P90 before, now and their
+    change, from two runs' "Model step" sections. ``plan``: (the count in words, tokens, the
+    case's index before or None where that run has no such case, its index now)."""
+    for words, tokens, before_case, now_case in plan:
+        case = f"-precision=w8a16-tokens_per_rank={tokens}"
         for arm in ("sparse_decode", "grouped_decode", "dense_decode"):
             cells: list = []
             for column in ("P50 us", "P90 us"):
-                case = f"-precision=w8a16-tokens_per_rank={tokens}"
-                n = r.cell(STEP_NOW, section, column, case=now_case + case, arm=arm)
+                n = r.cell(now_run, "Model step", column, case=now_case + case, arm=arm)
                 if before_case is None:
                     cells += ["-", n, "-"]
                     continue
-                b = r.cell(STEP_BEFORE, section, column, case=before_case + case, arm=arm)
+                b = r.cell(before_run, "Model step", column, case=before_case + case, arm=arm)
                 cells += [b, n, over(n, b)]
-            label = f"FP8, {'four' if tokens == 4 else 'eight'} tokens, {arm}"
-            t.row(label, *cells, history=HIST)
+            t.row(f"FP8, {words} tokens, {arm}", *cells, history=history)
     return t
 
 

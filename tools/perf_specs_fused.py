@@ -228,10 +228,15 @@ taken).""",
 _NCU_GRID = {"fc1": "90, 16, 1", "fc2": "45, 16, 1"}
 
 
+def ncu_metric(r: Records, path: str, head: str, metric: str) -> Figure:
+    """A metric's value in Nsight Compute text: the first line naming ``metric`` after the
+    kernel line ``head`` matches (its name and launch)."""
+    return r.text(path, head + r"[\s\S]*?^\s+" + metric + r"\s+(?:\S+\s+)?([\d.,]+)\s*$")
+
+
 def _ncu(r: Records, path: str, kernel: str, stage: str, metric: str) -> Figure:
     """A metric's value in the Nsight Compute text of one kernel (its grid names the stage)."""
-    head = rf"{kernel} \({_NCU_GRID[stage]}\)x\(128, 1, 1\)"
-    return r.text(path, head + r"[\s\S]*?^\s+" + metric + r"\s+(?:\S+\s+)?([\d.,]+)\s*$")
+    return ncu_metric(r, path, rf"{kernel} \({_NCU_GRID[stage]}\)x\(128, 1, 1\)", metric)
 
 
 def tile_ncu(r: Records) -> Table:

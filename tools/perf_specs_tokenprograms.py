@@ -14,7 +14,8 @@ from functools import partial
 
 from perf_cells import Table, fill
 from perf_records import Derived, Figure, Records, derive, over
-from perf_specs_earlyloads import RUN_FOUR, _run_pair
+from perf_specs_earlyloads import RUN_FOUR, _run_pair, step_rows
+from perf_specs_fused import ncu_metric
 from perf_specs_grouped import FORMATS, TOKENS
 
 DAY = "2026-12-04-token-programs"
@@ -192,8 +193,7 @@ NCU_KERNELS = (
 
 def _ncu_now(r: Records, path: str, kernel: str, launch: str, metric: str) -> Figure:
     """A metric's value in the Nsight Compute text of one kernel, told apart by its launch."""
-    head = rf"{kernel} {launch}"
-    return r.text(path, head + r"[\s\S]*?^\s+" + metric + r"\s+(?:\S+\s+)?([\d.,]+)\s*$")
+    return ncu_metric(r, path, rf"{kernel} {launch}", metric)
 
 
 def ncu_now(r: Records) -> Table:
@@ -341,21 +341,8 @@ Within the run sparse_decode is 9.0% below grouped_decode at 4 tokens and 25.1% 
         columns=["case, arm", "P50 before", "P50 now", "change", "P90 before", "P90 now",
                  "change"],
     )  # fmt: skip
-    section = "Model step"
-    for tokens, before_case, now_case in ((2, None, "c000"), (4, "c000", "c001")):
-        for arm in ("sparse_decode", "grouped_decode", "dense_decode"):
-            cells: list = []
-            for column in ("P50 us", "P90 us"):
-                case = f"-precision=w8a16-tokens_per_rank={tokens}"
-                n = r.cell(STEP_NOW, section, column, case=now_case + case, arm=arm)
-                if before_case is None:
-                    cells += ["-", n, "-"]
-                    continue
-                b = r.cell(STEP_BEFORE, section, column, case=before_case + case, arm=arm)
-                cells += [b, n, over(n, b)]
-            label = f"FP8, {'two' if tokens == 2 else 'four'} tokens, {arm}"
-            t.row(label, *cells, history=HIST)
-    return t
+    plan = (("two", 2, None, "c000"), ("four", 4, "c000", "c001"))
+    return step_rows(r, t, STEP_BEFORE, STEP_NOW, plan, HIST)
 
 
 MXROW = f"{DAY}/call8/mxrow.log"
