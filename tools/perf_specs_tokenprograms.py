@@ -376,12 +376,47 @@ repeated loads. Not shipped.""",
     return t
 
 
+MXWARP = f"{DAY}/call9/mxwarp.log"
+MXWARP_KINDS = (
+    ("early", "sixteen rows, four warps (the arm's)"),
+    ("n8k1024w2", "eight rows, two warps"),
+    ("n8k1024w1", "eight rows, one warp"),
+    ("n8k512w1", "eight rows, one warp, half the step"),
+    ("n4k1024w1", "four rows, one warp"),
+    ("n2k1024w1", "two rows, one warp"),
+)
+
+
+def mx_warps(r: Records) -> Table:
+    t = Table(
+        name="mx_warps",
+        caption="""\
+MXFP4's sparse GEMV on one or two warps a program, where the token's words need no shared-memory
+round trip (sm_90a: no barrier in the loop on one warp; 4 rows on one warp 64 registers, 32
+programs an SM), against the arm's 16 rows on 4 warps: `PYTHONPATH=$PWD:$PWD/tools:DIR python3
+DIR/early_bench.py --tokens 1,2,4 --seeds 0,1,2,3,4,5 --rank 0,1 --precisions w4a16 --blocks
+4:1024:1,8:1024:1,8:512:1,8:1024:2,2:1024:1 --blocks-precisions w4a16` (ninth call; DIR the
+thirteenth session's scratch, docs/perf/2026-12-04-early-loads/scratch/), each step checked
+against the reference and the sentinels first. Derived: a cell = the mean over the six draws of
+the slower rank's step, us. Every other launch is slower at 1-4 tokens (at best 4.0% at one
+token, 5.3% at 2, 4.9% at 4): not shipped. With FP8's sparse step faster since this session, MXFP4's
+best arm at 4 tokens (sparse 70.16 us in `token_once_run`'s run, grouped 70.21) is above FP8's
+(sparse 67.63).""",
+        columns=["launch", "1 token", "2 tokens", "4 tokens"],
+    )  # fmt: skip
+    for kind, label in MXWARP_KINDS:
+        cells = [_token_mean(r, n, kind, MXWARP, "w4a16") for n in (1, 2, 4)]
+        t.row(label, *cells, history=HIST)
+    return t
+
+
 TABLES = [
     token_once,
     token_once_run,
     token_once_step,
     token_programs,
     mx_row_tile,
+    mx_warps,
     wide_fc1,
     half_steps,
     ncu_now,
