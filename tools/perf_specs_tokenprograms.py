@@ -13,7 +13,7 @@ import re
 from functools import partial
 
 from perf_cells import Table, fill
-from perf_records import Derived, Figure, Records, derive, over
+from perf_records import Derived, Figure, Records, derive, over, ratio
 from perf_specs_earlyloads import RUN_FOUR, _run_pair, step_rows
 from perf_specs_fused import ncu_metric
 from perf_specs_grouped import FORMATS, TOKENS
@@ -410,10 +410,52 @@ best arm at 4 tokens (sparse 70.16 us in `token_once_run`'s run, grouped 70.21) 
     return t
 
 
+STEP_MX = f"{DAY}/call10/step2_mx.md"
+
+
+def mx_step(r: Records) -> Table:
+    t = Table(
+        name="mx_step",
+        caption="""\
+MXFP4 against FP8 in the step regime at 2 and 4 tokens: `scratch/step2_mx.yaml` (`step2.yaml`
+with MXFP4 weights) through `moebench run` (tenth call, 80 s, d6dcddf's tree; every gate passed,
+82 pass, 10 skip) beside `token_once_step`'s FP8 run (seventh call, the same kernels). P50 of the
+step with its exact 95% order-statistic interval, us. Derived: "MXFP4 / FP8" = the two P50s'
+ratio. The best arms are the same within their intervals at both counts (at 4 tokens MXFP4's
+grouped 1,709.8 against FP8's sparse 1,697.7, at 2 both sparse, 1,080.7 against 1,083.1): in the
+step regime as in the ffn regime's gated run, MXFP4's best arm is no longer below FP8's at 4
+tokens. Two runs of two device calls: the cross-run drift of `token_once_step` (5% on dense)
+applies.""",
+        columns=["case, arm", "MXFP4 P50", "FP8 P50", "MXFP4 / FP8"],
+    )  # fmt: skip
+    for words, tokens, mx_case, fp8_case in (
+        ("two", 2, "c000", "c000"),
+        ("four", 4, "c001", "c001"),
+    ):
+        for arm in ("sparse_decode", "grouped_decode", "dense_decode"):
+            mx = r.cell(
+                STEP_MX,
+                "Model step",
+                "P50 us",
+                case=f"{mx_case}-precision=w4a16-tokens_per_rank={tokens}",
+                arm=arm,
+            )
+            fp8 = r.cell(
+                STEP_NOW,
+                "Model step",
+                "P50 us",
+                case=f"{fp8_case}-precision=w8a16-tokens_per_rank={tokens}",
+                arm=arm,
+            )
+            t.row(f"{words} tokens, {arm}", mx, fp8, ratio(mx, fp8), history=HIST)  # fmt: skip
+    return t
+
+
 TABLES = [
     token_once,
     token_once_run,
     token_once_step,
+    mx_step,
     token_programs,
     mx_row_tile,
     mx_warps,
