@@ -14,7 +14,7 @@ from functools import partial
 
 from perf_cells import Table, fill
 from perf_records import Derived, Figure, Records, derive, over, ratio
-from perf_specs_earlyloads import RUN_FOUR, _run_pair, step_rows
+from perf_specs_earlyloads import RUN_FOUR, _early_step, _mean_slowest, _run_pair, step_rows
 from perf_specs_fused import ncu_metric
 from perf_specs_grouped import FORMATS, TOKENS
 
@@ -34,21 +34,6 @@ TOKEN_KINDS = (
     ("tok4k512g1r64", "four rows, one slot a pass, capped"),
     ("f1-tok2k1024g1r64", "fc1 only a program a token (capped), fc2 the arm's"),
 )
-
-
-def _token_step(r: Records, tokens: int, seed: int, rank: int, kind: str, log: str = TOKEN,
-                prec: str = "w8a16") -> Figure:  # fmt: skip
-    """One step kind's time on one rank of one draw in a log of `scratch/token_bench.py`."""
-    head = rf"^{prec} T={tokens} seed={seed} rank={rank} slots=\d+ touched=\d+ {kind}: ok=True "
-    return r.text(log, head + r".* step_us=(\S+)")
-
-
-def _token_mean(r: Records, tokens: int, kind: str, log: str = TOKEN,
-                prec: str = "w8a16") -> Derived:  # fmt: skip
-    """The mean over the six draws of the slower rank's step."""
-    worst = [derive(max, "{:.2f}", *(_token_step(r, tokens, s, k, kind, log, prec)
-                                     for k in (0, 1))) for s in SEEDS]  # fmt: skip
-    return derive(mean, "{:.2f}", *worst)
 
 
 def token_programs(r: Records) -> Table:
@@ -71,8 +56,13 @@ Not shipped.""",
         columns=["launch", "empty step", "1 token", "2 tokens", "4 tokens"],
     )  # fmt: skip
     for kind, label in TOKEN_KINDS:
-        empty = _token_step(r, 1, 1, 0, kind)
-        t.row(label, empty, *(_token_mean(r, n, kind) for n in (1, 2, 4)), history=HIST)
+        empty = _early_step(r, TOKEN, "w8a16", 1, 1, 0, kind)
+        t.row(
+            label,
+            empty,
+            *(_mean_slowest(r, TOKEN, "w8a16", n, kind) for n in (1, 2, 4)),
+            history=HIST,
+        )
     return t
 
 
@@ -283,14 +273,14 @@ over the six draws of the slower rank's step, us; "change" = the arm's now / the
                  "sixth call: the arm now", "row tile, 2 rows", "row tile, 4 rows", "change"],
     )  # fmt: skip
     for tokens in (1, 2, 4, 8, 16):
-        then = _token_mean(r, tokens, "arm", XONCE)
-        now = _token_mean(r, tokens, "arm", AB)
-        rows2 = _token_mean(r, tokens, "rowtile2k1024", AB)
-        rows4 = _token_mean(r, tokens, "rowtile4k512", AB)
+        then = _mean_slowest(r, XONCE, "w8a16", tokens, "arm")
+        now = _mean_slowest(r, AB, "w8a16", tokens, "arm")
+        rows2 = _mean_slowest(r, AB, "w8a16", tokens, "rowtile2k1024")
+        rows4 = _mean_slowest(r, AB, "w8a16", tokens, "rowtile4k512")
         before = rows2 if tokens < 4 else rows4
         count = r.text(AB, rf"^w8a16 T=({tokens}) seed=0 rank=0 .* arm: ")
-        t.row(count, then, _token_mean(r, tokens, "xonce2k1024", XONCE),
-              _token_mean(r, tokens, "xonce4k512", XONCE), now, rows2, rows4,
+        t.row(count, then, _mean_slowest(r, XONCE, "w8a16", tokens, "xonce2k1024"),
+              _mean_slowest(r, XONCE, "w8a16", tokens, "xonce4k512"), now, rows2, rows4,
               over(now, before), history=HIST)  # fmt: skip
     return t
 
@@ -372,7 +362,7 @@ repeated loads. Not shipped.""",
         columns=["launch", "1 token", "2 tokens", "4 tokens"],
     )  # fmt: skip
     for kind, label in MX_KINDS:
-        cells = [_token_mean(r, n, kind, MXROW, "w4a16") for n in (1, 2, 4)]
+        cells = [_mean_slowest(r, MXROW, "w4a16", n, kind) for n in (1, 2, 4)]
         t.row(label, *cells, history=HIST)
     return t
 
@@ -406,7 +396,7 @@ best arm at 4 tokens (sparse 70.16 us in `token_once_run`'s run, grouped 70.21) 
         columns=["launch", "1 token", "2 tokens", "4 tokens"],
     )  # fmt: skip
     for kind, label in MXWARP_KINDS:
-        cells = [_token_mean(r, n, kind, MXWARP, "w4a16") for n in (1, 2, 4)]
+        cells = [_mean_slowest(r, MXWARP, "w4a16", n, kind) for n in (1, 2, 4)]
         t.row(label, *cells, history=HIST)
     return t
 

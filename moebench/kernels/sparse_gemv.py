@@ -472,12 +472,12 @@ def sparse_gemv(
     if gdc:
         common["launch_pdl"] = True
     if fmt == "fp8":
+        once = bn >= FP8_TOKEN_ONCE_FROM_ROWS if token_once is None else token_once
         _sparse_gemv_fp8[grid](
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
             bias_EN.stride(0), out.stride(0), out.stride(1), *part_args,
-            PEEL=pdl and pdl_peel, TOKEN_ONCE=bn >= FP8_TOKEN_ONCE_FROM_ROWS
-            if token_once is None else token_once, **common,
+            PEEL=pdl and pdl_peel, TOKEN_ONCE=once, **common,
         )  # fmt: skip
     else:
         _sparse_gemv_mxfp4[grid](
