@@ -72,6 +72,29 @@ from moebench.kernels.jit import (
     pdl_wait,
 )
 from moebench.kernels.launch import check_slot_operands, checker, describe
+from moebench.kernels.sparse_gemv_dot import _sparse_gemv_mxfp4_dot
+
+
+@triton.jit
+def _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, MASKED: tl.constexpr,
+              ONCE: tl.constexpr):  # fmt: skip
+    """One K step of `_sparse_gemv_fp8`: the [BLOCK_N, LANES, 16] weight tile at ``k0`` times the
+    token's values (``x_row`` once with ONCE, else the row-broadcast ``x_rows``), each lane's 16
+    products summed into ``acc``. MASKED: values at ``k_hi`` and past it read as zeros."""
+    k = k0 + offs[None, :, :]
+    if MASKED:
+        w = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
+        if ONCE:
+            xv = tl.load(x_row + k0 + offs, mask=k0 + offs < k_hi, other=0)
+        else:
+            xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
+    else:
+        w = tl.load(w_rows + k)
+        xv = tl.load(x_row + k0 + offs) if ONCE else tl.load(x_rows + k)
+    xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
+    if ONCE:
+        xf = xf[None, :, :]
+    return acc + tl.sum(w.to(tl.float32) * xf, axis=2)
 
 
 @triton.jit
@@ -134,21 +157,15 @@ def _sparse_gemv_fp8(
         k_first = k_lo + BLOCK_K
     else:
         pdl_wait(GDC)
-    for k0 in tl.range(k_first, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-        k = k0 + offs[None, :, :]
-        if EVEN_K:
-            w = tl.load(w_rows + k)
-            xv = tl.load(x_row + k0 + offs) if ONCE else tl.load(x_rows + k)
-        else:
-            w = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
-            if ONCE:
-                xv = tl.load(x_row + k0 + offs, mask=k0 + offs < k_hi, other=0)
-            else:
-                xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
-        xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
-        if ONCE:
-            xf = xf[None, :, :]
-        acc += tl.sum(w.to(tl.float32) * xf, axis=2)
+    # Whole steps unmasked, the step that passes k_hi (R not a multiple of BLOCK_K) masked after
+    # them: the masks' zero fills and compares cost the loop 32 of its 344 instructions a step
+    # (sm_90a, 2 rows at 1,024 bytes; 25 of 313 at 4 rows). The same products in the same order.
+    k_main = k_hi if EVEN_K else k_first + tl.maximum(k_hi - k_first, 0) // BLOCK_K * BLOCK_K
+    for k0 in tl.range(k_first, k_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, False, ONCE)
+    if not EVEN_K:
+        if k_main < k_hi:
+            acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k_main, k_hi, True, ONCE)
     pdl_launch_dependents(GDC and LATE_TRIGGER)
     h = tl.sum(acc, axis=1)
     if SPLIT_K == 1:
@@ -159,6 +176,50 @@ def _sparse_gemv_fp8(
                       BLOCK_N, EXACT_RNE)  # fmt: skip
     else:
         store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
+
+
+@triton.jit
+def _mxfp4_step(acc, w_rows, s_rows, x_pairs, offs_g, offs_q, k0, k_hi, MASKED: tl.constexpr,
+                GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr):  # fmt: skip
+    """One K step of `_sparse_gemv_mxfp4` (its comments give the tile): the step's groups of
+    every row decoded, times the token's values, summed a group and scaled into ``acc``. MASKED:
+    groups at ``k_hi`` and past it read as zeros."""
+    g = k0 // 32 + offs_g
+    word = g[:, None] * 4 + offs_q[None, :]
+    g_ok = g < k_hi // 32
+    if GROUP_MAJOR:
+        w_at, s_at = w_rows + word[:, None, :], s_rows + g[:, None]
+        w_ok, s_ok = g_ok[:, None, None], g_ok[:, None]
+    else:
+        w_at, s_at = w_rows + word[None, :, :], s_rows + g[None, :]
+        w_ok, s_ok = g_ok[None, :, None], g_ok[None, :]
+    if MASKED:
+        w = tl.load(w_at, mask=w_ok, other=0)
+        s = tl.load(s_at, mask=s_ok, other=0)
+    else:
+        w = tl.load(w_at)
+        s = tl.load(s_at)
+    w_hi = w >> 16
+    part = tl.zeros(w.shape, dtype=tl.float32)
+    for j in tl.static_range(4):
+        if MASKED:
+            xp = tl.load(x_pairs + word * 4 + j, mask=g_ok[:, None], other=0)
+        else:
+            xp = tl.load(x_pairs + word * 4 + j)
+        x_lo = (xp << 16).to(tl.float32, bitcast=True)
+        x_hi = (xp & 0xFFFF0000).to(tl.float32, bitcast=True)
+        if GROUP_MAJOR:
+            x_lo, x_hi = x_lo[:, None, :], x_hi[:, None, :]
+        else:
+            x_lo, x_hi = x_lo[None, :, :], x_hi[None, :, :]
+        if j < 2:
+            lo, hi = e2m1_pair(w, j, PTX)
+        else:
+            lo, hi = e2m1_pair(w_hi, j - 2, PTX)
+        # Two separate updates keep each product a fused multiply-add.
+        part += lo * x_lo
+        part += hi * x_hi
+    return acc + tl.sum(part, axis=2) * e8m0_scale(s)
 
 
 @triton.jit
@@ -209,43 +270,16 @@ def _sparse_gemv_mxfp4(
         acc = tl.zeros([BLOCK_N, GROUPS], dtype=tl.float32)
     x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
     x_pairs = x_row.to(tl.pointer_type(tl.uint32))
-    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-        g = k0 // 32 + offs_g
-        word = g[:, None] * 4 + offs_q[None, :]
-        g_ok = g < k_hi // 32
-        if GROUP_MAJOR:
-            w_at, s_at = w_rows + word[:, None, :], s_rows + g[:, None]
-            w_ok, s_ok = g_ok[:, None, None], g_ok[:, None]
-        else:
-            w_at, s_at = w_rows + word[None, :, :], s_rows + g[None, :]
-            w_ok, s_ok = g_ok[None, :, None], g_ok[None, :]
-        if EVEN_K:
-            w = tl.load(w_at)
-            s = tl.load(s_at)
-        else:
-            w = tl.load(w_at, mask=w_ok, other=0)
-            s = tl.load(s_at, mask=s_ok, other=0)
-        w_hi = w >> 16
-        part = tl.zeros(w.shape, dtype=tl.float32)
-        for j in tl.static_range(4):
-            if EVEN_K:
-                xp = tl.load(x_pairs + word * 4 + j)
-            else:
-                xp = tl.load(x_pairs + word * 4 + j, mask=g_ok[:, None], other=0)
-            x_lo = (xp << 16).to(tl.float32, bitcast=True)
-            x_hi = (xp & 0xFFFF0000).to(tl.float32, bitcast=True)
-            if GROUP_MAJOR:
-                x_lo, x_hi = x_lo[:, None, :], x_hi[:, None, :]
-            else:
-                x_lo, x_hi = x_lo[None, :, :], x_hi[None, :, :]
-            if j < 2:
-                lo, hi = e2m1_pair(w, j, PTX)
-            else:
-                lo, hi = e2m1_pair(w_hi, j - 2, PTX)
-            # Two separate updates keep each product a fused multiply-add.
-            part += lo * x_lo
-            part += hi * x_hi
-        acc += tl.sum(part, axis=2) * e8m0_scale(s)
+    # Whole steps unmasked, the step that passes k_hi masked after them, as in the FP8 kernel
+    # (sm_90a: 753 instructions a step against 778 masked). The same products in the same order.
+    k_main = k_hi if EVEN_K else k_lo + tl.maximum(k_hi - k_lo, 0) // BLOCK_K * BLOCK_K
+    for k0 in tl.range(k_lo, k_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        acc = _mxfp4_step(acc, w_rows, s_rows, x_pairs, offs_g, offs_q, k0, k_hi, False,
+                          GROUP_MAJOR, PTX)  # fmt: skip
+    if not EVEN_K:
+        if k_main < k_hi:
+            acc = _mxfp4_step(acc, w_rows, s_rows, x_pairs, offs_g, offs_q, k_main, k_hi, True,
+                              GROUP_MAJOR, PTX)  # fmt: skip
     pdl_launch_dependents(GDC and LATE_TRIGGER)
     # Undo the 2^-14 of the fp16 placement (kernels.jit); kernels read no module globals.
     h = tl.sum(acc, axis=0 if GROUP_MAJOR else 1)
@@ -256,56 +290,6 @@ def _sparse_gemv_mxfp4(
                       BLOCK_N, EXACT_RNE)  # fmt: skip
     else:
         store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
-
-
-@triton.jit
-def _sparse_gemv_mxfp4_dot(
-    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
-    expert_offset, E, R,
-    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_se, stride_sn,
-    stride_be, stride_ot, stride_ok,
-    GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-    EXACT_RNE: tl.constexpr,
-):  # fmt: skip
-    """The MXFP4 GEMV on tensor cores: ``tl.dot_scaled`` of the [BLOCK_N, BLOCK_K] weight tile
-    (e2m1 with its e8m0 group scales, upcast to bf16 by the compiler) by the token as a
-    [BLOCK_K, 16] bf16 operand whose first column is the token and the rest zeros (the smallest
-    tile the instruction takes); column 0 of the fp32 product is the row sums. The decode is the
-    compiler's (about 10 SASS instructions a weight byte with tiles of 64+ rows, against 16 for
-    the CUDA-core loop of `_sparse_gemv_mxfp4`), and the loop's loads are software-pipelined
-    through shared memory. Products are exact in fp32 (bf16 operands); the tensor cores' sums run
-    in their own order, so the outputs match the CUDA-core kernel within the tolerance, and bit
-    for bit when every sum is exact. Scale byte 255 (NaN in the format) gives a non-finite
-    output, as in the CUDA-core kernel (``fast_math`` skips only the NaN select)."""
-    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
-    if (e < 0) | (e >= E):
-        return
-    e64 = e.to(tl.int64)
-    n_block = tl.program_id(0)
-    rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
-    kb = tl.arange(0, BLOCK_K // 2)
-    kg = tl.arange(0, BLOCK_K // 32)
-    kx = tl.arange(0, BLOCK_K)
-    first = tl.arange(0, 16)[None, :] == 0  # the token's column of the [BLOCK_K, 16] operand
-    w_tile = w_ptr + e64 * stride_we + rows64[:, None] * stride_wn + kb[None, :]
-    s_tile = ws_ptr + e64 * stride_se + rows64[:, None] * stride_sn + kg[None, :]
-    x_tile = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk + kx[:, None]
-    x_tile = x_tile + 0 * first  # [BLOCK_K, 16] pointers; only column 0 is read
-    acc = tl.zeros([BLOCK_N, 16], dtype=tl.float32)
-    for k0 in range(0, R, BLOCK_K):
-        if EVEN_K:
-            w = tl.load(w_tile + k0 // 2)
-            s = tl.load(s_tile + k0 // 32)
-            xv = tl.load(x_tile + k0, mask=first, other=0.0)
-        else:
-            w = tl.load(w_tile + k0 // 2, mask=(k0 // 2 + kb < R // 2)[None, :], other=0)
-            s = tl.load(s_tile + k0 // 32, mask=(k0 // 32 + kg < R // 32)[None, :], other=0)
-            xv = tl.load(x_tile + k0, mask=first & (k0 + kx < R)[:, None], other=0.0)
-        acc = tl.dot_scaled(w, s, "e2m1", xv, None, "bf16", acc, fast_math=True)
-    h = tl.sum(tl.where(first, acc, 0.0), axis=1)
-    bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
-    gemv_epilogue(h, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU, BLOCK_N,
-                  EXACT_RNE)  # fmt: skip
 
 
 _check = checker("sparse_gemv")
