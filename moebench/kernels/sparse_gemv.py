@@ -42,12 +42,13 @@ that a second kernel sums in slice order before the epilogue: more programs when
 experts are live, at the price of another launch and a different fp32 summation order.
 
 Budget, from sm_90a SASS of the default launches compiled offline with triton 3.6 and the launch's
-divisibility hints (docs/PERF.md, 2026-12-01 second session): the FP8 loop is 5.4 instructions a
-weight byte (64 registers at 2 rows, 1,024 bytes, one warp); the MXFP4 loop 12.2 a byte with the
-group-major tile and the PTX bit-select (80 registers at 16 rows, 1,024 values, 4 warps; 16.3 with
-the row-major tile and no PTX), most of it the integer decode, the fp16-to-fp32 widening and the
-FMAs. FP8 is bound by bytes (its step runs at 1.25x a kernel that only reads the same bytes);
-MXFP4 by instructions (under half the issue rate): its step is 3-5% faster than FP8's, not 2x.
+divisibility hints (docs/PERF.md, 2026-12-01 second session; whole steps unmasked since
+2026-12-04): the FP8 loop is 4.9 instructions a weight byte (64 registers at 2 rows, 1,024 bytes,
+one warp; 4.5 at 4 rows, 512 bytes); the MXFP4 loop 12.0 a byte with the group-major tile and the
+PTX bit-select (96 registers at 16 rows, 1,024 values, 4 warps; 16.3 with the row-major tile and
+no PTX), most of it the integer decode, the fp16-to-fp32 widening and the FMAs. FP8 is bound by
+bytes (its step runs at 1.25x a kernel that only reads the same bytes); MXFP4 by instructions
+(under half the issue rate): its step is 3-5% faster than FP8's, not 2x.
 """
 
 from __future__ import annotations
@@ -158,8 +159,8 @@ def _sparse_gemv_fp8(
     else:
         pdl_wait(GDC)
     # Whole steps unmasked, the step that passes k_hi (R not a multiple of BLOCK_K) masked after
-    # them: the masks' zero fills and compares cost the loop 32 of its 344 instructions a step
-    # (sm_90a, 2 rows at 1,024 bytes; 25 of 313 at 4 rows). The same products in the same order.
+    # them: the masks' zero fills and compares made the loop 344 instructions a step against 314
+    # (sm_90a, 2 rows at 1,024 bytes; 313 against 290 at 4 rows). The same products, same order.
     k_main = k_hi if EVEN_K else k_first + tl.maximum(k_hi - k_first, 0) // BLOCK_K * BLOCK_K
     for k0 in tl.range(k_first, k_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
         acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, False, ONCE)
@@ -271,7 +272,7 @@ def _sparse_gemv_mxfp4(
     x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
     x_pairs = x_row.to(tl.pointer_type(tl.uint32))
     # Whole steps unmasked, the step that passes k_hi masked after them, as in the FP8 kernel
-    # (sm_90a: 753 instructions a step against 778 masked). The same products in the same order.
+    # (sm_90a: 768 instructions a step against 778 masked). The same products in the same order.
     k_main = k_hi if EVEN_K else k_lo + tl.maximum(k_hi - k_lo, 0) // BLOCK_K * BLOCK_K
     for k0 in tl.range(k_lo, k_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
         acc = _mxfp4_step(acc, w_rows, s_rows, x_pairs, offs_g, offs_q, k0, k_hi, False,
