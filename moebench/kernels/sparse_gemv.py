@@ -107,7 +107,7 @@ def _sparse_gemv_fp8(
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
     PEEL: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr, EARLY_LOADS: tl.constexpr,
-    TOKEN_ONCE: tl.constexpr,
+    TOKEN_ONCE: tl.constexpr, WHOLE_STEPS: tl.constexpr,
 ):  # fmt: skip
     pdl_launch_dependents(GDC and not LATE_TRIGGER)
     t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
@@ -158,13 +158,18 @@ def _sparse_gemv_fp8(
         k_first = k_lo + BLOCK_K
     else:
         pdl_wait(GDC)
-    # Whole steps unmasked, the step that passes k_hi (R not a multiple of BLOCK_K) masked after
-    # them: the masks' zero fills and compares made the loop 344 instructions a step against 314
-    # (sm_90a, 2 rows at 1,024 bytes; 313 against 290 at 4 rows). The same products, same order.
-    k_main = k_hi if EVEN_K else k_first + tl.maximum(k_hi - k_first, 0) // BLOCK_K * BLOCK_K
+    # With WHOLE_STEPS the whole steps run unmasked and the step that passes k_hi (R not a
+    # multiple of BLOCK_K) masked after them, instead of every step masked: the masks' zero fills
+    # and compares make the loop 344 instructions a step against 314 (sm_90a, 2 rows at 1,024
+    # bytes; 313 against 290 at 4 rows). The same products in the same order.
+    if WHOLE_STEPS and not EVEN_K:
+        k_main = k_first + tl.maximum(k_hi - k_first, 0) // BLOCK_K * BLOCK_K
+    else:
+        k_main = k_hi
     for k0 in tl.range(k_first, k_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-        acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, False, ONCE)
-    if not EVEN_K:
+        acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, not EVEN_K and not WHOLE_STEPS,
+                        ONCE)  # fmt: skip
+    if WHOLE_STEPS and not EVEN_K:
         if k_main < k_hi:
             acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k_main, k_hi, True, ONCE)
     pdl_launch_dependents(GDC and LATE_TRIGGER)
@@ -177,50 +182,6 @@ def _sparse_gemv_fp8(
                       BLOCK_N, EXACT_RNE)  # fmt: skip
     else:
         store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
-
-
-@triton.jit
-def _mxfp4_step(acc, w_rows, s_rows, x_pairs, offs_g, offs_q, k0, k_hi, MASKED: tl.constexpr,
-                GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr):  # fmt: skip
-    """One K step of `_sparse_gemv_mxfp4` (its comments give the tile): the step's groups of
-    every row decoded, times the token's values, summed a group and scaled into ``acc``. MASKED:
-    groups at ``k_hi`` and past it read as zeros."""
-    g = k0 // 32 + offs_g
-    word = g[:, None] * 4 + offs_q[None, :]
-    g_ok = g < k_hi // 32
-    if GROUP_MAJOR:
-        w_at, s_at = w_rows + word[:, None, :], s_rows + g[:, None]
-        w_ok, s_ok = g_ok[:, None, None], g_ok[:, None]
-    else:
-        w_at, s_at = w_rows + word[None, :, :], s_rows + g[None, :]
-        w_ok, s_ok = g_ok[None, :, None], g_ok[None, :]
-    if MASKED:
-        w = tl.load(w_at, mask=w_ok, other=0)
-        s = tl.load(s_at, mask=s_ok, other=0)
-    else:
-        w = tl.load(w_at)
-        s = tl.load(s_at)
-    w_hi = w >> 16
-    part = tl.zeros(w.shape, dtype=tl.float32)
-    for j in tl.static_range(4):
-        if MASKED:
-            xp = tl.load(x_pairs + word * 4 + j, mask=g_ok[:, None], other=0)
-        else:
-            xp = tl.load(x_pairs + word * 4 + j)
-        x_lo = (xp << 16).to(tl.float32, bitcast=True)
-        x_hi = (xp & 0xFFFF0000).to(tl.float32, bitcast=True)
-        if GROUP_MAJOR:
-            x_lo, x_hi = x_lo[:, None, :], x_hi[:, None, :]
-        else:
-            x_lo, x_hi = x_lo[None, :, :], x_hi[None, :, :]
-        if j < 2:
-            lo, hi = e2m1_pair(w, j, PTX)
-        else:
-            lo, hi = e2m1_pair(w_hi, j - 2, PTX)
-        # Two separate updates keep each product a fused multiply-add.
-        part += lo * x_lo
-        part += hi * x_hi
-    return acc + tl.sum(part, axis=2) * e8m0_scale(s)
 
 
 @triton.jit
@@ -271,16 +232,46 @@ def _sparse_gemv_mxfp4(
         acc = tl.zeros([BLOCK_N, GROUPS], dtype=tl.float32)
     x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
     x_pairs = x_row.to(tl.pointer_type(tl.uint32))
-    # Whole steps unmasked, the step that passes k_hi masked after them, as in the FP8 kernel
-    # (sm_90a: 768 instructions a step against 778 masked). The same products in the same order.
-    k_main = k_hi if EVEN_K else k_lo + tl.maximum(k_hi - k_lo, 0) // BLOCK_K * BLOCK_K
-    for k0 in tl.range(k_lo, k_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-        acc = _mxfp4_step(acc, w_rows, s_rows, x_pairs, offs_g, offs_q, k0, k_hi, False,
-                          GROUP_MAJOR, PTX)  # fmt: skip
-    if not EVEN_K:
-        if k_main < k_hi:
-            acc = _mxfp4_step(acc, w_rows, s_rows, x_pairs, offs_g, offs_q, k_main, k_hi, True,
-                              GROUP_MAJOR, PTX)  # fmt: skip
+    # Every step masked: whole steps unmasked and the last one masked after them (the FP8
+    # kernel's WHOLE_STEPS) is 768 instructions a step against 778, but the step 3.5-4.6% slower
+    # at 1-8 tokens (H200, six draws; docs/perf/2026-12-04-unmasked-steps/).
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        g = k0 // 32 + offs_g
+        word = g[:, None] * 4 + offs_q[None, :]
+        g_ok = g < k_hi // 32
+        if GROUP_MAJOR:
+            w_at, s_at = w_rows + word[:, None, :], s_rows + g[:, None]
+            w_ok, s_ok = g_ok[:, None, None], g_ok[:, None]
+        else:
+            w_at, s_at = w_rows + word[None, :, :], s_rows + g[None, :]
+            w_ok, s_ok = g_ok[None, :, None], g_ok[None, :]
+        if EVEN_K:
+            w = tl.load(w_at)
+            s = tl.load(s_at)
+        else:
+            w = tl.load(w_at, mask=w_ok, other=0)
+            s = tl.load(s_at, mask=s_ok, other=0)
+        w_hi = w >> 16
+        part = tl.zeros(w.shape, dtype=tl.float32)
+        for j in tl.static_range(4):
+            if EVEN_K:
+                xp = tl.load(x_pairs + word * 4 + j)
+            else:
+                xp = tl.load(x_pairs + word * 4 + j, mask=g_ok[:, None], other=0)
+            x_lo = (xp << 16).to(tl.float32, bitcast=True)
+            x_hi = (xp & 0xFFFF0000).to(tl.float32, bitcast=True)
+            if GROUP_MAJOR:
+                x_lo, x_hi = x_lo[:, None, :], x_hi[:, None, :]
+            else:
+                x_lo, x_hi = x_lo[None, :, :], x_hi[None, :, :]
+            if j < 2:
+                lo, hi = e2m1_pair(w, j, PTX)
+            else:
+                lo, hi = e2m1_pair(w_hi, j - 2, PTX)
+            # Two separate updates keep each product a fused multiply-add.
+            part += lo * x_lo
+            part += hi * x_hi
+        acc += tl.sum(part, axis=2) * e8m0_scale(s)
     pdl_launch_dependents(GDC and LATE_TRIGGER)
     # Undo the 2^-14 of the fp16 placement (kernels.jit); kernels read no module globals.
     h = tl.sum(acc, axis=0 if GROUP_MAJOR else 1)
@@ -310,6 +301,14 @@ FP8_FOUR_ROWS_FROM_TOKENS = 2
 # Measured as above: at 4 rows 4.4% faster at 4 tokens (69.23 against 72.39 us), 4.9% at 8, 5.4%
 # at 16, all six draws each; at 2 rows (the values moved by warp shuffles) 1.3-1.6% slower at 1-2.
 FP8_TOKEN_ONCE_FROM_ROWS = 4
+
+# From this many rows a program the FP8 loop runs its whole steps unmasked and the step past R
+# masked after them (`_sparse_gemv_fp8`'s WHOLE_STEPS; the same bits). H200, gpt-oss-20b EP2, the
+# sparse step, six routing draws, both ranks, the slower rank's step, against every step masked
+# (docs/perf/2026-12-04-unmasked-steps/): at 4 rows (2 tokens and up) faster in every draw, 2.0%
+# at 2 tokens (42.23 against 43.09 us), 1.4% at 4, 1.5% at 8, 1.9% at 16; at 2 rows (one token)
+# 1.7% slower (32.30 against 31.75), slower in five draws of six.
+FP8_WHOLE_STEPS_FROM_ROWS = 4
 
 
 def default_blocks(fmt: str, tokens: int = 1) -> tuple[int, int, int]:
@@ -359,6 +358,7 @@ def sparse_gemv(
     pdl_trigger: str = "start",
     early_loads: bool = True,
     token_once: bool | None = None,
+    whole_steps: bool | None = None,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -389,6 +389,8 @@ def sparse_gemv(
       against 31.90 us at one token; docs/perf/2026-12-04-early-loads/).
     - ``token_once`` (FP8): the plain loop loads the token's values once a step, not once a row
       (None: from FP8_TOKEN_ONCE_FROM_ROWS rows a program, `_sparse_gemv_fp8`). The same bits.
+    - ``whole_steps`` (FP8): the K loop's whole steps unmasked, the step past R masked after them,
+      instead of every step masked (None: from FP8_WHOLE_STEPS_FROM_ROWS rows). The same bits.
     """
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
@@ -435,6 +437,7 @@ def sparse_gemv(
     )
     _check(pdl_trigger in ("start", "end"), f"pdl_trigger must be start or end: {pdl_trigger!r}")
     _check(token_once is None or fmt == "fp8", "token_once is for FP8 weights only")
+    _check(whole_steps is None or fmt == "fp8", "whole_steps is for FP8 weights only")
     gdc = pdl and HAS_PDL and out.is_cuda
     if T == 0 or K == 0 or E == 0:
         return
@@ -458,11 +461,12 @@ def sparse_gemv(
         common["launch_pdl"] = True
     if fmt == "fp8":
         once = bn >= FP8_TOKEN_ONCE_FROM_ROWS if token_once is None else token_once
+        whole = bn >= FP8_WHOLE_STEPS_FROM_ROWS if whole_steps is None else whole_steps
         _sparse_gemv_fp8[grid](
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
             bias_EN.stride(0), out.stride(0), out.stride(1), *part_args,
-            PEEL=pdl and pdl_peel, TOKEN_ONCE=once, **common,
+            PEEL=pdl and pdl_peel, TOKEN_ONCE=once, WHOLE_STEPS=whole, **common,
         )  # fmt: skip
     else:
         _sparse_gemv_mxfp4[grid](

@@ -123,6 +123,13 @@ GEMV_CASES += [
     pytest.param("fp8", {"token_once": False, "pdl": True}, id="fp8-row-tile-pdl-peeled"),
     pytest.param("fp8", {"token_once": True, "block_n": 2}, id="fp8-token-once-two-rows"),
     pytest.param("fp8", {"token_once": True, "block_k": 256}, id="fp8-token-once-one-step"),
+    # FP8's plain loop runs whole steps unmasked from FP8_WHOLE_STEPS_FROM_ROWS rows (the test's
+    # 16), the step past R masked after them; every step masked below. The same bits either way.
+    pytest.param("fp8", {"whole_steps": False}, id="fp8-every-step-masked"),
+    pytest.param("fp8", {"whole_steps": False, "pdl": True}, id="fp8-every-step-masked-pdl"),
+    pytest.param("fp8", {"whole_steps": True, "block_n": 2}, id="fp8-whole-steps-two-rows"),
+    pytest.param("fp8", {"whole_steps": False, "num_stages": 2}, id="fp8-masked-pipelined"),
+    pytest.param("fp8", {"whole_steps": True, "block_k": 32}, id="fp8-whole-steps-even-k"),
     pytest.param("mxfp4", {"tensor_cores": True}, id="mxfp4-tensor-cores"),
     pytest.param("mxfp4", {"tensor_cores": True, "block_k": 128}, id="mxfp4-tensor-cores-tail"),
     pytest.param(
@@ -178,14 +185,18 @@ def test_sparse_gemv_variants_match_the_default(fmt, variant):
 def test_fp8_blocks_follow_the_tokens():
     """FP8 takes 4 rows at 512 bytes a step from FP8_FOUR_ROWS_FROM_TOKENS tokens (measured on the
     H200), 2 rows at 1,024 below, and the 4-row blocks load the token once a step
-    (FP8_TOKEN_ONCE_FROM_ROWS); MXFP4 one tile at every count."""
+    (FP8_TOKEN_ONCE_FROM_ROWS) and run their whole steps unmasked (FP8_WHOLE_STEPS_FROM_ROWS; the
+    one-token 2-row blocks keep every step masked, measured faster there); MXFP4 one tile at every
+    count."""
     from moebench.kernels.sparse_gemv import (
         FP8_FOUR_ROWS_FROM_TOKENS,
         FP8_TOKEN_ONCE_FROM_ROWS,
+        FP8_WHOLE_STEPS_FROM_ROWS,
         default_blocks,
     )
 
     assert FP8_TOKEN_ONCE_FROM_ROWS == default_blocks("fp8", FP8_FOUR_ROWS_FROM_TOKENS)[0] > 2
+    assert FP8_WHOLE_STEPS_FROM_ROWS == default_blocks("fp8", FP8_FOUR_ROWS_FROM_TOKENS)[0]
     assert default_blocks("fp8", 1) == (2, 1024, 1)
     assert default_blocks("fp8", FP8_FOUR_ROWS_FROM_TOKENS - 1) == (2, 1024, 1)
     assert default_blocks("fp8", FP8_FOUR_ROWS_FROM_TOKENS) == (4, 512, 1)
@@ -313,6 +324,9 @@ def test_launchers_name_bad_arguments():
     with pytest.raises(ValueError, match="token_once is for FP8"):
         sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
                     expert_offset=0, token_once=True)  # fmt: skip
+    with pytest.raises(ValueError, match="whole_steps is for FP8"):
+        sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
+                    expert_offset=0, whole_steps=True)  # fmt: skip
     with pytest.raises(ValueError, match="block_n % 16 == 0"):
         sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
                     expert_offset=0, tensor_cores=True, block_n=8)  # fmt: skip

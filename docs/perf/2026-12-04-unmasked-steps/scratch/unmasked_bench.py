@@ -8,11 +8,14 @@ clock), and fc1 and fc2 alone.
 
 Usage (GPU, repository root): PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/unmasked_bench.py
 [--tokens 1,2,4,8,16] [--seeds 0,1,2,3,4,5] [--rank 0,1] [--precision w8a16]
+[--kinds BN:BK[:W],...] (more steps: the package's GEMV at those blocks, named nBNkBKwW; W 0 or 1
+the FP8 ``whole_steps``, left out: the launcher's choice)
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import torch
@@ -25,6 +28,7 @@ from moebench.arm.base import Stage
 from moebench.arm.decode import Workspace
 from moebench.gates.families import family_of
 from moebench.kernels.combine_topk import combine_topk
+from moebench.kernels.sparse_gemv import sparse_gemv
 from moebench.measure import bench
 from moebench.measure.clock import Clock
 from moebench.plan.cases import plan
@@ -35,18 +39,17 @@ from moebench.spec.load import load_scenario, scenario_with
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def masked_stages(ws: Workspace) -> tuple[Stage, ...]:
-    """The arm's step (arms/decode/pipeline.py) with `masked_gemv.py`'s GEMV."""
+def masked_stages(ws: Workspace, gemv=masked_gemv) -> tuple[Stage, ...]:
+    """The arm's step (arms/decode/pipeline.py) with ``gemv`` (`masked_gemv.py`'s GEMV)."""
     p = ws.problem
     off, pdl = p.expert_offset, pipeline.PDL.get(p.precision, False)
 
     def fc1():
-        masked_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, expert_offset=off,
-                    glu=p.activation, pdl=pdl)  # fmt: skip
+        gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, expert_offset=off,
+             glu=p.activation, pdl=pdl)  # fmt: skip
 
     def fc2():
-        masked_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
-                    pdl=pdl)  # fmt: skip
+        gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off, pdl=pdl)
 
     def comb():
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
@@ -62,6 +65,7 @@ def main():
     ap.add_argument("--rank", default="0,1")
     ap.add_argument("--scenario", default=SCENARIO)
     ap.add_argument("--precision", default="w8a16")
+    ap.add_argument("--kinds", default="")
     a = ap.parse_args()
     toks = {int(v) for v in a.tokens.split(",")}
     clock = Clock(dev)
@@ -83,7 +87,14 @@ def main():
                                       prob.local_experts)  # fmt: skip
                 wbytes = pipeline.weight_bytes(prob, layout="TKD")["ffn"]
                 steps = {}
-                for name, build in (("arm", arm.build), ("masked", masked_stages)):
+                builds = [("arm", arm.build), ("masked", masked_stages)]
+                for item in filter(None, a.kinds.split(",")):
+                    bn, bk, *wh = map(int, item.split(":"))
+                    whole = bool(wh[0]) if wh else None
+                    gemv = functools.partial(sparse_gemv, block_n=bn, block_k=bk, whole_steps=whole)
+                    name = f"n{bn}k{bk}w{wh[0] if wh else '-'}"
+                    builds.append((name, functools.partial(masked_stages, gemv=gemv)))
+                for name, build in builds:
                     ws = Workspace(prob, layout="TKD")
                     steps[name] = (ws, build(ws))
                 rows = {n: checked(ws, st, ref, cs.precision) for n, (ws, st) in steps.items()}
