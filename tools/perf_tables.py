@@ -42,6 +42,7 @@ import perf_specs_runs
 import perf_specs_serving
 import perf_specs_stream
 import perf_specs_tokenprograms
+import perf_specs_unmasked
 from perf_cells import Table
 from perf_records import REPO, RecordError, Records
 
@@ -50,6 +51,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-02's eight, issues 24-28, then the ceilings and issue 19), then the areas, then the runs
 # of issues 15-18.
 SPECS = [
+    perf_specs_unmasked,
     perf_specs_tokenprograms,
     perf_specs_earlyloads,
     perf_specs_fusedgrid,
