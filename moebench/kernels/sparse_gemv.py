@@ -42,13 +42,15 @@ that a second kernel sums in slice order before the epilogue: more programs when
 experts are live, at the price of another launch and a different fp32 summation order.
 
 Budget, from sm_90a SASS of the default launches compiled offline with triton 3.6 and the launch's
-divisibility hints (docs/PERF.md, 2026-12-01 second session; whole steps unmasked since
-2026-12-04): the FP8 loop is 4.9 instructions a weight byte (64 registers at 2 rows, 1,024 bytes,
-one warp; 4.5 at 4 rows, 512 bytes); the MXFP4 loop 12.0 a byte with the group-major tile and the
-PTX bit-select (96 registers at 16 rows, 1,024 values, 4 warps; 16.3 with the row-major tile and
-no PTX), most of it the integer decode, the fp16-to-fp32 widening and the FMAs. FP8 is bound by
-bytes (its step runs at 1.25x a kernel that only reads the same bytes); MXFP4 by instructions
-(under half the issue rate): its step is 3-5% faster than FP8's, not 2x.
+divisibility hints (docs/PERF.md, 2026-12-01 second session and 2026-12-04 fifteenth): the FP8
+loop is 5.4 instructions a weight byte at one token (2 rows, 1,024 bytes, one warp, 64 registers,
+every step masked) and 4.5 from 2 tokens (4 rows, 512 bytes, whole steps unmasked); the MXFP4
+loop 12.2 a byte with the group-major tile and the PTX bit-select (95 registers at 16 rows, 1,024
+values, 4 warps; 16.3 with the row-major tile and no PTX), most of it the integer decode, the
+fp16-to-fp32 widening and the FMAs. FP8 is bound by bytes (its step runs at 1.25x a kernel that
+only reads the same bytes); MXFP4 by instructions (under half the issue rate): in the gated
+scenario of 2026-12-04 (docs/PERF.md, `format_race`) its sparse step is 6-7% below FP8's at 1 and
+2 tokens and 6% above it at 4, not 2x below.
 """
 
 from __future__ import annotations
