@@ -1,0 +1,487 @@
+"""Scratch (issue 28, 2026-12-04, fifteenth session): moebench/kernels/sparse_gemv.py as of f947aed, every launch with its whole
+K steps unmasked (FP8 and MXFP4), for `ncu_steps.py`. Below, that module's docstring unchanged.
+
+The sparse decode GEMV: `fc1` and `fc2` of the `sparse_decode` arm, one kernel for both.
+
+Legend: T tokens, K top-k slots, E local experts, N output columns (2F for fc1, D for fc2),
+R reduction length (D for fc1, F for fc2), F intermediate, D hidden.
+
+Tensors:
+- ``x``:         bf16, row (t, k) at ``x + t * stride_xt + k * stride_xk``, R contiguous values:
+  the tokens ``x_TD`` for fc1 (``stride_xk = 0``: every slot reads its token) or the activation
+  ``a_TKF`` for fc2. R even and the row 4-byte aligned (read as bf16 pairs).
+- ``topk_ids_TK``: int32 [T, K] global expert ids; the local experts are
+  [expert_offset, expert_offset + E).
+- ``w``:         [E, N, R] FP8 e4m3 (W8A16) or [E, N, R/2] uint8 MXFP4 (two e2m1 a byte, low
+  nibble first), rows contiguous.
+- ``w_scale``:   float32 [E] (FP8: one scale an expert) or uint8 [E, N, R/32] (MXFP4: e8m0 bytes).
+- ``bias``:      bf16 [E, N].
+- ``out``:       bf16, row (t, k) at ``out + t * stride_ot + k * stride_ok``: h (N columns) or,
+  with a GLU, the activation of the interleaved pairs (N/2 columns: gate = h[0::2],
+  up = h[1::2], as gpt-oss's gate_up_proj).
+
+The grid is (N / BLOCK_N, K, T): one program a block of output columns of one (token, slot). A
+program reads its expert id from ``topk_ids_TK`` on the device and, when that expert is not local,
+returns before loading anything else: uniformly for the whole program, so a non-local slot costs
+one 4-byte load and writes nothing (its output rows keep whatever they held). The grid depends only
+on the shapes; nothing is read back to the host, so the step can be captured in a CUDA graph and
+replayed with any routing. The pieces the kernels share (the program's expert and K slice, the
+epilogue, split-K partials and their second pass) are in `moebench.kernels.gemv_parts`.
+
+Inner loop (M = 1: no tensor cores). Each program holds a [BLOCK_N, BLOCK_K] tile, laid out so
+that one warp covers a row's BLOCK_K span with a 16-byte load per lane (a warp-sized group per
+output column, fully coalesced), and several rows per thread share the token's values, which are
+converted once. FP8 values are widened in registers; MXFP4 words are decoded by `kernels.jit`
+(its docstring gives the instruction counts). Products accumulate in fp32 per lane and are summed
+across lanes once at the end; the expert scale (FP8) or the group scale (MXFP4, per 32 values),
+the bias and the GLU are applied in the epilogue, and the bf16 store is rounded to nearest even
+(on the bits under the interpreter, docs/DESIGN.md section 11).
+
+Launch variants (launcher arguments; the defaults keep the kernel above). ``num_stages``
+software-pipelines the K loop (cp.async copies of the next steps' tiles into shared memory, so the
+bytes in flight no longer cost registers; same arithmetic, bitwise the default's output).
+``split_k`` gives each column block that many programs over slices of R, writing fp32 partials
+that a second kernel sums in slice order before the epilogue: more programs when only 2-3
+experts are live, at the price of another launch and a different fp32 summation order.
+
+Budget, from sm_90a SASS of the default launches compiled offline with triton 3.6 and the launch's
+divisibility hints (docs/PERF.md, 2026-12-01 second session): the FP8 loop is 5.4 instructions a
+weight byte (64 registers at 2 rows, 1,024 bytes, one warp); the MXFP4 loop 12.2 a byte with the
+group-major tile and the PTX bit-select (80 registers at 16 rows, 1,024 values, 4 warps; 16.3 with
+the row-major tile and no PTX), most of it the integer decode, the fp16-to-fp32 widening and the
+FMAs. FP8 is bound by bytes (its step runs at 1.25x a kernel that only reads the same bytes);
+MXFP4 by instructions (under half the issue rate): its step is 3-5% faster than FP8's, not 2x.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moebench.kernels.gemv_parts import (
+    gemv_epilogue,
+    k_range,
+    program_expert,
+    row_bias,
+    split_k_sum,
+    store_partial,
+)
+from moebench.kernels.jit import (
+    HAS_PDL,
+    e2m1_pair,
+    e8m0_scale,
+    pdl_launch_dependents,
+    pdl_wait,
+)
+from moebench.kernels.launch import check_slot_operands, checker, describe
+from moebench.kernels.sparse_gemv_dot import _sparse_gemv_mxfp4_dot
+
+
+@triton.jit
+def _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, MASKED: tl.constexpr,
+              ONCE: tl.constexpr):  # fmt: skip
+    """One K step of `_sparse_gemv_fp8`: the [BLOCK_N, LANES, 16] weight tile at ``k0`` times the
+    token's values (``x_row`` once with ONCE, else the row-broadcast ``x_rows``), each lane's 16
+    products summed into ``acc``. MASKED: values at ``k_hi`` and past it read as zeros."""
+    k = k0 + offs[None, :, :]
+    if MASKED:
+        w = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
+        if ONCE:
+            xv = tl.load(x_row + k0 + offs, mask=k0 + offs < k_hi, other=0)
+        else:
+            xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
+    else:
+        w = tl.load(w_rows + k)
+        xv = tl.load(x_row + k0 + offs) if ONCE else tl.load(x_rows + k)
+    xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
+    if ONCE:
+        xf = xf[None, :, :]
+    return acc + tl.sum(w.to(tl.float32) * xf, axis=2)
+
+
+@triton.jit
+def _sparse_gemv_fp8(
+    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
+    expert_offset, E, R,
+    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
+    stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
+    GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
+    PEEL: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr, EARLY_LOADS: tl.constexpr,
+    TOKEN_ONCE: tl.constexpr,
+):  # fmt: skip
+    pdl_launch_dependents(GDC and not LATE_TRIGGER)
+    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    if (e < 0) | (e >= E):
+        return
+    e64 = e.to(tl.int64)
+    n_block, k_lo, k_hi = k_range(R, K_SPLIT, SPLIT_K)
+    if EARLY_LOADS and SPLIT_K == 1:
+        # The epilogue's bias and scale asked for now, in flight with the loop's first loads,
+        # not after the loop, where they are one more round trip at the end of every program.
+        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
+        scale = tl.load(ws_ptr + e64)
+    # Tile [BLOCK_N, LANES, 16]: 16 consecutive weight bytes a lane (one 16-byte load), a warp
+    # across a row. The token row is read as int16, either through a pointer tile broadcast over
+    # the rows, so that it takes the weights' layout with no data movement (triton 3.6 then loads
+    # and widens it once a row: sm_90a, 2 rows, 8 of the loop's 12 16-byte loads), or with
+    # TOKEN_ONCE loaded once as [LANES, 16] and broadcast over the rows in registers, the compiler
+    # moving it into the weights' layout (2 rows: by warp shuffles, 365 instructions a step
+    # against 344; 4 rows: through 512 bytes of shared memory, 313 against 344).
+    # With NUM_STAGES the loop is software-pipelined: the compiler copies the next NUM_STAGES - 1
+    # steps' tiles into shared memory asynchronously (cp.async) while this one is computed, so the
+    # bytes in flight no longer cost registers. The token row is then loaded once as [LANES, 16]
+    # (a row-broadcast pointer tile would be copied BLOCK_N times into shared memory).
+    ONCE: tl.constexpr = TOKEN_ONCE or NUM_STAGES != 0
+    LANES: tl.constexpr = BLOCK_K // 16
+    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs = tl.arange(0, LANES)[:, None] * 16 + tl.arange(0, 16)[None, :]
+    w_rows = w_ptr + e64 * stride_we + rows.to(tl.int64)[:, None, None] * stride_wn
+    x_row = (x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk).to(
+        tl.pointer_type(tl.int16)
+    )
+    x_rows = x_row + 0 * rows[:, None, None]
+    acc = tl.zeros([BLOCK_N, LANES], dtype=tl.float32)
+    k_first = k_lo
+    if PEEL:
+        # The first step's weights are loaded before the wait for the previous kernel (they are
+        # constant), then its token values after it; the sum is the loop's first step, so the
+        # bits are the plain loop's (plain loop only: NUM_STAGES == 0).
+        # Names of their own: compiled, a name the loop assigns is carried through it, one shape.
+        k1 = k_lo + offs[None, :, :]
+        w1 = tl.load(w_rows + k1, mask=k1 < k_hi, other=0.0)
+        pdl_wait(GDC)
+        if ONCE:
+            x1 = tl.load(x_row + k_lo + offs, mask=k_lo + offs < k_hi, other=0)[None, :, :]
+        else:
+            x1 = tl.load(x_rows + k1, mask=k1 < k_hi, other=0)
+        acc += tl.sum(w1.to(tl.float32) * x1.to(tl.bfloat16, bitcast=True).to(tl.float32), axis=2)
+        k_first = k_lo + BLOCK_K
+    else:
+        pdl_wait(GDC)
+    # Whole steps unmasked, the step that passes k_hi (R not a multiple of BLOCK_K) masked after
+    # them: the masks' zero fills and compares cost the loop 32 of its 344 instructions a step
+    # (sm_90a, 2 rows at 1,024 bytes; 25 of 313 at 4 rows). The same products in the same order.
+    k_main = k_hi if EVEN_K else k_first + tl.maximum(k_hi - k_first, 0) // BLOCK_K * BLOCK_K
+    for k0 in tl.range(k_first, k_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, False, ONCE)
+    if not EVEN_K:
+        if k_main < k_hi:
+            acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k_main, k_hi, True, ONCE)
+    pdl_launch_dependents(GDC and LATE_TRIGGER)
+    h = tl.sum(acc, axis=1)
+    if SPLIT_K == 1:
+        if not EARLY_LOADS:
+            bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
+            scale = tl.load(ws_ptr + e64)
+        gemv_epilogue(h * scale, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU,
+                      BLOCK_N, EXACT_RNE)  # fmt: skip
+    else:
+        store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
+
+
+@triton.jit
+def _mxfp4_step(acc, w_rows, s_rows, x_pairs, offs_g, offs_q, k0, k_hi, MASKED: tl.constexpr,
+                GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr):  # fmt: skip
+    """One K step of `_sparse_gemv_mxfp4` (its comments give the tile): the step's groups of
+    every row decoded, times the token's values, summed a group and scaled into ``acc``. MASKED:
+    groups at ``k_hi`` and past it read as zeros."""
+    g = k0 // 32 + offs_g
+    word = g[:, None] * 4 + offs_q[None, :]
+    g_ok = g < k_hi // 32
+    if GROUP_MAJOR:
+        w_at, s_at = w_rows + word[:, None, :], s_rows + g[:, None]
+        w_ok, s_ok = g_ok[:, None, None], g_ok[:, None]
+    else:
+        w_at, s_at = w_rows + word[None, :, :], s_rows + g[None, :]
+        w_ok, s_ok = g_ok[None, :, None], g_ok[None, :]
+    if MASKED:
+        w = tl.load(w_at, mask=w_ok, other=0)
+        s = tl.load(s_at, mask=s_ok, other=0)
+    else:
+        w = tl.load(w_at)
+        s = tl.load(s_at)
+    w_hi = w >> 16
+    part = tl.zeros(w.shape, dtype=tl.float32)
+    for j in tl.static_range(4):
+        if MASKED:
+            xp = tl.load(x_pairs + word * 4 + j, mask=g_ok[:, None], other=0)
+        else:
+            xp = tl.load(x_pairs + word * 4 + j)
+        x_lo = (xp << 16).to(tl.float32, bitcast=True)
+        x_hi = (xp & 0xFFFF0000).to(tl.float32, bitcast=True)
+        if GROUP_MAJOR:
+            x_lo, x_hi = x_lo[:, None, :], x_hi[:, None, :]
+        else:
+            x_lo, x_hi = x_lo[None, :, :], x_hi[None, :, :]
+        if j < 2:
+            lo, hi = e2m1_pair(w, j, PTX)
+        else:
+            lo, hi = e2m1_pair(w_hi, j - 2, PTX)
+        # Two separate updates keep each product a fused multiply-add.
+        part += lo * x_lo
+        part += hi * x_hi
+    return acc + tl.sum(part, axis=2) * e8m0_scale(s)
+
+
+@triton.jit
+def _sparse_gemv_mxfp4(
+    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
+    expert_offset, E, R,
+    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_se, stride_sn,
+    stride_be, stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
+    GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
+    GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr,
+    EARLY_LOADS: tl.constexpr,
+):  # fmt: skip
+    pdl_launch_dependents(GDC and not LATE_TRIGGER)
+    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    if (e < 0) | (e >= E):
+        return
+    e64 = e.to(tl.int64)
+    n_block, k_lo, k_hi = k_range(R, K_SPLIT, SPLIT_K)
+    if EARLY_LOADS and SPLIT_K == 1:
+        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)  # as in the FP8 kernel
+    # Only the routing (and the bias) was read so far; the token row may be the previous
+    # kernel's output.
+    pdl_wait(GDC)
+    # A lane loads one MX group (16 bytes, 32 values) of a row, as 4 uint32 words, and its single
+    # e8m0 scale. Word q of group g holds values 32g + 8q + 2j (low nibble of byte j) and
+    # 32g + 8q + 2j + 1 (high nibble), which pair with bf16-pair word 16g + 4q + j of the token
+    # row: low half even, high half odd, each widened by a shift. The tile is [GROUPS, BLOCK_N, 4]
+    # with GROUP_MAJOR, else [BLOCK_N, GROUPS, 4]: the compiler spreads the lanes over the first
+    # two dimensions in that order, so with GROUP_MAJOR a thread holds several rows of one group
+    # and reads and widens the token's values once for all of them (13.2 SASS instructions a
+    # weight byte at 16 rows, 1,024 values, 4 warps, against 16.3). NUM_STAGES pipelines the loop
+    # as in the FP8 kernel. PTX (compiled, not interpreted): the decode's bit-select as inline
+    # PTX (kernels.jit), one instruction fewer a weight byte; the same bits.
+    GROUPS: tl.constexpr = BLOCK_K // 32
+    rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    offs_g = tl.arange(0, GROUPS)
+    offs_q = tl.arange(0, 4)
+    w_base = (w_ptr + e64 * stride_we).to(tl.pointer_type(tl.uint32))
+    s_base = ws_ptr + e64 * stride_se
+    if GROUP_MAJOR:
+        w_rows = w_base + rows64[None, :, None] * (stride_wn // 4)
+        s_rows = s_base + rows64[None, :] * stride_sn
+        acc = tl.zeros([GROUPS, BLOCK_N], dtype=tl.float32)
+    else:
+        w_rows = w_base + rows64[:, None, None] * (stride_wn // 4)
+        s_rows = s_base + rows64[:, None] * stride_sn
+        acc = tl.zeros([BLOCK_N, GROUPS], dtype=tl.float32)
+    x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
+    x_pairs = x_row.to(tl.pointer_type(tl.uint32))
+    # Whole steps unmasked, the step that passes k_hi masked after them, as in the FP8 kernel
+    # (sm_90a: 753 instructions a step against 778 masked). The same products in the same order.
+    k_main = k_hi if EVEN_K else k_lo + tl.maximum(k_hi - k_lo, 0) // BLOCK_K * BLOCK_K
+    for k0 in tl.range(k_lo, k_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        acc = _mxfp4_step(acc, w_rows, s_rows, x_pairs, offs_g, offs_q, k0, k_hi, False,
+                          GROUP_MAJOR, PTX)  # fmt: skip
+    if not EVEN_K:
+        if k_main < k_hi:
+            acc = _mxfp4_step(acc, w_rows, s_rows, x_pairs, offs_g, offs_q, k_main, k_hi, True,
+                              GROUP_MAJOR, PTX)  # fmt: skip
+    pdl_launch_dependents(GDC and LATE_TRIGGER)
+    # Undo the 2^-14 of the fp16 placement (kernels.jit); kernels read no module globals.
+    h = tl.sum(acc, axis=0 if GROUP_MAJOR else 1)
+    if SPLIT_K == 1:
+        if not EARLY_LOADS:
+            bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
+        gemv_epilogue(h * 16384.0, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU,
+                      BLOCK_N, EXACT_RNE)  # fmt: skip
+    else:
+        store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
+
+
+_check = checker("sparse_gemv")
+
+
+# From this many tokens the FP8 GEMV's one-warp program takes 4 rows at 512 bytes a row a step
+# (the same 64 bytes a lane a step as 2 rows at 1,024): half the programs. H200, gpt-oss-20b EP2,
+# the sparse step, six routing draws, both ranks, the slower rank's step: with the token through
+# the row-broadcast tile 4.5% faster at 4 tokens (72.42 against 75.86 us), 9.8% at 8, 11.2% at 16,
+# +0.6% at 2, +7.2% at one (docs/perf/2026-12-04-early-loads/); with the token loaded once
+# (FP8_TOKEN_ONCE_FROM_ROWS) 3.8% faster than 2 rows at 2 tokens (42.76 against 44.47 us, all six
+# draws), 1.6% slower at one (docs/perf/2026-12-04-token-programs/).
+FP8_FOUR_ROWS_FROM_TOKENS = 2
+
+# From this many rows a program the FP8 plain loop loads the token's values once a step and
+# broadcasts them over its rows in registers (`_sparse_gemv_fp8`'s TOKEN_ONCE; the same bits).
+# Measured as above: at 4 rows 4.4% faster at 4 tokens (69.23 against 72.39 us), 4.9% at 8, 5.4%
+# at 16, all six draws each; at 2 rows (the values moved by warp shuffles) 1.3-1.6% slower at 1-2.
+FP8_TOKEN_ONCE_FROM_ROWS = 4
+
+
+def default_blocks(fmt: str, tokens: int = 1) -> tuple[int, int, int]:
+    """(BLOCK_N, BLOCK_K, warps) for ``tokens`` tokens, measured on the H200 at gpt-oss-20b
+    decode shapes (docs/PERF.md, 2026-11-30, logs in docs/perf/2026-11-30-kernels/; FP8 from
+    FP8_FOUR_ROWS_FROM_TOKENS tokens: 4 rows at 512 bytes, 2026-12-04).
+
+    FP8: one warp a program for 2 rows, 1,024 weight bytes a row a step (two 16-byte loads a lane
+    in flight per row): gate_up 19.5-19.9 us and down 12.9-13.0 us at one token, against 21.6-22.0
+    and 13.4-13.7 for 8 rows on 4 warps and 23.4 / 14.9 for the first default (16 rows, 512 /
+    1,024 bytes). Latency-bound (Nsight Compute: DRAM 48%); many small programs keep more of
+    the GPU busy to the end. A row's lane sums differ by blocks only in the last fp32 bits.
+
+    MXFP4 (with the group-major tile, `sparse_gemv(group_major=...)`, on by default for MXFP4):
+    16 rows on 4 warps, 1,024 values (512 bytes) a row a step: gate_up 21.2-21.3 us and down
+    14.3-14.5 at one token (20.5 / 13.7 with the PTX bit-select of kernels.jit), against
+    24.2 / 15.9 for the row-major tile at 512 values, the earlier default (docs/PERF.md,
+    2026-12-01 second session). 2,048 values a step works on 42% padding at R = 2,880 and was
+    slower (28.3 / 18.2)."""
+    if fmt != "fp8":
+        return 16, 1024, 4
+    if tokens >= FP8_FOUR_ROWS_FROM_TOKENS:
+        return 4, 512, 1
+    return 2, 1024, 1
+
+
+def sparse_gemv(
+    x: torch.Tensor,
+    topk_ids_TK: torch.Tensor,
+    w: torch.Tensor,
+    w_scale: torch.Tensor,
+    bias_EN: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    expert_offset: int,
+    glu: str = "none",
+    block_n: int | None = None,
+    block_k: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    split_k: int = 1,
+    partials: torch.Tensor | None = None,
+    tensor_cores: bool = False,
+    group_major: bool | None = None,
+    pdl: bool = False,
+    pdl_peel: bool = True,
+    pdl_trigger: str = "start",
+    early_loads: bool = True,
+    token_once: bool | None = None,
+) -> None:
+    """One GEMV per (token, slot) routed to a local expert; see the module docstring.
+
+    ``x`` is [T, R] (fc1: each slot reads its token) or [T, K, R] (fc2: each slot its own row);
+    ``out`` is [T, K, N] or, with ``glu``, [T, K, N/2]. Both bf16, unit stride along the last
+    dimension. ``w``, ``w_scale`` and ``bias_EN`` as in the module docstring. Non-local slots'
+    rows of ``out`` are left untouched.
+
+    Launch variants (the defaults are the kernel measured in docs/PERF.md):
+    - ``num_stages``: software-pipeline the K loop that deep (cp.async into shared memory);
+      None keeps the plain loop. Same arithmetic, same order: bitwise the default's output.
+    - ``split_k``: split R into that many slices (multiples of ``block_k``), one program each,
+      so that a few live experts still fill the GPU; fp32 partials go to ``partials``
+      (float32 [T, K, split_k, N], allocated when None) and a second kernel sums them in slice
+      order and applies the epilogue. This changes the fp32 summation order (slice sums are added
+      last), so outputs may differ from the default in the last bits.
+    - ``pdl``: programmatic dependent launch (`kernels.jit`). On the GPU the kernel is launched
+      to start while the previous kernel finishes: it reads its expert id and (FP8) its first
+      step's weights, then waits for the previous kernel before reading ``x``; it also lets the
+      next kernel launch early. Under the interpreter only the FP8 first step's peeling runs.
+      Plain loop only (no ``num_stages``, ``split_k`` or ``tensor_cores``); the same bits.
+      ``pdl_peel=False`` waits before the first weight load instead (FP8); ``pdl_trigger="end"``
+      lets the next kernel launch after this program's K loop instead of at its start.
+    - ``early_loads`` (the default): the epilogue's bias (and FP8's expert scale) loaded before
+      the K loop, their latency behind the loop's loads, instead of after it, a round trip more
+      at the end of every program. The same bits; the sparse step 0.7-1.3% faster at 1-4 tokens
+      (H200, gpt-oss-20b EP2, six routing draws, both ranks, the slower rank's step: FP8 31.54
+      against 31.90 us at one token; docs/perf/2026-12-04-early-loads/).
+    - ``token_once`` (FP8): the plain loop loads the token's values once a step, not once a row
+      (None: from FP8_TOKEN_ONCE_FROM_ROWS rows a program, `_sparse_gemv_fp8`). The same bits.
+    """
+    ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
+    fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
+    stride_xt, stride_xk = ops.stride_xt, ops.stride_xk
+    _check(N > 0 and N % 32 == 0, f"N ({N}) must be a positive multiple of 32")
+
+    bn, bk, nw = default_blocks(fmt, T)
+    bn, bk, num_warps = block_n or bn, block_k or bk, num_warps or nw
+    _check(
+        bn >= 2 and bn & (bn - 1) == 0 and N % bn == 0,
+        f"block_n must be a power of two dividing N ({N}), got {bn}",
+    )
+    _check(bk >= 32 and bk & (bk - 1) == 0, f"block_k must be a power of two >= 32, got {bk}")
+    _check(num_stages is None or num_stages >= 1, f"num_stages must be >= 1, got {num_stages}")
+    _check(split_k >= 1, f"split_k must be >= 1, got {split_k}")
+    # Each slice a whole number of block_k steps; the last slice may be short (or empty).
+    k_split = triton.cdiv(triton.cdiv(R, split_k), bk) * bk
+    if split_k > 1:
+        if partials is None:
+            partials = torch.empty(T, K, split_k, N, dtype=torch.float32, device=out.device)
+        _check(
+            partials.dtype == torch.float32
+            and tuple(partials.shape) == (T, K, split_k, N)
+            and partials.stride(3) == 1
+            and partials.stride(2) == N,
+            f"partials must be float32 [{T}, {K}, {split_k}, {N}], (split, N) contiguous, "
+            f"got {describe(partials)}",
+        )
+        part_args = (partials, partials.stride(0), partials.stride(1), N, k_split)
+    else:
+        part_args = (out, 0, 0, N, k_split)  # never written: SPLIT_K == 1 stores through out
+    _check(fmt == "mxfp4" or not group_major, "group_major is for MXFP4 weights only")
+    group_major = fmt == "mxfp4" if group_major is None else group_major
+    if tensor_cores:
+        _check(fmt == "mxfp4", "tensor_cores is implemented for MXFP4 weights only")
+        _check(
+            bn % 16 == 0 and bk >= 64,
+            f"tensor_cores needs block_n % 16 == 0 and block_k >= 64, got {bn}, {bk}",
+        )
+        _check(split_k == 1, "tensor_cores takes no split_k")
+    _check(
+        not pdl or (num_stages is None and split_k == 1 and not tensor_cores),
+        "pdl takes the plain loop: no num_stages, split_k or tensor_cores",
+    )
+    _check(pdl_trigger in ("start", "end"), f"pdl_trigger must be start or end: {pdl_trigger!r}")
+    _check(token_once is None or fmt == "fp8", "token_once is for FP8 weights only")
+    gdc = pdl and HAS_PDL and out.is_cuda
+    if T == 0 or K == 0 or E == 0:
+        return
+    if tensor_cores:
+        _sparse_gemv_mxfp4_dot[(N // bn, K, T)](
+            x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
+            stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
+            w_scale.stride(0), w_scale.stride(1), bias_EN.stride(0), out.stride(0),
+            out.stride(1),
+            GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=R % bk == 0, EXACT_RNE=not out.is_cuda,
+            num_warps=num_warps, num_stages=num_stages or 3,
+        )  # fmt: skip
+        return
+    grid = (N // bn * split_k, K, T)
+    common = dict(
+        GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=R % bk == 0, EXACT_RNE=not out.is_cuda,
+        NUM_STAGES=num_stages or 0, SPLIT_K=split_k, num_warps=num_warps, GDC=gdc,
+        LATE_TRIGGER=pdl_trigger == "end", EARLY_LOADS=early_loads,
+    )  # fmt: skip
+    if gdc:
+        common["launch_pdl"] = True
+    if fmt == "fp8":
+        once = bn >= FP8_TOKEN_ONCE_FROM_ROWS if token_once is None else token_once
+        _sparse_gemv_fp8[grid](
+            x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
+            stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
+            bias_EN.stride(0), out.stride(0), out.stride(1), *part_args,
+            PEEL=pdl and pdl_peel, TOKEN_ONCE=once, **common,
+        )  # fmt: skip
+    else:
+        _sparse_gemv_mxfp4[grid](
+            x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
+            stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
+            w_scale.stride(0), w_scale.stride(1), bias_EN.stride(0), out.stride(0),
+            out.stride(1), *part_args, GROUP_MAJOR=group_major, PTX=out.is_cuda, **common,
+        )  # fmt: skip
+    if split_k > 1:
+        split_k_sum(
+            topk_ids_TK,
+            w_scale,
+            bias_EN,
+            out,
+            partials,
+            expert_offset=expert_offset,
+            glu=glu,
+            block_n=bn,
+            fp8=fmt == "fp8",
+        )
