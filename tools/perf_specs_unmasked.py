@@ -14,6 +14,7 @@ import re
 from perf_cells import Table
 from perf_records import Records, derive, over
 from perf_specs_earlyloads import _faster, _mean_slowest, _run_pair
+from perf_specs_fused import ncu_metric
 from perf_specs_grouped import TOKENS
 from perf_specs_tokenprograms import RUN_ONCE
 
@@ -43,9 +44,8 @@ Derived: a time = the mean over six routing draws of the slower rank's step, us;
 unmasked / masked - 1; "faster in" = the draws whose slower rank's step is below the masked one's.
 FP8 from 2 tokens (4 rows a program) is faster in every draw: shipped (FP8_WHOLE_STEPS_FROM_ROWS,
 fff94a4). FP8 at one token (2 rows) and MXFP4 at every count are slower: they keep every step
-masked, their SASS the same as 79c9d34's. Why fewer instructions run slower there is not measured
-(a reading: the second copy of a large loop body, MXFP4's 768 instructions, in the instruction
-cache).""",
+masked, their SASS the same as 79c9d34's. Why those run slower with fewer instructions a loop step
+is in `whole_steps_ncu`: the masked step after the loop costs more than a step inside it.""",
         columns=["precision", "tokens", "every step masked", "whole steps unmasked", "change",
                  "faster in"],
     )  # fmt: skip
@@ -156,4 +156,46 @@ than in the fourteenth session (FP8's GEMV gained, MXFP4's did not).""",
     return t
 
 
-TABLES = (whole_steps, whole_steps_rows, whole_steps_run, format_race)
+NCU = f"{DAY}/call3/ncu_%s_%s.txt"
+NCU_GRIDS = {"w8a16": ("_sparse_gemv_fp8", "(2880, 4, 1)", "(1440, 4, 1)"),
+             "w4a16": ("_sparse_gemv_mxfp4", "(360, 4, 1)", "(180, 4, 1)")}  # fmt: skip
+
+
+def whole_steps_ncu(r: Records) -> Table:
+    t = Table(
+        name="whole_steps_ncu",
+        caption="""\
+The one-token sparse GEMV with every step masked (the package's, fff94a4) and with its whole
+steps unmasked (`scratch/unmasked_gemv.py`, f947aed's) under Nsight Compute 2025.3.1 (third call:
+`ncu --clock-control none --launch-skip 2 --launch-count 2 -k regex:_sparse_gemv_ --section
+SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy --metrics
+"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio,smsp__inst_executed.sum,..."
+python3 DIR/ncu_steps.py w4a16|w8a16 masked|unmasked`: fc1 with the GLU, then fc2, at
+gpt-oss-20b-decode's one token on rank 0, 3 local slots; the second of two calls profiled).
+"instructions": warp instructions executed (`smsp__inst_executed.sum`); "cache miss" and "load
+wait": the warps stalled per issued instruction on an instruction cache miss (`imc_miss`) and on a
+global load (`long_scoreboard`). Unmasked, MXFP4 executes 2% more instructions, not fewer: the
+masked step after the loop is compiled on its own, its masks and addresses from scratch, and costs
+more than the loop's step it replaces (sm_90a, offline: the kernel 1,856 instructions long
+against 1,016), and with 3 steps a program (1,024 values of 2,880) that outweighs the 10 a step
+the loop saves; its instruction cache misses do not rise. FP8's 2 rows (3 steps) execute 0.4%
+fewer and wait longer on loads. At 4 rows (6 steps of 512 bytes) the 23 a step saved on 5 steps
+outweigh the tail: the shipped form.""",
+        columns=["precision", "stage", "launch", "duration, us", "instructions", "cache miss",
+                 "load wait"],
+    )  # fmt: skip
+    for prec, name in (("w8a16", "FP8"), ("w4a16", "MXFP4")):
+        kernel, *grids = NCU_GRIDS[prec]
+        for stage, grid in zip(("fc1", "fc2"), grids, strict=True):
+            for kind in ("masked", "unmasked"):
+                path = NCU % (prec, kind)
+                head = re.escape(f"{kernel} {grid}")
+                m = lambda metric, p=path, h=head: ncu_metric(r, p, h, metric)  # noqa: E731
+                t.row(name, stage, kind, m("Duration"), m(r"smsp__inst_executed\.sum"),
+                      m(r"smsp__average_warps_issue_stalled_imc_miss_per_issue_active\.ratio"),
+                      m(r"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active\.ratio"),
+                      history=HIST)  # fmt: skip
+    return t
+
+
+TABLES = (whole_steps, whole_steps_ncu, whole_steps_rows, whole_steps_run, format_race)
