@@ -163,7 +163,9 @@ def _sparse_gemv_fp8(
     # With WHOLE_STEPS the whole steps run unmasked and the step that passes k_hi (R not a
     # multiple of BLOCK_K) masked after them, instead of every step masked: the masks' zero fills
     # and compares make the loop 344 instructions a step against 314 (sm_90a, 2 rows at 1,024
-    # bytes; 313 against 290 at 4 rows). The same products in the same order.
+    # bytes; 313 against 290 at 4 rows). The step after the loop, compiled apart from it, costs
+    # more than a loop step, so this pays with many steps a program (4 rows: 6 of 512 bytes) and
+    # not with 3 (FP8_WHOLE_STEPS_FROM_ROWS). The same products in the same order.
     if WHOLE_STEPS and not EVEN_K:
         k_main = k_first + tl.maximum(k_hi - k_first, 0) // BLOCK_K * BLOCK_K
     else:
@@ -235,8 +237,10 @@ def _sparse_gemv_mxfp4(
     x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
     x_pairs = x_row.to(tl.pointer_type(tl.uint32))
     # Every step masked: whole steps unmasked and the last one masked after them (the FP8
-    # kernel's WHOLE_STEPS) is 768 instructions a step against 778, but the step 3.5-4.6% slower
-    # at 1-8 tokens (H200, six draws; docs/perf/2026-12-04-unmasked-steps/).
+    # kernel's WHOLE_STEPS) is 768 instructions a step against 778, but that step, compiled apart
+    # from the loop, costs more than a loop step, so with 3 steps a program the kernel executes 2%
+    # more instructions and the step is 3.5-4.6% slower at 1-8 tokens (H200, six draws, Nsight
+    # Compute; docs/perf/2026-12-04-unmasked-steps/).
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
         g = k0 // 32 + offs_g
         word = g[:, None] * 4 + offs_q[None, :]
