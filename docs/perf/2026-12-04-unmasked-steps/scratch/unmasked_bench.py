@@ -9,7 +9,8 @@ clock), and fc1 and fc2 alone.
 Usage (GPU, repository root): PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/unmasked_bench.py
 [--tokens 1,2,4,8,16] [--seeds 0,1,2,3,4,5] [--rank 0,1] [--precision w8a16]
 [--kinds BN:BK[:W],...] (more steps: the package's GEMV at those blocks, named nBNkBKwW; W 0 or 1
-the FP8 ``whole_steps``, left out: the launcher's choice)
+the FP8 ``whole_steps``, left out: the launcher's choice) [--loose] (time the kinds whose output
+is within the reference tolerance but not bitwise the arm's)
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def main():
     ap.add_argument("--scenario", default=SCENARIO)
     ap.add_argument("--precision", default="w8a16")
     ap.add_argument("--kinds", default="")
+    ap.add_argument("--loose", action="store_true")
     a = ap.parse_args()
     toks = {int(v) for v in a.tokens.split(",")}
     clock = Clock(dev)
@@ -106,7 +108,9 @@ def main():
                 if dev.type != "cuda":
                     print(head, rows, flush=True)
                     continue
-                good = [n for n in steps if rows[n]["ok"] and rows[n]["bitwise"]]
+                # The arm and the masked GEMV must agree bit for bit; other blocks sum a row's
+                # lanes in another order, so with --loose they are timed within the tolerance.
+                good = [n for n in steps if rows[n]["ok"] and (rows[n]["bitwise"] or a.loose)]
                 us = bench.time_interleaved(
                     clock, [lambda st=steps[n][1]: [x_.run() for x_ in st] for n in good],
                     rounds=8, reps=4)  # fmt: skip
