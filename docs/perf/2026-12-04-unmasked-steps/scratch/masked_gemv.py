@@ -1,5 +1,6 @@
-"""Scratch (issue 28, 2026-12-04, fifteenth session): moebench/kernels/sparse_gemv.py as of 79c9d34, every K step masked, the
-A/B baseline of `unmasked_bench.py`. Below, that module's docstring unchanged.
+"""Scratch (issue 28, 2026-12-04, fifteenth session): moebench/kernels/sparse_gemv.py as of
+79c9d34, every K step masked, the A/B baseline of `unmasked_bench.py`. Below, that module's
+docstring unchanged.
 
 The sparse decode GEMV: `fc1` and `fc2` of the `sparse_decode` arm, one kernel for both.
 

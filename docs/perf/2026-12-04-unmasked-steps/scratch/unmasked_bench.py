@@ -117,7 +117,7 @@ def main():
                 alone = bench.time_interleaved(
                     clock, [f for n in good for f in (steps[n][1][0].run, steps[n][1][1].run)],
                     rounds=4)  # fmt: skip
-                for i, (n, u) in enumerate(zip(good, us)):
+                for i, (n, u) in enumerate(zip(good, us, strict=True)):
                     r = rows[n]
                     r.update(step_us=u, fc1_us=alone[2 * i], fc2_us=alone[2 * i + 1])
                     results.setdefault((cs.precision, T, n), {}).setdefault(seed, {})[rank] = u

@@ -1,5 +1,6 @@
-"""Scratch (issue 28, 2026-12-04, fifteenth session): moebench/kernels/sparse_gemv.py as of f947aed, every launch with its whole
-K steps unmasked (FP8 and MXFP4), for `ncu_steps.py`. Below, that module's docstring unchanged.
+"""Scratch (issue 28, 2026-12-04, fifteenth session): moebench/kernels/sparse_gemv.py as of
+f947aed, every launch with its whole K steps unmasked (FP8 and MXFP4), for `ncu_steps.py`. Below,
+that module's docstring unchanged.
 
 The sparse decode GEMV: `fc1` and `fc2` of the `sparse_decode` arm, one kernel for both.
 
