@@ -365,6 +365,7 @@ def sparse_gemv(
     early_loads: bool = True,
     token_once: bool | None = None,
     whole_steps: bool | None = None,
+    max_registers: int = 0,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -397,6 +398,8 @@ def sparse_gemv(
       (None: from FP8_TOKEN_ONCE_FROM_ROWS rows a program, `_sparse_gemv_fp8`). The same bits.
     - ``whole_steps`` (FP8): the K loop's whole steps unmasked, the step past R masked after them,
       instead of every step masked (None: from FP8_WHOLE_STEPS_FROM_ROWS rows). The same bits.
+    - ``max_registers``: a register cap a thread for the compiler (0: its own choice). The same
+      bits (what it may cost is spills, never arithmetic).
     """
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
@@ -444,6 +447,7 @@ def sparse_gemv(
     _check(pdl_trigger in ("start", "end"), f"pdl_trigger must be start or end: {pdl_trigger!r}")
     _check(token_once is None or fmt == "fp8", "token_once is for FP8 weights only")
     _check(whole_steps is None or fmt == "fp8", "whole_steps is for FP8 weights only")
+    _check(max_registers >= 0, f"max_registers must be >= 0, got {max_registers}")
     gdc = pdl and HAS_PDL and out.is_cuda
     if T == 0 or K == 0 or E == 0:
         return
@@ -465,6 +469,8 @@ def sparse_gemv(
     )  # fmt: skip
     if gdc:
         common["launch_pdl"] = True
+    if max_registers:
+        common["maxnreg"] = max_registers
     if fmt == "fp8":
         once = bn >= FP8_TOKEN_ONCE_FROM_ROWS if token_once is None else token_once
         whole = bn >= FP8_WHOLE_STEPS_FROM_ROWS if whole_steps is None else whole_steps

@@ -99,6 +99,7 @@ GEMV_VARIANTS = [
     pytest.param({"early_loads": False, "pdl": True}, id="late-loads-pdl-peeled"),
     pytest.param({"early_loads": False, "split_k": 3}, id="late-loads-ignored-by-split-k"),
     pytest.param({"block_n": 4, "block_k": 512}, id="four-rows-512-one-masked-step"),
+    pytest.param({"max_registers": 80}, id="registers-capped"),
 ]
 
 

@@ -8,9 +8,11 @@ clock), and fc1 and fc2 alone.
 
 Usage (GPU, repository root): PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/unmasked_bench.py
 [--tokens 1,2,4,8,16] [--seeds 0,1,2,3,4,5] [--rank 0,1] [--precision w8a16]
-[--kinds BN:BK[:W],...] (more steps: the package's GEMV at those blocks, named nBNkBKwW; W 0 or 1
-the FP8 ``whole_steps``, left out: the launcher's choice) [--loose] (time the kinds whose output
-is within the reference tolerance but not bitwise the arm's)
+[--kinds BN:BK[:W[:REG[:EARLY]]],...] (more steps: the package's GEMV at those blocks, named
+nBNkBKwW or, with REG, nBNkBKwWrREGeEARLY; W 0 or 1 the FP8 ``whole_steps``, - or left out: the
+launcher's choice; REG ``max_registers``, 0 none; EARLY ``early_loads``, 1 unless told)
+[--loose] (time the kinds whose output is within the reference tolerance but not bitwise the
+arm's)
 """
 
 from __future__ import annotations
@@ -91,10 +93,13 @@ def main():
                 steps = {}
                 builds = [("arm", arm.build), ("masked", masked_stages)]
                 for item in filter(None, a.kinds.split(",")):
-                    bn, bk, *wh = map(int, item.split(":"))
-                    whole = bool(wh[0]) if wh else None
-                    gemv = functools.partial(sparse_gemv, block_n=bn, block_k=bk, whole_steps=whole)
-                    name = f"n{bn}k{bk}w{wh[0] if wh else '-'}"
+                    bn, bk, *more = item.split(":")
+                    wh, reg, early = (more + ["-", "0", "1"][len(more) :])[:3]
+                    gemv = functools.partial(
+                        sparse_gemv, block_n=int(bn), block_k=int(bk),
+                        whole_steps=None if wh == "-" else bool(int(wh)),
+                        max_registers=int(reg), early_loads=bool(int(early)))  # fmt: skip
+                    name = f"n{bn}k{bk}w{wh}" + (f"r{reg}e{early}" if more[1:] else "")
                     builds.append((name, functools.partial(masked_stages, gemv=gemv)))
                 for name, build in builds:
                     ws = Workspace(prob, layout="TKD")
