@@ -34,7 +34,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from moebench.kernels import grouped_dot, grouped_gemv, sparse_gemv
+from moebench.kernels import grouped_dot, grouped_gemv, sparse_gemv, sparse_launch
 from moebench.kernels.grouped_launch import TILE_MAX_REGISTERS
 from moebench.kernels.grouped_slots import scan_width
 
@@ -181,14 +181,15 @@ def grouped(spec: str, out: str) -> None:
 def sparse(fmt: str, out: str, early_loads: bool) -> None:
     """The sparse GEMV's default fc1 launch, its bias (and FP8 scale) loaded after the K loop or,
     with ``early_loads``, before it (`sparse_gemv(early_loads=...)`)."""
-    bn, bk, nw = sparse_gemv.default_blocks(fmt)
+    bn, bk, nw = sparse_launch.default_blocks(fmt)
     ints = values("fc1", 1)
     c = dict(GLU="swiglu_oai", BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
              EXACT_RNE=False, NUM_STAGES=0, SPLIT_K=1, GDC=False, LATE_TRIGGER=False,
              EARLY_LOADS=early_loads)  # fmt: skip
     if fmt == "fp8":
         fn, c["PEEL"] = sparse_gemv._sparse_gemv_fp8, False
-        c["TOKEN_ONCE"] = bn >= sparse_gemv.FP8_TOKEN_ONCE_FROM_ROWS
+        c["TOKEN_ONCE"] = bn >= sparse_launch.FP8_TOKEN_ONCE_FROM_ROWS
+        c["WHOLE_STEPS"] = bn >= sparse_launch.FP8_WHOLE_STEPS_FROM_ROWS
     else:
         fn = sparse_gemv._sparse_gemv_mxfp4
         c.update(GROUP_MAJOR=True, PTX=True)

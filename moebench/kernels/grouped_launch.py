@@ -103,7 +103,7 @@ def path_launch(
 ) -> Launch:
     """A path's default blocks for a stage of ``columns`` output columns (N).
 
-    ``gemv``: the sparse GEMV's measured tiles (docs/PERF.md; `sparse_gemv.default_blocks`), one
+    ``gemv``: the sparse GEMV's measured tiles (docs/PERF.md; `sparse_launch.default_blocks`), one
     slot a pass unless ``block_m`` says more, 1,024 values a step divided by the slots (at least
     64), so that the slots' widened values fit in registers (`grouped_gemv`'s docstring: budget).
     ``dot``: 64 weight rows and 128 values a step, 16 slots a pass unless ``block_m`` says more,

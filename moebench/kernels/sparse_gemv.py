@@ -76,6 +76,12 @@ from moebench.kernels.jit import (
 )
 from moebench.kernels.launch import check_slot_operands, checker, describe
 from moebench.kernels.sparse_gemv_dot import _sparse_gemv_mxfp4_dot
+from moebench.kernels.sparse_launch import (
+    FP8_TOKEN_ONCE_FROM_ROWS,
+    FP8_WHOLE_STEPS_FROM_ROWS,
+    default_blocks,
+    default_registers,
+)
 
 
 @triton.jit
@@ -293,54 +299,6 @@ def _sparse_gemv_mxfp4(
 _check = checker("sparse_gemv")
 
 
-# From this many tokens the FP8 GEMV's one-warp program takes 4 rows at 512 bytes a row a step
-# (the same 64 bytes a lane a step as 2 rows at 1,024): half the programs. H200, gpt-oss-20b EP2,
-# the sparse step, six routing draws, both ranks, the slower rank's step: with the token through
-# the row-broadcast tile 4.5% faster at 4 tokens (72.42 against 75.86 us), 9.8% at 8, 11.2% at 16,
-# +0.6% at 2, +7.2% at one (docs/perf/2026-12-04-early-loads/); with the token loaded once
-# (FP8_TOKEN_ONCE_FROM_ROWS) 3.8% faster than 2 rows at 2 tokens (42.76 against 44.47 us, all six
-# draws), 1.6% slower at one (docs/perf/2026-12-04-token-programs/).
-FP8_FOUR_ROWS_FROM_TOKENS = 2
-
-# From this many rows a program the FP8 plain loop loads the token's values once a step and
-# broadcasts them over its rows in registers (`_sparse_gemv_fp8`'s TOKEN_ONCE; the same bits).
-# Measured as above: at 4 rows 4.4% faster at 4 tokens (69.23 against 72.39 us), 4.9% at 8, 5.4%
-# at 16, all six draws each; at 2 rows (the values moved by warp shuffles) 1.3-1.6% slower at 1-2.
-FP8_TOKEN_ONCE_FROM_ROWS = 4
-
-# From this many rows a program the FP8 loop runs its whole steps unmasked and the step past R
-# masked after them (`_sparse_gemv_fp8`'s WHOLE_STEPS; the same bits). H200, gpt-oss-20b EP2, the
-# sparse step, six routing draws, both ranks, the slower rank's step, against every step masked
-# (docs/perf/2026-12-04-unmasked-steps/): at 4 rows (2 tokens and up) faster in every draw, 2.0%
-# at 2 tokens (42.23 against 43.09 us), 1.4% at 4, 1.5% at 8, 1.9% at 16; at 2 rows (one token)
-# 1.7% slower (32.30 against 31.75), slower in five draws of six.
-FP8_WHOLE_STEPS_FROM_ROWS = 4
-
-
-def default_blocks(fmt: str, tokens: int = 1) -> tuple[int, int, int]:
-    """(BLOCK_N, BLOCK_K, warps) for ``tokens`` tokens, measured on the H200 at gpt-oss-20b
-    decode shapes (docs/PERF.md, 2026-11-30, logs in docs/perf/2026-11-30-kernels/; FP8 from
-    FP8_FOUR_ROWS_FROM_TOKENS tokens: 4 rows at 512 bytes, 2026-12-04).
-
-    FP8: one warp a program for 2 rows, 1,024 weight bytes a row a step (two 16-byte loads a lane
-    in flight per row): gate_up 19.5-19.9 us and down 12.9-13.0 us at one token, against 21.6-22.0
-    and 13.4-13.7 for 8 rows on 4 warps and 23.4 / 14.9 for the first default (16 rows, 512 /
-    1,024 bytes). Latency-bound (Nsight Compute: DRAM 48%); many small programs keep more of
-    the GPU busy to the end. A row's lane sums differ by blocks only in the last fp32 bits.
-
-    MXFP4 (with the group-major tile, `sparse_gemv(group_major=...)`, on by default for MXFP4):
-    16 rows on 4 warps, 1,024 values (512 bytes) a row a step: gate_up 21.2-21.3 us and down
-    14.3-14.5 at one token (20.5 / 13.7 with the PTX bit-select of kernels.jit), against
-    24.2 / 15.9 for the row-major tile at 512 values, the earlier default (docs/PERF.md,
-    2026-12-01 second session). 2,048 values a step works on 42% padding at R = 2,880 and was
-    slower (28.3 / 18.2)."""
-    if fmt != "fp8":
-        return 16, 1024, 4
-    if tokens >= FP8_FOUR_ROWS_FROM_TOKENS:
-        return 4, 512, 1
-    return 2, 1024, 1
-
-
 def sparse_gemv(
     x: torch.Tensor,
     topk_ids_TK: torch.Tensor,
@@ -362,10 +320,10 @@ def sparse_gemv(
     pdl: bool = False,
     pdl_peel: bool = True,
     pdl_trigger: str = "start",
-    early_loads: bool = True,
+    early_loads: bool | None = None,
     token_once: bool | None = None,
     whole_steps: bool | None = None,
-    max_registers: int = 0,
+    max_registers: int | None = None,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -389,17 +347,17 @@ def sparse_gemv(
       Plain loop only (no ``num_stages``, ``split_k`` or ``tensor_cores``); the same bits.
       ``pdl_peel=False`` waits before the first weight load instead (FP8); ``pdl_trigger="end"``
       lets the next kernel launch after this program's K loop instead of at its start.
-    - ``early_loads`` (the default): the epilogue's bias (and FP8's expert scale) loaded before
-      the K loop, their latency behind the loop's loads, instead of after it, a round trip more
-      at the end of every program. The same bits; the sparse step 0.7-1.3% faster at 1-4 tokens
-      (H200, gpt-oss-20b EP2, six routing draws, both ranks, the slower rank's step: FP8 31.54
-      against 31.90 us at one token; docs/perf/2026-12-04-early-loads/).
+    - ``early_loads``: the epilogue's bias (and FP8's expert scale) loaded before the K loop,
+      their latency behind the loop's loads, instead of after it, a round trip more at the end
+      of every program (None: `default_registers`). The same bits; the sparse step 0.7-1.3%
+      faster at 1-4 tokens (H200, gpt-oss-20b EP2, six routing draws, both ranks, the slower
+      rank's step: FP8 31.54 against 31.90 us at one token; docs/perf/2026-12-04-early-loads/).
     - ``token_once`` (FP8): the plain loop loads the token's values once a step, not once a row
       (None: from FP8_TOKEN_ONCE_FROM_ROWS rows a program, `_sparse_gemv_fp8`). The same bits.
     - ``whole_steps`` (FP8): the K loop's whole steps unmasked, the step past R masked after them,
       instead of every step masked (None: from FP8_WHOLE_STEPS_FROM_ROWS rows). The same bits.
-    - ``max_registers``: a register cap a thread for the compiler (0: its own choice). The same
-      bits (what it may cost is spills, never arithmetic).
+    - ``max_registers``: a register cap a thread for the compiler (0: its own choice; None:
+      `default_registers`). The same bits (what it may cost is spills, never arithmetic).
     """
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
@@ -447,6 +405,9 @@ def sparse_gemv(
     _check(pdl_trigger in ("start", "end"), f"pdl_trigger must be start or end: {pdl_trigger!r}")
     _check(token_once is None or fmt == "fp8", "token_once is for FP8 weights only")
     _check(whole_steps is None or fmt == "fp8", "whole_steps is for FP8 weights only")
+    regs, early = default_registers(fmt, T)
+    max_registers = regs if max_registers is None else max_registers
+    early_loads = early if early_loads is None else early_loads
     _check(max_registers >= 0, f"max_registers must be >= 0, got {max_registers}")
     gdc = pdl and HAS_PDL and out.is_cuda
     if T == 0 or K == 0 or E == 0:

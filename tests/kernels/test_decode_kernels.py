@@ -189,7 +189,7 @@ def test_fp8_blocks_follow_the_tokens():
     (FP8_TOKEN_ONCE_FROM_ROWS) and run their whole steps unmasked (FP8_WHOLE_STEPS_FROM_ROWS; the
     one-token 2-row blocks keep every step masked, measured faster there); MXFP4 one tile at every
     count."""
-    from moebench.kernels.sparse_gemv import (
+    from moebench.kernels.sparse_launch import (
         FP8_FOUR_ROWS_FROM_TOKENS,
         FP8_TOKEN_ONCE_FROM_ROWS,
         FP8_WHOLE_STEPS_FROM_ROWS,
@@ -202,6 +202,22 @@ def test_fp8_blocks_follow_the_tokens():
     assert default_blocks("fp8", FP8_FOUR_ROWS_FROM_TOKENS - 1) == (2, 1024, 1)
     assert default_blocks("fp8", FP8_FOUR_ROWS_FROM_TOKENS) == (4, 512, 1)
     assert default_blocks("mxfp4", 1) == default_blocks("mxfp4", 64) == (16, 1024, 4)
+
+
+def test_registers_follow_the_tokens():
+    """MXFP4 from MXFP4_CAPPED_FROM_TOKENS tokens: capped at MXFP4_CAPPED_REGISTERS, the bias
+    loaded after the K loop (the cap would spill it; measured on the H200); below, and FP8 at every
+    count, no cap and the epilogue's loads before the loop."""
+    from moebench.kernels.sparse_launch import (
+        MXFP4_CAPPED_FROM_TOKENS,
+        MXFP4_CAPPED_REGISTERS,
+        default_registers,
+    )
+
+    assert default_registers("mxfp4", MXFP4_CAPPED_FROM_TOKENS) == (MXFP4_CAPPED_REGISTERS, False)
+    assert default_registers("mxfp4", 64) == (MXFP4_CAPPED_REGISTERS, False)
+    assert default_registers("mxfp4", MXFP4_CAPPED_FROM_TOKENS - 1) == (0, True)
+    assert default_registers("fp8", 1) == default_registers("fp8", 64) == (0, True)
 
 
 def test_sparse_gemv_split_k_partials_checked():

@@ -1,0 +1,70 @@
+"""Which launch the sparse decode GEMV (`moebench.kernels.sparse_gemv`) takes by default: its
+blocks and warps (`default_blocks`), its register cap and where its epilogue's loads go
+(`default_registers`), and the FP8 loop's forms by rows a program, read from the format and the
+token count alone (never the routing), each constant with the H200 measurements that set it."""
+
+# From this many tokens the FP8 GEMV's one-warp program takes 4 rows at 512 bytes a row a step
+# (the same 64 bytes a lane a step as 2 rows at 1,024): half the programs. H200, gpt-oss-20b EP2,
+# the sparse step, six routing draws, both ranks, the slower rank's step: with the token through
+# the row-broadcast tile 4.5% faster at 4 tokens (72.42 against 75.86 us), 9.8% at 8, 11.2% at 16,
+# +0.6% at 2, +7.2% at one (docs/perf/2026-12-04-early-loads/); with the token loaded once
+# (FP8_TOKEN_ONCE_FROM_ROWS) 3.8% faster than 2 rows at 2 tokens (42.76 against 44.47 us, all six
+# draws), 1.6% slower at one (docs/perf/2026-12-04-token-programs/).
+FP8_FOUR_ROWS_FROM_TOKENS = 2
+
+# From this many rows a program the FP8 plain loop loads the token's values once a step and
+# broadcasts them over its rows in registers (`_sparse_gemv_fp8`'s TOKEN_ONCE; the same bits).
+# Measured as above: at 4 rows 4.4% faster at 4 tokens (69.23 against 72.39 us), 4.9% at 8, 5.4%
+# at 16, all six draws each; at 2 rows (the values moved by warp shuffles) 1.3-1.6% slower at 1-2.
+FP8_TOKEN_ONCE_FROM_ROWS = 4
+
+# From this many rows a program the FP8 loop runs its whole steps unmasked and the step past R
+# masked after them (`_sparse_gemv_fp8`'s WHOLE_STEPS; the same bits). H200, gpt-oss-20b EP2, the
+# sparse step, six routing draws, both ranks, the slower rank's step, against every step masked
+# (docs/perf/2026-12-04-unmasked-steps/): at 4 rows (2 tokens and up) faster in every draw, 2.0%
+# at 2 tokens (42.23 against 43.09 us), 1.4% at 4, 1.5% at 8, 1.9% at 16; at 2 rows (one token)
+# 1.7% slower (32.30 against 31.75), slower in five draws of six.
+FP8_WHOLE_STEPS_FROM_ROWS = 4
+
+
+def default_blocks(fmt: str, tokens: int = 1) -> tuple[int, int, int]:
+    """(BLOCK_N, BLOCK_K, warps) for ``tokens`` tokens, measured on the H200 at gpt-oss-20b
+    decode shapes (docs/PERF.md, 2026-11-30, logs in docs/perf/2026-11-30-kernels/; FP8 from
+    FP8_FOUR_ROWS_FROM_TOKENS tokens: 4 rows at 512 bytes, 2026-12-04).
+
+    FP8: one warp a program for 2 rows, 1,024 weight bytes a row a step (two 16-byte loads a lane
+    in flight per row): gate_up 19.5-19.9 us and down 12.9-13.0 us at one token, against 21.6-22.0
+    and 13.4-13.7 for 8 rows on 4 warps and 23.4 / 14.9 for the first default (16 rows, 512 /
+    1,024 bytes). Latency-bound (Nsight Compute: DRAM 48%); many small programs keep more of
+    the GPU busy to the end. A row's lane sums differ by blocks only in the last fp32 bits.
+
+    MXFP4 (with the group-major tile, `sparse_gemv(group_major=...)`, on by default for MXFP4):
+    16 rows on 4 warps, 1,024 values (512 bytes) a row a step: gate_up 21.2-21.3 us and down
+    14.3-14.5 at one token (20.5 / 13.7 with the PTX bit-select of kernels.jit), against
+    24.2 / 15.9 for the row-major tile at 512 values, the earlier default (docs/PERF.md,
+    2026-12-01 second session). 2,048 values a step works on 42% padding at R = 2,880 and was
+    slower (28.3 / 18.2)."""
+    if fmt != "fp8":
+        return 16, 1024, 4
+    if tokens >= FP8_FOUR_ROWS_FROM_TOKENS:
+        return 4, 512, 1
+    return 2, 1024, 1
+
+
+# From this many tokens the MXFP4 GEMV is capped at MXFP4_CAPPED_REGISTERS registers a thread and
+# loads its bias after the K loop: 6 programs an SM against 5 at 95 registers (sm_90a, offline: no
+# spill; with the bias before the loop the cap spills it). H200, gpt-oss-20b EP2, the sparse step,
+# six routing draws, both ranks, the slower rank's step, against the default then (uncapped, bias
+# before the loop; docs/perf/2026-12-04-unmasked-steps/): faster in every draw at 4 tokens (71.91
+# against 72.81 us, -1.2%) and 8 (-1.6%); at 2 tokens +0.4%, at one +2.6%. Capped with the bias
+# before the loop: +0.2% at 4, +5.2% at one. The same bits.
+MXFP4_CAPPED_FROM_TOKENS = 4
+MXFP4_CAPPED_REGISTERS = 80
+
+
+def default_registers(fmt: str, tokens: int = 1) -> tuple[int, bool]:
+    """(max_registers, early_loads) for ``tokens`` tokens: no cap and the epilogue's loads before
+    the K loop, but MXFP4 from MXFP4_CAPPED_FROM_TOKENS (measured on the H200)."""
+    if fmt == "mxfp4" and tokens >= MXFP4_CAPPED_FROM_TOKENS:
+        return MXFP4_CAPPED_REGISTERS, False
+    return 0, True
