@@ -56,7 +56,7 @@ def default_blocks(fmt: str, tokens: int = 1) -> tuple[int, int, int]:
 # spill; with the bias before the loop the cap spills it). H200, gpt-oss-20b EP2, the sparse step,
 # six routing draws, both ranks, the slower rank's step, against the default then (uncapped, bias
 # before the loop; docs/perf/2026-12-04-unmasked-steps/): faster in every draw at 4 tokens (71.91
-# against 72.81 us, -1.2%) and 8 (-1.6%); at 2 tokens +0.4%, at one +2.6%. Capped with the bias
+# against 72.82 us, -1.2%) and 8 (-1.6%); at 2 tokens +0.4%, at one +2.6%. Capped with the bias
 # before the loop: +0.3% at 4, +5.2% at one. The same bits.
 MXFP4_CAPPED_FROM_TOKENS = 4
 MXFP4_CAPPED_REGISTERS = 80
