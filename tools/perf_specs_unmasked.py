@@ -20,6 +20,7 @@ from perf_specs_tokenprograms import RUN_ONCE
 
 DAY = "2026-12-04-unmasked-steps"
 HIST = "[issue 28][h-i28u]"
+mean = lambda *v: sum(v) / len(v)  # noqa: E731
 
 AB_FP8 = f"{DAY}/call1/ab_fp8.log"
 AB_MX = f"{DAY}/call1/ab_mx.log"
@@ -87,7 +88,7 @@ fastest.""",
         columns=["launch", "1 token", "the arm", "change", "draws", "2 tokens", "the arm",
                  "change", "draws"],
     )  # fmt: skip
-    mean = lambda *v: sum(v) / len(v)  # noqa: E731
+    text = r.read(AB_ROWS)
     for kind, label in ROW_KINDS:
         cells = []
         for tokens in (1, 2):
@@ -95,7 +96,6 @@ fastest.""",
             for seed in range(6):
                 pat = (rf"^w8a16 T={tokens} seed={seed} rank=%d .* %s: ok=True bitwise=True .* "
                        r"step_us=(\S+)")  # fmt: skip
-                text = r.read(AB_ROWS)
                 if all(re.search(pat % (k, kind), text, re.M) for k in (0, 1)):
                     for name, into in ((kind, mine), ("arm", arms)):
                         into.append(derive(max, "{:.2f}", *(r.text(AB_ROWS, pat % (k, name))

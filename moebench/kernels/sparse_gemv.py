@@ -172,14 +172,11 @@ def _sparse_gemv_fp8(
     # bytes; 313 against 290 at 4 rows). The step after the loop, compiled apart from it, costs
     # more than a loop step, so this pays with many steps a program (4 rows: 6 of 512 bytes) and
     # not with 3 (FP8_WHOLE_STEPS_FROM_ROWS). The same products in the same order.
-    if WHOLE_STEPS and not EVEN_K:
-        k_main = k_first + tl.maximum(k_hi - k_first, 0) // BLOCK_K * BLOCK_K
-    else:
-        k_main = k_hi
+    TAIL: tl.constexpr = WHOLE_STEPS and not EVEN_K  # a masked step after the loop
+    k_main = k_first + tl.maximum(k_hi - k_first, 0) // BLOCK_K * BLOCK_K if TAIL else k_hi
     for k0 in tl.range(k_first, k_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-        acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, not EVEN_K and not WHOLE_STEPS,
-                        ONCE)  # fmt: skip
-    if WHOLE_STEPS and not EVEN_K:
+        acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, not (EVEN_K or TAIL), ONCE)
+    if TAIL:
         if k_main < k_hi:
             acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k_main, k_hi, True, ONCE)
     pdl_launch_dependents(GDC and LATE_TRIGGER)
