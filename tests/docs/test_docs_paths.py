@@ -360,6 +360,20 @@ def test_the_readme_links_every_reference_page():
         assert REPO / "docs" / name in linked, f"README.md does not link docs/{name}"
 
 
+def unnamed_kernel_modules(design: str) -> list[str]:
+    """Modules of moebench/kernels that the `moebench.kernels` row of DESIGN.md's module table
+    does not name (as `module`)."""
+    row = next(ln for ln in design.splitlines() if ln.startswith("| `moebench.kernels` |"))
+    modules = sorted(p.stem for p in (REPO / "moebench" / "kernels").glob("*.py"))
+    return [m for m in modules if m != "__init__" and f"`{m}`" not in row]
+
+
+def test_design_names_every_kernel_module():
+    """A kernel file added without a word in the architecture page fails here."""
+    missing = unnamed_kernel_modules((REPO / "docs" / "DESIGN.md").read_text())
+    assert not missing, f"docs/DESIGN.md's moebench.kernels row does not name {missing}"
+
+
 # --- the checks themselves can fail ------------------------------------------------------------
 
 
@@ -449,3 +463,10 @@ def test_a_link_that_lands_nowhere_fails():
     assert link_problem(Item(page, 1, "docs/GUIDE.md#no-such-heading")) is not None
     assert link_problem(Item(page, 1, "docs/NOPE.md")) is not None
     assert link_problem(Item(REPO / "docs" / "GUIDE.md", 1, "ARMS.md#bring-your-own-arm")) is None
+
+
+def test_a_kernel_module_missing_from_the_design_row_is_caught():
+    design = (REPO / "docs" / "DESIGN.md").read_text()
+    assert unnamed_kernel_modules(design.replace("`sparse_launch`", "sparse_launch")) == [
+        "sparse_launch"
+    ]
