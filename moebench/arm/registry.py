@@ -30,6 +30,7 @@ loader prefixes the field (``arms[2]``).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.metadata
@@ -138,10 +139,14 @@ def resolve(ref: str, base_dir: str | os.PathLike | None = None) -> Arm:
     if kind == "entry point":
         eps = entry_points()
         if ref not in eps:
-            known = ", ".join(list(BUILTIN) + sorted(eps))
+            known = list(BUILTIN) + sorted(eps)
+            # A near miss of a known name (``grouped-decode``, ``sparse_decod``) is named first.
+            near = difflib.get_close_matches(ref.replace("-", "_"), known, n=1, cutoff=0.75)
+            hint = f"did you mean {near[0]!r}? " if near else ""
             raise ArmError(
-                f"unknown arm {ref!r}: not a built-in arm, an installed entry point "
-                f"({ENTRY_POINT_GROUP}), 'module:ATTRIBUTE' or 'file.py:ATTRIBUTE'; known: {known}"
+                f"unknown arm {ref!r}: {hint}not a built-in arm, an installed entry point "
+                f"({ENTRY_POINT_GROUP}), '{HF_PREFIX}<backend>' (a transformers experts "
+                f"backend), 'module:ATTRIBUTE' or 'file.py:ATTRIBUTE'; known: {', '.join(known)}"
             )
         module, attr = (
             eps[ref].value.split(":", 1) if ":" in eps[ref].value else (eps[ref].value, "")

@@ -159,7 +159,8 @@ DECODE = Arm(name="d", family="decode", summary="s", build=lambda ws: (), layout
         ("bad.py:DECODE", "'d' is a decode arm but 'stock' is a prefill arm"),
         ("raises.py:ARM", "loading"),
         ("no_such_pkg.mod:ARM", "cannot import 'no_such_pkg.mod'"),
-        ("nonsense", "unknown arm 'nonsense'"),
+        ("nonsense", "unknown arm 'nonsense': not a built-in arm"),
+        ("grouped-decod", "unknown arm 'grouped-decod': did you mean 'grouped_decode'?"),
         ("stock", "listed twice"),
         ("bad.py:1x", "is not a Python name"),
     ],
@@ -172,6 +173,7 @@ DECODE = Arm(name="d", family="decode", summary="s", build=lambda ws: (), layout
         "import-raises",
         "no-module",
         "unknown-name",
+        "near-miss",
         "twice",
         "bad-attribute",
     ],  # fmt: skip
