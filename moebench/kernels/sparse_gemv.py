@@ -192,6 +192,16 @@ def _sparse_gemv_fp8(
 
 
 @triton.jit
+def _step_scales(s_rows, g, k_hi, GROUP_MAJOR: tl.constexpr):
+    """The scale bytes of groups ``g`` [GROUPS] of the rows ``s_rows`` in `_sparse_gemv_mxfp4`'s
+    tile order, groups at ``k_hi`` / 32 and past it read as 0."""
+    if GROUP_MAJOR:
+        return tl.load(s_rows + g[:, None], mask=(g < k_hi // 32)[:, None], other=0)
+    else:
+        return tl.load(s_rows + g[None, :], mask=(g < k_hi // 32)[None, :], other=0)
+
+
+@triton.jit
 def _sparse_gemv_mxfp4(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
     expert_offset, E, R,
@@ -244,6 +254,15 @@ def _sparse_gemv_mxfp4(
     # from the loop, costs more than a loop step, so with 3 steps a program the kernel executes 2%
     # more instructions and the step is 3.5-4.6% slower at 1-8 tokens (H200, six draws, Nsight
     # Compute; docs/perf/2026-12-04-unmasked-steps/).
+    # Pipelined (NUM_STAGES), the weights and the token's words are copied asynchronously, but a
+    # row's scale bytes (R / 32 of them, 90 at gpt-oss-20b: no whole 32-bit words) are byte loads
+    # the pipeline leaves synchronous, one round trip a step; they are loaded a step ahead into
+    # registers instead (as the grouped tile's byte scales, `grouped_dot`), so that their latency
+    # hides behind a step of work (sm_90a, offline: 2 barriers a step against the plain loop's 16,
+    # the compiler's broadcast of the token through shared memory). The same values, the same bits.
+    AHEAD: tl.constexpr = NUM_STAGES != 0
+    if AHEAD:
+        s_next = _step_scales(s_rows, k_lo // 32 + offs_g, k_hi, GROUP_MAJOR)
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
         g = k0 // 32 + offs_g
         word = g[:, None] * 4 + offs_q[None, :]
@@ -256,9 +275,14 @@ def _sparse_gemv_mxfp4(
             w_ok, s_ok = g_ok[None, :, None], g_ok[None, :]
         if EVEN_K:
             w = tl.load(w_at)
-            s = tl.load(s_at)
         else:
             w = tl.load(w_at, mask=w_ok, other=0)
+        if AHEAD:
+            s = s_next
+            s_next = _step_scales(s_rows, g + BLOCK_K // 32, k_hi, GROUP_MAJOR)
+        elif EVEN_K:
+            s = tl.load(s_at)
+        else:
             s = tl.load(s_at, mask=s_ok, other=0)
         w_hi = w >> 16
         part = tl.zeros(w.shape, dtype=tl.float32)
@@ -341,7 +365,7 @@ def sparse_gemv(
       to start while the previous kernel finishes: it reads its expert id and (FP8) its first
       step's weights, then waits for the previous kernel before reading ``x``; it also lets the
       next kernel launch early. Under the interpreter only the FP8 first step's peeling runs.
-      Plain loop only (no ``num_stages``, ``split_k`` or ``tensor_cores``); the same bits.
+      No ``split_k`` or ``tensor_cores``, and for FP8 no ``num_stages``; the same bits.
       ``pdl_peel=False`` waits before the first weight load instead (FP8); ``pdl_trigger="end"``
       lets the next kernel launch after this program's K loop instead of at its start.
     - ``early_loads``: the epilogue's bias (and FP8's expert scale) loaded before the K loop,
@@ -395,9 +419,12 @@ def sparse_gemv(
             f"tensor_cores needs block_n % 16 == 0 and block_k >= 64, got {bn}, {bk}",
         )
         _check(split_k == 1, "tensor_cores takes no split_k")
+    # MXFP4 waits for the previous kernel before its K loop, whose pipeline's first copies come
+    # after the wait (sm_90a PTX, offline); FP8's peeled first step is the plain loop's.
     _check(
-        not pdl or (num_stages is None and split_k == 1 and not tensor_cores),
-        "pdl takes the plain loop: no num_stages, split_k or tensor_cores",
+        not pdl or ((num_stages is None or fmt == "mxfp4") and split_k == 1 and not tensor_cores),
+        "pdl takes the plain loop (MXFP4 also the pipelined one): no split_k or tensor_cores, "
+        "no num_stages for FP8",
     )
     _check(pdl_trigger in ("start", "end"), f"pdl_trigger must be start or end: {pdl_trigger!r}")
     _check(token_once is None or fmt == "fp8", "token_once is for FP8 weights only")

@@ -131,6 +131,10 @@ GEMV_CASES += [
     pytest.param("fp8", {"whole_steps": True, "block_n": 2}, id="fp8-whole-steps-two-rows"),
     pytest.param("fp8", {"whole_steps": False, "num_stages": 2}, id="fp8-masked-pipelined"),
     pytest.param("fp8", {"whole_steps": True, "block_k": 32}, id="fp8-whole-steps-even-k"),
+    # MXFP4's pipelined loop loads its scales a step ahead, and takes PDL (its wait comes before
+    # the loop's first copies); the step past R is masked at block_k 64 and R = 160.
+    pytest.param("mxfp4", {"num_stages": 3, "pdl": True}, id="mxfp4-pipelined-pdl"),
+    pytest.param("mxfp4", {"num_stages": 2, "block_k": 32}, id="mxfp4-pipelined-even-k"),
     pytest.param("mxfp4", {"tensor_cores": True}, id="mxfp4-tensor-cores"),
     pytest.param("mxfp4", {"tensor_cores": True, "block_k": 128}, id="mxfp4-tensor-cores-tail"),
     pytest.param(
@@ -337,6 +341,9 @@ def test_launchers_name_bad_arguments():
     with pytest.raises(ValueError, match="pdl takes the plain loop"):
         sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
                     pdl=True, split_k=2)  # fmt: skip
+    with pytest.raises(ValueError, match="no num_stages for FP8"):
+        sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
+                    pdl=True, num_stages=2)  # fmt: skip
     wm, sm, _ = quantised("mxfp4", torch.randn(2, 32, 64))
     with pytest.raises(ValueError, match="token_once is for FP8"):
         sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
