@@ -1,0 +1,65 @@
+"""Scratch (issue 28, 2026-12-04): the sparse MXFP4 GEMV's fc1 at 4 tokens compiled for sm_90a
+without a GPU, the plain K loop (the arm's) beside the loop pipelined 2-4 stages deep with PDL,
+each uncapped and capped at 80 registers (the arm's cap from 4 tokens): registers, spills, the
+weight loop's instructions, its barriers (BAR.SYNC), its waits on the asynchronous copies
+(DEPBAR.LE and the count they allow in flight) and its loads.
+
+Usage: PYTHONPATH=$PWD:$PWD/tools python DIR/sass_stages.py OUT, with the GPU's triton (3.6) and
+torch in the environment (`tools/sass_grouped_decode.py`'s docstring).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import sys
+
+from sass_grouped_decode import build, report, values
+
+from moebench.kernels import sparse_gemv
+
+
+def loop_body(sass: str) -> list[str]:
+    """The weight loop's instructions (`sass_grouped_decode.weight_loop`'s loop)."""
+    at, label_at, pending = [], {}, None
+    for ln in sass.splitlines():
+        m = re.match(r"\s*\.(L_x_\d+):", ln)
+        if m:
+            pending = m.group(1)
+            continue
+        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", ln)
+        if m:
+            at.append((int(m.group(1), 16), m.group(2)))
+            if pending:
+                label_at[pending], pending = at[-1][0], None
+    loops = []
+    for a, t in at:
+        m = re.search(r"BRA.*`\(\.(L_x_\d+)\)", t)
+        if m and label_at.get(m.group(1), a + 1) < a:
+            loops.append((label_at[m.group(1)], a))
+    bodies = [[t for a, t in at if lo <= a <= hi] for lo, hi in loops]
+    return max((b for b in bodies if any("FFMA" in t for t in b)), key=len, default=[])
+
+
+def main(out: str) -> None:
+    os.makedirs(out, exist_ok=True)
+    for stages, cap in ((0, 0), (0, 80), (2, 0), (3, 0), (4, 0), (2, 80), (3, 80), (4, 80)):
+        ints = values("fc1", 4)
+        c = dict(GLU="swiglu_oai", BLOCK_N=16, BLOCK_K=1024, EVEN_K=False, EXACT_RNE=False,
+                 NUM_STAGES=stages, SPLIT_K=1, GDC=True, LATE_TRIGGER=False, EARLY_LOADS=False,
+                 GROUP_MAJOR=True, PTX=True)  # fmt: skip
+        name = f"sparse_mxfp4_fc1_stages{stages}_cap{cap}"
+        kernel = build(sparse_gemv._sparse_gemv_mxfp4, "mxfp4", c, ints, 4, stages, cap)
+        report(name, kernel, out, 16 * 1024 / 2 / 128, 4)
+        body = loop_body(open(f"{out}/{name}.sass").read())
+        ops = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0] for t in body)
+        waits = [t for t in body if t.startswith("DEPBAR")]
+        print(f"  {len(body)} instructions; BAR.SYNC {ops['BAR.SYNC.DEFER_BLOCKING']}, "
+              f"LDG {sum(n for o, n in ops.items() if o.startswith('LDG.'))}, "
+              f"LDGSTS {sum(n for o, n in ops.items() if o.startswith('LDGSTS'))}, "
+              f"waits {waits}", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
