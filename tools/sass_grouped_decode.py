@@ -192,7 +192,7 @@ def sparse(fmt: str, out: str, early_loads: bool) -> None:
         c["WHOLE_STEPS"] = bn >= sparse_launch.FP8_WHOLE_STEPS_FROM_ROWS
     else:
         fn = sparse_gemv._sparse_gemv_mxfp4
-        c.update(GROUP_MAJOR=True, PTX=True)
+        c.update(GROUP_MAJOR=True, PTX=True, TOKEN_LOAD=0)
     per_byte = 2 if fmt == "mxfp4" else 1
     name = f"sparse_{fmt}_fc1" + ("_early" if early_loads else "")
     report(name, build(fn, fmt, c, ints, nw, 0), out, bn * bk / per_byte / (32 * nw), nw)

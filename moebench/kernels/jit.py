@@ -256,6 +256,49 @@ def pdl_wait(GDC: tl.constexpr):
         gdc_wait()
 
 
+# --- 32-bit words loaded as inline PTX ------------------------------------------------------------
+
+
+@triton.jit
+def load_words(ptrs, ok, EVEN: tl.constexpr, PTX: tl.constexpr):
+    """The 32-bit words at ``ptrs`` where ``ok`` (0 elsewhere; everywhere with ``EVEN``). With
+    ``PTX`` as inline PTX, which the compiler lays out as arithmetic, in the layout of the words'
+    use, where a ``tl.load`` takes a layout of its own (`sparse_gemv_mxfp4`'s docstring); without,
+    ``tl.load`` (the interpreter runs no PTX). The same values either way."""
+    if not PTX:
+        return tl.load(ptrs) if EVEN else tl.load(ptrs, mask=ok, other=0)
+    addr = ptrs.to(tl.int64, bitcast=True)
+    if EVEN:
+        return tl.inline_asm_elementwise("ld.global.b32 $0, [$1];", "=r,l", [addr],
+                                         dtype=tl.uint32, is_pure=False, pack=1)  # fmt: skip
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; mov.b32 $0, 0; @p ld.global.b32 $0, [$1]; }",
+        "=r,l,r", [addr, tl.broadcast_to(ok, ptrs.shape).to(tl.int32)], dtype=tl.uint32,
+        is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def load_word_quads(ptrs, ok, EVEN: tl.constexpr, PTX: tl.constexpr):
+    """`load_words` 16 bytes at a time: ``ptrs`` [..., 4], the last dimension 4 consecutive
+    words whose first is 16-byte aligned (the caller's to ensure), ``ok`` the same for the 4."""
+    if not PTX:
+        ok = tl.broadcast_to(ok, ptrs.shape)
+        return tl.load(ptrs) if EVEN else tl.load(ptrs, mask=ok, other=0)
+    addr = ptrs.to(tl.int64, bitcast=True)
+    if EVEN:
+        return tl.inline_asm_elementwise(
+            "ld.global.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l,l,l,l", [addr],
+            dtype=tl.uint32, is_pure=False, pack=4,
+        )  # fmt: skip
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $8, 0; mov.b32 $0, 0; mov.b32 $1, 0; mov.b32 $2, 0;"
+        " mov.b32 $3, 0; @p ld.global.v4.b32 {$0, $1, $2, $3}, [$4]; }",
+        "=r,=r,=r,=r,l,l,l,l,r,r,r,r", [addr, tl.broadcast_to(ok, ptrs.shape).to(tl.int32)],
+        dtype=tl.uint32, is_pure=False, pack=4,
+    )  # fmt: skip
+
+
 # --- the gated activation -------------------------------------------------------------------------
 
 

@@ -23,7 +23,9 @@ returns before loading anything else: uniformly for the whole program, so a non-
 one 4-byte load and writes nothing (its output rows keep whatever they held). The grid depends only
 on the shapes; nothing is read back to the host, so the step can be captured in a CUDA graph and
 replayed with any routing. The pieces the kernels share (the program's expert and K slice, the
-epilogue, split-K partials and their second pass) are in `moebench.kernels.gemv_parts`.
+epilogue, split-K partials and their second pass) are in `moebench.kernels.gemv_parts`; the MXFP4
+kernel is in `moebench.kernels.sparse_gemv_mxfp4`, its tensor-core variant in
+`moebench.kernels.sparse_gemv_dot`.
 
 Inner loop (M = 1: no tensor cores). Each program holds a [BLOCK_N, BLOCK_K] tile, laid out so
 that one warp covers a row's BLOCK_K span with a 16-byte load per lane (a warp-sized group per
@@ -67,15 +69,10 @@ from moebench.kernels.gemv_parts import (
     split_k_sum,
     store_partial,
 )
-from moebench.kernels.jit import (
-    HAS_PDL,
-    e2m1_pair,
-    e8m0_scale,
-    pdl_launch_dependents,
-    pdl_wait,
-)
+from moebench.kernels.jit import HAS_PDL, pdl_launch_dependents, pdl_wait
 from moebench.kernels.launch import check_slot_operands, checker, describe
 from moebench.kernels.sparse_gemv_dot import _sparse_gemv_mxfp4_dot
+from moebench.kernels.sparse_gemv_mxfp4 import TOKEN_LOADS, _sparse_gemv_mxfp4
 from moebench.kernels.sparse_launch import (
     FP8_TOKEN_ONCE_FROM_ROWS,
     FP8_WHOLE_STEPS_FROM_ROWS,
@@ -191,132 +188,6 @@ def _sparse_gemv_fp8(
         store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
 
 
-@triton.jit
-def _step_scales(s_rows, g, k_hi, GROUP_MAJOR: tl.constexpr):
-    """The scale bytes of groups ``g`` [GROUPS] of the rows ``s_rows`` in `_sparse_gemv_mxfp4`'s
-    tile order, groups at ``k_hi`` / 32 and past it read as 0."""
-    if GROUP_MAJOR:
-        return tl.load(s_rows + g[:, None], mask=(g < k_hi // 32)[:, None], other=0)
-    else:
-        return tl.load(s_rows + g[None, :], mask=(g < k_hi // 32)[None, :], other=0)
-
-
-@triton.jit
-def _sparse_gemv_mxfp4(
-    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
-    expert_offset, E, R,
-    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_se, stride_sn,
-    stride_be, stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
-    GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-    EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
-    GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr,
-    EARLY_LOADS: tl.constexpr,
-):  # fmt: skip
-    pdl_launch_dependents(GDC and not LATE_TRIGGER)
-    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
-    if (e < 0) | (e >= E):
-        return
-    e64 = e.to(tl.int64)
-    n_block, k_lo, k_hi = k_range(R, K_SPLIT, SPLIT_K)
-    if EARLY_LOADS and SPLIT_K == 1:
-        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)  # as in the FP8 kernel
-    # Only the routing (and the bias) was read so far; the token row may be the previous
-    # kernel's output.
-    pdl_wait(GDC)
-    # A lane loads one MX group (16 bytes, 32 values) of a row, as 4 uint32 words, and its single
-    # e8m0 scale. Word q of group g holds values 32g + 8q + 2j (low nibble of byte j) and
-    # 32g + 8q + 2j + 1 (high nibble), which pair with bf16-pair word 16g + 4q + j of the token
-    # row: low half even, high half odd, each widened by a shift. The tile is [GROUPS, BLOCK_N, 4]
-    # with GROUP_MAJOR, else [BLOCK_N, GROUPS, 4]: the compiler spreads the lanes over the first
-    # two dimensions in that order, so with GROUP_MAJOR a thread holds several rows of one group
-    # and reads and widens the token's values once for all of them (13.2 SASS instructions a
-    # weight byte at 16 rows, 1,024 values, 4 warps, against 16.3). NUM_STAGES pipelines the loop
-    # as in the FP8 kernel. PTX (compiled, not interpreted): the decode's bit-select as inline
-    # PTX (kernels.jit), one instruction fewer a weight byte; the same bits.
-    GROUPS: tl.constexpr = BLOCK_K // 32
-    rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
-    offs_g = tl.arange(0, GROUPS)
-    offs_q = tl.arange(0, 4)
-    w_base = (w_ptr + e64 * stride_we).to(tl.pointer_type(tl.uint32))
-    s_base = ws_ptr + e64 * stride_se
-    if GROUP_MAJOR:
-        w_rows = w_base + rows64[None, :, None] * (stride_wn // 4)
-        s_rows = s_base + rows64[None, :] * stride_sn
-        acc = tl.zeros([GROUPS, BLOCK_N], dtype=tl.float32)
-    else:
-        w_rows = w_base + rows64[:, None, None] * (stride_wn // 4)
-        s_rows = s_base + rows64[:, None] * stride_sn
-        acc = tl.zeros([BLOCK_N, GROUPS], dtype=tl.float32)
-    x_row = x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk
-    x_pairs = x_row.to(tl.pointer_type(tl.uint32))
-    # Every step masked: whole steps unmasked and the last one masked after them (the FP8
-    # kernel's WHOLE_STEPS) is 768 instructions a step against 778, but that step, compiled apart
-    # from the loop, costs more than a loop step, so with 3 steps a program the kernel executes 2%
-    # more instructions and the step is 3.5-4.6% slower at 1-8 tokens (H200, six draws, Nsight
-    # Compute; docs/perf/2026-12-04-unmasked-steps/).
-    # Pipelined (NUM_STAGES), the weights and the token's words are copied asynchronously, but a
-    # row's scale bytes (R / 32 of them, 90 at gpt-oss-20b: no whole 32-bit words) are byte loads
-    # the pipeline leaves synchronous, one round trip a step; they are loaded a step ahead into
-    # registers instead (as the grouped tile's byte scales, `grouped_dot`), so that their latency
-    # hides behind a step of work (sm_90a, offline: 2 barriers a step against the plain loop's 16,
-    # the compiler's broadcast of the token through shared memory). The same values, the same bits.
-    AHEAD: tl.constexpr = NUM_STAGES != 0
-    if AHEAD:
-        s_next = _step_scales(s_rows, k_lo // 32 + offs_g, k_hi, GROUP_MAJOR)
-    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-        g = k0 // 32 + offs_g
-        word = g[:, None] * 4 + offs_q[None, :]
-        g_ok = g < k_hi // 32
-        if GROUP_MAJOR:
-            w_at, s_at = w_rows + word[:, None, :], s_rows + g[:, None]
-            w_ok, s_ok = g_ok[:, None, None], g_ok[:, None]
-        else:
-            w_at, s_at = w_rows + word[None, :, :], s_rows + g[None, :]
-            w_ok, s_ok = g_ok[None, :, None], g_ok[None, :]
-        if EVEN_K:
-            w = tl.load(w_at)
-        else:
-            w = tl.load(w_at, mask=w_ok, other=0)
-        if AHEAD:
-            s = s_next
-            s_next = _step_scales(s_rows, g + BLOCK_K // 32, k_hi, GROUP_MAJOR)
-        elif EVEN_K:
-            s = tl.load(s_at)
-        else:
-            s = tl.load(s_at, mask=s_ok, other=0)
-        w_hi = w >> 16
-        part = tl.zeros(w.shape, dtype=tl.float32)
-        for j in tl.static_range(4):
-            if EVEN_K:
-                xp = tl.load(x_pairs + word * 4 + j)
-            else:
-                xp = tl.load(x_pairs + word * 4 + j, mask=g_ok[:, None], other=0)
-            x_lo = (xp << 16).to(tl.float32, bitcast=True)
-            x_hi = (xp & 0xFFFF0000).to(tl.float32, bitcast=True)
-            if GROUP_MAJOR:
-                x_lo, x_hi = x_lo[:, None, :], x_hi[:, None, :]
-            else:
-                x_lo, x_hi = x_lo[None, :, :], x_hi[None, :, :]
-            if j < 2:
-                lo, hi = e2m1_pair(w, j, PTX)
-            else:
-                lo, hi = e2m1_pair(w_hi, j - 2, PTX)
-            # Two separate updates keep each product a fused multiply-add.
-            part += lo * x_lo
-            part += hi * x_hi
-        acc += tl.sum(part, axis=2) * e8m0_scale(s)
-    pdl_launch_dependents(GDC and LATE_TRIGGER)
-    # Undo the 2^-14 of the fp16 placement (kernels.jit); kernels read no module globals.
-    h = tl.sum(acc, axis=0 if GROUP_MAJOR else 1)
-    if SPLIT_K == 1:
-        if not EARLY_LOADS:
-            bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
-        gemv_epilogue(h * 16384.0, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU,
-                      BLOCK_N, EXACT_RNE)  # fmt: skip
-    else:
-        store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
-
-
 _check = checker("sparse_gemv")
 
 
@@ -345,6 +216,7 @@ def sparse_gemv(
     token_once: bool | None = None,
     whole_steps: bool | None = None,
     max_registers: int | None = None,
+    token_load: str | None = None,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -379,6 +251,9 @@ def sparse_gemv(
       instead of every step masked (None: from FP8_WHOLE_STEPS_FROM_ROWS rows). The same bits.
     - ``max_registers``: a register cap a thread for the compiler (0: its own choice; None:
       `default_registers`). The same bits (what it may cost is spills, never arithmetic).
+    - ``token_load`` (MXFP4, group-major tile): how the plain or pipelined loop loads the token's
+      words, ``broadcast`` (None), ``words`` or ``quads`` (`sparse_gemv_mxfp4`'s docstring;
+      ``quads`` needs the token rows 16-byte aligned). The same bits.
     """
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
@@ -429,6 +304,17 @@ def sparse_gemv(
     _check(pdl_trigger in ("start", "end"), f"pdl_trigger must be start or end: {pdl_trigger!r}")
     _check(token_once is None or fmt == "fp8", "token_once is for FP8 weights only")
     _check(whole_steps is None or fmt == "fp8", "whole_steps is for FP8 weights only")
+    token_load = token_load or "broadcast"
+    _check(token_load in TOKEN_LOADS, f"token_load must be one of {list(TOKEN_LOADS)}, got "
+           f"{token_load!r}")  # fmt: skip
+    if token_load != "broadcast":
+        _check(fmt == "mxfp4" and group_major and not tensor_cores,
+               "token_load is for MXFP4's group-major CUDA-core tile")  # fmt: skip
+        # 16-byte loads from each row's start (`load_word_quads`): x's base and its row strides
+        # (bf16 values, 8 to 16 bytes) on 16-byte boundaries.
+        aligned = x.data_ptr() % 16 == 0 and stride_xt % 8 == 0 and stride_xk % 8 == 0
+        _check(token_load != "quads" or aligned,
+               "token_load='quads' needs the token rows 16-byte aligned")  # fmt: skip
     regs, early = default_registers(fmt, T)
     max_registers = regs if max_registers is None else max_registers
     early_loads = early if early_loads is None else early_loads
@@ -470,7 +356,8 @@ def sparse_gemv(
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
             w_scale.stride(0), w_scale.stride(1), bias_EN.stride(0), out.stride(0),
-            out.stride(1), *part_args, GROUP_MAJOR=group_major, PTX=out.is_cuda, **common,
+            out.stride(1), *part_args, GROUP_MAJOR=group_major, PTX=out.is_cuda,
+            TOKEN_LOAD=TOKEN_LOADS[token_load], **common,
         )  # fmt: skip
     if split_k > 1:
         split_k_sum(

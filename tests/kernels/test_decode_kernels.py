@@ -135,6 +135,15 @@ GEMV_CASES += [
     # the loop's first copies); the step past R is masked at block_k 64 and R = 160.
     pytest.param("mxfp4", {"num_stages": 3, "pdl": True}, id="mxfp4-pipelined-pdl"),
     pytest.param("mxfp4", {"num_stages": 2, "block_k": 32}, id="mxfp4-pipelined-even-k"),
+    # MXFP4's token words loaded by each thread itself (inline PTX on the GPU, `tl.load` here):
+    # the quads split back into the four words of a pair; masked and unmasked steps, pipelined.
+    pytest.param("mxfp4", {"token_load": "words"}, id="mxfp4-token-words"),
+    pytest.param("mxfp4", {"token_load": "quads"}, id="mxfp4-token-quads"),
+    pytest.param("mxfp4", {"token_load": "quads", "block_k": 32}, id="mxfp4-token-quads-even-k"),
+    pytest.param("mxfp4", {"token_load": "words", "block_k": 32}, id="mxfp4-token-words-even-k"),
+    pytest.param(
+        "mxfp4", {"token_load": "quads", "num_stages": 3, "pdl": True}, id="mxfp4-quads-pipelined"
+    ),
     pytest.param("mxfp4", {"tensor_cores": True}, id="mxfp4-tensor-cores"),
     pytest.param("mxfp4", {"tensor_cores": True, "block_k": 128}, id="mxfp4-tensor-cores-tail"),
     pytest.param(
@@ -348,6 +357,16 @@ def test_launchers_name_bad_arguments():
     with pytest.raises(ValueError, match="token_once is for FP8"):
         sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
                     expert_offset=0, token_once=True)  # fmt: skip
+    with pytest.raises(ValueError, match="token_load is for MXFP4's group-major"):
+        sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
+                    expert_offset=0, token_load="words")  # fmt: skip
+    with pytest.raises(ValueError, match="token_load must be one of"):
+        sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
+                    expert_offset=0, token_load="vector")  # fmt: skip
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        sparse_gemv(x[:, 4:36], ids, wm[:, :, :16], sm[:, :, :1], b,
+                    torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
+                    token_load="quads")  # fmt: skip
     with pytest.raises(ValueError, match="whole_steps is for FP8"):
         sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
                     expert_offset=0, whole_steps=True)  # fmt: skip

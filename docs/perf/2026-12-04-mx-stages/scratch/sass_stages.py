@@ -1,6 +1,7 @@
 """Scratch (issue 28, 2026-12-04): the sparse MXFP4 GEMV's fc1 at 4 tokens compiled for sm_90a
 without a GPU, the plain K loop (the arm's) beside the loop pipelined 2-4 stages deep with PDL,
-each uncapped and capped at 80 registers (the arm's cap from 4 tokens): registers, spills, the
+each uncapped and capped at 80 registers (the arm's cap from 4 tokens), and the token's words
+loaded as inline PTX (``token``: 1 words, 2 quads; 0 the arm's broadcast): registers, spills, the
 weight loop's instructions, its barriers (BAR.SYNC), its waits on the asynchronous copies
 (DEPBAR.LE and the count they allow in flight) and its loads.
 
@@ -44,12 +45,17 @@ def loop_body(sass: str) -> list[str]:
 
 def main(out: str) -> None:
     os.makedirs(out, exist_ok=True)
-    for stages, cap in ((0, 0), (0, 80), (2, 0), (3, 0), (4, 0), (2, 80), (3, 80), (4, 80)):
+    forms = [
+        (s, cap, 0)
+        for s, cap in ((0, 0), (0, 80), (2, 0), (3, 0), (4, 0), (2, 80), (3, 80), (4, 80))
+    ]
+    forms += [(0, 0, 1), (0, 80, 1), (0, 0, 2), (0, 80, 2), (3, 0, 2)]
+    for stages, cap, token in forms:
         ints = values("fc1", 4)
         c = dict(GLU="swiglu_oai", BLOCK_N=16, BLOCK_K=1024, EVEN_K=False, EXACT_RNE=False,
                  NUM_STAGES=stages, SPLIT_K=1, GDC=True, LATE_TRIGGER=False, EARLY_LOADS=False,
-                 GROUP_MAJOR=True, PTX=True)  # fmt: skip
-        name = f"sparse_mxfp4_fc1_stages{stages}_cap{cap}"
+                 GROUP_MAJOR=True, PTX=True, TOKEN_LOAD=token)  # fmt: skip
+        name = f"sparse_mxfp4_fc1_stages{stages}_cap{cap}_token{token}"
         kernel = build(sparse_gemv._sparse_gemv_mxfp4, "mxfp4", c, ints, 4, stages, cap)
         report(name, kernel, out, 16 * 1024 / 2 / 128, 4)
         body = loop_body(open(f"{out}/{name}.sass").read())

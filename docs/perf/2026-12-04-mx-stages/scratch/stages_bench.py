@@ -1,18 +1,21 @@
 """Scratch (issue 28, prepared 2026-12-04 in a session without a device; not yet run): the sparse
 decode step (fc1, fc2, combine; one CUDA graph, L2 flushed before each replay) with the arm's MXFP4
-GEMV (the plain K loop: weights, scale bytes and the token's words loaded synchronously, the token
-broadcast to the tile's rows through shared memory, 16 barriers a step in sm_90a SASS) against the
-same GEMV software-pipelined ``num_stages`` deep (`sparse_gemv(num_stages=...)`: the weights and
-the token's words copied asynchronously, the scale bytes loaded a step ahead, 2 barriers a step),
-with PDL as the arm has it. gpt-oss-20b-decode-grouped's shapes, several routing draws, both ranks.
-Each step is checked (reference gate, sentinels) and compared bit for bit with the arm's before it
-is timed; then the steps are interleaved (moebench's clock), and fc1 and fc2 alone.
+GEMV (the plain K loop: weights, scale bytes and the token's words loaded synchronously, the token's
+words moved to every warp through shared memory, 16 barriers a step in sm_90a SASS) against other
+launches of the package's GEMV: software-pipelined ``num_stages`` deep (the weights and the token's
+words copied asynchronously, the scale bytes loaded a step ahead, 2 barriers a step), and the
+token's words loaded by each thread itself as inline PTX (``token_load`` ``words`` or ``quads``: no
+barrier), each with PDL as the arm has it. gpt-oss-20b-decode-grouped's shapes, several routing
+draws, both ranks. Each step is checked (reference gate, sentinels) and compared bit for bit with
+the arm's before it is timed; then the steps are interleaved (moebench's clock), and fc1 and fc2
+alone.
 
 Usage (GPU, repository root): PYTHONPATH=$PWD:$PWD/tools python3 DIR/stages_bench.py
 [--tokens 1,2,4,8] [--seeds 0,1,2,3] [--rank 0,1] [--precision w4a16]
-[--kinds STAGES[:REG],...] (default 3,4: each a step with the package's GEMV on that many stages,
-named sSTAGES or sSTAGESrREG; REG a register cap, ``max_registers``, 0 none; left out: the
-launcher's choice for the token count)
+[--kinds STAGES[:REG[:TOKEN]],...] (each a step with the package's GEMV: STAGES ``num_stages``, 0
+the plain loop; REG ``max_registers``, 0 none, - or left out the launcher's choice for the token
+count (80 from 4 tokens); TOKEN ``token_load``, broadcast when left out; named sSTAGES, rREG and
+the token load's first letter)
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def main():
     ap.add_argument("--rank", default="0,1")
     ap.add_argument("--scenario", default=SCENARIO)
     ap.add_argument("--precision", default="w4a16")
-    ap.add_argument("--kinds", default="3,4")
+    ap.add_argument("--kinds", default="0:0:quads,0:-:words,3:0,2:80,3:0:quads")
     a = ap.parse_args()
     toks = {int(v) for v in a.tokens.split(",")}
     clock = Clock(dev)
@@ -90,11 +93,12 @@ def main():
                 wbytes = pipeline.weight_bytes(prob, layout="TKD")["ffn"]
                 builds = [("arm", arm.build)]
                 for item in filter(None, a.kinds.split(",")):
-                    st, *reg = item.split(":")
-                    opts = {"num_stages": int(st)}
-                    if reg:
-                        opts["max_registers"] = int(reg[0])
-                    name = f"s{st}" + (f"r{reg[0]}" if reg else "")
+                    parts = item.split(":")
+                    st, reg, token = parts + ["-", "broadcast"][len(parts) - 1 :]
+                    opts = {"num_stages": int(st) or None, "token_load": token}
+                    if reg != "-":
+                        opts["max_registers"] = int(reg)
+                    name = f"s{st}r{reg}{token[0]}"
                     gemv = functools.partial(sparse_gemv, **opts)
                     builds.append((name, functools.partial(stages_with, gemv=gemv)))
                 steps = {}
@@ -110,7 +114,7 @@ def main():
                 if dev.type != "cuda":
                     print(head, rows, flush=True)
                     continue
-                # Pipelining keeps the products and their order: only bitwise steps are timed.
+                # Every kind keeps the products and their order: only bitwise steps are timed.
                 good = [n for n in steps if rows[n]["ok"] and rows[n]["bitwise"]]
                 us = bench.time_interleaved(
                     clock, [lambda st=steps[n][1]: [x_.run() for x_ in st] for n in good],
