@@ -190,6 +190,7 @@ def sparse(fmt: str, out: str, early_loads: bool) -> None:
         fn, c["PEEL"] = sparse_gemv._sparse_gemv_fp8, False
         c["TOKEN_ONCE"] = bn >= sparse_launch.FP8_TOKEN_ONCE_FROM_ROWS
         c["WHOLE_STEPS"] = bn >= sparse_launch.FP8_WHOLE_STEPS_FROM_ROWS
+        c.update(QUADS=False, PTX=True)
     else:
         fn = sparse_gemv._sparse_gemv_mxfp4
         c.update(GROUP_MAJOR=True, PTX=True, TOKEN_LOAD=0)

@@ -69,7 +69,7 @@ from moebench.kernels.gemv_parts import (
     split_k_sum,
     store_partial,
 )
-from moebench.kernels.jit import HAS_PDL, pdl_launch_dependents, pdl_wait
+from moebench.kernels.jit import HAS_PDL, load_word_quads, pdl_launch_dependents, pdl_wait
 from moebench.kernels.launch import check_slot_operands, checker, describe
 from moebench.kernels.sparse_gemv_dot import _sparse_gemv_mxfp4_dot
 from moebench.kernels.sparse_gemv_mxfp4 import TOKEN_LOADS, _sparse_gemv_mxfp4
@@ -83,22 +83,37 @@ from moebench.kernels.sparse_launch import (
 
 @triton.jit
 def _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, MASKED: tl.constexpr,
-              ONCE: tl.constexpr):  # fmt: skip
+              ONCE: tl.constexpr, QUADS: tl.constexpr, PTX: tl.constexpr):  # fmt: skip
     """One K step of `_sparse_gemv_fp8`: the [BLOCK_N, LANES, 16] weight tile at ``k0`` times the
-    token's values (``x_row`` once with ONCE, else the row-broadcast ``x_rows``), each lane's 16
-    products summed into ``acc``. MASKED: values at ``k_hi`` and past it read as zeros."""
+    token's values (``x_row`` once with ONCE, else the row-broadcast ``x_rows``; with QUADS once,
+    as bf16-pair words in 16-byte quads, `jit.load_word_quads`), each lane's 16 products summed
+    into ``acc``. MASKED: values at ``k_hi`` and past it read as zeros."""
     k = k0 + offs[None, :, :]
     if MASKED:
         w = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
-        if ONCE:
-            xv = tl.load(x_row + k0 + offs, mask=k0 + offs < k_hi, other=0)
-        else:
-            xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
     else:
         w = tl.load(w_rows + k)
-        xv = tl.load(x_row + k0 + offs) if ONCE else tl.load(x_rows + k)
-    xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
-    if ONCE:
+    if QUADS:
+        # Word i of the row holds values 2i (low half) and 2i + 1; a lane's 16 values are its 8
+        # words, 2 quads. Each half widened to fp32 by its place in the word; joined back in order.
+        LANES: tl.constexpr = offs.shape[0]
+        words = (k0 // 2 + tl.arange(0, LANES)[:, None, None] * 8
+                 + tl.arange(0, 2)[None, :, None] * 4 + tl.arange(0, 4)[None, None, :])  # fmt: skip
+        q = tl.reshape(load_word_quads(x_row.to(tl.pointer_type(tl.uint32)) + words,
+                                       words < k_hi // 2, not MASKED, PTX), [LANES, 8])  # fmt: skip
+        even, odd = (q << 16).to(tl.float32, bitcast=True), q & 0xFFFF0000
+        xf = tl.reshape(tl.join(even, odd.to(tl.float32, bitcast=True)), [LANES, 16])
+    else:
+        if ONCE and MASKED:
+            xv = tl.load(x_row + k0 + offs, mask=k0 + offs < k_hi, other=0)
+        elif ONCE:
+            xv = tl.load(x_row + k0 + offs)
+        elif MASKED:
+            xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
+        else:
+            xv = tl.load(x_rows + k)
+        xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
+    if ONCE or QUADS:
         xf = xf[None, :, :]
     return acc + tl.sum(w.to(tl.float32) * xf, axis=2)
 
@@ -112,7 +127,7 @@ def _sparse_gemv_fp8(
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
     PEEL: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr, EARLY_LOADS: tl.constexpr,
-    TOKEN_ONCE: tl.constexpr, WHOLE_STEPS: tl.constexpr,
+    TOKEN_ONCE: tl.constexpr, WHOLE_STEPS: tl.constexpr, QUADS: tl.constexpr, PTX: tl.constexpr,
 ):  # fmt: skip
     pdl_launch_dependents(GDC and not LATE_TRIGGER)
     t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
@@ -131,7 +146,10 @@ def _sparse_gemv_fp8(
     # and widens it once a row: sm_90a, 2 rows, 8 of the loop's 12 16-byte loads), or with
     # TOKEN_ONCE loaded once as [LANES, 16] and broadcast over the rows in registers, the compiler
     # moving it into the weights' layout (2 rows: by warp shuffles, 365 instructions a step
-    # against 344; 4 rows: through 512 bytes of shared memory, 313 against 344).
+    # against 344; 4 rows: through 512 bytes of shared memory, 313 against 344). With QUADS the
+    # values are loaded once a step as inline PTX, which the compiler lays out as the weights'
+    # (`jit.load_word_quads`; no data movement), and widened from their 32-bit words (2 rows 308
+    # instructions a step against 344, 4 rows 253 against 290 with WHOLE_STEPS; not yet timed).
     # With NUM_STAGES the loop is software-pipelined: the compiler copies the next NUM_STAGES - 1
     # steps' tiles into shared memory asynchronously (cp.async) while this one is computed, so the
     # bytes in flight no longer cost registers. The token row is then loaded once as [LANES, 16]
@@ -172,10 +190,12 @@ def _sparse_gemv_fp8(
     TAIL: tl.constexpr = WHOLE_STEPS and not EVEN_K  # a masked step after the loop
     k_main = k_first + tl.maximum(k_hi - k_first, 0) // BLOCK_K * BLOCK_K if TAIL else k_hi
     for k0 in tl.range(k_first, k_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-        acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, not (EVEN_K or TAIL), ONCE)
+        acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, not (EVEN_K or TAIL), ONCE,
+                        QUADS, PTX)  # fmt: skip
     if TAIL:
         if k_main < k_hi:
-            acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k_main, k_hi, True, ONCE)
+            acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k_main, k_hi, True, ONCE, QUADS,
+                            PTX)  # fmt: skip
     pdl_launch_dependents(GDC and LATE_TRIGGER)
     h = tl.sum(acc, axis=1)
     if SPLIT_K == 1:
@@ -251,9 +271,12 @@ def sparse_gemv(
       instead of every step masked (None: from FP8_WHOLE_STEPS_FROM_ROWS rows). The same bits.
     - ``max_registers``: a register cap a thread for the compiler (0: its own choice; None:
       `default_registers`). The same bits (what it may cost is spills, never arithmetic).
-    - ``token_load`` (MXFP4, group-major tile): how the plain or pipelined loop loads the token's
-      words, ``broadcast`` (None), ``words`` or ``quads`` (`sparse_gemv_mxfp4`'s docstring;
-      ``quads`` needs the token rows 16-byte aligned). The same bits.
+    - ``token_load``: how the loop loads the token's values, ``broadcast`` (None: ``tl.load``,
+      in a layout the compiler then moves to the weights' through shared memory), or as inline
+      PTX in the layout of their use, ``words`` (MXFP4) or ``quads`` (16-byte loads; the token
+      rows 16-byte aligned); MXFP4 with the group-major tile
+      (`sparse_gemv_mxfp4`'s docstring), FP8 ``quads`` once a step (`_sparse_gemv_fp8`). The
+      same bits.
     """
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
@@ -308,10 +331,12 @@ def sparse_gemv(
     _check(token_load in TOKEN_LOADS, f"token_load must be one of {list(TOKEN_LOADS)}, got "
            f"{token_load!r}")  # fmt: skip
     if token_load != "broadcast":
-        _check(fmt == "mxfp4" and group_major and not tensor_cores,
-               "token_load is for MXFP4's group-major CUDA-core tile")  # fmt: skip
+        _check(
+            not tensor_cores and (group_major if fmt == "mxfp4" else token_load == "quads"),
+            "token_load takes the CUDA-core loops: MXFP4's group-major tile, FP8 'quads'",
+        )
         # 16-byte loads from each row's start (`load_word_quads`): x's base and its row strides
-        # (bf16 values, 8 to 16 bytes) on 16-byte boundaries.
+        # (bf16 values, 8 to 16 bytes) on 16-byte boundaries. No quad crosses R, a multiple of 32.
         aligned = x.data_ptr() % 16 == 0 and stride_xt % 8 == 0 and stride_xk % 8 == 0
         _check(token_load != "quads" or aligned,
                "token_load='quads' needs the token rows 16-byte aligned")  # fmt: skip
@@ -349,7 +374,8 @@ def sparse_gemv(
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
             bias_EN.stride(0), out.stride(0), out.stride(1), *part_args,
-            PEEL=pdl and pdl_peel, TOKEN_ONCE=once, WHOLE_STEPS=whole, **common,
+            PEEL=pdl and pdl_peel, TOKEN_ONCE=once, WHOLE_STEPS=whole,
+            QUADS=token_load == "quads", PTX=out.is_cuda, **common,
         )  # fmt: skip
     else:
         _sparse_gemv_mxfp4[grid](

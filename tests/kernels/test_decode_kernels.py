@@ -137,6 +137,14 @@ GEMV_CASES += [
     pytest.param("mxfp4", {"num_stages": 2, "block_k": 32}, id="mxfp4-pipelined-even-k"),
     # MXFP4's token words loaded by each thread itself (inline PTX on the GPU, `tl.load` here):
     # the quads split back into the four words of a pair; masked and unmasked steps, pipelined.
+    pytest.param("fp8", {"token_load": "quads"}, id="fp8-token-quads"),
+    pytest.param("fp8", {"token_load": "quads", "block_n": 2}, id="fp8-token-quads-two-rows"),
+    pytest.param(
+        "fp8", {"token_load": "quads", "whole_steps": False}, id="fp8-token-quads-every-step-masked"
+    ),
+    pytest.param("fp8", {"token_load": "quads", "block_k": 32}, id="fp8-token-quads-even-k"),
+    pytest.param("fp8", {"token_load": "quads", "pdl": True}, id="fp8-token-quads-pdl-peeled"),
+    pytest.param("fp8", {"token_load": "quads", "num_stages": 2}, id="fp8-token-quads-pipelined"),
     pytest.param("mxfp4", {"token_load": "words"}, id="mxfp4-token-words"),
     pytest.param("mxfp4", {"token_load": "quads"}, id="mxfp4-token-quads"),
     pytest.param("mxfp4", {"token_load": "quads", "block_k": 32}, id="mxfp4-token-quads-even-k"),
@@ -357,9 +365,13 @@ def test_launchers_name_bad_arguments():
     with pytest.raises(ValueError, match="token_once is for FP8"):
         sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
                     expert_offset=0, token_once=True)  # fmt: skip
-    with pytest.raises(ValueError, match="token_load is for MXFP4's group-major"):
+    with pytest.raises(ValueError, match="token_load takes the CUDA-core loops"):
         sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
                     expert_offset=0, token_load="words")  # fmt: skip
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        sparse_gemv(x[:, 4:36], ids, w[:, :, :32], s, b,
+                    torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
+                    token_load="quads")  # fmt: skip
     with pytest.raises(ValueError, match="token_load must be one of"):
         sparse_gemv(x, ids, wm, sm, b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
                     expert_offset=0, token_load="vector")  # fmt: skip

@@ -1,21 +1,22 @@
 """Scratch (issue 28, prepared 2026-12-04 in a session without a device; not yet run): the sparse
-decode step (fc1, fc2, combine; one CUDA graph, L2 flushed before each replay) with the arm's MXFP4
-GEMV (the plain K loop: weights, scale bytes and the token's words loaded synchronously, the token's
-words moved to every warp through shared memory, 16 barriers a step in sm_90a SASS) against other
-launches of the package's GEMV: software-pipelined ``num_stages`` deep (the weights and the token's
-words copied asynchronously, the scale bytes loaded a step ahead, 2 barriers a step), and the
-token's words loaded by each thread itself as inline PTX (``token_load`` ``words`` or ``quads``: no
-barrier), each with PDL as the arm has it. gpt-oss-20b-decode-grouped's shapes, several routing
-draws, both ranks. Each step is checked (reference gate, sentinels) and compared bit for bit with
-the arm's before it is timed; then the steps are interleaved (moebench's clock), and fc1 and fc2
-alone.
+decode step (fc1, fc2, combine; one CUDA graph, L2 flushed before each replay) with the arm's GEMV
+against other launches of the package's GEMV, in either format. MXFP4: the arm's plain K loop loads
+the token's words with ``tl.load`` and triton moves them to every warp through shared memory (16
+barriers a step in sm_90a SASS); the kinds load them as inline PTX in the layout of their use
+(``token_load`` ``words`` or ``quads``: no barrier) or software-pipeline the loop (``num_stages``:
+the scale bytes a step ahead, 2 barriers a step). FP8: the arm loads the token's values through a
+row-broadcast tile at one token and once a step through shared memory from 2 tokens; ``quads``
+loads them once a step as 16-byte quads of inline PTX (344 -> 308 and 290 -> 253 instructions a
+step). Each with PDL as the arm has it. gpt-oss-20b-decode-grouped's shapes, several routing draws,
+both ranks. Each step is checked (reference gate, sentinels) and compared bit for bit with the
+arm's before it is timed; then the steps are interleaved (moebench's clock), and fc1 and fc2 alone.
 
-Usage (GPU, repository root): PYTHONPATH=$PWD:$PWD/tools python3 DIR/stages_bench.py
+Usage (GPU, repository root): PYTHONPATH=$PWD:$PWD/tools python3 DIR/loads_bench.py
 [--tokens 1,2,4,8] [--seeds 0,1,2,3] [--rank 0,1] [--precision w4a16]
 [--kinds STAGES[:REG[:TOKEN]],...] (each a step with the package's GEMV: STAGES ``num_stages``, 0
 the plain loop; REG ``max_registers``, 0 none, - or left out the launcher's choice for the token
-count (80 from 4 tokens); TOKEN ``token_load``, broadcast when left out; named sSTAGES, rREG and
-the token load's first letter)
+count (MXFP4 80 from 4 tokens); TOKEN ``token_load``, broadcast when left out; named sSTAGES,
+rREG and the token load's first letter)
 """
 
 from __future__ import annotations
