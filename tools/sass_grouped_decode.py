@@ -87,9 +87,9 @@ def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int, maxnr
                           options=options)  # fmt: skip
 
 
-def weight_loop(sass: str) -> int:
-    """Instructions of the innermost loop that holds the multiply-adds (FFMA) or tensor-core
-    instructions (HGMMA, HMMA): the weight loop."""
+def weight_loop_body(sass: str) -> list[str]:
+    """The instructions of the innermost loop that holds the multiply-adds (FFMA) or tensor-core
+    instructions (HGMMA, HMMA): the weight loop (the longest such loop; none: empty)."""
     lines = sass.splitlines()
     at, label_at, pending = [], {}, None
     for ln in lines:
@@ -112,7 +112,12 @@ def weight_loop(sass: str) -> int:
              if not any(lo <= a < b <= hi and (a, b) != (lo, hi) for a, b in loops)]  # fmt: skip
     bodies = [[t for a, t in at if lo <= a <= hi] for lo, hi in inner]
     math = [b for b in bodies if any(re.search(r"FFMA|HGMMA|HMMA", t) for t in b)]
-    return max((len(b) for b in math), default=0)
+    return max(math, key=len, default=[])
+
+
+def weight_loop(sass: str) -> int:
+    """The weight loop's instruction count (`weight_loop_body`)."""
+    return len(weight_loop_body(sass))
 
 
 def report(name: str, kernel, out: str, bytes_per_thread: float, warps: int) -> None:

@@ -20,30 +20,9 @@ import re
 import sys
 
 from sass_grouped_decode import build, report, values
+from sass_grouped_decode import weight_loop_body as loop_body
 
 from moebench.kernels import sparse_gemv
-
-
-def loop_body(sass: str) -> list[str]:
-    """The weight loop's instructions (`sass_grouped_decode.weight_loop`'s loop)."""
-    at, label_at, pending = [], {}, None
-    for ln in sass.splitlines():
-        m = re.match(r"\s*\.(L_x_\d+):", ln)
-        if m:
-            pending = m.group(1)
-            continue
-        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", ln)
-        if m:
-            at.append((int(m.group(1), 16), m.group(2)))
-            if pending:
-                label_at[pending], pending = at[-1][0], None
-    loops = []
-    for a, t in at:
-        m = re.search(r"BRA.*`\(\.(L_x_\d+)\)", t)
-        if m and label_at.get(m.group(1), a + 1) < a:
-            loops.append((label_at[m.group(1)], a))
-    bodies = [[t for a, t in at if lo <= a <= hi] for lo, hi in loops]
-    return max((b for b in bodies if any("FFMA" in t for t in b)), key=len, default=[])
 
 
 def main(out: str) -> None:

@@ -1,0 +1,51 @@
+"""tools/sparse_ab.py, the sparse decode step A/B that sessions time launch variants with on the
+GPU, on the CPU: every kind's step is built, checked against the reference and compared bit for
+bit with the arm's, and a kind that writes other bits is reported so (and would not be timed)."""
+
+import functools
+import importlib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCENARIO = """\
+name: tiny-decode
+model: {id: tiny, hidden: 128, intermediate: 64, experts: 8, top_k: 2}
+topology: {ep: 2, dp: 1, tp: 2, mode: simulated}
+routing: {family: uniform, seed: 0}
+shape: {tokens_per_rank: 2}
+arms: [dense_decode, sparse_decode]
+precision: w4a16
+activation: swiglu_oai
+"""
+
+
+@pytest.fixture(scope="module")
+def sparse_ab():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(REPO / "tools"))
+        yield importlib.import_module("sparse_ab")
+
+
+def test_kinds_are_checked_and_compared_with_the_arm(sparse_ab, tmp_path):
+    from moebench.kernels.sparse_gemv import sparse_gemv
+
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO)
+    args = sparse_ab.parser("2", "0", "w4a16", "").parse_args(
+        ["--scenario", str(path), "--rank", "1"]
+    )
+    same = functools.partial(sparse_gemv, token_load="quads")
+
+    def other_bits(x, ids, w, s, b, out, **kw):  # the bias of the wrong expert: other bits
+        sparse_gemv(x, ids, w, s, b.roll(1, 0), out, **kw)
+
+    builds = [("quads", functools.partial(sparse_ab.steps_with, gemv=same)),
+              ("other", functools.partial(sparse_ab.steps_with, gemv=other_bits))]  # fmt: skip
+    ((head, rows),) = sparse_ab.main(args, builds)
+    assert head.startswith("w4a16 T=2 seed=0 rank=1")
+    assert rows["arm"]["ok"] and rows["arm"]["bitwise"]
+    assert rows["quads"]["ok"] and rows["quads"]["bitwise"]
+    assert not rows["other"]["bitwise"]
