@@ -30,6 +30,7 @@ def test_torch_gemm_needs_bf16_prefill():
         parse_scenario(BASE + "gemm: cublas\n")
 
 
+@pytest.mark.slow  # a whole CLI run under the interpreter: 13-23 s on two cores
 def test_both_backends_side_by_side_with_every_gate_passing(tmp_path: Path):
     scenario = tmp_path / "s.yaml"
     scenario.write_text(BASE + "sweep: {gemm: [triton, torch]}\n")

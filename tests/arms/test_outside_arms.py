@@ -356,6 +356,7 @@ WHOLE_WITH_STAGES = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.slow  # a whole CLI run under the interpreter: 13-23 s on two cores
 def test_named_sub_stages_feed_the_kernel_regime_and_a_wrong_name_is_an_error_row(tmp_path):
     shutil.copy(EXAMPLES / "torch_grouped.py", tmp_path / "torch_grouped.py")
     (tmp_path / "good.py").write_text(WHOLE_WITH_STAGES.replace("STAGE", '"act"'))

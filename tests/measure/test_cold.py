@@ -148,6 +148,7 @@ def test_cold_run_rotates_records_and_keeps_the_output(tmp_path):
     assert "eager-cold" in timed.output  # compare keeps cold samples in a mode of their own
 
 
+@pytest.mark.slow  # a whole CLI run under the interpreter: 13-23 s on two cores
 def test_warm_samples_say_so(tmp_path):
     scenario = write(tmp_path, TINY)
     result = runner.invoke(app, ["run", str(scenario), "--results", str(tmp_path / "r")])

@@ -32,6 +32,7 @@ def test_an_unreachable_target_runs_to_max_blocks_on_every_rank(tmp_path):
     assert blocks == {0: {0, 1, 2, 3}, 1: {0, 1, 2, 3}}  # the ranks run the same blocks
 
 
+@pytest.mark.slow  # a whole CLI run under the interpreter: 13-23 s on two cores
 def test_a_reached_target_stops_at_the_minimum(tmp_path):
     blocks = blocks_of(tmp_path, "warmup: 0, blocks: 2, iterations: 2, target_cv: 100, "
                                  "max_blocks: 6")  # fmt: skip
