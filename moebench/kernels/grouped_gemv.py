@@ -89,6 +89,7 @@ from moebench.kernels.grouped_launch import PATHS, Launch
 from moebench.kernels.grouped_slots import expert_slots, scan_width, slot_epilogue, touched_expert
 from moebench.kernels.jit import (
     HAS_PDL,
+    bf16_pairs,
     e2m1_pair,
     e8m0_scale,
     pdl_launch_dependents,
@@ -212,8 +213,8 @@ def _grouped_gemv_mxfp4(
                     xp = tl.load(x_at + j)
                 else:
                     xp = tl.load(x_at + j, mask=g_ok[None, :, None], other=0)
-                x_lo = (xp << 16).to(tl.float32, bitcast=True)[:, :, None, :]
-                x_hi = (xp & 0xFFFF0000).to(tl.float32, bitcast=True)[:, :, None, :]
+                x_lo, x_hi = bf16_pairs(xp)
+                x_lo, x_hi = x_lo[:, :, None, :], x_hi[:, :, None, :]
                 if j < 2:
                     lo, hi = e2m1_pair(w, j, PTX)
                 else:

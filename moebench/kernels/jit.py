@@ -256,6 +256,18 @@ def pdl_wait(GDC: tl.constexpr):
         gdc_wait()
 
 
+# --- bf16 pairs widened ---------------------------------------------------------------------------
+
+
+@triton.jit
+def bf16_pairs(words):
+    """32-bit words each holding two bf16 values (the even one in the low half, as a bf16 row read
+    as words) widened to fp32: (low, high), each by its place in the word, exact."""
+    return (words << 16).to(tl.float32, bitcast=True), (words & 0xFFFF0000).to(
+        tl.float32, bitcast=True
+    )
+
+
 # --- 32-bit words loaded as inline PTX ------------------------------------------------------------
 
 

@@ -69,7 +69,13 @@ from moebench.kernels.gemv_parts import (
     split_k_sum,
     store_partial,
 )
-from moebench.kernels.jit import HAS_PDL, load_word_quads, pdl_launch_dependents, pdl_wait
+from moebench.kernels.jit import (
+    HAS_PDL,
+    bf16_pairs,
+    load_word_quads,
+    pdl_launch_dependents,
+    pdl_wait,
+)
 from moebench.kernels.launch import check_slot_operands, checker, describe
 from moebench.kernels.sparse_gemv_dot import _sparse_gemv_mxfp4_dot
 from moebench.kernels.sparse_gemv_mxfp4 import TOKEN_LOADS, _sparse_gemv_mxfp4
@@ -95,14 +101,13 @@ def _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, MASKED: tl.constexpr,
         w = tl.load(w_rows + k)
     if QUADS:
         # Word i of the row holds values 2i (low half) and 2i + 1; a lane's 16 values are its 8
-        # words, 2 quads. Each half widened to fp32 by its place in the word; joined back in order.
+        # words, 2 quads, widened (`jit.bf16_pairs`) and joined back in order.
         LANES: tl.constexpr = offs.shape[0]
         words = (k0 // 2 + tl.arange(0, LANES)[:, None, None] * 8
                  + tl.arange(0, 2)[None, :, None] * 4 + tl.arange(0, 4)[None, None, :])  # fmt: skip
         q = tl.reshape(load_word_quads(x_row.to(tl.pointer_type(tl.uint32)) + words,
                                        words < k_hi // 2, not MASKED, PTX), [LANES, 8])  # fmt: skip
-        even, odd = (q << 16).to(tl.float32, bitcast=True), q & 0xFFFF0000
-        xf = tl.reshape(tl.join(even, odd.to(tl.float32, bitcast=True)), [LANES, 16])
+        xf = tl.reshape(tl.join(*bf16_pairs(q)), [LANES, 16])
     else:
         if ONCE and MASKED:
             xv = tl.load(x_row + k0 + offs, mask=k0 + offs < k_hi, other=0)

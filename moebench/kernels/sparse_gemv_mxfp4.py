@@ -29,6 +29,7 @@ from moebench.kernels.gemv_parts import (
     store_partial,
 )
 from moebench.kernels.jit import (
+    bf16_pairs,
     e2m1_pair,
     e8m0_scale,
     load_word_quads,
@@ -147,14 +148,10 @@ def _sparse_gemv_mxfp4(
         for j in tl.static_range(4):
             if TOKEN_LOAD == 2:
                 xp = x_j0 if j == 0 else x_j1 if j == 1 else x_j2 if j == 2 else x_j3
-            elif TOKEN_LOAD == 1:
-                xp = load_words(x_pairs + word * 4 + j, g_ok[:, None], EVEN_K, PTX)
-            elif EVEN_K:
-                xp = tl.load(x_pairs + word * 4 + j)
-            else:
-                xp = tl.load(x_pairs + word * 4 + j, mask=g_ok[:, None], other=0)
-            x_lo = (xp << 16).to(tl.float32, bitcast=True)
-            x_hi = (xp & 0xFFFF0000).to(tl.float32, bitcast=True)
+            else:  # ``broadcast``: the same load as ``tl.load`` (`load_words` without PTX)
+                xp = load_words(x_pairs + word * 4 + j, g_ok[:, None], EVEN_K,
+                                PTX and TOKEN_LOAD == 1)  # fmt: skip
+            x_lo, x_hi = bf16_pairs(xp)
             if GROUP_MAJOR:
                 x_lo, x_hi = x_lo[:, None, :], x_hi[:, None, :]
             else:
