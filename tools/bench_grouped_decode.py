@@ -22,7 +22,7 @@ experts' bytes there (tools/bench_decode.py's read kernel): what any kernel need
 Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by default the
 candidates in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one
 item each, comma separated, at every count of ``--variant-tokens``:
-path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage]]]]]]],
+path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage[:rot]]]]]]]],
 "-" for the arm's default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
 "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
 (`Launch.pass_grid`, on its 3 stages and 80 registers) or its expert loop (4 stages, 128
@@ -30,7 +30,9 @@ registers), other fields then from there; registers: the cap a thread (0: none);
 FP8 tile's weights through a TMA descriptor or pointer loads (ignored for MXFP4); early 1 or 0: the
 epilogue's bias loaded before the K loop or after it (`Launch.early_bias`); stage 1 or 2: the
 variant's launch for fc1 only or fc2 only, the other stage the arm's (its name then ends in
-" fc1" or " fc2"). A field left to
+" fc1" or " fc2"); rot 1 or 0: the MXFP4 tile's weights in `mx_rotated`'s layout
+(`Launch.mx_rotated`; the arm makes the copy when it builds the stages; ignored for FP8 and the
+GEMV). A field left to
 the default of another path takes that path's (`grouped_launch.path_launch`); a block_n that does
 not divide N (fc2's 2,880) shrinks to one that does. The arm's own launch always runs, as
 "default", and a variant equal to it is skipped. Cases run from the most tokens down, so that a
@@ -120,7 +122,7 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (12 - len(f))
+        f += ["-"] * (13 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
@@ -128,9 +130,10 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
         tma = None if f[9] in ("-", "") else bool(int(f[9]))
         early = None if f[10] in ("-", "") else bool(int(f[10]))
         stage = None if f[11] in ("-", "") else int(f[11])
+        rot = None if f[12] in ("-", "") else bool(int(f[12]))
         if stage not in (None, 1, 2):
             raise ValueError(f"variant {item!r}: stage must be 1 (fc1) or 2 (fc2), got {stage}")
-        out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage)))
+        out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage, rot)))
     return out
 
 
@@ -139,7 +142,7 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
-    registers, tma, early = (*extra, None, None, None)[:3]  # a stage field is the caller's
+    registers, tma, early, _, rot = (*extra, None, None, None, None, None)[:5]  # stage: caller's
     if path is not None and (path != base.path or (bm is not None and path == "gemv")):
         # That path's own blocks (a GEMV's step follows its slots a pass).
         base = path_launch(path, fmt, columns=columns, block_m=bm, pdl=base.pdl)
@@ -159,6 +162,8 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
         fields["tma"] = tma
     if early is not None:
         fields["early_bias"] = early
+    if rot is not None and fmt == "mxfp4" and fields["path"] == "dot":
+        fields["mx_rotated"] = rot
     fields["block_n"] = min(fields["block_n"], columns & -columns)
     return Launch(**fields)
 
@@ -169,7 +174,8 @@ def describe(launch: Launch) -> str:
     return (f"{L.path} m{L.block_m} n{L.block_n} k{L.block_k} w{L.num_warps}{stages}"
             + (" pdl" if L.pdl else "") + (" tma" if L.tma else "")
             + (f" r{L.max_registers}" if L.max_registers else "")
-            + (" passes" if L.pass_grid else "") + (" eb" if L.early_bias else ""))  # fmt: skip
+            + (" passes" if L.pass_grid else "") + (" eb" if L.early_bias else "")
+            + (" rot" if L.mx_rotated else ""))  # fmt: skip
 
 
 def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:

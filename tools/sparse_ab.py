@@ -1,6 +1,7 @@
 """The sparse decode step A/B on the GPU: the `sparse_decode` arm's step (fc1, fc2, combine; one
 CUDA graph, L2 flushed before each replay) against the same step with other launches of the
-package's GEMV (`steps_with`), at a scenario's shapes, over several routing draws and both ranks.
+package's GEMV (`steps_with`; or the `grouped_decode` arm's step against other launches of its
+own, `main`'s ``arm_name``), at a scenario's shapes, over several routing draws and both ranks.
 Each step is checked (reference gate, sentinels) and compared bit for bit with the arm's before it
 is timed; only bitwise steps are timed (a kind that changes the fp32 summation order is compared
 by `--loose` elsewhere), interleaved by moebench's clock, then fc1 and fc2 alone. Prints a line a
@@ -69,13 +70,16 @@ def parser(tokens: str, seeds: str, precision: str, kinds: str) -> argparse.Argu
     return ap
 
 
-def main(a: argparse.Namespace, builds: list[tuple[str, Build]]) -> list[tuple[str, dict]]:
-    """The A/B of the arm's step against ``builds`` (name, stages of a workspace) over ``a``'s
-    draws, ranks and token counts (`parser`); returns each cell's head line and its rows (per
-    kind: the check, ``bitwise``, and on the GPU the times)."""
+def main(
+    a: argparse.Namespace, builds: list[tuple[str, Build]], arm_name: str = "sparse_decode"
+) -> list[tuple[str, dict]]:
+    """The A/B of arm ``arm_name``'s step (a decode arm on the sparse arm's one-row-a-slot
+    workspace: `sparse_decode` or `grouped_decode`) against ``builds`` (name, stages of a
+    workspace) over ``a``'s draws, ranks and token counts (`parser`); returns each cell's head
+    line and its rows (per kind: the check, ``bitwise``, and on the GPU the times)."""
     toks = {int(v) for v in a.tokens.split(",")}
     clock = Clock(dev)
-    arm = registry.resolve("sparse_decode")
+    arm = registry.resolve(arm_name)
     print(torch.__version__, torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu")
     results: dict = {}
     cells: list[tuple[str, dict]] = []

@@ -34,6 +34,7 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
 from moebench.kernels.grouped_launch import Launch, default_launch
 from moebench.kernels.launch import weight_format
+from moebench.kernels.mx_rotated import rotate_mxfp4
 
 # Programmatic dependent launch of the grouped kernels and the combine, per precision: on in both.
 # MXFP4 as the sparse arm (arms/decode/pipeline.py PDL), whose GEMV loops the few-token launch
@@ -64,13 +65,31 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
     return one(p.w13.shape[1]), one(p.w2.shape[1])
 
 
-# What the MXFP4 tile reads of a scale tensor (`tiles_scales`), one entry per tensor while it
-# lives, with the version of its contents it was made from: a padded copy of the scales (None when
-# the rows are aligned already: the tensor itself, not kept alive here) and their largest byte.
-# The model regime builds stages for every token count of every layer over the same weights
+# What the MXFP4 tile reads of a scale tensor (`tiles_scales`) and of a weight tensor
+# (`tiles_weights`), one entry per tensor while it lives, with the version of its contents it was
+# made from: for scales a padded copy (None when the rows are aligned already: the tensor itself,
+# not kept alive here) and their largest byte; for weights their copy in the rotated layout. The
+# model regime builds stages for every token count of every layer over the same weights
 # (gpt-oss-120b: about 107 MB of padded scales a layer), and they share one entry. Keyed by the
 # tensor's identity (a tensor's == is elementwise), the entry dropped when the tensor is.
-_TILE_SCALES: dict[int, tuple[int, torch.Tensor | None, int]] = {}
+_TILE_SCALES: dict[int, tuple[int, tuple[torch.Tensor | None, int | None]]] = {}
+_TILE_WEIGHTS: dict[int, tuple[int, torch.Tensor]] = {}
+
+
+def _made_once(cache: dict, t: torch.Tensor, make):
+    """``make(t)``, made once for tensor ``t`` while it lives and its contents are unchanged."""
+    key = id(t)
+    entry = cache.get(key)
+    if entry is None or entry[0] != t._version:
+        if key not in cache:
+            weakref.finalize(t, cache.pop, key, None)
+        entry = cache[key] = (t._version, make(t))
+    return entry[1]
+
+
+def _scales_entry(w_scale: torch.Tensor) -> tuple[torch.Tensor | None, int | None]:
+    padded = word_aligned_scales(w_scale)
+    return (None if padded is w_scale else padded), max_scale_byte(w_scale)
 
 
 def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
@@ -83,16 +102,18 @@ def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
     The problem's own tensor and None otherwise."""
     if weight_format(w) != "mxfp4" or launch.path != "dot":
         return w_scale, None
-    key = id(w_scale)
-    entry = _TILE_SCALES.get(key)
-    if entry is None or entry[0] != w_scale._version:
-        padded = word_aligned_scales(w_scale)
-        if key not in _TILE_SCALES:
-            weakref.finalize(w_scale, _TILE_SCALES.pop, key, None)
-        entry = (w_scale._version, None if padded is w_scale else padded, max_scale_byte(w_scale))
-        _TILE_SCALES[key] = entry
-    _, padded, largest = entry
+    padded, largest = _made_once(_TILE_SCALES, w_scale, _scales_entry)
     return (w_scale if padded is None else padded), largest
+
+
+def tiles_weights(w, launch: Launch) -> torch.Tensor:
+    """The weights a stage's launch reads: for an MXFP4 tile in the rotated layout
+    (``launch.mx_rotated``) a copy made once when the stages are built
+    (`mx_rotated.rotate_mxfp4`) and shared by every build over the same, unchanged weights,
+    otherwise the problem's own tensor. The copy doubles the MXFP4 weights held while it lives."""
+    if not launch.mx_rotated or weight_format(w) != "mxfp4" or launch.path != "dot":
+        return w
+    return _made_once(_TILE_WEIGHTS, w, rotate_mxfp4)
 
 
 def build_stages(
@@ -107,13 +128,14 @@ def build_stages(
     fc1, fc2 = fc1 or default1, fc2 or default2
     s13, max13 = tiles_scales(p.w13, p.w13_scale, fc1)
     s2, max2 = tiles_scales(p.w2, p.w2_scale, fc2)
+    w13, w2 = tiles_weights(p.w13, fc1), tiles_weights(p.w2, fc2)
 
     def run_fc1() -> None:
-        grouped_gemv(p.x_TD, p.topk_ids_TK, p.w13, s13, p.b13_E2F, ws.a, expert_offset=off,
+        grouped_gemv(p.x_TD, p.topk_ids_TK, w13, s13, p.b13_E2F, ws.a, expert_offset=off,
                      launch=fc1, glu=p.activation, max_scale_byte=max13)  # fmt: skip
 
     def run_fc2() -> None:
-        grouped_gemv(ws.a, p.topk_ids_TK, p.w2, s2, p.b2_ED, ws.o, expert_offset=off,
+        grouped_gemv(ws.a, p.topk_ids_TK, w2, s2, p.b2_ED, ws.o, expert_offset=off,
                      launch=fc2, max_scale_byte=max2)  # fmt: skip
 
     def run_combine() -> None:

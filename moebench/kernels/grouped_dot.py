@@ -26,7 +26,9 @@ the grid gives it (`grouped_slots.program_work`).
   weights fail the reference gate rather than poison the output.
 - MXFP4: e2m1 times its e8m0 scale decoded to bf16 in registers (`mx_tile`; exact: two
   significant bits times a power of two), 2.25 instructions a value where every scale byte is at
-  most 128 (``FOLD_SCALES``; folded scales, below), 2.75 otherwise. Scale byte 255 (NaN in the
+  most 128 (``FOLD_SCALES``; folded scales, below), 2.75 otherwise; 1.5 and 2.25 with the weights
+  in `mx_rotated`'s layout (``ROTATED``, a launch option until timed: a rotation and a mask a pair;
+  sm_90a, the one-pass launch: 219 instructions a step against 276). Scale byte 255 (NaN in the
   format) gives a non-finite output and byte 0 gives 0, as `jit.e8m0_scale` in the GEMV.
   (``tl.dot_scaled``, the first version, ran at 4-7% of the copy ceiling on the H200: triton 3.6
   loads its bf16 operand synchronously every step, stores it to shared memory two bytes at a time
@@ -103,6 +105,7 @@ from moebench.kernels.jit import (
     pdl_launch_dependents,
     pdl_wait,
 )
+from moebench.kernels.mx_rotated import rotated_tile
 
 # e2m1 x e8m0 -> bf16 on four bytes (eight values) in 22 instructions, compiled only (the
 # interpreter runs no PTX). Operands: $0, $1 the low nibbles' bf16 pairs of bytes 0-1 and 2-3, $2,
@@ -210,39 +213,45 @@ def dot_order_rows(x):
 
 
 @triton.jit
-def mx_tile(w, s, INTERPRET: tl.constexpr, FOLD_SCALES: tl.constexpr):
+def mx_tile(w, s, INTERPRET: tl.constexpr, FOLD_SCALES: tl.constexpr, ROTATED: tl.constexpr):
     """Packed e2m1 bytes ``w`` [BLOCK_N, BLOCK_K / 2] (value 2j of a row in the low nibble of byte
-    j) with their e8m0 scale bytes ``s`` [BLOCK_N, BLOCK_K / 32] as the [BLOCK_N, BLOCK_K] values
-    in natural order: bf16 on the GPU (exact: an e2m1 value times a power of two), fp32 under the
-    interpreter. ``FOLD_SCALES``: every scale byte is at most 128, so the decode multiplies once
-    (module docstring: folded scales); the same values."""
+    j; with ``ROTATED`` each 4-byte word in `mx_rotated`'s layout) with their e8m0 scale bytes
+    ``s`` [BLOCK_N, BLOCK_K / 32] as the [BLOCK_N, BLOCK_K] values in natural order: bf16 on the
+    GPU (exact: an e2m1 value times a power of two), fp32 under the interpreter. ``FOLD_SCALES``:
+    every scale byte is at most 128, so the decode multiplies once (module docstring: folded
+    scales); the same values."""
     BN: tl.constexpr = w.shape[0]
     KB: tl.constexpr = w.shape[1]
     G: tl.constexpr = KB // 16
-    w3 = tl.reshape(w, [BN, G, 16])
-    s3 = tl.broadcast_to(tl.reshape(s, [BN, G, 1]), [BN, G, 16])
-    if INTERPRET:
-        lo, hi = e2m1_pair(w3.to(tl.uint32), 0)
-        sc = e8m0_scale(s3) * 16384.0
-        lo, hi = lo * sc, hi * sc
+    if ROTATED:
+        out = rotated_tile(w, s, FOLD_SCALES, INTERPRET)
     else:
-        s16 = s3.to(tl.int16)
-        if FOLD_SCALES:
-            # 2^(s - 1) as bf16 bits (exponent field s + 126); byte 0 gives 0 as below.
-            sb = tl.where(s16 == 0, 0, (s16 + 126) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)
-            lo, hi = tl.inline_asm_elementwise(
-                _E2M1_BF16_FOLDED_ASM, "=r,=r,=r,=r,r,r,r", [w3, sb],
-                dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
-            )  # fmt: skip
+        w3 = tl.reshape(w, [BN, G, 16])
+        s3 = tl.broadcast_to(tl.reshape(s, [BN, G, 1]), [BN, G, 16])
+        if INTERPRET:
+            lo, hi = e2m1_pair(w3.to(tl.uint32), 0)
+            sc = e8m0_scale(s3) * 16384.0
+            lo, hi = lo * sc, hi * sc
         else:
-            sb = (s16 << 7).to(tl.bfloat16, bitcast=True)  # 2^(s - 127); 0 and inf as e8m0_scale
-            lo, hi = tl.inline_asm_elementwise(
-                _E2M1_BF16_ASM, "=r,=r,=r,=r,r,r,r", [w3, sb], dtype=(tl.bfloat16, tl.bfloat16),
-                is_pure=True, pack=4,
-            )  # fmt: skip
-    # (lo, hi) of bytes 2i and 2i + 1 as [lo, lo, hi, hi]: the pairs the decode packs in a word.
-    v = tl.join(tl.reshape(lo, [BN, KB // 2, 2]), tl.reshape(hi, [BN, KB // 2, 2]))
-    return tl.reshape(tl.permute(v, (0, 1, 3, 2)), [BN, 2 * KB])
+            s16 = s3.to(tl.int16)
+            if FOLD_SCALES:
+                # 2^(s - 1) as bf16 bits (exponent field s + 126); byte 0 gives 0 as below.
+                sb = tl.where(s16 == 0, 0, (s16 + 126) << 7).to(tl.int16)
+                sb = sb.to(tl.bfloat16, bitcast=True)
+                lo, hi = tl.inline_asm_elementwise(
+                    _E2M1_BF16_FOLDED_ASM, "=r,=r,=r,=r,r,r,r", [w3, sb],
+                    dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
+                )  # fmt: skip
+            else:
+                sb = (s16 << 7).to(tl.bfloat16, bitcast=True)  # 2^(s - 127); 0, inf: e8m0_scale
+                lo, hi = tl.inline_asm_elementwise(
+                    _E2M1_BF16_ASM, "=r,=r,=r,=r,r,r,r", [w3, sb],
+                    dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
+                )  # fmt: skip
+        # (lo, hi) of bytes 2i and 2i + 1 as [lo, lo, hi, hi]: the pairs the decode packs.
+        v = tl.join(tl.reshape(lo, [BN, KB // 2, 2]), tl.reshape(hi, [BN, KB // 2, 2]))
+        out = tl.reshape(tl.permute(v, (0, 1, 3, 2)), [BN, 2 * KB])
+    return out
 
 
 @triton.jit
@@ -365,7 +374,7 @@ def _grouped_dot_fp8(
 
 @triton.jit
 def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET: tl.constexpr,
-                FOLD_SCALES: tl.constexpr):  # fmt: skip
+                FOLD_SCALES: tl.constexpr, ROTATED: tl.constexpr):  # fmt: skip
     """acc + one K step of the MXFP4 tile (byte pointers ``w_at`` [BLOCK_N, BLOCK_K / 2] and
     this step's scale bytes ``s``, both in `loaded_rows` order; dot-order pointers ``x_at``
     [BLOCK_K, BLOCK_M])."""
@@ -381,7 +390,7 @@ def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET
     xv = dot_order_rows(mx_order_rows(xv))
     if INTERPRET:
         xv = xv.to(tl.float32)
-    wv = mx_tile(operand_rows(w), operand_rows(s), INTERPRET, FOLD_SCALES)
+    wv = mx_tile(operand_rows(w), operand_rows(s), INTERPRET, FOLD_SCALES, ROTATED)
     return tl.dot(dot_order(wv), xv, acc, out_dtype=tl.float32)
 
 
@@ -392,7 +401,7 @@ def _mxfp4_pass(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, SCALE_WORDS: tl.constexpr,
-    FOLD_SCALES: tl.constexpr, EARLY_BIAS: tl.constexpr,
+    FOLD_SCALES: tl.constexpr, EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr,
 ):  # fmt: skip
     """One pass of the MXFP4 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
     column block ``n_block`` (bytes ``w_at``, scale bytes ``s_at``, in `loaded_rows` order; with
@@ -414,7 +423,8 @@ def _mxfp4_pass(
             words = tl.load(s_words + k0 // 128)
             s = tl.reshape((words[:, :, None] >> (8 * tl.arange(0, 4))[None, None, :]) & 0xFF,
                            [BLOCK_N, BLOCK_K // 32]).to(tl.uint8)  # fmt: skip
-            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET, FOLD_SCALES)
+            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET, FOLD_SCALES,
+                              ROTATED)  # fmt: skip
         s_last = tl.load(s_at + r_main // 32, mask=(r_main // 32 + kg < R // 32)[None, :], other=0)
     else:
         # Byte loads (a row's step of scales at any offset), which the pipeline leaves
@@ -424,10 +434,11 @@ def _mxfp4_pass(
             s = s_last
             g_next = (k0 + BLOCK_K) // 32
             s_last = tl.load(s_at + g_next, mask=(g_next + kg < R // 32)[None, :], other=0)
-            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET, FOLD_SCALES)
+            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET, FOLD_SCALES,
+                              ROTATED)  # fmt: skip
     if not EVEN_K:
         acc = _mxfp4_step(acc, w_at, s_last, x_at, r_main, R, m_ok, True, INTERPRET,
-                          FOLD_SCALES)  # fmt: skip
+                          FOLD_SCALES, ROTATED)  # fmt: skip
     if not EARLY_BIAS:
         bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
     slot_epilogue(tl.trans(acc), bias, n_block, t64, k64, m_ok, out_ptr, stride_ot, stride_ok,
@@ -444,7 +455,7 @@ def _grouped_dot_mxfp4(
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
     PASS_GRID: tl.constexpr, SCALE_WORDS: tl.constexpr, FOLD_SCALES: tl.constexpr,
-    EARLY_BIAS: tl.constexpr,
+    EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr,
 ):  # fmt: skip
     """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
     registers a thread against 116-137 for the expert loop, sm_90a). ``SCALE_WORDS``: the scale
@@ -474,11 +485,11 @@ def _grouped_dot_mxfp4(
                     e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                     stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
                     EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS, FOLD_SCALES,
-                    EARLY_BIAS)  # fmt: skip
+                    EARLY_BIAS, ROTATED)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
             _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset,
                         R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                         stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
                         EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS, FOLD_SCALES,
-                        EARLY_BIAS)  # fmt: skip
+                        EARLY_BIAS, ROTATED)  # fmt: skip

@@ -325,6 +325,8 @@ def grouped_gemv(
         _check(L.num_stages == 0, "num_stages is for the dot path")
     _check(not L.tma or (L.path, fmt) == ("dot", "fp8"), "tma is for the FP8 dot path")
     _check(not L.pass_grid or L.path == "dot", "pass_grid is for the dot path")
+    _check(not L.mx_rotated or (L.path, fmt) == ("dot", "mxfp4"), "mx_rotated is for the MXFP4 "
+           "dot path (the weights in mx_rotated's layout)")  # fmt: skip
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     fold = fmt == "mxfp4" and max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
@@ -369,6 +371,7 @@ def grouped_gemv(
             PASS_GRID=L.pass_grid,
             SCALE_WORDS=scale_words(w_scale) and L.block_k % 128 == 0,
             FOLD_SCALES=fold,
+            ROTATED=L.mx_rotated,
             **common,
         )
     elif fmt == "fp8":

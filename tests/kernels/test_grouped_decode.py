@@ -18,6 +18,7 @@ from kernel_device import DEVICE, on_device
 from moebench.kernels.batched_gemm import batched_gemm
 from moebench.kernels.grouped_gemv import grouped_gemv, scale_words, word_aligned_scales
 from moebench.kernels.grouped_launch import Launch
+from moebench.kernels.mx_rotated import rotate_mxfp4
 from moebench.kernels.sparse_gemv import sparse_gemv
 
 grouped, sparse, dense = on_device(grouped_gemv), on_device(sparse_gemv), on_device(batched_gemm)
@@ -427,6 +428,13 @@ def test_launch_options_are_checked():
     with pytest.raises(ValueError, match="max_registers"):
         grouped(x, ids, w, s, b, out, expert_offset=0,
                 launch=dataclasses.replace(LAUNCHES["dot"], max_registers=300))  # fmt: skip
+    with pytest.raises(ValueError, match="mx_rotated is for the MXFP4 dot path"):
+        grouped(x, ids, w, s, b, out, expert_offset=0,
+                launch=dataclasses.replace(LAUNCHES["gemv"], mx_rotated=True))  # fmt: skip
+    w8, s8, _ = quantised("fp8", torch.randn(1, 16, 64))
+    with pytest.raises(ValueError, match="mx_rotated is for the MXFP4 dot path"):
+        grouped(x, ids, w8, s8, b, out, expert_offset=0,
+                launch=dataclasses.replace(LAUNCHES["dot"], mx_rotated=True))  # fmt: skip
 
 
 @pytest.mark.parametrize("pass_grid", [False, True])
@@ -456,6 +464,37 @@ def test_mxfp4_tile_with_scales_folded_gives_the_same_bits(pass_grid):
                 max_scale_byte=int(scales.max()))  # fmt: skip
         assert torch.equal(one.view(torch.int16), two.view(torch.int16))
         assert torch.isfinite(one[:2].float()).all() and torch.isnan(one[2, 1].float()).all()
+
+
+@pytest.mark.parametrize("fold", [False, True])
+@pytest.mark.parametrize("pass_grid", [False, True])
+def test_mxfp4_tile_reads_rotated_weights_as_the_natural_ones(pass_grid, fold):
+    """Weights in `mx_rotated`'s layout (``Launch.mx_rotated``) give the natural layout's bits,
+    with the scales folded or not, the last K step masked (R = 288), subnormal and zero scales;
+    natural weights read as rotated do not (the layout is what the decode reads). Under the
+    interpreter the decode runs the PTX's integer steps (`mx_rotated.rotated_values`); the PTX
+    itself is tests/kernels/test_mx_decode_ptx.py's, and compiled this checks the kernel."""
+    g = torch.Generator().manual_seed(17)
+    T, K, E, N, R = 3, 2, 2, 16, 288
+    w, _, _ = exact_weights("mxfp4", E, N, R, g)
+    s = torch.randint(100, 129, (E, N, R // 32), generator=g, dtype=torch.uint8)
+    s[0, :3, 0], s[1, 3, 2] = torch.tensor([0, 1, 2], dtype=torch.uint8), 0
+    s = word_aligned_scales(s)
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1], [1, 0], [1, 5]], dtype=torch.int32)
+    launch = Launch(path="dot", block_m=16, block_n=16, block_k=128, num_warps=4,
+                    pass_grid=pass_grid)  # fmt: skip
+    rotated = dataclasses.replace(launch, mx_rotated=True)
+    largest = int(s.max()) if fold else None
+    natural, got, wrong = poisoned(T, K, N), poisoned(T, K, N), poisoned(T, K, N)
+    grouped(x, ids, w, s, b, natural, expert_offset=0, launch=launch, max_scale_byte=largest)
+    grouped(x, ids, rotate_mxfp4(w), s, b, got, expert_offset=0, launch=rotated,
+            max_scale_byte=largest)  # fmt: skip
+    assert torch.equal(got.view(torch.int16), natural.view(torch.int16))
+    assert torch.isfinite(got[:2].float()).all() and torch.isnan(got[2, 1].float()).all()
+    grouped(x, ids, w, s, b, wrong, expert_offset=0, launch=rotated, max_scale_byte=largest)
+    assert not torch.equal(wrong[:2].view(torch.int16), natural[:2].view(torch.int16))
 
 
 def _with_a_byte_past_the_bound(s: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,12 @@ import torch
 
 from moebench.kernels.grouped_dot import _E2M1_BF16_ASM, _E2M1_BF16_FOLDED_ASM
 from moebench.kernels.grouped_gemv import FOLD_SCALES_UP_TO
+from moebench.kernels.mx_rotated import (
+    E2M1_BF16_ROTATED_ASM,
+    E2M1_BF16_ROTATED_FOLDED_ASM,
+    POSITIONS,
+    rotate_mxfp4,
+)
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
@@ -45,7 +51,8 @@ def _bf16x2_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def run_ptx(text: str, operands: dict[int, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Registers after ``text`` (an inline-asm body: $i operands, .reg declarations, the
-    instructions mov, prmt, and, mul.lo.u32 and mul.rn.bf16x2) on the given $i words."""
+    instructions mov, prmt, and, mul.lo.u32, shf.l.wrap and mul.rn.bf16x2) on the given $i
+    words."""
     regs = {f"${i}": v for i, v in operands.items()}
     like = next(iter(operands.values()))
 
@@ -66,6 +73,9 @@ def run_ptx(text: str, operands: dict[int, torch.Tensor]) -> dict[str, torch.Ten
             regs[a[0]] = val(a[1]) & val(a[2])
         elif op == "mul.lo.u32":
             regs[a[0]] = (val(a[1]) * val(a[2])) & 0xFFFFFFFF
+        elif op == "shf.l.wrap.b32":  # funnel shift of a:b's... here both halves one word: rotate
+            lo, hi, n = val(a[1]), val(a[2]), int(a[3], 0) % 32
+            regs[a[0]] = ((hi << n) | (lo >> (32 - n))) & 0xFFFFFFFF if n else hi
         elif op == "mul.rn.bf16x2":
             regs[a[0]] = _bf16x2_mul(val(a[1]), val(a[2]))
         else:
@@ -155,3 +165,66 @@ def test_the_emulator_knows_prmt_and_the_bf16_rounding():
     # 0x3F82; 2^-127 (0x0040, subnormal) x 1.0 stays 0x0040.
     got = _bf16x2_mul(torch.tensor([0x00403F81]), torch.tensor([0x3F803F81]))
     assert got.item() == 0x00403F82
+
+
+def _rotated(word: torch.Tensor) -> torch.Tensor:
+    """Natural words [n] (int64) in `mx_rotated`'s layout, through the host's `rotate_mxfp4`."""
+    b = torch.stack([(word >> (8 * i)) & 0xFF for i in range(4)], -1).to(torch.uint8)
+    r = rotate_mxfp4(b).to(torch.int64)
+    return sum(r[:, i] << (8 * i) for i in range(4))
+
+
+def _words_with_every_pair() -> torch.Tensor:
+    """Natural words in which each pair of values that one output register holds takes each of
+    its 256 bit patterns, the other 24 bits random (so that a bit of another pair leaking into a
+    register, or a carry, shows), and every byte in every position (`_words_and_scales`)."""
+    g = torch.Generator().manual_seed(3)
+    words = [torch.randint(0, 1 << 32, (4096,), generator=g, dtype=torch.int64)]
+    pair = torch.arange(256, dtype=torch.int64)
+    for j0, j1 in ((0, 2), (4, 6), (1, 3), (5, 7)):  # the values of $0, $1, $2, $3
+        bits = ((pair & 0xF) << (4 * j0)) | ((pair >> 4) << (4 * j1))
+        for other in (0, 0xFFFFFFFF, int(torch.randint(0, 1 << 32, (1,), generator=g))):
+            keep = ~((0xF << (4 * j0)) | (0xF << (4 * j1))) & 0xFFFFFFFF
+            words.append(bits | (other & keep))
+    words.append(_words_and_scales(range(1))[0])
+    return torch.cat(words)
+
+
+def test_the_rotated_layout_is_a_permutation_of_a_words_bits():
+    """POSITIONS places 32 code bits on 32 distinct bits, so `rotate_mxfp4` loses nothing, and
+    it refuses what has no whole words."""
+    assert sorted(p for places in POSITIONS for p in places) == list(range(32))
+    w = torch.randint(0, 256, (3, 5, 8), dtype=torch.uint8)
+    assert rotate_mxfp4(w).shape == w.shape and not torch.equal(rotate_mxfp4(w), w)
+    for bad in (w.to(torch.int16), w[..., :6]):
+        try:
+            rotate_mxfp4(bad)
+        except ValueError as e:
+            assert "rotate_mxfp4" in str(e)
+        else:
+            raise AssertionError("rotate_mxfp4 took a tensor without whole words")
+
+
+def test_the_rotated_decode_gives_the_natural_decodes_bits():
+    """Both forms of the rotated layout's decode, on rotated words, against the natural decode
+    (checked above against e2m1 x 2^(s - 127)) on the same values: the same four registers bit
+    for bit, every pair pattern with the other bits random, zero or all set, and a range of
+    scales either side of the fold bound for the two-multiply form. A rotated word's eight values
+    share one scale (one group of 32), its one scale operand."""
+    word = _words_with_every_pair()
+    rot = _rotated(word)
+    for s in (0, 1, 2, 100, 127, FOLD_SCALES_UP_TO):
+        folded = _pair(torch.full_like(word, (s + 126) << 7 if s else 0))
+        one = run_ptx(E2M1_BF16_ROTATED_FOLDED_ASM.value, {4: rot, 5: folded})
+        nat = run_ptx(_E2M1_BF16_FOLDED_ASM.value, {4: word, 5: folded, 6: folded})
+        for reg in ("$0", "$1", "$2", "$3"):
+            assert torch.equal(one[reg], nat[reg]), (s, reg)
+    for s in (0, 1, 127, 200, 254):
+        sc = _pair(torch.full_like(word, s << 7))
+        two = run_ptx(E2M1_BF16_ROTATED_ASM.value, {4: rot, 5: sc})
+        nat = run_ptx(_E2M1_BF16_ASM.value, {4: word, 5: sc, 6: sc})
+        for reg in ("$0", "$1", "$2", "$3"):
+            assert torch.equal(two[reg], nat[reg]), (s, reg)
+    assert len(E2M1_BF16_ROTATED_FOLDED_ASM.value.split(";")) + 6 == len(
+        _E2M1_BF16_FOLDED_ASM.value.split(";")
+    )

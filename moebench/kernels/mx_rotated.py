@@ -1,0 +1,183 @@
+"""MXFP4 weights in the rotated layout: each 32-bit word's eight e2m1 values laid out so that the
+tensor-core tile (`grouped_dot.mx_tile`, ``ROTATED``) decodes a pair of them with one rotation
+and one mask.
+
+Why. The tile decodes e2m1 to bf16 by bit placement: a value's magnitude bits (e1 e0 m) go to
+bits 8..6 of a bf16 half and its sign to bit 15, which reads as the value times 2^-126 (bf16's
+subnormals continue e2m1's), and one multiply by 2^(s - 1) applies the scale (`grouped_dot`,
+folded scales). In the natural layout (value 2i in the low nibble of byte i) a nibble's magnitude
+and sign need two different shifts, so a pair of values costs a mask, a multiply (two shifted
+copies), a second mask and half a byte permute besides the scale's multiply: 18 instructions for
+a word's eight values. Here the bits of the pair that output register ``$r`` holds sit, in both
+halves, where one left rotation by ``ROTATIONS[r]`` puts them on the mask 0x81C081C0 (bits 6-8,
+15, 22-24, 31). Four disjoint rotations of that mask cannot tile 32 bits (its 16-bit pattern {6,
+7, 8, 15} tiles no 16 bits by translation, checked exhaustively), so the fourth pair takes another
+form: masked, multiplied by a constant whose three shifted copies of its bits never overlap (no
+carries), masked again. A word: 12 instructions against 18. sm_90a, triton 3.6, compiled offline
+(tools/sass_grouped_decode.py, the arm's MXFP4 tile launches): the weight loop 219 instructions a
+step against 276 at one pass a program (80 registers, 6 programs an SM either way), 204 against
+261 for the expert loop; the words come straight from the shared-memory loads.
+
+The layout is a permutation of the bits of each little-endian 32-bit word of a row (R / 2 bytes,
+a multiple of 4: R is a multiple of the 32-value group): `rotate_mxfp4` makes it once, when an
+arm builds its stages. The values, their order along a row, the words' places and the scales are
+unchanged, so the tile reads the same bytes at the same addresses in the same K order, and each
+value decodes to the same bf16 bits (tests/kernels/test_mx_decode_ptx.py runs the PTX on every
+pattern of every pair, tests/kernels/test_grouped_decode.py the kernel bitwise against the
+natural layout). The output registers hold the natural decode's values: ``$0`` values 0 and 2 of
+the word (the low nibbles of bytes 0 and 1), ``$1`` values 4 and 6, ``$2`` 1 and 3, ``$3`` 5
+and 7. The decode takes whole words (`rotated_tile`), not the natural decode's packs of four
+bytes: which four bytes triton 3.6 packs into one inline-asm register follows the tile's layout
+(at 64 rows a pack holds two bytes of row r and two of row r + 8).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moebench.kernels.jit import e8m0_scale
+
+# The bit of the rotated word that holds each code bit (m, e0, e1, s: bits 0..3 of the e2m1
+# nibble) of each of a word's eight values (value j: nibble j of the natural little-endian word).
+POSITIONS = (
+    (6, 7, 8, 15),  # value 0: $0's low half, in place
+    (25, 26, 27, 2),  # value 1: $2's low half, rotated left by 13
+    (22, 23, 24, 31),  # value 2: $0's high half, in place
+    (9, 10, 11, 18),  # value 3: $2's high half, rotated by 13
+    (28, 29, 30, 5),  # value 4: $1's low half, rotated by 10
+    (4, 0, 1, 3),  # value 5: $3's low half: bits 0-1 shifted by 7, 4 by 2, 3 by 12
+    (12, 13, 14, 21),  # value 6: $1's high half, rotated by 10
+    (20, 16, 17, 19),  # value 7: $3's high half, as value 5's plus 16
+)
+
+# $r's rotation (None: $3's masked multiply, by MULTIPLIER = 2^2 + 2^7 + 2^12 after the mask
+# THIRD_PAIR_BITS; its copies of bits 0, 1, 3, 4 (and 16, 17, 19, 20) land on 2-8, 10-16, ...
+# without a common bit, so the sum has no carry).
+ROTATIONS = (0, 10, 13, None)
+PAIR_MASK = 0x81C081C0
+THIRD_PAIR_BITS = 0x001B001B
+MULTIPLIER = 0x1084
+
+
+def _decode_asm(fold: bool) -> str:
+    """The tile's e2m1 x e8m0 -> bf16 decode of one rotated word (``$4``) into four bf16 pairs
+    (``$0``..``$3``, the natural decode's registers); ``$5`` the word's scale (its eight values
+    are in one group of 32) as a bf16 pair: 2^(s - 1) where ``fold`` (scale bytes up to 128),
+    else 2^(s - 127), after a multiply by 2^126."""
+    mask = f"0x{PAIR_MASK:08X}"
+    lines = ["{", ".reg .b32 c;"] if fold else ["{", ".reg .b32 c, k;", "mov.b32 k, 0x7E807E80;"]
+    for r, rot in enumerate(ROTATIONS):
+        if rot == 0:
+            lines.append(f"and.b32 c, $4, {mask};")
+        elif rot is not None:
+            lines += [f"shf.l.wrap.b32 c, $4, $4, {rot};", f"and.b32 c, c, {mask};"]
+        else:
+            lines += [
+                f"and.b32 c, $4, 0x{THIRD_PAIR_BITS:08X};",
+                f"mul.lo.u32 c, c, 0x{MULTIPLIER:04X};",
+                f"and.b32 c, c, {mask};",
+            ]
+        if not fold:
+            lines.append("mul.rn.bf16x2 c, c, k;")  # times 2^126
+        lines.append(f"mul.rn.bf16x2 ${r}, c, $5;")
+    return "\n".join(lines + ["}"])
+
+
+E2M1_BF16_ROTATED_ASM = tl.constexpr(_decode_asm(fold=False))
+E2M1_BF16_ROTATED_FOLDED_ASM = tl.constexpr(_decode_asm(fold=True))
+
+
+def rotate_mxfp4(w: torch.Tensor) -> torch.Tensor:
+    """MXFP4 weight bytes ``w`` [..., B] (B a multiple of 4, rows contiguous) in the rotated
+    layout: a new tensor of the same shape, each 4-byte word's bits permuted (`POSITIONS`)."""
+    if w.dtype != torch.uint8 or w.shape[-1] % 4:
+        raise ValueError(f"rotate_mxfp4 takes uint8 rows of a multiple of 4 bytes, got {w.dtype} "
+                         f"{tuple(w.shape)}")  # fmt: skip
+    b = w.reshape(*w.shape[:-1], w.shape[-1] // 4, 4).to(torch.int64)
+    word = sum(b[..., i] << (8 * i) for i in range(4))
+    out = torch.zeros_like(word)
+    for j, places in enumerate(POSITIONS):
+        for bit, place in enumerate(places):
+            out |= ((word >> (4 * j + bit)) & 1) << place
+    return (
+        torch.stack([(out >> (8 * i)) & 0xFF for i in range(4)], -1)
+        .to(torch.uint8)
+        .reshape(w.shape)
+    )
+
+
+@triton.jit
+def _rotl(word, n: tl.constexpr):
+    return (word << n) | (word >> (32 - n))
+
+
+@triton.jit
+def _scaled(placed, sc):
+    """The interpreter's ``mul.rn.bf16x2``: uint32 bf16 pairs ``placed`` (e2m1 x 2^-126) times
+    2^126 times fp32 ``sc``, as bf16 pairs. In fp32, exact, and so are the bf16 bits, the top half
+    of the fp32 ones: a value with two significant bits times a power of two (0 x inf a NaN)."""
+    lo = (placed << 16).to(tl.float32, bitcast=True) * 8.507059173023462e37 * sc
+    hi = (placed & 0xFFFF0000).to(tl.float32, bitcast=True) * 8.507059173023462e37 * sc
+    lo_bits = lo.to(tl.uint32, bitcast=True) >> 16
+    return lo_bits | (hi.to(tl.uint32, bitcast=True) & 0xFFFF0000)
+
+
+@triton.jit
+def _bf16_halves(pair):
+    """uint32 bf16 pairs as [..., 2] bf16 (low half first): the decode's register, as is."""
+    lo = pair.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    hi = (pair >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    return tl.join(lo, hi)
+
+
+@triton.jit
+def _per_word(t):
+    """[BN, G] values of a row's groups, one a memory word: [BN, G * 4] (4 words a group)."""
+    BN: tl.constexpr = t.shape[0]
+    G: tl.constexpr = t.shape[1]
+    return tl.reshape(tl.broadcast_to(tl.reshape(t, [BN, G, 1]), [BN, G, 4]), [BN, G * 4])
+
+
+@triton.jit
+def rotated_tile(w, s, FOLD_SCALES: tl.constexpr, INTERPRET: tl.constexpr):
+    """`grouped_dot.mx_tile` for rotated bytes ``w`` [BLOCK_N, BLOCK_K / 2] and their scale bytes
+    ``s`` [BLOCK_N, BLOCK_K / 32]: one decode (`E2M1_BF16_ROTATED_ASM`) a memory word of a row,
+    the words built from the bytes, the values bf16 (fp32 under the interpreter) in mx_tile's K
+    order (values 4i, 4i + 2, 4i + 1, 4i + 3). The word building and the split back into bf16
+    pairs are ops the compiler turns into register names (sm_90a: the decode reads the
+    shared-memory loads' words, and its pairs are the dot's operand). Under the interpreter the
+    same steps but the PTX, which runs as its integer steps and an exact fp32 multiply."""
+    BN: tl.constexpr = w.shape[0]
+    KB: tl.constexpr = w.shape[1]
+    b02, b13 = tl.split(tl.reshape(w, [BN, KB // 4, 2, 2]))
+    b0, b2 = tl.split(b02)
+    b1, b3 = tl.split(b13)
+    word = (b0.to(tl.uint32) | (b1.to(tl.uint32) << 8) | (b2.to(tl.uint32) << 16)
+            | (b3.to(tl.uint32) << 24))  # fmt: skip
+    if INTERPRET:
+        sc = _per_word(e8m0_scale(s))
+        r0 = _scaled(word & 0x81C081C0, sc)
+        r1 = _scaled(_rotl(word, 10) & 0x81C081C0, sc)
+        r2 = _scaled(_rotl(word, 13) & 0x81C081C0, sc)
+        r3 = _scaled(((word & 0x001B001B) * 0x1084) & 0x81C081C0, sc)
+    else:
+        s32 = s.to(tl.uint32)
+        if FOLD_SCALES:
+            bits = tl.where(s32 == 0, 0, (s32 + 126) << 7)  # 2^(s - 1); byte 0 gives 0
+            asm: tl.constexpr = E2M1_BF16_ROTATED_FOLDED_ASM
+        else:
+            bits = s32 << 7  # 2^(s - 127); 0 and inf as jit.e8m0_scale
+            asm: tl.constexpr = E2M1_BF16_ROTATED_ASM
+        r0, r1, r2, r3 = tl.inline_asm_elementwise(
+            asm, "=r,=r,=r,=r,r,r", [word, _per_word(bits | (bits << 16))],
+            dtype=(tl.uint32,) * 4, is_pure=True, pack=1,
+        )  # fmt: skip
+    # A word's values in mx_tile's order: $0 (values 0, 2), $2 (1, 3), $1 (4, 6), $3 (5, 7).
+    v = tl.join(tl.join(_bf16_halves(r0), _bf16_halves(r2)),
+                tl.join(_bf16_halves(r1), _bf16_halves(r3)))  # fmt: skip
+    out = tl.reshape(tl.permute(v, (0, 1, 4, 3, 2)), [BN, 2 * KB])
+    if INTERPRET:
+        out = out.to(tl.float32)
+    return out
