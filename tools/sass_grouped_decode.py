@@ -20,7 +20,7 @@ arm builds them, `grouped_gemv.word_aligned_scales`, or as bytes from unpadded r
 where a step is whole words; fold 1 or 0: the MXFP4 tile's decode with its scales folded, for
 scale bytes up to 128, `grouped_dot` FOLD_SCALES, or not; default 1; early 1 or 0: the bias loaded
 before the K loop, `Launch.early_bias`, default 0; rotated 1 or 0: the MXFP4 tile's weights in
-`mx_rotated`'s layout, `Launch.mx_rotated`, default 0), e.g.
+`mx_rotated`'s layout, `Launch.mx_rotated` (the GEMV's too), default 0), e.g.
 dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at 1, 8 and 64 tokens.
 """
 
@@ -179,16 +179,17 @@ def grouped(spec: str, out: str) -> None:
             fn = (
                 grouped_gemv._grouped_gemv_fp8 if fmt == "fp8" else grouped_gemv._grouped_gemv_mxfp4
             )
-            c.update({"PTX": True} if fmt == "mxfp4" else {})
+            c.update({"PTX": True, "ROTATED": rotated} if fmt == "mxfp4" else {})
         per_byte = 2 if fmt == "mxfp4" else 1
         kernel = build(fn, fmt, c, ints, nw, ns, maxnreg, (bn, bk) if tma else None)
         report(f"grouped_{spec.replace(':', '_')}_{stage}", kernel, out,
                bn * bk / per_byte / (32 * nw), nw)  # fmt: skip
 
 
-def sparse(fmt: str, out: str, early_loads: bool) -> None:
+def sparse(fmt: str, out: str, early_loads: bool, rotated: bool = False) -> None:
     """The sparse GEMV's default fc1 launch, its bias (and FP8 scale) loaded after the K loop or,
-    with ``early_loads``, before it (`sparse_gemv(early_loads=...)`)."""
+    with ``early_loads``, before it (`sparse_gemv(early_loads=...)`); MXFP4 with ``rotated``
+    its weights in `mx_rotated`'s layout (`sparse_gemv(mx_rotated=True)`)."""
     bn, bk, nw = sparse_launch.default_blocks(fmt)
     ints = values("fc1", 1)
     c = dict(GLU="swiglu_oai", BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
@@ -201,9 +202,9 @@ def sparse(fmt: str, out: str, early_loads: bool) -> None:
         c.update(QUADS=False, PTX=True)
     else:
         fn = sparse_gemv._sparse_gemv_mxfp4
-        c.update(GROUP_MAJOR=True, PTX=True, TOKEN_LOAD=0)
+        c.update(GROUP_MAJOR=True, PTX=True, TOKEN_LOAD=0, ROTATED=rotated)
     per_byte = 2 if fmt == "mxfp4" else 1
-    name = f"sparse_{fmt}_fc1" + ("_early" if early_loads else "")
+    name = f"sparse_{fmt}_fc1" + ("_early" if early_loads else "") + ("_rotated" if rotated else "")
     report(name, build(fn, fmt, c, ints, nw, 0), out, bn * bk / per_byte / (32 * nw), nw)
 
 
@@ -213,6 +214,7 @@ def main(out: str, specs: list[str]) -> None:
     for fmt in ("fp8", "mxfp4"):
         for early_loads in (False, True):
             sparse(fmt, out, early_loads)
+    sparse("mxfp4", out, False, rotated=True)
     for spec in specs:
         grouped(spec, out)
 

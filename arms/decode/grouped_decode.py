@@ -107,11 +107,11 @@ def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
 
 
 def tiles_weights(w, launch: Launch) -> torch.Tensor:
-    """The weights a stage's launch reads: for an MXFP4 tile in the rotated layout
-    (``launch.mx_rotated``) a copy made once when the stages are built
-    (`mx_rotated.rotate_mxfp4`) and shared by every build over the same, unchanged weights,
-    otherwise the problem's own tensor. The copy doubles the MXFP4 weights held while it lives."""
-    if not launch.mx_rotated or weight_format(w) != "mxfp4" or launch.path != "dot":
+    """The weights a stage's launch reads: for MXFP4 in the rotated layout (``launch.mx_rotated``,
+    either path) a copy made once when the stages are built (`mx_rotated.rotate_mxfp4`) and
+    shared by every build over the same, unchanged weights, otherwise the problem's own tensor.
+    The copy doubles the MXFP4 weights held while it lives."""
+    if not launch.mx_rotated or weight_format(w) != "mxfp4":
         return w
     return _made_once(_TILE_WEIGHTS, w, rotate_mxfp4)
 

@@ -96,6 +96,7 @@ from moebench.kernels.jit import (
     pdl_wait,
 )
 from moebench.kernels.launch import check_slot_operands, checker
+from moebench.kernels.mx_rotated import rotated_word_values
 
 
 @triton.jit
@@ -163,7 +164,7 @@ def _grouped_gemv_mxfp4(
     stride_be, stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
-    PTX: tl.constexpr, GDC: tl.constexpr, EARLY_BIAS: tl.constexpr,
+    PTX: tl.constexpr, GDC: tl.constexpr, EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr,
 ):  # fmt: skip
     pdl_launch_dependents(GDC)
     e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
@@ -206,7 +207,8 @@ def _grouped_gemv_mxfp4(
             else:
                 w = tl.load(w_at, mask=g_ok[None, :, None, None], other=0)
                 s = tl.load(s_at, mask=g_ok[None, :, None], other=0)
-            w_hi = w >> 16
+            if not ROTATED:
+                w_hi = w >> 16
             part = tl.zeros([BLOCK_M, GROUPS, BLOCK_N, 4], dtype=tl.float32)
             for j in tl.static_range(4):
                 if EVEN_K:
@@ -215,7 +217,12 @@ def _grouped_gemv_mxfp4(
                     xp = tl.load(x_at + j, mask=g_ok[None, :, None], other=0)
                 x_lo, x_hi = bf16_pairs(xp)
                 x_lo, x_hi = x_lo[:, :, None, :], x_hi[:, :, None, :]
-                if j < 2:
+                if ROTATED:  # `mx_rotated`'s layout, as the sparse GEMV (no 2^-14 to undo)
+                    if j % 2 == 0:
+                        lo, hi, lo_next, hi_next = rotated_word_values(w, j // 2, PTX)
+                    else:
+                        lo, hi = lo_next, hi_next
+                elif j < 2:
                     lo, hi = e2m1_pair(w, j, PTX)
                 else:
                     lo, hi = e2m1_pair(w_hi, j - 2, PTX)
@@ -223,8 +230,9 @@ def _grouped_gemv_mxfp4(
                 part += lo * x_lo
                 part += hi * x_hi
             acc += tl.sum(part, axis=3) * e8m0_scale(s)
-        # Undo the 2^-14 of the fp16 placement (kernels.jit); kernels read no module globals.
-        h = tl.sum(acc, axis=1) * 16384.0
+        h = tl.sum(acc, axis=1)
+        if not ROTATED:  # undo the 2^-14 of the fp16 placement (kernels.jit); no module globals
+            h = h * 16384.0
         if not EARLY_BIAS:
             bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
         slot_epilogue(h, bias, n_block, t64, k64, m_ok, out_ptr, stride_ot, stride_ok, GLU,
@@ -325,8 +333,8 @@ def grouped_gemv(
         _check(L.num_stages == 0, "num_stages is for the dot path")
     _check(not L.tma or (L.path, fmt) == ("dot", "fp8"), "tma is for the FP8 dot path")
     _check(not L.pass_grid or L.path == "dot", "pass_grid is for the dot path")
-    _check(not L.mx_rotated or (L.path, fmt) == ("dot", "mxfp4"), "mx_rotated is for the MXFP4 "
-           "dot path (the weights in mx_rotated's layout)")  # fmt: skip
+    _check(not L.mx_rotated or fmt == "mxfp4", "mx_rotated is for MXFP4 weights (in "
+           "mx_rotated's layout)")  # fmt: skip
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     fold = fmt == "mxfp4" and max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
@@ -377,4 +385,4 @@ def grouped_gemv(
     elif fmt == "fp8":
         _grouped_gemv_fp8[grid](*args, **common)
     else:
-        _grouped_gemv_mxfp4[grid](*args, PTX=out.is_cuda, **common)
+        _grouped_gemv_mxfp4[grid](*args, PTX=out.is_cuda, ROTATED=L.mx_rotated, **common)

@@ -21,8 +21,8 @@ class Launch:
     (``pass_grid``: the grid's second axis enumerates the passes, `grouped_slots.touched_pass`)
     instead of one touched expert a program looping over its passes, the epilogue's bias
     loaded before the K loop instead of after it (``early_bias``; the same bits), and for the
-    MXFP4 tile weights in `mx_rotated`'s layout (``mx_rotated``: the caller passes the weights
-    `mx_rotated.rotate_mxfp4` made; the same bits, 6 fewer decode instructions a 4-byte word)."""
+    MXFP4 weights in `mx_rotated`'s layout (``mx_rotated``, both paths: the caller passes the
+    weights `mx_rotated.rotate_mxfp4` made; the same bits, fewer decode instructions)."""
 
     path: str
     block_m: int

@@ -89,6 +89,40 @@ E2M1_BF16_ROTATED_ASM = tl.constexpr(_decode_asm(fold=False))
 E2M1_BF16_ROTATED_FOLDED_ASM = tl.constexpr(_decode_asm(fold=True))
 
 
+def _values_asm(pairs: tuple[int, int]) -> str:
+    """The CUDA-core GEMVs' decode of two of a rotated word's (``$4``) four pairs (``pairs``:
+    (0, 2), values 0, 2, 1, 3, or (1, 3), values 4, 6, 5, 7) into four fp32 values (``$0``..``$3``
+    in that order), unscaled (the GEMVs scale a group's sum): each pair placed as the tile's,
+    times 2^126 in bf16 (exact), then widened, the low half by a shift and the high half by a
+    mask (a bf16 number is the top half of its fp32). 20 instructions a word in the two halves;
+    the natural layout's fp16 placement takes about 34. In halves so that a step's values are
+    live half at a time, as the natural decode's bytes."""
+    mask = f"0x{PAIR_MASK:08X}"
+    lines = ["{", ".reg .b32 c, k;", "mov.b32 k, 0x7E807E80;"]
+    for i, r in enumerate(pairs):
+        rot = ROTATIONS[r]
+        if rot == 0:
+            lines.append(f"and.b32 c, $4, {mask};")
+        elif rot is not None:
+            lines += [f"shf.l.wrap.b32 c, $4, $4, {rot};", f"and.b32 c, c, {mask};"]
+        else:
+            lines += [
+                f"and.b32 c, $4, 0x{THIRD_PAIR_BITS:08X};",
+                f"mul.lo.u32 c, c, 0x{MULTIPLIER:04X};",
+                f"and.b32 c, c, {mask};",
+            ]
+        lines += [
+            "mul.rn.bf16x2 c, c, k;",
+            f"shl.b32 ${2 * i}, c, 16;",
+            f"and.b32 ${2 * i + 1}, c, 0xFFFF0000;",
+        ]
+    return "\n".join(lines + ["}"])
+
+
+E2M1_F32_ROTATED_LOW_ASM = tl.constexpr(_values_asm((0, 2)))
+E2M1_F32_ROTATED_HIGH_ASM = tl.constexpr(_values_asm((1, 3)))
+
+
 def rotate_mxfp4(w: torch.Tensor) -> torch.Tensor:
     """MXFP4 weight bytes ``w`` [..., B] (B a multiple of 4, rows contiguous) in the rotated
     layout: a new tensor of the same shape, each 4-byte word's bits permuted (`POSITIONS`)."""
@@ -114,12 +148,53 @@ def _rotl(word, n: tl.constexpr):
 
 
 @triton.jit
+def _placed(word):
+    """The interpreter's integer steps of the decodes: a rotated uint32 word's four bf16 pairs,
+    each value placed as itself times 2^-126 ($0..$3 of `E2M1_BF16_ROTATED_ASM`, unscaled)."""
+    p0 = word & 0x81C081C0
+    p1 = _rotl(word, 10) & 0x81C081C0
+    p2 = _rotl(word, 13) & 0x81C081C0
+    p3 = ((word & 0x001B001B) * 0x1084) & 0x81C081C0
+    return p0, p1, p2, p3
+
+
+@triton.jit
+def _widened(placed):
+    """A placed pair's two values as fp32 e2m1 values (low, high): exact (bf16 bits are the top
+    half of fp32's; times 2^126, a power of two)."""
+    lo = (placed << 16).to(tl.float32, bitcast=True) * 8.507059173023462e37
+    hi = (placed & 0xFFFF0000).to(tl.float32, bitcast=True) * 8.507059173023462e37
+    return lo, hi
+
+
+@triton.jit
+def rotated_word_values(word, HALF: tl.constexpr, PTX: tl.constexpr):
+    """Four of rotated uint32 words ``word``'s eight e2m1 values as fp32, unscaled: for HALF 0
+    values 0, 1, 2, 3 (the low and high nibble of bytes 0 and 1 of the natural word, as
+    `jit.e2m1_pair`'s pairs but exact rather than times 2^-14), for HALF 1 values 4-7 (bytes 2
+    and 3). ``PTX`` (compiled): `E2M1_F32_ROTATED_LOW_ASM` or its high half; else their integer
+    steps."""
+    if PTX:
+        asm: tl.constexpr = E2M1_F32_ROTATED_HIGH_ASM if HALF else E2M1_F32_ROTATED_LOW_ASM
+        a0, a1, b0, b1 = tl.inline_asm_elementwise(
+            asm, "=r,=r,=r,=r,r", [word], dtype=(tl.float32,) * 4, is_pure=True, pack=1
+        )
+    else:
+        p0, p1, p2, p3 = _placed(word)
+        a0, a1 = _widened(p1 if HALF else p0)
+        b0, b1 = _widened(p3 if HALF else p2)
+    # (a0, a1) the pair of even values (byte 2 HALF's low nibble, then the next byte's), (b0, b1)
+    # the odd ones: in value order a0, b0, a1, b1.
+    return a0, b0, a1, b1
+
+
+@triton.jit
 def _scaled(placed, sc):
     """The interpreter's ``mul.rn.bf16x2``: uint32 bf16 pairs ``placed`` (e2m1 x 2^-126) times
     2^126 times fp32 ``sc``, as bf16 pairs. In fp32, exact, and so are the bf16 bits, the top half
     of the fp32 ones: a value with two significant bits times a power of two (0 x inf a NaN)."""
-    lo = (placed << 16).to(tl.float32, bitcast=True) * 8.507059173023462e37 * sc
-    hi = (placed & 0xFFFF0000).to(tl.float32, bitcast=True) * 8.507059173023462e37 * sc
+    lo, hi = _widened(placed)
+    lo, hi = lo * sc, hi * sc
     lo_bits = lo.to(tl.uint32, bitcast=True) >> 16
     return lo_bits | (hi.to(tl.uint32, bitcast=True) & 0xFFFF0000)
 
@@ -158,10 +233,8 @@ def rotated_tile(w, s, FOLD_SCALES: tl.constexpr, INTERPRET: tl.constexpr):
             | (b3.to(tl.uint32) << 24))  # fmt: skip
     if INTERPRET:
         sc = _per_word(e8m0_scale(s))
-        r0 = _scaled(word & 0x81C081C0, sc)
-        r1 = _scaled(_rotl(word, 10) & 0x81C081C0, sc)
-        r2 = _scaled(_rotl(word, 13) & 0x81C081C0, sc)
-        r3 = _scaled(((word & 0x001B001B) * 0x1084) & 0x81C081C0, sc)
+        p0, p1, p2, p3 = _placed(word)
+        r0, r1, r2, r3 = _scaled(p0, sc), _scaled(p1, sc), _scaled(p2, sc), _scaled(p3, sc)
     else:
         s32 = s.to(tl.uint32)
         if FOLD_SCALES:

@@ -242,6 +242,7 @@ def sparse_gemv(
     whole_steps: bool | None = None,
     max_registers: int | None = None,
     token_load: str | None = None,
+    mx_rotated: bool = False,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -282,6 +283,9 @@ def sparse_gemv(
       rows 16-byte aligned); MXFP4 with the group-major tile
       (`sparse_gemv_mxfp4`'s docstring), FP8 ``quads`` once a step (`_sparse_gemv_fp8`). The
       same bits.
+    - ``mx_rotated`` (MXFP4): ``w`` in `mx_rotated`'s layout (`mx_rotated.rotate_mxfp4`, made by
+      the caller), decoded a word at a time, exact (no 2^-14 to undo). The same bits; no
+      ``split_k`` or ``tensor_cores``.
     """
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
@@ -332,6 +336,9 @@ def sparse_gemv(
     _check(pdl_trigger in ("start", "end"), f"pdl_trigger must be start or end: {pdl_trigger!r}")
     _check(token_once is None or fmt == "fp8", "token_once is for FP8 weights only")
     _check(whole_steps is None or fmt == "fp8", "whole_steps is for FP8 weights only")
+    rotated_ok = fmt == "mxfp4" and split_k == 1 and not tensor_cores
+    _check(not mx_rotated or rotated_ok, "mx_rotated is for MXFP4 weights on the CUDA-core "
+           "loop (no split_k, tensor_cores)")  # fmt: skip
     token_load = token_load or "broadcast"
     _check(token_load in TOKEN_LOADS, f"token_load must be one of {list(TOKEN_LOADS)}, got "
            f"{token_load!r}")  # fmt: skip
@@ -388,7 +395,7 @@ def sparse_gemv(
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
             w_scale.stride(0), w_scale.stride(1), bias_EN.stride(0), out.stride(0),
             out.stride(1), *part_args, GROUP_MAJOR=group_major, PTX=out.is_cuda,
-            TOKEN_LOAD=TOKEN_LOADS[token_load], **common,
+            TOKEN_LOAD=TOKEN_LOADS[token_load], ROTATED=mx_rotated, **common,
         )  # fmt: skip
     if split_k > 1:
         split_k_sum(

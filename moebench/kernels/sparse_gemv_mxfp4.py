@@ -37,6 +37,7 @@ from moebench.kernels.jit import (
     pdl_launch_dependents,
     pdl_wait,
 )
+from moebench.kernels.mx_rotated import rotated_word_values
 
 # How the kernel loads the token's words (module docstring), by launcher name.
 TOKEN_LOADS = {"broadcast": 0, "words": 1, "quads": 2}
@@ -61,7 +62,7 @@ def _sparse_gemv_mxfp4(
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
     GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr,
-    EARLY_LOADS: tl.constexpr, TOKEN_LOAD: tl.constexpr,
+    EARLY_LOADS: tl.constexpr, TOKEN_LOAD: tl.constexpr, ROTATED: tl.constexpr,
 ):  # fmt: skip
     pdl_launch_dependents(GDC and not LATE_TRIGGER)
     t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
@@ -135,7 +136,8 @@ def _sparse_gemv_mxfp4(
             s = tl.load(s_at)
         else:
             s = tl.load(s_at, mask=s_ok, other=0)
-        w_hi = w >> 16
+        if not ROTATED:
+            w_hi = w >> 16
         part = tl.zeros(w.shape, dtype=tl.float32)
         if TOKEN_LOAD == 2:
             # A group's 16 token words (4q + j) in one 16-byte load a quad j = 0..3, then split
@@ -156,7 +158,12 @@ def _sparse_gemv_mxfp4(
                 x_lo, x_hi = x_lo[:, None, :], x_hi[:, None, :]
             else:
                 x_lo, x_hi = x_lo[None, :, :], x_hi[None, :, :]
-            if j < 2:
+            if ROTATED:  # each word in `mx_rotated`'s layout: values exact, 4 at a time
+                if j % 2 == 0:
+                    lo, hi, lo_next, hi_next = rotated_word_values(w, j // 2, PTX)
+                else:
+                    lo, hi = lo_next, hi_next
+            elif j < 2:
                 lo, hi = e2m1_pair(w, j, PTX)
             else:
                 lo, hi = e2m1_pair(w_hi, j - 2, PTX)
@@ -165,12 +172,13 @@ def _sparse_gemv_mxfp4(
             part += hi * x_hi
         acc += tl.sum(part, axis=2) * e8m0_scale(s)
     pdl_launch_dependents(GDC and LATE_TRIGGER)
-    # Undo the 2^-14 of the fp16 placement (kernels.jit); kernels read no module globals.
     h = tl.sum(acc, axis=0 if GROUP_MAJOR else 1)
     if SPLIT_K == 1:
         if not EARLY_LOADS:
             bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
-        gemv_epilogue(h * 16384.0, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU,
+        if not ROTATED:  # undo the 2^-14 of the fp16 placement (kernels.jit); no module globals
+            h = h * 16384.0
+        gemv_epilogue(h, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU,
                       BLOCK_N, EXACT_RNE)  # fmt: skip
     else:
         store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)

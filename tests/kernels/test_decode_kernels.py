@@ -13,6 +13,7 @@ from kernel_device import DEVICE, on_device
 
 from moebench.kernels.batched_gemm import batched_gemm
 from moebench.kernels.combine_topk import combine_topk
+from moebench.kernels.mx_rotated import rotate_mxfp4
 from moebench.kernels.sparse_gemv import sparse_gemv
 
 gemv, dense, combine = on_device(sparse_gemv), on_device(batched_gemm), on_device(combine_topk)
@@ -152,6 +153,15 @@ GEMV_CASES += [
     pytest.param(
         "mxfp4", {"token_load": "quads", "num_stages": 3, "pdl": True}, id="mxfp4-quads-pipelined"
     ),
+    # MXFP4 weights in `mx_rotated`'s layout (the test rotates them): a word's values decoded
+    # exact, four at a time; masked and even steps, pipelined with PDL, the token's quads.
+    pytest.param("mxfp4", {"mx_rotated": True}, id="mxfp4-rotated"),
+    pytest.param("mxfp4", {"mx_rotated": True, "block_k": 32}, id="mxfp4-rotated-even-k"),
+    pytest.param(
+        "mxfp4", {"mx_rotated": True, "num_stages": 3, "pdl": True}, id="mxfp4-rotated-pipelined"
+    ),
+    pytest.param("mxfp4", {"mx_rotated": True, "token_load": "quads"}, id="mxfp4-rotated-quads"),
+    pytest.param("mxfp4", {"mx_rotated": True, "group_major": False}, id="mxfp4-rotated-row-major"),
     pytest.param("mxfp4", {"tensor_cores": True}, id="mxfp4-tensor-cores"),
     pytest.param("mxfp4", {"tensor_cores": True, "block_k": 128}, id="mxfp4-tensor-cores-tail"),
     pytest.param(
@@ -193,7 +203,8 @@ def test_sparse_gemv_variants_match_the_default(fmt, variant):
             # of 2 (a row's sum does not depend on the block).
             opts = dict(expert_offset=offset, glu=glu, block_k=64, block_n=16)
             gemv(x, ids, w, s, b, want, **opts)
-            gemv(x, ids, w, s, b, got, **{**opts, **variant})
+            w_v = rotate_mxfp4(w) if variant.get("mx_rotated") else w
+            gemv(x, ids, w_v, s, b, got, **{**opts, **variant})
             assert torch.isnan(got[~local].float()).all()
             if exact or not any(k in variant for k in REORDERING):
                 assert torch.equal(got.view(torch.int16), want.view(torch.int16))
@@ -202,6 +213,30 @@ def test_sparse_gemv_variants_match_the_default(fmt, variant):
                     e = int(ids[t, k]) - offset
                     ref_tk = rows_ref(x[t : t + 1], wd[e], b[e], glu)[0]
                     torch.testing.assert_close(got[t, k].float(), ref_tk, rtol=2**-7, atol=2**-7)
+
+
+@pytest.mark.parametrize("variant", [{}, {"block_k": 32, "max_registers": 80}])
+def test_mxfp4_rotated_weights_give_the_natural_bits(variant):
+    """MXFP4 weights in `mx_rotated`'s layout (``mx_rotated=True``) give the natural layout's bits
+    (random and exact-sum inputs, both GLUs through one check each); natural weights read as
+    rotated do not (the layout is what the decode reads). Under the interpreter the decode runs
+    the PTX's integer steps; the PTX is tests/kernels/test_mx_decode_ptx.py's."""
+    g = torch.Generator().manual_seed(5)
+    T, K, E, N, R, offset = 2, 3, 3, 64, 160, 4
+    ids = torch.tensor([[4, 9, 6], [5, 4, 0]], dtype=torch.int32)
+    w, s, _ = quantised("mxfp4", torch.randn(E, N, R, generator=g) * R**-0.5)
+    x = torch.randn(T, R, generator=g).bfloat16()
+    b = (torch.randn(E, N, generator=g) * 0.5).bfloat16()
+    opts = {**dict(expert_offset=offset, glu="swiglu_oai", block_k=64, block_n=16), **variant}
+    want, got, wrong = (torch.full((T, K, N // 2), float("nan"), dtype=torch.bfloat16)
+                        for _ in range(3))  # fmt: skip
+    gemv(x, ids, w, s, b, want, **opts)
+    gemv(x, ids, rotate_mxfp4(w), s, b, got, **opts, mx_rotated=True)
+    gemv(x, ids, w, s, b, wrong, **opts, mx_rotated=True)
+    local = (ids >= offset) & (ids < offset + E)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    assert torch.isfinite(got[local].float()).all() and torch.isnan(got[~local].float()).all()
+    assert not torch.equal(wrong[local].view(torch.int16), want[local].view(torch.int16))
 
 
 def test_fp8_blocks_follow_the_tokens():
@@ -388,6 +423,11 @@ def test_launchers_name_bad_arguments():
     with pytest.raises(ValueError, match="w_scale float32"):
         sparse_gemv(x, ids, w, s[:1], b, torch.empty(1, 1, 32, dtype=torch.bfloat16),
                     expert_offset=0)  # fmt: skip
+    for bad in ({}, {"split_k": 2}, {"tensor_cores": True}):
+        with pytest.raises(ValueError, match="mx_rotated is for MXFP4 weights"):
+            sparse_gemv(x, ids, w if not bad else wm, s if not bad else sm, b,
+                        torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
+                        mx_rotated=True, **bad)  # fmt: skip
     with pytest.raises(ValueError, match="float8_e4m3fn"):
         batched_gemm(x, w.float(), s, b, torch.empty(2, 1, 32, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="layout"):

@@ -428,11 +428,8 @@ def test_launch_options_are_checked():
     with pytest.raises(ValueError, match="max_registers"):
         grouped(x, ids, w, s, b, out, expert_offset=0,
                 launch=dataclasses.replace(LAUNCHES["dot"], max_registers=300))  # fmt: skip
-    with pytest.raises(ValueError, match="mx_rotated is for the MXFP4 dot path"):
-        grouped(x, ids, w, s, b, out, expert_offset=0,
-                launch=dataclasses.replace(LAUNCHES["gemv"], mx_rotated=True))  # fmt: skip
     w8, s8, _ = quantised("fp8", torch.randn(1, 16, 64))
-    with pytest.raises(ValueError, match="mx_rotated is for the MXFP4 dot path"):
+    with pytest.raises(ValueError, match="mx_rotated is for MXFP4 weights"):
         grouped(x, ids, w8, s8, b, out, expert_offset=0,
                 launch=dataclasses.replace(LAUNCHES["dot"], mx_rotated=True))  # fmt: skip
 
@@ -466,14 +463,15 @@ def test_mxfp4_tile_with_scales_folded_gives_the_same_bits(pass_grid):
         assert torch.isfinite(one[:2].float()).all() and torch.isnan(one[2, 1].float()).all()
 
 
-@pytest.mark.parametrize("fold", [False, True])
-@pytest.mark.parametrize("pass_grid", [False, True])
-def test_mxfp4_tile_reads_rotated_weights_as_the_natural_ones(pass_grid, fold):
-    """Weights in `mx_rotated`'s layout (``Launch.mx_rotated``) give the natural layout's bits,
-    with the scales folded or not, the last K step masked (R = 288), subnormal and zero scales;
-    natural weights read as rotated do not (the layout is what the decode reads). Under the
-    interpreter the decode runs the PTX's integer steps (`mx_rotated.rotated_values`); the PTX
-    itself is tests/kernels/test_mx_decode_ptx.py's, and compiled this checks the kernel."""
+@pytest.mark.parametrize(("path", "fold"), [
+    ("dot", False), ("dot", True), ("dot-passes", True), ("gemv", False),
+])  # fmt: skip
+def test_mxfp4_reads_rotated_weights_as_the_natural_ones(path, fold):
+    """Weights in `mx_rotated`'s layout (``Launch.mx_rotated``) give the natural layout's bits on
+    both paths, the tile's scales folded or not, the last K step masked (R = 288), subnormal and
+    zero scales; natural weights read as rotated do not (the layout is what the decode reads).
+    Under the interpreter the decodes run the PTX's integer steps (`mx_rotated`); the PTX itself
+    is tests/kernels/test_mx_decode_ptx.py's, and compiled this checks the kernels."""
     g = torch.Generator().manual_seed(17)
     T, K, E, N, R = 3, 2, 2, 16, 288
     w, _, _ = exact_weights("mxfp4", E, N, R, g)
@@ -483,8 +481,9 @@ def test_mxfp4_tile_reads_rotated_weights_as_the_natural_ones(pass_grid, fold):
     b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
     x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
     ids = torch.tensor([[0, 1], [1, 0], [1, 5]], dtype=torch.int32)
-    launch = Launch(path="dot", block_m=16, block_n=16, block_k=128, num_warps=4,
-                    pass_grid=pass_grid)  # fmt: skip
+    launch = LAUNCHES[path]
+    if path != "gemv":
+        launch = dataclasses.replace(launch, block_k=128)
     rotated = dataclasses.replace(launch, mx_rotated=True)
     largest = int(s.max()) if fold else None
     natural, got, wrong = poisoned(T, K, N), poisoned(T, K, N), poisoned(T, K, N)

@@ -15,6 +15,8 @@ from moebench.kernels.grouped_gemv import FOLD_SCALES_UP_TO
 from moebench.kernels.mx_rotated import (
     E2M1_BF16_ROTATED_ASM,
     E2M1_BF16_ROTATED_FOLDED_ASM,
+    E2M1_F32_ROTATED_HIGH_ASM,
+    E2M1_F32_ROTATED_LOW_ASM,
     POSITIONS,
     rotate_mxfp4,
 )
@@ -51,7 +53,7 @@ def _bf16x2_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def run_ptx(text: str, operands: dict[int, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Registers after ``text`` (an inline-asm body: $i operands, .reg declarations, the
-    instructions mov, prmt, and, mul.lo.u32, shf.l.wrap and mul.rn.bf16x2) on the given $i
+    instructions mov, prmt, and, shl, mul.lo.u32, shf.l.wrap and mul.rn.bf16x2) on the given $i
     words."""
     regs = {f"${i}": v for i, v in operands.items()}
     like = next(iter(operands.values()))
@@ -76,6 +78,8 @@ def run_ptx(text: str, operands: dict[int, torch.Tensor]) -> dict[str, torch.Ten
         elif op == "shf.l.wrap.b32":  # funnel shift of a:b's... here both halves one word: rotate
             lo, hi, n = val(a[1]), val(a[2]), int(a[3], 0) % 32
             regs[a[0]] = ((hi << n) | (lo >> (32 - n))) & 0xFFFFFFFF if n else hi
+        elif op == "shl.b32":
+            regs[a[0]] = (val(a[1]) << int(a[2], 0)) & 0xFFFFFFFF
         elif op == "mul.rn.bf16x2":
             regs[a[0]] = _bf16x2_mul(val(a[1]), val(a[2]))
         else:
@@ -228,3 +232,20 @@ def test_the_rotated_decode_gives_the_natural_decodes_bits():
     assert len(E2M1_BF16_ROTATED_FOLDED_ASM.value.split(";")) + 6 == len(
         _E2M1_BF16_FOLDED_ASM.value.split(";")
     )
+
+
+def test_the_gemvs_rotated_decode_gives_each_value_exactly():
+    """The CUDA-core GEMVs' decode of a rotated word, in its two halves, against each nibble's
+    e2m1 value as fp32 bits (unscaled, exact): registers $0..$3 of the low half hold values 0, 2,
+    1, 3 of the natural word, of the high half 4, 6, 5, 7; every pair pattern, the other bits
+    random, zero or all set."""
+    word = _words_with_every_pair()
+    rot = _rotated(word)
+    for asm, values in ((E2M1_F32_ROTATED_LOW_ASM, (0, 2, 1, 3)),
+                        (E2M1_F32_ROTATED_HIGH_ASM, (4, 6, 5, 7))):  # fmt: skip
+        regs = run_ptx(asm.value, {4: rot})
+        for i, j in enumerate(values):
+            n = (word >> (4 * j)) & 0xF
+            mag = torch.tensor(E2M1, dtype=torch.float32)[n & 7]
+            want = torch.where(n & 8 != 0, -mag, mag).view(torch.int32).to(torch.int64)
+            assert torch.equal(regs[f"${i}"], want & 0xFFFFFFFF), (asm, j)

@@ -49,3 +49,26 @@ def test_kinds_are_checked_and_compared_with_the_arm(sparse_ab, tmp_path):
     assert rows["arm"]["ok"] and rows["arm"]["bitwise"]
     assert rows["quads"]["ok"] and rows["quads"]["bitwise"]
     assert not rows["other"]["bitwise"]
+
+
+def test_the_grouped_arm_is_compared_with_its_own_launches(sparse_ab, tmp_path):
+    """``arm_name``: the A/B's baseline is the grouped arm's step, against its stages with other
+    launches (here the MXFP4 launches reading rotated weights: the same bits)."""
+    import dataclasses
+
+    from arms.decode import grouped_decode
+
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO.replace("sparse_decode]", "grouped_decode]"))
+    args = sparse_ab.parser("2", "0", "w4a16", "").parse_args(
+        ["--scenario", str(path), "--rank", "1"]
+    )
+
+    def rotated(ws):
+        fc1, fc2 = (dataclasses.replace(f, mx_rotated=True)
+                    for f in grouped_decode.launches(ws.problem))  # fmt: skip
+        return grouped_decode.build_stages(ws, fc1=fc1, fc2=fc2)
+
+    ((head, rows),) = sparse_ab.main(args, [("rot", rotated)], arm_name="grouped_decode")
+    assert head.startswith("w4a16 T=2 seed=0 rank=1")
+    assert rows["arm"]["ok"] and rows["rot"]["ok"] and rows["rot"]["bitwise"]

@@ -36,7 +36,7 @@ def main(out: str) -> None:
         ints = values("fc1", 4)
         c = dict(GLU="swiglu_oai", BLOCK_N=16, BLOCK_K=1024, EVEN_K=False, EXACT_RNE=False,
                  NUM_STAGES=stages, SPLIT_K=1, GDC=True, LATE_TRIGGER=False, EARLY_LOADS=False,
-                 GROUP_MAJOR=True, PTX=True, TOKEN_LOAD=token)  # fmt: skip
+                 GROUP_MAJOR=True, PTX=True, TOKEN_LOAD=token, ROTATED=False)  # fmt: skip
         name = f"sparse_mxfp4_fc1_stages{stages}_cap{cap}_token{token}"
         kernel = build(sparse_gemv._sparse_gemv_mxfp4, "mxfp4", c, ints, 4, stages, cap)
         report(name, kernel, out, 16 * 1024 / 2 / 128, 4)
