@@ -22,8 +22,6 @@ tolerance otherwise (the decode cross-arm gate).
 """
 
 import functools
-import weakref
-
 import torch
 
 from arms.decode import pipeline
@@ -34,7 +32,6 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
 from moebench.kernels.grouped_launch import Launch, default_launch
 from moebench.kernels.launch import weight_format
-from moebench.kernels.mx_rotated import rotate_mxfp4
 
 # Programmatic dependent launch of the grouped kernels and the combine, per precision: on in both.
 # MXFP4 as the sparse arm (arms/decode/pipeline.py PDL), whose GEMV loops the few-token launch
@@ -65,26 +62,13 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
     return one(p.w13.shape[1]), one(p.w2.shape[1])
 
 
-# What the MXFP4 tile reads of a scale tensor (`tiles_scales`) and of a weight tensor
-# (`tiles_weights`), one entry per tensor while it lives, with the version of its contents it was
-# made from: for scales a padded copy (None when the rows are aligned already: the tensor itself,
-# not kept alive here) and their largest byte; for weights their copy in the rotated layout. The
-# model regime builds stages for every token count of every layer over the same weights
-# (gpt-oss-120b: about 107 MB of padded scales a layer), and they share one entry. Keyed by the
-# tensor's identity (a tensor's == is elementwise), the entry dropped when the tensor is.
+# What the MXFP4 tile reads of a scale tensor (`tiles_scales`), one entry per tensor while it
+# lives (`pipeline.made_once`): a padded copy (None when the rows are aligned already: the tensor
+# itself, not kept alive here) and their largest byte. The model regime builds stages for every
+# token count of every layer over the same weights (gpt-oss-120b: about 107 MB of padded scales a
+# layer), and they share one entry. The rotated weights are `pipeline.rotated_weights`', shared
+# with the sparse arm.
 _TILE_SCALES: dict[int, tuple[int, tuple[torch.Tensor | None, int | None]]] = {}
-_TILE_WEIGHTS: dict[int, tuple[int, torch.Tensor]] = {}
-
-
-def _made_once(cache: dict, t: torch.Tensor, make):
-    """``make(t)``, made once for tensor ``t`` while it lives and its contents are unchanged."""
-    key = id(t)
-    entry = cache.get(key)
-    if entry is None or entry[0] != t._version:
-        if key not in cache:
-            weakref.finalize(t, cache.pop, key, None)
-        entry = cache[key] = (t._version, make(t))
-    return entry[1]
 
 
 def _scales_entry(w_scale: torch.Tensor) -> tuple[torch.Tensor | None, int | None]:
@@ -102,18 +86,17 @@ def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
     The problem's own tensor and None otherwise."""
     if weight_format(w) != "mxfp4" or launch.path != "dot":
         return w_scale, None
-    padded, largest = _made_once(_TILE_SCALES, w_scale, _scales_entry)
+    padded, largest = pipeline.made_once(_TILE_SCALES, w_scale, _scales_entry)
     return (w_scale if padded is None else padded), largest
 
 
 def tiles_weights(w, launch: Launch) -> torch.Tensor:
     """The weights a stage's launch reads: for MXFP4 in the rotated layout (``launch.mx_rotated``,
-    either path) a copy made once when the stages are built (`mx_rotated.rotate_mxfp4`) and
-    shared by every build over the same, unchanged weights, otherwise the problem's own tensor.
-    The copy doubles the MXFP4 weights held while it lives."""
+    either path) the copy `pipeline.rotated_weights` makes once (shared with every build over the
+    same, unchanged weights and with the sparse arm), otherwise the problem's own tensor."""
     if not launch.mx_rotated or weight_format(w) != "mxfp4":
         return w
-    return _made_once(_TILE_WEIGHTS, w, rotate_mxfp4)
+    return pipeline.rotated_weights(w)
 
 
 def build_stages(

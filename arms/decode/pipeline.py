@@ -19,6 +19,8 @@ Legend: T tokens, K top-k, E local experts, D hidden, F intermediate.
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from moebench.arm.base import Stage, Work
@@ -26,7 +28,10 @@ from moebench.arm.decode import Problem, Workspace
 from moebench.core.vocabulary import DECODE_STAGES, WHOLE_FFN
 from moebench.kernels.batched_gemm import batched_gemm
 from moebench.kernels.combine_topk import combine_topk
+from moebench.kernels.launch import weight_format
+from moebench.kernels.mx_rotated import rotate_mxfp4
 from moebench.kernels.sparse_gemv import sparse_gemv
+from moebench.kernels.sparse_launch import MXFP4_ROTATED, MXFP4_TOKEN_LOAD, token_quads_fit
 from moebench.routing.synthetic import local_counts
 
 # Programmatic dependent launch of the sparse GEMVs and the combine, per precision
@@ -39,21 +44,54 @@ from moebench.routing.synthetic import local_counts
 PDL = {"w4a16": True, "w8a16": False}
 
 
+def made_once(cache: dict, t: torch.Tensor, make):
+    """``make(t)``, made once for tensor ``t`` while it lives and its contents are unchanged
+    (``cache`` keyed by the tensor's identity, a tensor's == being elementwise; the entry holds
+    the contents' version it was made from and goes with the tensor)."""
+    key = id(t)
+    entry = cache.get(key)
+    if entry is None or entry[0] != t._version:
+        if key not in cache:
+            weakref.finalize(t, cache.pop, key, None)
+        entry = cache[key] = (t._version, make(t))
+    return entry[1]
+
+
+# MXFP4 weights in `mx_rotated`'s layout, one copy a weight tensor while it lives, shared by every
+# build over the same, unchanged weights and by both decode arms that read it (the model regime
+# builds stages for every token count of every layer). The copy doubles the MXFP4 expert weights
+# held while both are alive.
+_ROTATED_WEIGHTS: dict[int, tuple[int, torch.Tensor]] = {}
+
+
+def rotated_weights(w: torch.Tensor) -> torch.Tensor:
+    """MXFP4 weights ``w`` in `mx_rotated`'s layout (`rotate_mxfp4`), made once (`made_once`)."""
+    return made_once(_ROTATED_WEIGHTS, w, rotate_mxfp4)
+
+
 def build_stages(ws: Workspace) -> tuple[Stage, ...]:
-    """The three stages as argument-free closures over the workspace (no allocation inside)."""
+    """The three stages as argument-free closures over the workspace (no allocation inside).
+    The sparse GEMV reads MXFP4 weights in the rotated layout with the token's words as quads
+    (`sparse_launch.MXFP4_ROTATED`, MXFP4_TOKEN_LOAD; the same bits)."""
     p = ws.problem
     E, off = p.local_experts, p.expert_offset
     pdl = PDL.get(p.precision, False)
 
     if ws.layout == "TKD":
+        w13, w2, opts = p.w13, p.w2, {}
+        if weight_format(p.w13) == "mxfp4" and MXFP4_ROTATED:
+            w13, w2 = rotated_weights(p.w13), rotated_weights(p.w2)
+            opts["mx_rotated"] = True
+        quads = weight_format(p.w13) == "mxfp4" and token_quads_fit(p.x_TD, ws.a)
+        load1 = {"token_load": MXFP4_TOKEN_LOAD} if quads else {}
 
         def run_fc1() -> None:
-            sparse_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a,
-                        expert_offset=off, glu=p.activation, pdl=pdl)  # fmt: skip
+            sparse_gemv(p.x_TD, p.topk_ids_TK, w13, p.w13_scale, p.b13_E2F, ws.a,
+                        expert_offset=off, glu=p.activation, pdl=pdl, **opts, **load1)  # fmt: skip
 
         def run_fc2() -> None:
-            sparse_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
-                        pdl=pdl)  # fmt: skip
+            sparse_gemv(ws.a, p.topk_ids_TK, w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
+                        pdl=pdl, **opts, **load1)  # fmt: skip
 
     else:
 

@@ -101,6 +101,19 @@ PASS_GRID_MAX_REGISTERS = 80
 TILE_EARLY_BIAS = True
 
 
+# MXFP4 launches read the weights in `mx_rotated`'s layout (`Launch.mx_rotated`; the arm makes the
+# copy once when it builds its stages, `grouped_decode.tiles_weights`), on both paths; the one-slot
+# GEMV then capped at MXFP4_ROTATED_GEMV_REGISTERS, which keeps it at 5 programs an SM (sm_90a,
+# offline: 128 registers uncapped, 96 with no spill). H200, gpt-oss-20b EP2, the grouped step, four
+# routing draws, both ranks, the slower rank's step, against the natural layout
+# (docs/perf/2026-12-05-rotated-layout/call1/ab_grouped.log): faster in every draw at every count,
+# 42.02 against 47.01 us at 2 tokens (the GEMV, -10.6%), 67.97 against 72.88 at 4 (-6.7%), 84.30
+# against 90.65 at 8, 104.05 against 110.97 at 16, 106.88 against 116.14 at 32 (-8.0%), 110.86
+# against 119.21 at 64 (-7.0%). The same bits.
+MXFP4_ROTATED = True
+MXFP4_ROTATED_GEMV_REGISTERS = 96
+
+
 def path_launch(
     path: str, fmt: str, *, columns: int, block_m: int | None = None, pdl: bool = False
 ) -> Launch:
@@ -112,16 +125,20 @@ def path_launch(
     ``dot``: 64 weight rows and 128 values a step, 16 slots a pass unless ``block_m`` says more,
     4 warps, 4 pipeline stages, at most 128 registers a thread, FP8 weights through TMA, the
     bias loaded before the K loop (TILE_EARLY_BIAS; `grouped_gemv`'s docstring: budget). Row
-    blocks shrink to the largest power of two dividing N."""
+    blocks shrink to the largest power of two dividing N. MXFP4 on either path reads rotated
+    weights (MXFP4_ROTATED; the GEMV then at most MXFP4_ROTATED_GEMV_REGISTERS registers)."""
     fits = lambda bn: min(bn, columns & -columns)
+    rotated = fmt == "mxfp4" and MXFP4_ROTATED
     if path == "dot":
         return Launch(path="dot", block_m=block_m or 16, block_n=fits(64), block_k=128,
                       num_warps=4, num_stages=4, pdl=pdl, tma=fmt == "fp8",
-                      max_registers=TILE_MAX_REGISTERS, early_bias=TILE_EARLY_BIAS)  # fmt: skip
+                      max_registers=TILE_MAX_REGISTERS, early_bias=TILE_EARLY_BIAS,
+                      mx_rotated=rotated)  # fmt: skip
     n, warps = (2, 1) if fmt == "fp8" else (16, 4)
     m = block_m or 1
     return Launch(path="gemv", block_m=m, block_n=fits(n), block_k=max(64, 1024 // m),
-                  num_warps=warps, pdl=pdl)  # fmt: skip
+                  num_warps=warps, pdl=pdl, mx_rotated=rotated,
+                  max_registers=MXFP4_ROTATED_GEMV_REGISTERS if rotated else 0)  # fmt: skip
 
 
 def one_pass_launch(tile: Launch) -> Launch:

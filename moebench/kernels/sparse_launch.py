@@ -68,3 +68,22 @@ def default_registers(fmt: str, tokens: int = 1) -> tuple[int, bool]:
     if fmt == "mxfp4" and tokens >= MXFP4_CAPPED_FROM_TOKENS:
         return MXFP4_CAPPED_REGISTERS, False
     return 0, True
+
+
+# The MXFP4 GEMV reads its weights in `mx_rotated`'s layout (`sparse_gemv(mx_rotated=True)`; the
+# arm makes the rotated copy once when it builds its stages) and loads the token's words as
+# 16-byte quads of inline PTX (``token_load="quads"``, where the token rows are 16-byte aligned,
+# `token_quads_fit`), at every token count. H200, gpt-oss-20b EP2, the sparse step, six routing
+# draws, both ranks, the slower rank's step, against the natural layout and the broadcast load
+# (docs/perf/2026-12-05-rotated-layout/call1/ab_sparse.log): faster in every draw at every count,
+# 26.82 against 31.28 us at one token (-14.3%), 35.26 against 42.58 at 2 (-17.2%), 60.70 against
+# 71.83 at 4 (-15.5%), 101.94 against 120.95 at 8 (-15.7%); rotated with the broadcast load
+# 27.96, 37.45, 63.21 and 105.37 (the quads faster than it in every draw). The same bits.
+MXFP4_ROTATED = True
+MXFP4_TOKEN_LOAD = "quads"
+
+
+def token_quads_fit(*rows) -> bool:
+    """Whether bf16 token rows (tensors whose last dimension is a row, unit stride) can be read
+    as 16-byte quads (``token_load="quads"``): each base and row stride on a 16-byte boundary."""
+    return all(t.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in t.stride()[:-1]) for t in rows)

@@ -159,3 +159,30 @@ def test_every_registered_arm_names_itself_and_a_known_family():
         assert arm.name == name and arm.family in FAMILIES and arm.origin == "builtin"
     for name in ("dense_decode", "sparse_decode"):
         assert ARMS[name].layout in decode.LAYOUTS
+
+
+def test_sparse_mxfp4_reads_rotated_weights_and_quads_with_the_natural_bits(monkeypatch):
+    """The sparse arm's MXFP4 GEMV reads the copy of the weights in `mx_rotated`'s layout that
+    `pipeline.rotated_weights` makes (one a tensor, shared) and the token's words as quads
+    (`sparse_launch.MXFP4_ROTATED`, MXFP4_TOKEN_LOAD): the bits of the natural layout's GEMV."""
+    from moebench.kernels.sparse_gemv import sparse_gemv
+
+    ids, wts = routing(4)
+    p = problem("w4a16", "swiglu_oai", ids, wts)
+    seen = []
+
+    def recording(x, ids_, w, *args, **kwargs):
+        seen.append((w, kwargs.get("mx_rotated"), kwargs.get("token_load")))
+        sparse_gemv(x, ids_, w, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "sparse_gemv", recording)
+    got = run("sparse_decode", p)
+    rot13, rot2 = pipeline.rotated_weights(p.w13), pipeline.rotated_weights(p.w2)
+    assert [(w is r, m, t) for (w, m, t), r in zip(seen, (rot13, rot2), strict=True)] == [
+        (True, True, "quads"), (True, True, "quads")
+    ]  # fmt: skip
+    monkeypatch.setattr(pipeline, "MXFP4_ROTATED", False)
+    monkeypatch.setattr(pipeline, "MXFP4_TOKEN_LOAD", "broadcast")
+    natural = run("sparse_decode", p)
+    assert seen[-2][0] is p.w13 and seen[-1][0] is p.w2
+    assert torch.equal(got.y_TD.view(torch.int16), natural.y_TD.view(torch.int16))

@@ -233,34 +233,35 @@ def test_the_stages_hand_the_launcher_the_scales_largest_byte(
 
 
 @pytest.mark.parametrize("tokens", [1, 6])  # the GEMV, the tile
-def test_rotated_launches_read_a_rotated_copy_made_once_and_write_the_same_bits(tokens):
-    """With ``Launch.mx_rotated`` the MXFP4 stages (the GEMV's and the tile's) read a copy of the
-    weights in `mx_rotated`'s layout, made once when the stages are built and shared by later
-    builds over the same, unchanged weights, dropped with them; the step writes the default
-    launch's bits. FP8 and launches without the flag read the problem's own tensors."""
+def test_rotated_launches_read_a_rotated_copy_made_once_and_write_the_natural_bits(tokens):
+    """The MXFP4 launches (`grouped_launch.MXFP4_ROTATED`: the GEMV's and the tile's) read a copy
+    of the weights in `mx_rotated`'s layout, made once when the stages are built and shared by
+    later builds over the same, unchanged weights (and the sparse arm's), dropped with them; the
+    step writes the bits of the same launches on the natural layout. FP8 and launches without the
+    flag read the problem's own tensors."""
     import dataclasses
     import gc
 
     ids, w = routing(tokens, seed=9)
     mx = problem("w4a16", "swiglu_oai", ids, w)
-    fc1, fc2 = (default_launch("mxfp4", tokens=tokens, top_k=K, experts=E, columns=n)
-                for n in (2 * F, D))  # fmt: skip
-    assert fc1.path == ("gemv" if tokens == 1 else "dot")
-    rot1, rot2 = (dataclasses.replace(f, mx_rotated=True) for f in (fc1, fc2))
-    copy = grouped_decode.tiles_weights(mx.w13, rot1)
+    fc1, fc2 = grouped_decode.launches(mx)
+    assert fc1.path == ("gemv" if tokens == 1 else "dot") and fc1.mx_rotated and fc2.mx_rotated
+    nat1, nat2 = (dataclasses.replace(f, mx_rotated=False) for f in (fc1, fc2))
+    copy = grouped_decode.tiles_weights(mx.w13, fc1)
     assert copy is not mx.w13 and torch.equal(copy, rotate_mxfp4(mx.w13))
-    assert grouped_decode.tiles_weights(mx.w13, rot1) is copy
-    assert grouped_decode.tiles_weights(mx.w13, fc1) is mx.w13
+    assert grouped_decode.tiles_weights(mx.w13, fc1) is copy
+    assert pipeline.rotated_weights(mx.w13) is copy
+    assert grouped_decode.tiles_weights(mx.w13, nat1) is mx.w13
     fp8 = problem("w8a16", "swiglu_oai", ids, w)
-    assert grouped_decode.tiles_weights(fp8.w13, rot1) is fp8.w13
+    assert grouped_decode.tiles_weights(fp8.w13, fc1) is fp8.w13
 
-    want = run("grouped_decode", mx)
+    got = run("grouped_decode", mx)
     ws = decode.Workspace(mx, layout="TKD")
     ws.poison()
-    for stage in grouped_decode.build_stages(ws, fc1=rot1, fc2=rot2):
+    for stage in grouped_decode.build_stages(ws, fc1=nat1, fc2=nat2):
         stage.run()
-    assert torch.equal(ws.y_TD.view(torch.int16), want.y_TD.view(torch.int16))
-    before = len(grouped_decode._TILE_WEIGHTS)
-    del mx, ws, want, stage, copy
+    assert torch.equal(got.y_TD.view(torch.int16), ws.y_TD.view(torch.int16))
+    before = len(pipeline._ROTATED_WEIGHTS)
+    del mx, ws, got, stage, copy
     gc.collect()
-    assert len(grouped_decode._TILE_WEIGHTS) == before - 2
+    assert len(pipeline._ROTATED_WEIGHTS) == before - 2
