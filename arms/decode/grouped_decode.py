@@ -22,6 +22,7 @@ tolerance otherwise (the decode cross-arm gate).
 """
 
 import functools
+
 import torch
 
 from arms.decode import pipeline
