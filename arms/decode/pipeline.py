@@ -31,7 +31,7 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.launch import weight_format
 from moebench.kernels.mx_rotated import rotate_mxfp4
 from moebench.kernels.sparse_gemv import sparse_gemv
-from moebench.kernels.sparse_launch import MXFP4_ROTATED, MXFP4_TOKEN_LOAD, token_quads_fit
+from moebench.kernels.sparse_launch import MXFP4_ROTATED, default_token_load, token_quads_fit
 from moebench.routing.synthetic import local_counts
 
 # Programmatic dependent launch of the sparse GEMVs and the combine, per precision
@@ -71,8 +71,8 @@ def rotated_weights(w: torch.Tensor) -> torch.Tensor:
 
 def build_stages(ws: Workspace) -> tuple[Stage, ...]:
     """The three stages as argument-free closures over the workspace (no allocation inside).
-    The sparse GEMV reads MXFP4 weights in the rotated layout with the token's words as quads
-    (`sparse_launch.MXFP4_ROTATED`, MXFP4_TOKEN_LOAD; the same bits)."""
+    The sparse GEMV reads MXFP4 weights in the rotated layout (`sparse_launch.MXFP4_ROTATED`)
+    and the token's values as `sparse_launch.default_token_load` says; the same bits."""
     p = ws.problem
     E, off = p.local_experts, p.expert_offset
     pdl = PDL.get(p.precision, False)
@@ -82,8 +82,8 @@ def build_stages(ws: Workspace) -> tuple[Stage, ...]:
         if weight_format(p.w13) == "mxfp4" and MXFP4_ROTATED:
             w13, w2 = rotated_weights(p.w13), rotated_weights(p.w2)
             opts["mx_rotated"] = True
-        quads = weight_format(p.w13) == "mxfp4" and token_quads_fit(p.x_TD, ws.a)
-        load1 = {"token_load": MXFP4_TOKEN_LOAD} if quads else {}
+        load = default_token_load(weight_format(p.w13), p.topk_ids_TK.shape[0])
+        load1 = {"token_load": load} if token_quads_fit(p.x_TD, ws.a) else {}
 
         def run_fc1() -> None:
             sparse_gemv(p.x_TD, p.topk_ids_TK, w13, p.w13_scale, p.b13_E2F, ws.a,

@@ -80,7 +80,26 @@ def default_registers(fmt: str, tokens: int = 1) -> tuple[int, bool]:
 # 71.83 at 4 (-15.5%), 101.94 against 120.95 at 8 (-15.7%); rotated with the broadcast load
 # 27.96, 37.45, 63.21 and 105.37 (the quads faster than it in every draw). The same bits.
 MXFP4_ROTATED = True
-MXFP4_TOKEN_LOAD = "quads"
+
+# From this many tokens the FP8 GEMV (4 rows a program, the token once a step) loads the token's
+# values as 16-byte quads of inline PTX in the weights' layout (``token_load="quads"``: no shared
+# memory, no barrier; sm_90a 253 instructions a step against 290). H200, gpt-oss-20b EP2, the
+# sparse step, six routing draws, both ranks, the slower rank's step
+# (docs/perf/2026-12-05-rotated-layout/call2/ab_fp8.log): faster in every draw at 2-16 tokens,
+# 40.70 against 42.14 us at 2 (-3.4%), 66.67 against 68.63 at 4 (-2.9%), 108.80 against 112.69
+# at 8, 200.78 against 208.75 at 16; at one token (2 rows, the row-broadcast tile) slower, 33.12
+# against 31.77 (32.33 capped at 64 registers). The same bits.
+FP8_QUADS_FROM_TOKENS = 2
+
+
+def default_token_load(fmt: str, tokens: int = 1) -> str:
+    """How the GEMV loads the token's values for ``tokens`` tokens (`sparse_gemv`'s
+    ``token_load``), where the token rows fit 16-byte loads (`token_quads_fit`; ``broadcast``
+    otherwise): MXFP4 ``quads`` at every count (with the rotated layout, above), FP8 ``quads``
+    from FP8_QUADS_FROM_TOKENS."""
+    if fmt == "mxfp4" or tokens >= FP8_QUADS_FROM_TOKENS:
+        return "quads"
+    return "broadcast"
 
 
 def token_quads_fit(*rows) -> bool:

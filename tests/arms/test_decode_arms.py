@@ -164,7 +164,7 @@ def test_every_registered_arm_names_itself_and_a_known_family():
 def test_sparse_mxfp4_reads_rotated_weights_and_quads_with_the_natural_bits(monkeypatch):
     """The sparse arm's MXFP4 GEMV reads the copy of the weights in `mx_rotated`'s layout that
     `pipeline.rotated_weights` makes (one a tensor, shared) and the token's words as quads
-    (`sparse_launch.MXFP4_ROTATED`, MXFP4_TOKEN_LOAD): the bits of the natural layout's GEMV."""
+    (`sparse_launch.MXFP4_ROTATED`, `default_token_load`): the natural layout's GEMV's bits."""
     from moebench.kernels.sparse_gemv import sparse_gemv
 
     ids, wts = routing(4)
@@ -182,7 +182,32 @@ def test_sparse_mxfp4_reads_rotated_weights_and_quads_with_the_natural_bits(monk
         (True, True, "quads"), (True, True, "quads")
     ]  # fmt: skip
     monkeypatch.setattr(pipeline, "MXFP4_ROTATED", False)
-    monkeypatch.setattr(pipeline, "MXFP4_TOKEN_LOAD", "broadcast")
+    monkeypatch.setattr(pipeline, "default_token_load", lambda fmt, tokens: "broadcast")
     natural = run("sparse_decode", p)
     assert seen[-2][0] is p.w13 and seen[-1][0] is p.w2
     assert torch.equal(got.y_TD.view(torch.int16), natural.y_TD.view(torch.int16))
+
+
+@pytest.mark.parametrize(("tokens", "load"), [(1, "broadcast"), (2, "quads")])
+def test_sparse_fp8_loads_the_token_as_quads_from_two_tokens(monkeypatch, tokens, load):
+    """FP8's sparse GEMV loads the token's values as 16-byte quads from
+    `sparse_launch.FP8_QUADS_FROM_TOKENS` tokens (the row-broadcast tile below): the same bits."""
+    ids, wts = routing(5)
+    ids, wts = ids[:tokens].contiguous(), wts[:tokens].contiguous()
+    w13, b13, w2, b2 = inputs.make_decode_weights(
+        experts=range(E, 2 * E), hidden=D, intermediate=F, seed=3, device=torch.device("cpu")
+    )
+    x = inputs.make_tokens(tokens=tokens, hidden=D, seed=3, device=torch.device("cpu"))
+    p = inputs.build_decode_problem(
+        x_TD=x, topk_ids_TK=ids, topk_weights_TK=wts, w13_E2FD=w13, b13_E2F=b13, w2_EDF=w2,
+        b2_ED=b2, expert_offset=E, experts=E_ALL, precision="w8a16", activation="swiglu_oai",
+    )  # fmt: skip
+    seen = []
+    real = pipeline.sparse_gemv
+    recording = lambda *a, **k: (seen.append(k.get("token_load")), real(*a, **k))  # noqa: E731
+    monkeypatch.setattr(pipeline, "sparse_gemv", recording)
+    got = run("sparse_decode", p)
+    assert seen == [load, load]
+    monkeypatch.setattr(pipeline, "default_token_load", lambda fmt, tokens: "broadcast")
+    want = run("sparse_decode", p)
+    assert torch.equal(got.y_TD.view(torch.int16), want.y_TD.view(torch.int16))
