@@ -37,6 +37,7 @@ import perf_specs_passes16
 import perf_specs_prefetch
 import perf_specs_prefill
 import perf_specs_rank
+import perf_specs_rotated
 import perf_specs_rows
 import perf_specs_runs
 import perf_specs_serving
@@ -47,10 +48,11 @@ from perf_cells import Table
 from perf_records import REPO, RecordError, Records
 
 PERF_MD = REPO / "docs" / "PERF.md"
-# PERF.md's order: the latest sessions first, newest on top (2026-12-04's, 2026-12-03's,
-# 2026-12-02's eight, issues 24-28, then the ceilings and issue 19), then the areas, then the runs
-# of issues 15-18.
+# PERF.md's order: the latest sessions first, newest on top (2026-12-05's, 2026-12-04's,
+# 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and issue 19), then the areas,
+# then the runs of issues 15-18.
 SPECS = [
+    perf_specs_rotated,
     perf_specs_unmasked,
     perf_specs_tokenprograms,
     perf_specs_earlyloads,

@@ -46,13 +46,14 @@ experts are live, at the price of another launch and a different fp32 summation 
 Budget, from sm_90a SASS of the default launches compiled offline with triton 3.6 and the launch's
 divisibility hints (docs/PERF.md, 2026-12-01 second session and 2026-12-04 fifteenth): the FP8
 loop is 5.4 instructions a weight byte at one token (2 rows, 1,024 bytes, one warp, 64 registers,
-every step masked) and 4.5 from 2 tokens (4 rows, 512 bytes, whole steps unmasked); the MXFP4
-loop 12.2 a byte with the group-major tile and the PTX bit-select (95 registers at 16 rows, 1,024
-values, 4 warps; 16.3 with the row-major tile and no PTX), most of it the integer decode, the
-fp16-to-fp32 widening and the FMAs. FP8 is bound by bytes (its step runs at 1.25x a kernel that
-only reads the same bytes); MXFP4 by instructions (under half the issue rate): in the gated
-scenario of 2026-12-04 (docs/PERF.md, `format_race`) its sparse step is 6-7% below FP8's at 1 and
-2 tokens and 6% above it at 4, not 2x below.
+every step masked) and 4.0 from 2 tokens (4 rows, 512 bytes, whole steps unmasked, the token as
+quads); the MXFP4 loop 12.2 a byte with the group-major tile and the PTX bit-select on the natural
+layout (95 registers at 16 rows, 1,024 values, 4 warps; 16.3 with the row-major tile and no PTX),
+most of it the integer decode, the fp16-to-fp32 widening and the FMAs, and 8.8-8.9 on the arm's
+rotated layout (`mx_rotated`; 96 registers, 80 under the cap from 4 tokens). FP8 is bound by bytes
+(its step runs at 1.25x a kernel that only reads the same bytes); MXFP4 by instructions: in the
+gated scenario of 2026-12-05 (docs/PERF.md, `format_race_rotated`), on the rotated layout, its
+sparse step is 11-22% below FP8's at 1-4 tokens, not 2x below.
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ def _sparse_gemv_fp8(
     # against 344; 4 rows: through 512 bytes of shared memory, 313 against 344). With QUADS the
     # values are loaded once a step as inline PTX, which the compiler lays out as the weights'
     # (`jit.load_word_quads`; no data movement), and widened from their 32-bit words (2 rows 308
-    # instructions a step against 344, 4 rows 253 against 290 with WHOLE_STEPS; not yet timed).
+    # instructions a step against 344, 4 rows 253 against 290 with WHOLE_STEPS; the arm's from 2
+    # tokens, `sparse_launch.FP8_QUADS_FROM_TOKENS`, with the H200 figures).
     # With NUM_STAGES the loop is software-pipelined: the compiler copies the next NUM_STAGES - 1
     # steps' tiles into shared memory asynchronously (cp.async) while this one is computed, so the
     # bytes in flight no longer cost registers. The token row is then loaded once as [LANES, 16]

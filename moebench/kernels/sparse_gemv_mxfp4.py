@@ -14,8 +14,9 @@ words, every warp the same ones (from L1 after the first), and nothing moves bet
 ``words`` loads one 32-bit word at a time (16 loads a step; 80 registers, 791 instructions a step
 with the masks' zero fills), ``quads`` a 16-byte quad of words at a time (4 loads a step; 95
 registers, 771 instructions), which needs the token rows 16-byte aligned. Under the interpreter
-(no PTX) every form loads with ``tl.load``; the values, and so the bits, are the same. Not yet
-timed on a GPU: the A/B is prepared in docs/perf/2026-12-04-token-loads/ (README).
+(no PTX) every form loads with ``tl.load``; the values, and so the bits, are the same. The arm
+takes ``quads`` with the rotated layout (``ROTATED``, `mx_rotated`: a word's values decoded
+exact, four at a time; `sparse_launch.MXFP4_ROTATED`, with the H200 figures).
 """
 
 import triton
