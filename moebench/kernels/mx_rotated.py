@@ -61,24 +61,27 @@ THIRD_PAIR_BITS = 0x001B001B
 MULTIPLIER = 0x1084
 
 
+def _placed_pair(r: int) -> list[str]:
+    """PTX putting pair ``r`` of the rotated word ``$4`` in place in ``c``: each value's bits at
+    8..6 and 15 of its bf16 half (the value times 2^-126)."""
+    mask = f"0x{PAIR_MASK:08X}"
+    rot = ROTATIONS[r]
+    if rot == 0:
+        return [f"and.b32 c, $4, {mask};"]
+    if rot is not None:
+        return [f"shf.l.wrap.b32 c, $4, $4, {rot};", f"and.b32 c, c, {mask};"]
+    return [f"and.b32 c, $4, 0x{THIRD_PAIR_BITS:08X};", f"mul.lo.u32 c, c, 0x{MULTIPLIER:04X};",
+            f"and.b32 c, c, {mask};"]  # fmt: skip
+
+
 def _decode_asm(fold: bool) -> str:
     """The tile's e2m1 x e8m0 -> bf16 decode of one rotated word (``$4``) into four bf16 pairs
     (``$0``..``$3``, the natural decode's registers); ``$5`` the word's scale (its eight values
     are in one group of 32) as a bf16 pair: 2^(s - 1) where ``fold`` (scale bytes up to 128),
     else 2^(s - 127), after a multiply by 2^126."""
-    mask = f"0x{PAIR_MASK:08X}"
     lines = ["{", ".reg .b32 c;"] if fold else ["{", ".reg .b32 c, k;", "mov.b32 k, 0x7E807E80;"]
-    for r, rot in enumerate(ROTATIONS):
-        if rot == 0:
-            lines.append(f"and.b32 c, $4, {mask};")
-        elif rot is not None:
-            lines += [f"shf.l.wrap.b32 c, $4, $4, {rot};", f"and.b32 c, c, {mask};"]
-        else:
-            lines += [
-                f"and.b32 c, $4, 0x{THIRD_PAIR_BITS:08X};",
-                f"mul.lo.u32 c, c, 0x{MULTIPLIER:04X};",
-                f"and.b32 c, c, {mask};",
-            ]
+    for r in range(len(ROTATIONS)):
+        lines += _placed_pair(r)
         if not fold:
             lines.append("mul.rn.bf16x2 c, c, k;")  # times 2^126
         lines.append(f"mul.rn.bf16x2 ${r}, c, $5;")
@@ -97,25 +100,11 @@ def _values_asm(pairs: tuple[int, int]) -> str:
     mask (a bf16 number is the top half of its fp32). 20 instructions a word in the two halves;
     the natural layout's fp16 placement takes about 34. In halves so that a step's values are
     live half at a time, as the natural decode's bytes."""
-    mask = f"0x{PAIR_MASK:08X}"
     lines = ["{", ".reg .b32 c, k;", "mov.b32 k, 0x7E807E80;"]
     for i, r in enumerate(pairs):
-        rot = ROTATIONS[r]
-        if rot == 0:
-            lines.append(f"and.b32 c, $4, {mask};")
-        elif rot is not None:
-            lines += [f"shf.l.wrap.b32 c, $4, $4, {rot};", f"and.b32 c, c, {mask};"]
-        else:
-            lines += [
-                f"and.b32 c, $4, 0x{THIRD_PAIR_BITS:08X};",
-                f"mul.lo.u32 c, c, 0x{MULTIPLIER:04X};",
-                f"and.b32 c, c, {mask};",
-            ]
-        lines += [
-            "mul.rn.bf16x2 c, c, k;",
-            f"shl.b32 ${2 * i}, c, 16;",
-            f"and.b32 ${2 * i + 1}, c, 0xFFFF0000;",
-        ]
+        lines += _placed_pair(r)
+        lines += ["mul.rn.bf16x2 c, c, k;", f"shl.b32 ${2 * i}, c, 16;",
+                  f"and.b32 ${2 * i + 1}, c, 0xFFFF0000;"]  # fmt: skip
     return "\n".join(lines + ["}"])
 
 
