@@ -75,7 +75,7 @@ a step ahead, 1.2-5.5% slower on the H200; 9.3 in natural order, whose decoded v
 shared memory and ran 9-20% slower, `grouped_dot`; 12.3 with ``tl.dot_scaled``, whose loads were not
 pipelined). Those MXFP4 figures are the natural layout's: the arm reads its weights in
 `mx_rotated`'s layout (`grouped_launch.MXFP4_ROTATED`), 6.4 and 6.8 a byte for the tile and 8.9
-for the one-slot GEMV capped at 96 registers, against 12.2 above.
+for the one-slot GEMV capped at 96 registers, against 12.1 above.
 """
 
 from __future__ import annotations
