@@ -85,6 +85,7 @@ from moebench.kernels.sparse_launch import (
     FP8_WHOLE_STEPS_FROM_ROWS,
     default_blocks,
     default_registers,
+    token_quads_fit,
 )
 
 
@@ -349,10 +350,9 @@ def sparse_gemv(
             not tensor_cores and (group_major if fmt == "mxfp4" else token_load == "quads"),
             "token_load takes the CUDA-core loops: MXFP4's group-major tile, FP8 'quads'",
         )
-        # 16-byte loads from each row's start (`load_word_quads`): x's base and its row strides
-        # (bf16 values, 8 to 16 bytes) on 16-byte boundaries. No quad crosses R, a multiple of 32.
-        aligned = x.data_ptr() % 16 == 0 and stride_xt % 8 == 0 and stride_xk % 8 == 0
-        _check(token_load != "quads" or aligned,
+        # 16-byte loads from each row's start (`load_word_quads`); no quad crosses R, a multiple
+        # of 32. The arms ask the same `token_quads_fit` before they choose quads.
+        _check(token_load != "quads" or token_quads_fit(x),
                "token_load='quads' needs the token rows 16-byte aligned")  # fmt: skip
     regs, early = default_registers(fmt, T)
     max_registers = regs if max_registers is None else max_registers
