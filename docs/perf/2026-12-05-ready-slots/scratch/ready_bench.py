@@ -1,0 +1,113 @@
+"""Scratch A/B (issue 28, 2026-12-05, eighteenth session): the one-token sparse FP8 step with fc2
+waiting per slot on fc1 (`ready_gemv.py`) against the `sparse_decode` arm's step, over
+`tools/sparse_ab.py`'s draws and ranks (each step checked, compared bit for bit with the arm's,
+then timed interleaved).
+
+Kinds:
+- ``ready``: fc1 counts each slot's programs; fc2, launched to start as fc1's programs leave,
+  loads its weight rows, then waits for its slot, then reads the activation.
+- ``late``: the same hand-over, fc2 loading its weights after the wait (what the early start
+  alone gives).
+
+fc2 cannot run without the fc1 before it (it would wait for a count that never comes), so these
+kinds' first stage is fc1 and fc2 together and their second the combine: their "fc1_us" is
+fc1 + fc2 and their "fc2_us" the combine alone.
+
+Usage (GPU): PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/ready_bench.py [--tokens 1]
+[--seeds 0,1,2,3,4,5] [--rank 0,1] [--kinds ready,late]   (DIR this folder; on the CPU with a tiny
+decode scenario it checks and compares the steps and times nothing)
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import torch
+from ready_gemv import ReadySlots, ready_gemv
+from sparse_ab import dev, main, parser
+
+from moebench.arm import registry
+from moebench.arm.base import Stage
+from moebench.arm.decode import Workspace
+from moebench.gates.families import family_of
+from moebench.kernels.combine_topk import combine_topk
+from moebench.plan.cases import plan
+from moebench.plan.inputs import make_tokens
+from moebench.spec.load import load_scenario
+
+MADE: list[ReadySlots] = []  # every step's counters, checked back at zero at the end
+
+
+def ready_steps(ws, preload: bool):
+    p = ws.problem
+    off = p.expert_offset
+    slots = ReadySlots(*p.topk_ids_TK.shape, p.x_TD.device)
+    MADE.append(slots)
+
+    def fc1_fc2():
+        ready_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, slots,
+                   role="signal", expert_offset=off, glu=p.activation)  # fmt: skip
+        ready_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, slots, role="await",
+                   expert_offset=off, preload=preload)  # fmt: skip
+
+    def comb():
+        combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
+                     local_experts=p.local_experts, layout=ws.layout, pdl=False)  # fmt: skip
+
+    return (Stage(name="fc1", run=fc1_fc2), Stage(name="fc2", run=comb),
+            Stage(name="combine", run=lambda: None))  # fmt: skip
+
+
+def at_zero() -> bool:
+    """Every step's counters and flags back at zero (reset by each step's last fc2 program)."""
+    return all(int(s.count.abs().sum() + s.done.abs().sum() + s.flags.abs().sum()) == 0
+               for s in MADE)  # fmt: skip
+
+
+def handover_check(scenario: str, rounds: int = 40) -> None:
+    """fc2 must read this step's activation, never the step before's: the token alternates
+    between two draws from one step to the next (eager launches, no graph), and every output
+    must equal the arm's for the same token, the counters at zero after each step."""
+    s = load_scenario(scenario)
+    for pl in plan(s):
+        cs = pl.case.scenario
+        if cs.shape.tokens_per_rank != 1 or cs.precision != "w8a16":
+            continue
+        xs = [make_tokens(tokens=1, hidden=cs.model.hidden, seed=v, device=dev) for v in (0, 1)]
+        for rank in (0, 1):
+            prob = family_of(cs).problem(cs, pl.routing, pl.capacity_rows, xs[0].clone(), rank,
+                                         dev)  # fmt: skip
+            want = []
+            for x in xs:
+                prob.x_TD.copy_(x)
+                ws0 = Workspace(prob, layout="TKD")
+                for st in registry.resolve("sparse_decode").build(ws0):
+                    st.run()
+                want.append(ws0.y_TD.clone())
+            ws = Workspace(prob, layout="TKD")
+            stages = ready_steps(ws, preload=True)
+            bad = 0
+            for i in range(rounds):
+                prob.x_TD.copy_(xs[i % 2])
+                ws.y_TD.zero_()
+                for st in stages:
+                    st.run()
+                bad += not torch.equal(ws.y_TD, want[i % 2])
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            print(f"hand-over check rank {rank}: {rounds - bad} of {rounds} steps equal the arm's "
+                  f"for their own token; counters at zero: {at_zero()}", flush=True)  # fmt: skip
+        return
+
+
+if __name__ == "__main__":
+    t0 = time.monotonic()
+    a = parser("1", "0,1,2,3,4,5", "w8a16", "ready,late").parse_args()
+    if dev.type == "cuda":
+        handover_check(a.scenario)
+    builds = {"ready": functools.partial(ready_steps, preload=True),
+              "late": functools.partial(ready_steps, preload=False)}  # fmt: skip
+    main(a, [(k, builds[k]) for k in a.kinds.split(",")], loose=True)
+    print(f"counters at zero after every step: {at_zero()}")
+    print(f"total {time.monotonic() - t0:.0f} s")

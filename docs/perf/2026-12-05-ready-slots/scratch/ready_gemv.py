@@ -1,0 +1,184 @@
+"""Scratch (issue 28, 2026-12-05, eighteenth session): the one-token sparse FP8 step with fc2
+waiting per slot on fc1, not on fc1's whole grid.
+
+At one token the sparse FP8 step is fc1 (about 19.7 us for 49.8 MB) then fc2 (about 13 us for
+24.9 MB with the combine), and fc2 is not bound by its bytes: with its weights already in L2 it
+still takes 11 us (docs/perf/HISTORY.md, tenth session): its 5,760 one-warp programs start only
+once fc1 has finished, and each is a chain of dependent loads. Here fc2 is launched with
+programmatic dependent launch, so its programs take the SMs' program slots as fc1's leave (fc1
+lets them launch from its start), and each fc2 program loads its whole weight rows (they do not
+depend on fc1) before it waits. It waits for its own slot's activation only: every fc1 program of
+(token, slot) adds 1 to that slot's counter after its stores (a barrier, then a release add); the
+one that completes the count publishes the slot as ready in FLAGS copies of a flag (a release
+store each, 128 bytes apart, so that the waiting programs' polls spread over the L2's slices);
+an fc2 program polls its copy (volatile loads, a sleep between), then takes an acquire load and a
+barrier before it reads the activation. The last fc2 program of a slot (a second counter) resets
+the counter and the flags for the next replay: by then every fc2 program of the slot has passed
+its wait, and the next replay's fc1 runs after this launch has finished. The poll gives up after
+SPIN_LIMIT rounds (the outputs are then wrong and fail the checks; a GPU never hangs on it).
+
+The arithmetic is `sparse_gemv._sparse_gemv_fp8`'s at one token (2 rows, 1,024 bytes a step, every
+step masked, the token through the row-broadcast tile, the epilogue's loads early), each step's
+products summed in the same order, so the output should be the arm's bit for bit. Under the
+interpreter the launches run one after the other: fc2's counters are complete when it starts.
+
+Not part of the package: the records' code.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moebench.kernels.gemv_parts import gemv_epilogue, program_expert, row_bias
+from moebench.kernels.jit import HAS_PDL, pdl_launch_dependents
+from moebench.kernels.sparse_gemv import _fp8_step
+from moebench.kernels.sparse_launch import default_blocks
+
+FLAGS = 32  # copies of a slot's ready flag
+FLAG_STRIDE = 32  # int32s between copies: 128 bytes
+SPIN_LIMIT = 1 << 20  # polls before giving up (200 ns sleeps: about 0.3 s)
+
+
+@triton.jit
+def _sleep(c, PTX: tl.constexpr):
+    if PTX:
+        tl.inline_asm_elementwise("nanosleep.u32 200;\nmov.b32 $0, $1;", "=r,r", [c],
+                                  dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
+
+
+@triton.jit
+def _wait_ready(flag_ptr, PTX: tl.constexpr, LIMIT: tl.constexpr):
+    """Poll ``flag_ptr`` until it reads nonzero (or LIMIT polls), then acquire."""
+    if PTX:
+        c = tl.load(flag_ptr, volatile=True)
+        i = 0
+        while (c == 0) & (i < LIMIT):
+            _sleep(c, PTX)
+            c = tl.load(flag_ptr, volatile=True)
+            i += 1
+        tl.atomic_add(flag_ptr, 0, sem="acquire")
+        tl.debug_barrier()
+
+
+@triton.jit
+def _preloaded_step(acc, w, x_rows, offs, k0, k_hi):
+    """`_fp8_step`'s arithmetic (masked, the row-broadcast token) on weights ``w`` loaded before."""
+    k = k0 + offs[None, :, :]
+    xv = tl.load(x_rows + k, mask=k < k_hi, other=0)
+    xf = xv.to(tl.bfloat16, bitcast=True).to(tl.float32)
+    return acc + tl.sum(w.to(tl.float32) * xf, axis=2)
+
+
+@triton.jit
+def _fp8_ready(
+    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr, count_ptr, flag_ptr, done_ptr,
+    expert_offset, E, R, NEED, LAST,
+    stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
+    stride_ot, stride_ok,
+    GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STEPS: tl.constexpr,
+    ROLE: tl.constexpr, PRELOAD: tl.constexpr, EXACT_RNE: tl.constexpr, PTX: tl.constexpr,
+    FLAGS_: tl.constexpr, FLAG_STRIDE_: tl.constexpr, LIMIT: tl.constexpr,
+):  # fmt: skip
+    """ROLE "signal" (fc1): the arm's program, then its slot's count. ROLE "await" (fc2): the
+    weights first (PRELOAD), then the wait for its slot, then the arm's arithmetic."""
+    pdl_launch_dependents(ROLE == "signal" and PTX)
+    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    if (e < 0) | (e >= E):
+        return
+    e64 = e.to(tl.int64)
+    n_block = tl.program_id(0)
+    k_hi = R
+    bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
+    scale = tl.load(ws_ptr + e64)
+    LANES: tl.constexpr = BLOCK_K // 16
+    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs = tl.arange(0, LANES)[:, None] * 16 + tl.arange(0, 16)[None, :]
+    w_rows = w_ptr + e64 * stride_we + rows.to(tl.int64)[:, None, None] * stride_wn
+    x_row = (x_ptr + t.to(tl.int64) * stride_xt + slot.to(tl.int64) * stride_xk).to(
+        tl.pointer_type(tl.int16)
+    )
+    x_rows = x_row + 0 * rows[:, None, None]
+    acc = tl.zeros([BLOCK_N, LANES], dtype=tl.float32)
+    flag = t * tl.num_programs(1) + slot
+    if ROLE == "signal":
+        for k0 in tl.range(0, k_hi, BLOCK_K):
+            acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, True, False, False, PTX)
+    else:
+        mine = flag_ptr + (flag * FLAGS_ + n_block % FLAGS_) * FLAG_STRIDE_
+        if PRELOAD:
+            k = offs[None, :, :]
+            w0 = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
+            if STEPS > 1:
+                w1 = tl.load(w_rows + BLOCK_K + k, mask=BLOCK_K + k < k_hi, other=0.0)
+            if STEPS > 2:
+                w2 = tl.load(w_rows + 2 * BLOCK_K + k, mask=2 * BLOCK_K + k < k_hi, other=0.0)
+            if STEPS > 3:
+                w3 = tl.load(w_rows + 3 * BLOCK_K + k, mask=3 * BLOCK_K + k < k_hi, other=0.0)
+            _wait_ready(mine, PTX, LIMIT)
+            acc = _preloaded_step(acc, w0, x_rows, offs, 0, k_hi)
+            if STEPS > 1:
+                acc = _preloaded_step(acc, w1, x_rows, offs, BLOCK_K, k_hi)
+            if STEPS > 2:
+                acc = _preloaded_step(acc, w2, x_rows, offs, 2 * BLOCK_K, k_hi)
+            if STEPS > 3:
+                acc = _preloaded_step(acc, w3, x_rows, offs, 3 * BLOCK_K, k_hi)
+        else:
+            _wait_ready(mine, PTX, LIMIT)
+            for k0 in tl.range(0, k_hi, BLOCK_K):
+                acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, True, False, False,
+                                PTX)  # fmt: skip
+    h = tl.sum(acc, axis=1)
+    gemv_epilogue(h * scale, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU, BLOCK_N,
+                  EXACT_RNE)  # fmt: skip
+    tl.debug_barrier()  # every lane's stores before the count (release below)
+    if ROLE == "signal":
+        old = tl.atomic_add(count_ptr + flag, 1, sem="acq_rel")
+        if old == NEED - 1:
+            base = flag_ptr + flag * FLAGS_ * FLAG_STRIDE_
+            for c in tl.static_range(FLAGS_):
+                tl.atomic_xchg(base + c * FLAG_STRIDE_, 1, sem="release")
+    else:
+        old = tl.atomic_add(done_ptr + flag, 1, sem="relaxed")
+        if old == LAST - 1:
+            tl.atomic_xchg(count_ptr + flag, 0, sem="relaxed")
+            tl.atomic_xchg(done_ptr + flag, 0, sem="relaxed")
+            base = flag_ptr + flag * FLAGS_ * FLAG_STRIDE_
+            for c in tl.static_range(FLAGS_):
+                tl.atomic_xchg(base + c * FLAG_STRIDE_, 0, sem="relaxed")
+
+
+class ReadySlots:
+    """The counters and flags of one step's fc1 -> fc2 hand-over, for T tokens of K slots."""
+
+    def __init__(self, T: int, K: int, device) -> None:
+        self.count = torch.zeros(T * K, dtype=torch.int32, device=device)
+        self.done = torch.zeros(T * K, dtype=torch.int32, device=device)
+        self.flags = torch.zeros(T * K * FLAGS * FLAG_STRIDE, dtype=torch.int32, device=device)
+
+
+def ready_gemv(x, topk_ids_TK, w, w_scale, bias_EN, out, slots: ReadySlots, *, role: str,
+               expert_offset: int, glu: str = "none", preload: bool = True) -> None:  # fmt: skip
+    """fc1 (``role="signal"``) or fc2 (``role="await"``, launched to start early) of the one-token
+    sparse FP8 step, over the same ``slots``."""
+    assert w.dtype == torch.float8_e4m3fn
+    T, K = topk_ids_TK.shape
+    E, N, R = w.shape
+    bn, bk, nw = default_blocks("fp8", T)
+    assert (bn, bk, nw) == (2, 1024, 1), "the one-token launch only"
+    if x.dim() == 2:
+        stride_xt, stride_xk = x.stride(0), 0
+    else:
+        stride_xt, stride_xk = x.stride(0), x.stride(1)
+    gdc = role == "await" and HAS_PDL and out.is_cuda
+    extra = {"launch_pdl": True} if gdc else {}
+    _fp8_ready[(N // bn, K, T)](
+        x, topk_ids_TK, w, w_scale, bias_EN, out, slots.count, slots.flags, slots.done,
+        expert_offset, E, R, N // bn, N // bn,
+        stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
+        bias_EN.stride(0), out.stride(0), out.stride(1),
+        GLU=glu, BLOCK_N=bn, BLOCK_K=bk, STEPS=triton.cdiv(R, bk), ROLE=role, PRELOAD=preload,
+        EXACT_RNE=not out.is_cuda, PTX=out.is_cuda, FLAGS_=FLAGS, FLAG_STRIDE_=FLAG_STRIDE,
+        LIMIT=SPIN_LIMIT, num_warps=nw, **extra,
+    )  # fmt: skip
