@@ -64,7 +64,8 @@ def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int, maxnr
     16 marked so, integers equal to 1 folded in; with ``box`` the weights a TMA descriptor of
     that block; ``maxnreg`` a register cap (0: none); ``more_pointers`` the types of pointer
     arguments other than the GEMVs' (name: triton type, e.g. "*i32")."""
-    pointers = (more_pointers or {}) | {"x_ptr": "*bf16", "ids_ptr": "*i32", "b_ptr": "*bf16", "out_ptr": "*bf16",
+    pointers = (more_pointers or {}) | {
+                "x_ptr": "*bf16", "ids_ptr": "*i32", "b_ptr": "*bf16", "out_ptr": "*bf16",
                 "part_ptr": "*fp32", "w_ptr": "*fp8e4nv" if fmt == "fp8" else "*u8",
                 "w": "*fp8e4nv" if fmt == "fp8" else "*u8",
                 "ws_ptr": "*fp32" if fmt == "fp8" else "*u8"}  # fmt: skip
