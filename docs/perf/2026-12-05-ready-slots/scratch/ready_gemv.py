@@ -8,14 +8,16 @@ once fc1 has finished, and each is a chain of dependent loads. Here fc2 is launc
 programmatic dependent launch, so its programs take the SMs' program slots as fc1's leave (fc1
 lets them launch from its start), and each fc2 program loads its whole weight rows (they do not
 depend on fc1) before it waits. It waits for its own slot's activation only: every fc1 program of
-(token, slot) adds 1 to that slot's counter after its stores (a barrier, then a release add); the
-one that completes the count publishes the slot as ready in FLAGS copies of a flag (a release
-store each, 128 bytes apart, so that the waiting programs' polls spread over the L2's slices);
-an fc2 program polls its copy (volatile loads, a sleep between), then takes an acquire load and a
-barrier before it reads the activation. The last fc2 program of a slot (a second counter) resets
-the counter and the flags for the next replay: by then every fc2 program of the slot has passed
-its wait, and the next replay's fc1 runs after this launch has finished. The poll gives up after
-SPIN_LIMIT rounds (the outputs are then wrong and fail the checks; a GPU never hangs on it).
+(token, slot) counts itself after its stores (a barrier, then an acquire-release add to one of
+GROUPS sub-counts, the last of each sub-count adding to the top count: one address for all of
+them serialized 2,880 atomics a slot); the one that completes the count publishes the slot as
+ready in GROUPS copies of a flag (one release of the warp's lanes, cells 128 bytes apart, so that
+the waiting programs' polls spread over the L2's slices); an fc2 program polls its copy (volatile
+loads, a sleep between), then takes an acquire load and a barrier before it reads the
+activation. The last fc2 program of a slot (counted the same way) resets the cells for the next
+replay: by then every fc2 program of the slot has passed its wait, and the next replay's fc1 runs
+after this launch has finished. The poll gives up after SPIN_LIMIT rounds (the outputs are then
+wrong and fail the checks; a GPU never hangs on it).
 
 The arithmetic is `sparse_gemv._sparse_gemv_fp8`'s at one token (2 rows, 1,024 bytes a step, every
 step masked, the token through the row-broadcast tile, the epilogue's loads early), each step's
@@ -36,8 +38,8 @@ from moebench.kernels.jit import HAS_PDL, pdl_launch_dependents
 from moebench.kernels.sparse_gemv import _fp8_step
 from moebench.kernels.sparse_launch import default_blocks
 
-FLAGS = 32  # copies of a slot's ready flag
-FLAG_STRIDE = 32  # int32s between copies: 128 bytes
+GROUPS = 32  # sub-counts of a slot's count, and copies of its ready flag
+STRIDE = 32  # int32s between two cells: 128 bytes
 SPIN_LIMIT = 1 << 20  # polls before giving up (200 ns sleeps: about 0.3 s)
 
 
@@ -63,6 +65,20 @@ def _wait_ready(flag_ptr, PTX: tl.constexpr, LIMIT: tl.constexpr):
 
 
 @triton.jit
+def _last_of(base, i, n, G: tl.constexpr, STRIDE: tl.constexpr, SEM: tl.constexpr):
+    """Whether program ``i`` of ``n`` is the last to count itself: each adds 1 to sub-count i % G
+    (cells ``base`` + g * STRIDE) and the last of each sub-count adds 1 to the top (cell G); the
+    last of those is the last of all. One address took every program's atomic before, n of them
+    one after the other in the L2 (2,880 a slot for fc1 at one token)."""
+    g = i % G
+    old = tl.atomic_add(base + g * STRIDE, 1, sem=SEM)
+    last = old < 0
+    if old == (n - 1 - g) // G:
+        last = tl.atomic_add(base + G * STRIDE, 1, sem=SEM) == G - 1
+    return last
+
+
+@triton.jit
 def _preloaded_step(acc, w, x_rows, offs, k0, k_hi):
     """`_fp8_step`'s arithmetic (masked, the row-broadcast token) on weights ``w`` loaded before."""
     k = k0 + offs[None, :, :]
@@ -73,13 +89,13 @@ def _preloaded_step(acc, w, x_rows, offs, k0, k_hi):
 
 @triton.jit
 def _fp8_ready(
-    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr, count_ptr, flag_ptr, done_ptr,
+    x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr, cell_ptr,
     expert_offset, E, R, NEED, LAST,
     stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
     stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STEPS: tl.constexpr,
     ROLE: tl.constexpr, PRELOAD: tl.constexpr, EXACT_RNE: tl.constexpr, PTX: tl.constexpr,
-    FLAGS_: tl.constexpr, FLAG_STRIDE_: tl.constexpr, LIMIT: tl.constexpr,
+    G: tl.constexpr, STRIDE: tl.constexpr, LIMIT: tl.constexpr,
 ):  # fmt: skip
     """ROLE "signal" (fc1): the arm's program, then its slot's count. ROLE "await" (fc2): the
     weights first (PRELOAD), then the wait for its slot, then the arm's arithmetic."""
@@ -101,12 +117,14 @@ def _fp8_ready(
     )
     x_rows = x_row + 0 * rows[:, None, None]
     acc = tl.zeros([BLOCK_N, LANES], dtype=tl.float32)
-    flag = t * tl.num_programs(1) + slot
+    # This (token, slot)'s cells, STRIDE int32s apart: fc1's count (G sub-counts, then the
+    # top), fc2's count (the same), then G copies of the ready flag.
+    cells = cell_ptr + (t * tl.num_programs(1) + slot) * (3 * G + 2) * STRIDE
     if ROLE == "signal":
         for k0 in tl.range(0, k_hi, BLOCK_K):
             acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, True, False, False, PTX)
     else:
-        mine = flag_ptr + (flag * FLAGS_ + n_block % FLAGS_) * FLAG_STRIDE_
+        mine = cells + (2 * G + 2 + n_block % G) * STRIDE
         if PRELOAD:
             k = offs[None, :, :]
             w0 = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
@@ -133,29 +151,26 @@ def _fp8_ready(
     gemv_epilogue(h * scale, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU, BLOCK_N,
                   EXACT_RNE)  # fmt: skip
     tl.debug_barrier()  # every lane's stores before the count (release below)
+    flags = cells + (2 * G + 2 + tl.arange(0, G)) * STRIDE
     if ROLE == "signal":
-        old = tl.atomic_add(count_ptr + flag, 1, sem="acq_rel")
-        if old == NEED - 1:
-            # All FLAGS copies in one instruction of the warp's lanes: one fence before them
-            # (a release each, one at a time, put 32 fences in a row: 33 MEMBAR.GPU, sm_90a).
-            copies = flag_ptr + (flag * FLAGS_ + tl.arange(0, FLAGS_)) * FLAG_STRIDE_
-            tl.atomic_xchg(copies, tl.full([FLAGS_], 1, tl.int32), sem="release")
+        if _last_of(cells, n_block, NEED, G, STRIDE, "acq_rel"):
+            # All G copies in one instruction of the warp's lanes: one fence before them (a
+            # release each, one at a time, put G fences in a row: 33 MEMBAR.GPU, sm_90a).
+            tl.atomic_xchg(flags, tl.full([G], 1, tl.int32), sem="release")
     else:
-        old = tl.atomic_add(done_ptr + flag, 1, sem="relaxed")
-        if old == LAST - 1:
-            tl.atomic_xchg(count_ptr + flag, 0, sem="relaxed")
-            tl.atomic_xchg(done_ptr + flag, 0, sem="relaxed")
-            copies = flag_ptr + (flag * FLAGS_ + tl.arange(0, FLAGS_)) * FLAG_STRIDE_
-            tl.atomic_xchg(copies, tl.zeros([FLAGS_], tl.int32), sem="relaxed")
+        if _last_of(cells + (G + 1) * STRIDE, n_block, LAST, G, STRIDE, "relaxed"):
+            # Every fc2 program of the slot has passed its wait: reset for the next replay.
+            every = cells + tl.arange(0, 4 * G) * STRIDE  # the counts and the flags, G more
+            tl.atomic_xchg(every, tl.zeros([4 * G], tl.int32), mask=tl.arange(0, 4 * G) < 3 * G + 2,
+                           sem="relaxed")  # fmt: skip
 
 
 class ReadySlots:
-    """The counters and flags of one step's fc1 -> fc2 hand-over, for T tokens of K slots."""
+    """The cells of one step's fc1 -> fc2 hand-over, for T tokens of K slots, at zero."""
 
     def __init__(self, T: int, K: int, device) -> None:
-        self.count = torch.zeros(T * K, dtype=torch.int32, device=device)
-        self.done = torch.zeros(T * K, dtype=torch.int32, device=device)
-        self.flags = torch.zeros(T * K * FLAGS * FLAG_STRIDE, dtype=torch.int32, device=device)
+        self.cells = torch.zeros(T * K * (3 * GROUPS + 2) * STRIDE, dtype=torch.int32,
+                                 device=device)  # fmt: skip
 
 
 def ready_gemv(x, topk_ids_TK, w, w_scale, bias_EN, out, slots: ReadySlots, *, role: str,
@@ -167,6 +182,7 @@ def ready_gemv(x, topk_ids_TK, w, w_scale, bias_EN, out, slots: ReadySlots, *, r
     E, N, R = w.shape
     bn, bk, nw = default_blocks("fp8", T)
     assert (bn, bk, nw) == (2, 1024, 1), "the one-token launch only"
+    assert N // bn >= GROUPS, "a program at least in each sub-count"
     if x.dim() == 2:
         stride_xt, stride_xk = x.stride(0), 0
     else:
@@ -174,11 +190,11 @@ def ready_gemv(x, topk_ids_TK, w, w_scale, bias_EN, out, slots: ReadySlots, *, r
     gdc = role == "await" and HAS_PDL and out.is_cuda
     extra = {"launch_pdl": True} if gdc else {}
     _fp8_ready[(N // bn, K, T)](
-        x, topk_ids_TK, w, w_scale, bias_EN, out, slots.count, slots.flags, slots.done,
+        x, topk_ids_TK, w, w_scale, bias_EN, out, slots.cells,
         expert_offset, E, R, N // bn, N // bn,
         stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
         bias_EN.stride(0), out.stride(0), out.stride(1),
         GLU=glu, BLOCK_N=bn, BLOCK_K=bk, STEPS=triton.cdiv(R, bk), ROLE=role, PRELOAD=preload,
-        EXACT_RNE=not out.is_cuda, PTX=out.is_cuda, FLAGS_=FLAGS, FLAG_STRIDE_=FLAG_STRIDE,
+        EXACT_RNE=not out.is_cuda, PTX=out.is_cuda, G=GROUPS, STRIDE=STRIDE,
         LIMIT=SPIN_LIMIT, num_warps=nw, **extra,
     )  # fmt: skip

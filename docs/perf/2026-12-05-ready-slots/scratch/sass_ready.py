@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-from ready_gemv import FLAG_STRIDE, FLAGS, SPIN_LIMIT, _fp8_ready
+from ready_gemv import GROUPS, SPIN_LIMIT, STRIDE, _fp8_ready
 from sass_grouped_decode import build, report, values
 
 
@@ -20,7 +20,7 @@ def main(out: str) -> None:
         R = ints["R"]
         c = dict(GLU="swiglu_oai" if stage == "fc1" else "none", BLOCK_N=2, BLOCK_K=1024,
                  STEPS=-(-R // 1024), ROLE=role, PRELOAD=pre, EXACT_RNE=False, PTX=True,
-                 FLAGS_=FLAGS, FLAG_STRIDE_=FLAG_STRIDE, LIMIT=SPIN_LIMIT)  # fmt: skip
+                 G=GROUPS, STRIDE=STRIDE, LIMIT=SPIN_LIMIT)  # fmt: skip
         name = f"ready_{stage}_{role}_pre{int(pre)}"
         k = build(
             _fp8_ready,
@@ -29,7 +29,7 @@ def main(out: str) -> None:
             ints,
             1,
             0,
-            more_pointers={p: "*i32" for p in ("count_ptr", "flag_ptr", "done_ptr")},
+            more_pointers={"cell_ptr": "*i32"},
         )
         report(name, k, out, 2 * 1024 / 32, 1)
         sass = open(f"{out}/{name}.sass").read()
