@@ -16,7 +16,10 @@ fc2 cannot run without the fc1 before it (it would wait for a count that never c
 kinds' first stage is fc1 and fc2 together and their second the combine: their "fc1_us" is
 fc1 + fc2 and their "fc2_us" the combine alone.
 
-Usage (GPU): PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/ready_bench.py [--tokens 1]
+With ``--grouped``: the `grouped_decode` arm's step against kind ``ready``, its FP8 tile (one pass
+a program) with fc2 waiting per pass on fc1 (`ready_tile.py`), at 16-64 tokens.
+
+Usage (GPU): PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/ready_bench.py [--grouped] [--tokens 1]
 [--seeds 0,1,2,3,4,5] [--rank 0,1] [--kinds ready,late]   (DIR this folder; on the CPU with a tiny
 decode scenario it checks and compares the steps and times nothing)
 """
@@ -24,12 +27,15 @@ decode scenario it checks and compares the steps and times nothing)
 from __future__ import annotations
 
 import functools
+import sys
 import time
 
 import torch
 from ready_gemv import ReadySlots, ready_gemv
+from ready_tile import ReadyPasses, groups_for, ready_tile
 from sparse_ab import dev, main, parser
 
+from arms.decode import grouped_decode
 from moebench.arm import registry
 from moebench.arm.base import Stage
 from moebench.arm.decode import Workspace
@@ -58,6 +64,35 @@ def ready_steps(ws, preload: bool):
     def comb():
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
                      local_experts=p.local_experts, layout=ws.layout, pdl=False)  # fmt: skip
+
+    return (Stage(name="fc1", run=fc1_fc2), Stage(name="fc2", run=comb),
+            Stage(name="combine", run=lambda: None))  # fmt: skip
+
+
+def ready_tile_steps(ws):
+    """The grouped arm's step with fc2 waiting per pass (`ready_tile.py`) where the arm takes the
+    FP8 tile one pass a program for both stages; the arm's own step elsewhere."""
+    p = ws.problem
+    one, two = grouped_decode.launches(p)
+    tile = lambda L: L.path == "dot" and L.pass_grid
+    if p.precision != "w8a16" or not (tile(one) and tile(two) and one.block_m == two.block_m):
+        return grouped_decode.build_stages(ws)
+    T, K = p.topk_ids_TK.shape
+    passes = min(p.local_experts, T * K) + T * K // one.block_m
+    g = groups_for(p.w13.shape[1] // one.block_n, p.w2.shape[1] // two.block_n)
+    cells = ReadyPasses(passes, g, p.x_TD.device)
+    MADE.append(cells)
+    off = p.expert_offset
+
+    def fc1_fc2():
+        ready_tile(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, cells,
+                   role="signal", expert_offset=off, launch=one, glu=p.activation)  # fmt: skip
+        ready_tile(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, cells, role="await",
+                   expert_offset=off, launch=two)  # fmt: skip
+
+    def comb():
+        combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
+                     local_experts=p.local_experts, layout=ws.layout, pdl=two.pdl)  # fmt: skip
 
     return (Stage(name="fc1", run=fc1_fc2), Stage(name="fc2", run=comb),
             Stage(name="combine", run=lambda: None))  # fmt: skip
@@ -126,11 +161,18 @@ def handover_check(scenario: str, rounds: int = 40) -> None:
 
 if __name__ == "__main__":
     t0 = time.monotonic()
-    a = parser("1", "0,1,2,3,4,5", "w8a16", "ready,late,pdl").parse_args()
-    if dev.type == "cuda":
-        handover_check(a.scenario)
-    builds = {"ready": functools.partial(ready_steps, preload=True),
-              "late": functools.partial(ready_steps, preload=False), "pdl": pdl_steps}  # fmt: skip
-    main(a, [(k, builds[k]) for k in a.kinds.split(",")], loose=True)
+    grouped = "--grouped" in sys.argv
+    if grouped:
+        sys.argv.remove("--grouped")
+        a = parser("16,32,64", "0,1,2,3", "w8a16", "ready").parse_args()
+        main(a, [("ready", ready_tile_steps)], arm_name="grouped_decode", loose=True)
+    else:
+        a = parser("1", "0,1,2,3,4,5", "w8a16", "ready,late,pdl").parse_args()
+        if dev.type == "cuda":
+            handover_check(a.scenario)
+        builds = {"ready": functools.partial(ready_steps, preload=True),
+                  "late": functools.partial(ready_steps, preload=False),
+                  "pdl": pdl_steps}  # fmt: skip
+        main(a, [(k, builds[k]) for k in a.kinds.split(",")], loose=True)
     print(f"counters at zero after every step: {at_zero()}")
     print(f"total {time.monotonic() - t0:.0f} s")

@@ -9,6 +9,7 @@ import re
 import sys
 
 from ready_gemv import GROUPS, SPIN_LIMIT, STRIDE, _fp8_ready
+from ready_tile import _ready_dot_fp8
 from sass_grouped_decode import build, report, values
 
 
@@ -37,5 +38,21 @@ def main(out: str) -> None:
         print("\n".join("   " + re.sub(r"\s+", " ", o.strip()) for o in ops[:60]))
 
 
+def tiles(out: str) -> None:
+    """The tile's two roles at 64 tokens, the arm's launch (TMA, 3 stages, capped at 80)."""
+    for stage, role in (("fc1", "signal"), ("fc2", "await")):
+        ints = dict(values(stage, 64), NEED=90 if stage == "fc1" else 45)
+        for k in ("stride_se", "stride_sn", "stride_pt", "stride_pk", "N", "K_SPLIT"):
+            ints.pop(k)
+        c = dict(GLU="swiglu_oai" if stage == "fc1" else "none", BLOCK_M=16, BLOCK_N=64,
+                 BLOCK_K=128, EVEN_K=False, EXACT_RNE=False, BLOCK_E=16, SCAN=256,
+                 NUM_STAGES=3, INTERPRET=False, GDC=True, TMA=True, EARLY_BIAS=True, ROLE=role,
+                 G=GROUPS, STRIDE_=STRIDE, LIMIT=SPIN_LIMIT)  # fmt: skip
+        k = build(_ready_dot_fp8, "fp8", c, ints, 4, 3, 80, box=(64, 128),
+                  more_pointers={"cell_ptr": "*i32"})  # fmt: skip
+        report(f"ready_tile_{stage}_{role}", k, out, 64 * 128 / 128, 4)
+
+
 if __name__ == "__main__":
     main(sys.argv[1])
+    tiles(sys.argv[1])
