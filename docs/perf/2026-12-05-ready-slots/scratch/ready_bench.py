@@ -8,6 +8,9 @@ Kinds:
   loads its weight rows, then waits for its slot, then reads the activation.
 - ``late``: the same hand-over, fc2 loading its weights after the wait (what the early start
   alone gives).
+- ``count``: fc1 counts its programs as in ``ready`` (a fence and an atomic at each program's
+  end), fc2 and the combine the arm's: what the counting costs fc1 (nothing resets the cells,
+  which are left out of the final check).
 - ``pdl``: the arm's GEMVs with programmatic dependent launch (`sparse_gemv(pdl=True)`: fc2
   starts early, loads its first step's weights, then waits for the whole of fc1), the form
   issue 19 measured slower for FP8; the combine as the arm's.
@@ -49,17 +52,21 @@ from moebench.spec.load import load_scenario
 MADE: list[ReadySlots] = []  # every step's counters, checked back at zero at the end
 
 
-def ready_steps(ws, preload: bool):
+def ready_steps(ws, preload: bool, count_only: bool = False):
     p = ws.problem
     off = p.expert_offset
     slots = ReadySlots(*p.topk_ids_TK.shape, p.x_TD.device)
-    MADE.append(slots)
+    if not count_only:
+        MADE.append(slots)
 
     def fc1_fc2():
         ready_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, slots,
                    role="signal", expert_offset=off, glu=p.activation)  # fmt: skip
-        ready_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, slots, role="await",
-                   expert_offset=off, preload=preload)  # fmt: skip
+        if count_only:
+            sparse_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off)
+        else:
+            ready_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, slots, role="await",
+                       expert_offset=off, preload=preload)  # fmt: skip
 
     def comb():
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
@@ -167,11 +174,12 @@ if __name__ == "__main__":
         a = parser("16,32,64", "0,1,2,3", "w8a16", "ready").parse_args()
         main(a, [("ready", ready_tile_steps)], arm_name="grouped_decode", loose=True)
     else:
-        a = parser("1", "0,1,2,3,4,5", "w8a16", "ready,late,pdl").parse_args()
+        a = parser("1", "0,1,2,3,4,5", "w8a16", "ready,late,count,pdl").parse_args()
         if dev.type == "cuda":
             handover_check(a.scenario)
         builds = {"ready": functools.partial(ready_steps, preload=True),
                   "late": functools.partial(ready_steps, preload=False),
+                  "count": functools.partial(ready_steps, preload=False, count_only=True),
                   "pdl": pdl_steps}  # fmt: skip
         main(a, [(k, builds[k]) for k in a.kinds.split(",")], loose=True)
     print(f"counters at zero after every step: {at_zero()}")
