@@ -8,6 +8,9 @@ Kinds:
   loads its weight rows, then waits for its slot, then reads the activation.
 - ``late``: the same hand-over, fc2 loading its weights after the wait (what the early start
   alone gives).
+- ``ready_local``, ``ready_none``: ``ready`` with fc1's programs letting fc2 launch only where
+  they have work (after the routing load; a program that leaves counts as having let it), or
+  never (fc2 then launches as fc1 ends; the dependent launch without its early start).
 - ``count``: fc1 counts its programs as in ``ready`` (a fence and an atomic at each program's
   end), fc2 and the combine the arm's: what the counting costs fc1 (nothing resets the cells,
   which are left out of the final check).
@@ -52,7 +55,7 @@ from moebench.spec.load import load_scenario
 MADE: list[ReadySlots] = []  # every step's counters, checked back at zero at the end
 
 
-def ready_steps(ws, preload: bool, count_only: bool = False):
+def ready_steps(ws, preload: bool, count_only: bool = False, trigger: str = "start"):
     p = ws.problem
     off = p.expert_offset
     slots = ReadySlots(*p.topk_ids_TK.shape, p.x_TD.device)
@@ -61,7 +64,7 @@ def ready_steps(ws, preload: bool, count_only: bool = False):
 
     def fc1_fc2():
         ready_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, slots,
-                   role="signal", expert_offset=off, glu=p.activation)  # fmt: skip
+                   role="signal", expert_offset=off, glu=p.activation, trigger=trigger)  # fmt: skip
         if count_only:
             sparse_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off)
         else:
@@ -174,11 +177,13 @@ if __name__ == "__main__":
         a = parser("16,32,64", "0,1,2,3", "w8a16", "ready").parse_args()
         main(a, [("ready", ready_tile_steps)], arm_name="grouped_decode", loose=True)
     else:
-        a = parser("1", "0,1,2,3,4,5", "w8a16", "ready,late,count,pdl").parse_args()
+        a = parser("1", "0,1,2,3,4,5", "w8a16", "ready,ready_local,ready_none,count").parse_args()
         if dev.type == "cuda":
             handover_check(a.scenario)
         builds = {"ready": functools.partial(ready_steps, preload=True),
                   "late": functools.partial(ready_steps, preload=False),
+                  "ready_local": functools.partial(ready_steps, preload=True, trigger="local"),
+                  "ready_none": functools.partial(ready_steps, preload=True, trigger="none"),
                   "count": functools.partial(ready_steps, preload=False, count_only=True),
                   "pdl": pdl_steps}  # fmt: skip
         main(a, [(k, builds[k]) for k in a.kinds.split(",")], loose=True)

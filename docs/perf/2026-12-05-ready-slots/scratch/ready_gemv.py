@@ -94,15 +94,19 @@ def _fp8_ready(
     stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
     stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STEPS: tl.constexpr,
-    ROLE: tl.constexpr, PRELOAD: tl.constexpr, EXACT_RNE: tl.constexpr, PTX: tl.constexpr,
+    ROLE: tl.constexpr, PRELOAD: tl.constexpr, TRIGGER: tl.constexpr, EXACT_RNE: tl.constexpr,
+    PTX: tl.constexpr,
     G: tl.constexpr, STRIDE: tl.constexpr, LIMIT: tl.constexpr,
 ):  # fmt: skip
     """ROLE "signal" (fc1): the arm's program, then its slot's count. ROLE "await" (fc2): the
     weights first (PRELOAD), then the wait for its slot, then the arm's arithmetic."""
-    pdl_launch_dependents(ROLE == "signal" and PTX)
+    # fc1 lets fc2 launch (TRIGGER): "start" in every program, "local" only in those with work
+    # (a program that leaves counts as having let it), "none" never (fc2 starts when fc1 ends).
+    pdl_launch_dependents(ROLE == "signal" and PTX and TRIGGER == "start")
     t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
+    pdl_launch_dependents(ROLE == "signal" and PTX and TRIGGER == "local")
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
     k_hi = R
@@ -174,7 +178,8 @@ class ReadySlots:
 
 
 def ready_gemv(x, topk_ids_TK, w, w_scale, bias_EN, out, slots: ReadySlots, *, role: str,
-               expert_offset: int, glu: str = "none", preload: bool = True) -> None:  # fmt: skip
+               expert_offset: int, glu: str = "none", preload: bool = True,
+               trigger: str = "start") -> None:  # fmt: skip
     """fc1 (``role="signal"``) or fc2 (``role="await"``, launched to start early) of the one-token
     sparse FP8 step, over the same ``slots``."""
     assert w.dtype == torch.float8_e4m3fn
@@ -195,6 +200,7 @@ def ready_gemv(x, topk_ids_TK, w, w_scale, bias_EN, out, slots: ReadySlots, *, r
         stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
         bias_EN.stride(0), out.stride(0), out.stride(1),
         GLU=glu, BLOCK_N=bn, BLOCK_K=bk, STEPS=triton.cdiv(R, bk), ROLE=role, PRELOAD=preload,
+        TRIGGER=trigger,
         EXACT_RNE=not out.is_cuda, PTX=out.is_cuda, G=GROUPS, STRIDE=STRIDE,
         LIMIT=SPIN_LIMIT, num_warps=nw, **extra,
     )  # fmt: skip
