@@ -20,7 +20,8 @@ def main(out: str) -> None:
         ints = dict(values(stage, 1), NEED=1440, LAST=1440)
         R = ints["R"]
         c = dict(GLU="swiglu_oai" if stage == "fc1" else "none", BLOCK_N=2, BLOCK_K=1024,
-                 STEPS=-(-R // 1024), ROLE=role, PRELOAD=pre, TRIGGER="local", EXACT_RNE=False, PTX=True,
+                 STEPS=-(-R // 1024), ROLE=role, PRELOAD=pre, TRIGGER="local",
+                 EXACT_RNE=False, PTX=True,
                  G=GROUPS, STRIDE=STRIDE, LIMIT=SPIN_LIMIT)  # fmt: skip
         name = f"ready_{stage}_{role}_pre{int(pre)}"
         k = build(
