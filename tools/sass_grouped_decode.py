@@ -195,7 +195,7 @@ def sparse(fmt: str, out: str, early_loads: bool, rotated: bool = False) -> None
     bn, bk, nw = sparse_launch.default_blocks(fmt)
     ints = values("fc1", 1)
     c = dict(GLU="swiglu_oai", BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
-             EXACT_RNE=False, NUM_STAGES=0, SPLIT_K=1, GDC=False, LATE_TRIGGER=False,
+             EXACT_RNE=False, NUM_STAGES=0, SPLIT_K=1, GDC=False, TRIGGER="start",
              EARLY_LOADS=early_loads)  # fmt: skip
     if fmt == "fp8":
         fn, c["PEEL"] = sparse_gemv._sparse_gemv_fp8, False

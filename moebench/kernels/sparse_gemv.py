@@ -133,13 +133,16 @@ def _sparse_gemv_fp8(
     stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
-    PEEL: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr, EARLY_LOADS: tl.constexpr,
+    PEEL: tl.constexpr, GDC: tl.constexpr, TRIGGER: tl.constexpr, EARLY_LOADS: tl.constexpr,
     TOKEN_ONCE: tl.constexpr, WHOLE_STEPS: tl.constexpr, QUADS: tl.constexpr, PTX: tl.constexpr,
 ):  # fmt: skip
-    pdl_launch_dependents(GDC and not LATE_TRIGGER)
+    # The next kernel may launch (`pdl_trigger`) from this program's start, once its slot is
+    # known to be local (a program that returns counts as having let it), or after its K loop.
+    pdl_launch_dependents(GDC and TRIGGER == "start")
     t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
+    pdl_launch_dependents(GDC and TRIGGER == "local")
     e64 = e.to(tl.int64)
     n_block, k_lo, k_hi = k_range(R, K_SPLIT, SPLIT_K)
     if EARLY_LOADS and SPLIT_K == 1:
@@ -204,7 +207,7 @@ def _sparse_gemv_fp8(
         if k_main < k_hi:
             acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k_main, k_hi, True, ONCE, QUADS,
                             PTX)  # fmt: skip
-    pdl_launch_dependents(GDC and LATE_TRIGGER)
+    pdl_launch_dependents(GDC and TRIGGER == "end")
     h = tl.sum(acc, axis=1)
     if SPLIT_K == 1:
         if not EARLY_LOADS:
@@ -268,7 +271,9 @@ def sparse_gemv(
       next kernel launch early. Under the interpreter only the FP8 first step's peeling runs.
       No ``split_k`` or ``tensor_cores``, and for FP8 no ``num_stages``; the same bits.
       ``pdl_peel=False`` waits before the first weight load instead (FP8); ``pdl_trigger="end"``
-      lets the next kernel launch after this program's K loop instead of at its start.
+      lets the next kernel launch after this program's K loop instead of at its start,
+      ``"local"`` once the program has found its slot local (the programs of other ranks'
+      slots leave without a trigger, which counts as one).
     - ``early_loads``: the epilogue's bias (and FP8's expert scale) loaded before the K loop,
       their latency behind the loop's loads, instead of after it, a round trip more at the end
       of every program (None: `default_registers`). The same bits; the sparse step 0.7-1.3%
@@ -336,7 +341,8 @@ def sparse_gemv(
         "pdl takes the plain loop (MXFP4 also the pipelined one): no split_k or tensor_cores, "
         "no num_stages for FP8",
     )
-    _check(pdl_trigger in ("start", "end"), f"pdl_trigger must be start or end: {pdl_trigger!r}")
+    _check(pdl_trigger in ("start", "local", "end"),
+           f"pdl_trigger must be start, local or end: {pdl_trigger!r}")  # fmt: skip
     _check(token_once is None or fmt == "fp8", "token_once is for FP8 weights only")
     _check(whole_steps is None or fmt == "fp8", "whole_steps is for FP8 weights only")
     rotated_ok = fmt == "mxfp4" and split_k == 1 and not tensor_cores
@@ -375,7 +381,7 @@ def sparse_gemv(
     common = dict(
         GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=R % bk == 0, EXACT_RNE=not out.is_cuda,
         NUM_STAGES=num_stages or 0, SPLIT_K=split_k, num_warps=num_warps, GDC=gdc,
-        LATE_TRIGGER=pdl_trigger == "end", EARLY_LOADS=early_loads,
+        TRIGGER=pdl_trigger, EARLY_LOADS=early_loads,
     )  # fmt: skip
     if gdc:
         common["launch_pdl"] = True

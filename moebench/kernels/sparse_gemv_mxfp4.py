@@ -62,13 +62,16 @@ def _sparse_gemv_mxfp4(
     stride_be, stride_ot, stride_ok, part_ptr, stride_pt, stride_pk, N, K_SPLIT,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
-    GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr, GDC: tl.constexpr, LATE_TRIGGER: tl.constexpr,
+    GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr, GDC: tl.constexpr, TRIGGER: tl.constexpr,
     EARLY_LOADS: tl.constexpr, TOKEN_LOAD: tl.constexpr, ROTATED: tl.constexpr,
 ):  # fmt: skip
-    pdl_launch_dependents(GDC and not LATE_TRIGGER)
+    # The next kernel may launch (`pdl_trigger`) from this program's start, once its slot is
+    # known to be local (a program that returns counts as having let it), or after its K loop.
+    pdl_launch_dependents(GDC and TRIGGER == "start")
     t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
     if (e < 0) | (e >= E):
         return
+    pdl_launch_dependents(GDC and TRIGGER == "local")
     e64 = e.to(tl.int64)
     n_block, k_lo, k_hi = k_range(R, K_SPLIT, SPLIT_K)
     if EARLY_LOADS and SPLIT_K == 1:
@@ -172,7 +175,7 @@ def _sparse_gemv_mxfp4(
             part += lo * x_lo
             part += hi * x_hi
         acc += tl.sum(part, axis=2) * e8m0_scale(s)
-    pdl_launch_dependents(GDC and LATE_TRIGGER)
+    pdl_launch_dependents(GDC and TRIGGER == "end")
     h = tl.sum(acc, axis=0 if GROUP_MAJOR else 1)
     if SPLIT_K == 1:
         if not EARLY_LOADS:

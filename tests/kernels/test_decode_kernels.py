@@ -95,6 +95,8 @@ GEMV_VARIANTS = [
     pytest.param({"split_k": 8}, id="split-8-empty-slices"),
     pytest.param({"pdl": True}, id="pdl-first-step-peeled"),
     pytest.param({"pdl": True, "block_k": 256}, id="pdl-one-step-covers-R"),
+    pytest.param({"pdl": True, "pdl_trigger": "local"}, id="pdl-trigger-once-local"),
+    pytest.param({"pdl": True, "pdl_trigger": "end"}, id="pdl-trigger-after-the-loop"),
     # early_loads is the default: the variants load the bias (and scale) after the loop instead
     pytest.param({"early_loads": False}, id="late-loads"),
     pytest.param({"early_loads": False, "pdl": True}, id="late-loads-pdl-peeled"),
@@ -393,6 +395,9 @@ def test_launchers_name_bad_arguments():
     with pytest.raises(ValueError, match="pdl takes the plain loop"):
         sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
                     pdl=True, split_k=2)  # fmt: skip
+    with pytest.raises(ValueError, match="pdl_trigger must be start, local or end"):
+        sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
+                    pdl=True, pdl_trigger="late")  # fmt: skip
     with pytest.raises(ValueError, match="no num_stages for FP8"):
         sparse_gemv(x, ids, w, s, b, torch.empty(1, 1, 32, dtype=torch.bfloat16), expert_offset=0,
                     pdl=True, num_stages=2)  # fmt: skip

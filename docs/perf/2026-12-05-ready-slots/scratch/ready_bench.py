@@ -14,9 +14,11 @@ Kinds:
 - ``count``: fc1 counts its programs as in ``ready`` (a fence and an atomic at each program's
   end), fc2 and the combine the arm's: what the counting costs fc1 (nothing resets the cells,
   which are left out of the final check).
-- ``pdl``: the arm's GEMVs with programmatic dependent launch (`sparse_gemv(pdl=True)`: fc2
-  starts early, loads its first step's weights, then waits for the whole of fc1), the form
-  issue 19 measured slower for FP8; the combine as the arm's.
+- ``pdl``: the arm's GEMVs and combine with programmatic dependent launch
+  (`sparse_gemv(pdl=True)`: fc2 starts early, loads its first step's weights, then waits for the
+  whole of fc1), the form issue 19 measured slower for FP8; ``pdl_local`` the same with each
+  GEMV program letting the next kernel launch only once its slot is known local
+  (``pdl_trigger="local"``).
 
 fc2 cannot run without the fc1 before it (it would wait for a count that never comes), so these
 kinds' first stage is fc1 and fc2 together and their second the combine: their "fc1_us" is
@@ -108,21 +110,21 @@ def ready_tile_steps(ws):
             Stage(name="combine", run=lambda: None))  # fmt: skip
 
 
-def pdl_steps(ws):
+def pdl_steps(ws, trigger: str = "start"):
     p = ws.problem
     off = p.expert_offset
 
     def fc1():
         sparse_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, expert_offset=off,
-                    glu=p.activation, pdl=True)  # fmt: skip
+                    glu=p.activation, pdl=True, pdl_trigger=trigger)  # fmt: skip
 
     def fc2():
         sparse_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
-                    pdl=True)  # fmt: skip
+                    pdl=True, pdl_trigger=trigger)  # fmt: skip
 
     def comb():
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
-                     local_experts=p.local_experts, layout=ws.layout, pdl=False)  # fmt: skip
+                     local_experts=p.local_experts, layout=ws.layout, pdl=True)  # fmt: skip
 
     return (Stage(name="fc1", run=fc1), Stage(name="fc2", run=fc2),
             Stage(name="combine", run=comb))  # fmt: skip
@@ -177,7 +179,9 @@ if __name__ == "__main__":
         a = parser("16,32,64", "0,1,2,3", "w8a16", "ready").parse_args()
         main(a, [("ready", ready_tile_steps)], arm_name="grouped_decode", loose=True)
     else:
-        a = parser("1", "0,1,2,3,4,5", "w8a16", "ready,ready_local,ready_none,count").parse_args()
+        a = parser(
+            "1", "0,1,2,3,4,5", "w8a16", "ready,ready_local,ready_none,count,pdl,pdl_local"
+        ).parse_args()
         if dev.type == "cuda":
             handover_check(a.scenario)
         builds = {"ready": functools.partial(ready_steps, preload=True),
@@ -185,7 +189,8 @@ if __name__ == "__main__":
                   "ready_local": functools.partial(ready_steps, preload=True, trigger="local"),
                   "ready_none": functools.partial(ready_steps, preload=True, trigger="none"),
                   "count": functools.partial(ready_steps, preload=False, count_only=True),
-                  "pdl": pdl_steps}  # fmt: skip
+                  "pdl": pdl_steps,
+                  "pdl_local": functools.partial(pdl_steps, trigger="local")}  # fmt: skip
         main(a, [(k, builds[k]) for k in a.kinds.split(",")], loose=True)
     print(f"counters at zero after every step: {at_zero()}")
     print(f"total {time.monotonic() - t0:.0f} s")
