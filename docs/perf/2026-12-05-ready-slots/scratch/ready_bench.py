@@ -183,6 +183,8 @@ if __name__ == "__main__":
             "1", "0,1,2,3,4,5", "w8a16", "ready,ready_local,ready_none,count,pdl,pdl_local"
         ).parse_args()
         if dev.type == "cuda":
+            # the records' header line first (torch, GPU), as tools/perf_records reads it
+            print(torch.__version__, torch.cuda.get_device_name(0), flush=True)
             handover_check(a.scenario)
         builds = {"ready": functools.partial(ready_steps, preload=True),
                   "late": functools.partial(ready_steps, preload=False),
