@@ -62,8 +62,8 @@ launches / the two - 1. With no work at all the two launches take about 4 us mor
 the cost is the dependent launch over 11,520 + 5,760 one-warp programs (each of fc1's asks for
 fc2's launch at its start), not the hand-over; issue 19 measured FP8's sparse step with the
 dependent launch slower too (34.5-36.4 against 33.4 us, without a reading of why).""",
-        columns=["the flags", "the arm's fc1 alone", "fc2 alone", "the two", "hand-over fc1 and fc2",
-                 "change", "the arm's step", "hand-over step"],
+        columns=["the flags", "the arm's fc1 alone", "fc2 alone", "the two",
+                 "hand-over fc1 and fc2", "change", "the arm's step", "hand-over step"],
     )  # fmt: skip
     seed, rank = EMPTY
     for flags, log in (("one at a time", CALL1), ("together", CALL2)):

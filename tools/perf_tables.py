@@ -35,9 +35,9 @@ import perf_specs_model
 import perf_specs_passes
 import perf_specs_passes16
 import perf_specs_prefetch
-import perf_specs_ready
 import perf_specs_prefill
 import perf_specs_rank
+import perf_specs_ready
 import perf_specs_rotated
 import perf_specs_rows
 import perf_specs_runs

@@ -69,13 +69,17 @@ def rotated_weights(w: torch.Tensor) -> torch.Tensor:
     return made_once(_ROTATED_WEIGHTS, w, rotate_mxfp4)
 
 
-def build_stages(ws: Workspace) -> tuple[Stage, ...]:
+def build_stages(
+    ws: Workspace, *, pdl: bool | None = None, pdl_trigger: str = "start"
+) -> tuple[Stage, ...]:
     """The three stages as argument-free closures over the workspace (no allocation inside).
     The sparse GEMV reads MXFP4 weights in the rotated layout (`sparse_launch.MXFP4_ROTATED`)
-    and the token's values as `sparse_launch.default_token_load` says; the same bits."""
+    and the token's values as `sparse_launch.default_token_load` says; the same bits. ``pdl``
+    (None: `PDL` for the precision) and ``pdl_trigger`` (`sparse_gemv`'s) choose the dependent
+    launch, for benchmarks that time other choices; the same bits."""
     p = ws.problem
     E, off = p.local_experts, p.expert_offset
-    pdl = PDL.get(p.precision, False)
+    pdl = PDL.get(p.precision, False) if pdl is None else pdl
 
     if ws.layout == "TKD":
         w13, w2, opts = p.w13, p.w2, {}
@@ -87,11 +91,12 @@ def build_stages(ws: Workspace) -> tuple[Stage, ...]:
 
         def run_fc1() -> None:
             sparse_gemv(p.x_TD, p.topk_ids_TK, w13, p.w13_scale, p.b13_E2F, ws.a,
-                        expert_offset=off, glu=p.activation, pdl=pdl, **opts, **load1)  # fmt: skip
+                        expert_offset=off, glu=p.activation, pdl=pdl, pdl_trigger=pdl_trigger,
+                        **opts, **load1)  # fmt: skip
 
         def run_fc2() -> None:
             sparse_gemv(ws.a, p.topk_ids_TK, w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
-                        pdl=pdl, **opts, **load1)  # fmt: skip
+                        pdl=pdl, pdl_trigger=pdl_trigger, **opts, **load1)  # fmt: skip
 
     else:
 

@@ -14,11 +14,12 @@ Kinds:
 - ``count``: fc1 counts its programs as in ``ready`` (a fence and an atomic at each program's
   end), fc2 and the combine the arm's: what the counting costs fc1 (nothing resets the cells,
   which are left out of the final check).
-- ``pdl``: the arm's GEMVs and combine with programmatic dependent launch
-  (`sparse_gemv(pdl=True)`: fc2 starts early, loads its first step's weights, then waits for the
-  whole of fc1), the form issue 19 measured slower for FP8; ``pdl_local`` the same with each
-  GEMV program letting the next kernel launch only once its slot is known local
-  (``pdl_trigger="local"``).
+- ``pdl``: the arm's step with its GEMVs and combine as programmatic dependent launches
+  (`pipeline.build_stages(pdl=True)`: FP8's fc2 starts early, loads its first step's weights,
+  then waits for the whole of fc1), the form issue 19 measured slower for FP8 (MXFP4's arm has
+  it); ``pdl_local`` the same with each GEMV program letting the next kernel launch only once
+  its slot is known local (``pdl_trigger="local"``). These two run at any count and precision
+  (``--kinds pdl,pdl_local --tokens 1,2,4``); the hand-over kinds at one FP8 token only.
 
 fc2 cannot run without the fc1 before it (it would wait for a count that never comes), so these
 kinds' first stage is fc1 and fc2 together and their second the combine: their "fc1_us" is
@@ -43,7 +44,7 @@ from ready_gemv import ReadySlots, ready_gemv
 from ready_tile import ReadyPasses, groups_for, ready_tile
 from sparse_ab import dev, main, parser
 
-from arms.decode import grouped_decode
+from arms.decode import grouped_decode, pipeline
 from moebench.arm import registry
 from moebench.arm.base import Stage
 from moebench.arm.decode import Workspace
@@ -111,23 +112,9 @@ def ready_tile_steps(ws):
 
 
 def pdl_steps(ws, trigger: str = "start"):
-    p = ws.problem
-    off = p.expert_offset
-
-    def fc1():
-        sparse_gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, expert_offset=off,
-                    glu=p.activation, pdl=True, pdl_trigger=trigger)  # fmt: skip
-
-    def fc2():
-        sparse_gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
-                    pdl=True, pdl_trigger=trigger)  # fmt: skip
-
-    def comb():
-        combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
-                     local_experts=p.local_experts, layout=ws.layout, pdl=True)  # fmt: skip
-
-    return (Stage(name="fc1", run=fc1), Stage(name="fc2", run=fc2),
-            Stage(name="combine", run=comb))  # fmt: skip
+    """The arm's step (its launches for the precision and count) as dependent launches, each
+    GEMV program asking for the next kernel's launch at its start or once local."""
+    return pipeline.build_stages(ws, pdl=True, pdl_trigger=trigger)
 
 
 def at_zero() -> bool:
