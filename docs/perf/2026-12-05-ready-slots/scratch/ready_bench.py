@@ -122,16 +122,21 @@ def at_zero() -> bool:
     return all(int(s.cells.abs().sum()) == 0 for s in MADE)
 
 
-def handover_check(scenario: str, rounds: int = 40) -> None:
-    """fc2 must read this step's activation, never the step before's: the token alternates
+def handover_check(scenario: str, rounds: int = 40, tokens: int = 1, arm: str = "sparse_decode",
+                   build=None) -> None:  # fmt: skip
+    """fc2 must read this step's activation, never the step before's: the tokens alternate
     between two draws from one step to the next (eager launches, no graph), and every output
-    must equal the arm's for the same token, the counters at zero after each step."""
+    must equal ``arm``'s for the same tokens, the counters at zero after each step (FP8 at
+    ``tokens`` tokens; ``build`` the hand-over's step, None: `ready_steps` with the weights
+    loaded before the wait)."""
+    build = build or functools.partial(ready_steps, preload=True)
     s = load_scenario(scenario)
     for pl in plan(s):
         cs = pl.case.scenario
-        if cs.shape.tokens_per_rank != 1 or cs.precision != "w8a16":
+        if cs.shape.tokens_per_rank != tokens or cs.precision != "w8a16":
             continue
-        xs = [make_tokens(tokens=1, hidden=cs.model.hidden, seed=v, device=dev) for v in (0, 1)]
+        xs = [make_tokens(tokens=tokens, hidden=cs.model.hidden, seed=v, device=dev)
+              for v in (0, 1)]  # fmt: skip
         for rank in (0, 1):
             prob = family_of(cs).problem(cs, pl.routing, pl.capacity_rows, xs[0].clone(), rank,
                                          dev)  # fmt: skip
@@ -139,11 +144,11 @@ def handover_check(scenario: str, rounds: int = 40) -> None:
             for x in xs:
                 prob.x_TD.copy_(x)
                 ws0 = Workspace(prob, layout="TKD")
-                for st in registry.resolve("sparse_decode").build(ws0):
+                for st in registry.resolve(arm).build(ws0):
                     st.run()
                 want.append(ws0.y_TD.clone())
             ws = Workspace(prob, layout="TKD")
-            stages = ready_steps(ws, preload=True)
+            stages = build(ws)
             bad = 0
             for i in range(rounds):
                 prob.x_TD.copy_(xs[i % 2])
@@ -153,8 +158,9 @@ def handover_check(scenario: str, rounds: int = 40) -> None:
                 bad += not torch.equal(ws.y_TD, want[i % 2])
             if dev.type == "cuda":
                 torch.cuda.synchronize()
-            print(f"hand-over check rank {rank}: {rounds - bad} of {rounds} steps equal the arm's "
-                  f"for their own token; counters at zero: {at_zero()}", flush=True)  # fmt: skip
+            print(f"hand-over check ({arm}, {tokens} tokens) rank {rank}: {rounds - bad} of "
+                  f"{rounds} steps equal the arm's for their own tokens; counters at zero: "
+                  f"{at_zero()}", flush=True)  # fmt: skip
         return
 
 
@@ -164,6 +170,10 @@ if __name__ == "__main__":
     if grouped:
         sys.argv.remove("--grouped")
         a = parser("16,32,64", "0,1,2,3", "w8a16", "ready").parse_args()
+        if dev.type == "cuda":
+            print(torch.__version__, torch.cuda.get_device_name(0), flush=True)
+            handover_check(a.scenario, tokens=max(int(v) for v in a.tokens.split(",")),
+                           arm="grouped_decode", build=ready_tile_steps)  # fmt: skip
         main(a, [("ready", ready_tile_steps)], arm_name="grouped_decode", loose=True)
     else:
         a = parser(
