@@ -25,8 +25,9 @@ fc2 cannot run without the fc1 before it (it would wait for a count that never c
 kinds' first stage is fc1 and fc2 together and their second the combine: their "fc1_us" is
 fc1 + fc2 and their "fc2_us" the combine alone.
 
-With ``--grouped``: the `grouped_decode` arm's step against kind ``ready``, its FP8 tile (one pass
-a program) with fc2 waiting per pass on fc1 (`ready_tile.py`), at 16-64 tokens.
+With ``--grouped``: the `grouped_decode` arm's step against kind ``ready``, its tile (one pass a
+program; FP8, or MXFP4 with ``--precision w4a16``) with fc2 waiting per pass on fc1
+(`ready_tile.py`), at 16-64 tokens.
 
 Usage (GPU): PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/ready_bench.py [--grouped] [--tokens 1]
 [--seeds 0,1,2,3,4,5] [--rank 0,1] [--kinds ready,late]   (DIR this folder; on the CPU with a tiny
@@ -84,11 +85,12 @@ def ready_steps(ws, preload: bool, count_only: bool = False, trigger: str = "sta
 
 def ready_tile_steps(ws):
     """The grouped arm's step with fc2 waiting per pass (`ready_tile.py`) where the arm takes the
-    FP8 tile one pass a program for both stages; the arm's own step elsewhere."""
+    tile one pass a program for both stages (weights and scales as the arm gives them); the
+    arm's own step elsewhere."""
     p = ws.problem
     one, two = grouped_decode.launches(p)
-    tile = lambda L: L.path == "dot" and L.pass_grid
-    if p.precision != "w8a16" or not (tile(one) and tile(two) and one.block_m == two.block_m):
+    tile = lambda L: L.path == "dot" and L.pass_grid  # noqa: E731
+    if not (tile(one) and tile(two) and one.block_m == two.block_m):
         return grouped_decode.build_stages(ws)
     T, K = p.topk_ids_TK.shape
     passes = min(p.local_experts, T * K) + T * K // one.block_m
@@ -96,12 +98,16 @@ def ready_tile_steps(ws):
     cells = ReadyPasses(passes, g, p.x_TD.device)
     MADE.append(cells)
     off = p.expert_offset
+    s13, max13 = grouped_decode.tiles_scales(p.w13, p.w13_scale, one)
+    s2, max2 = grouped_decode.tiles_scales(p.w2, p.w2_scale, two)
+    w13, w2 = grouped_decode.tiles_weights(p.w13, one), grouped_decode.tiles_weights(p.w2, two)
 
     def fc1_fc2():
-        ready_tile(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, cells,
-                   role="signal", expert_offset=off, launch=one, glu=p.activation)  # fmt: skip
-        ready_tile(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, cells, role="await",
-                   expert_offset=off, launch=two)  # fmt: skip
+        ready_tile(p.x_TD, p.topk_ids_TK, w13, s13, p.b13_E2F, ws.a, cells, role="signal",
+                   expert_offset=off, launch=one, glu=p.activation,
+                   max_scale_byte=max13)  # fmt: skip
+        ready_tile(ws.a, p.topk_ids_TK, w2, s2, p.b2_ED, ws.o, cells, role="await",
+                   expert_offset=off, launch=two, max_scale_byte=max2)  # fmt: skip
 
     def comb():
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
@@ -123,17 +129,17 @@ def at_zero() -> bool:
 
 
 def handover_check(scenario: str, rounds: int = 40, tokens: int = 1, arm: str = "sparse_decode",
-                   build=None) -> None:  # fmt: skip
+                   build=None, precision: str = "w8a16") -> None:  # fmt: skip
     """fc2 must read this step's activation, never the step before's: the tokens alternate
     between two draws from one step to the next (eager launches, no graph), and every output
-    must equal ``arm``'s for the same tokens, the counters at zero after each step (FP8 at
-    ``tokens`` tokens; ``build`` the hand-over's step, None: `ready_steps` with the weights
+    must equal ``arm``'s for the same tokens, the counters at zero after each step (``precision``
+    at ``tokens`` tokens; ``build`` the hand-over's step, None: `ready_steps` with the weights
     loaded before the wait)."""
     build = build or functools.partial(ready_steps, preload=True)
     s = load_scenario(scenario)
     for pl in plan(s):
         cs = pl.case.scenario
-        if cs.shape.tokens_per_rank != tokens or cs.precision != "w8a16":
+        if cs.shape.tokens_per_rank != tokens or cs.precision != precision:
             continue
         xs = [make_tokens(tokens=tokens, hidden=cs.model.hidden, seed=v, device=dev)
               for v in (0, 1)]  # fmt: skip
@@ -173,7 +179,8 @@ if __name__ == "__main__":
         if dev.type == "cuda":
             print(torch.__version__, torch.cuda.get_device_name(0), flush=True)
             handover_check(a.scenario, tokens=max(int(v) for v in a.tokens.split(",")),
-                           arm="grouped_decode", build=ready_tile_steps)  # fmt: skip
+                           arm="grouped_decode", build=ready_tile_steps,
+                           precision=a.precision)  # fmt: skip
         main(a, [("ready", ready_tile_steps)], arm_name="grouped_decode", loose=True)
     else:
         a = parser(

@@ -9,7 +9,7 @@ import re
 import sys
 
 from ready_gemv import GROUPS, SPIN_LIMIT, STRIDE, _fp8_ready
-from ready_tile import _ready_dot_fp8
+from ready_tile import _ready_dot_fp8, _ready_dot_mxfp4
 from sass_grouped_decode import build, report, values
 
 
@@ -40,7 +40,8 @@ def main(out: str) -> None:
 
 
 def tiles(out: str) -> None:
-    """The tile's two roles at 64 tokens, the arm's launch (TMA, 3 stages, capped at 80)."""
+    """The tile's two roles at 64 tokens, the arm's launches (3 stages, capped at 80; FP8 through
+    TMA, MXFP4 rotated with word scales and folded)."""
     for stage, role in (("fc1", "signal"), ("fc2", "await")):
         ints = dict(values(stage, 64), NEED=90 if stage == "fc1" else 45)
         for k in ("stride_se", "stride_sn", "stride_pt", "stride_pk", "N", "K_SPLIT"):
@@ -52,6 +53,17 @@ def tiles(out: str) -> None:
         k = build(_ready_dot_fp8, "fp8", c, ints, 4, 3, 80, box=(64, 128),
                   more_pointers={"cell_ptr": "*i32"})  # fmt: skip
         report(f"ready_tile_{stage}_{role}", k, out, 64 * 128 / 128, 4)
+        ints = dict(values(stage, 64), NEED=90 if stage == "fc1" else 45)
+        for k in ("stride_pt", "stride_pk", "N", "K_SPLIT"):
+            ints.pop(k)
+        c = dict(GLU="swiglu_oai" if stage == "fc1" else "none", BLOCK_M=16, BLOCK_N=64,
+                 BLOCK_K=128, EVEN_K=False, EXACT_RNE=False, BLOCK_E=16, SCAN=256,
+                 NUM_STAGES=3, INTERPRET=False, GDC=True, SCALE_WORDS=True, FOLD_SCALES=True,
+                 EARLY_BIAS=True, ROTATED=True, ROLE=role, G=GROUPS, STRIDE_=STRIDE,
+                 LIMIT=SPIN_LIMIT)  # fmt: skip
+        k = build(_ready_dot_mxfp4, "mxfp4", c, ints, 4, 3, 80,
+                  more_pointers={"cell_ptr": "*i32"})  # fmt: skip
+        report(f"ready_tile_mxfp4_{stage}_{role}", k, out, 64 * 64 / 128, 4)
 
 
 if __name__ == "__main__":
