@@ -79,6 +79,31 @@ def _last_of(base, i, n, G: tl.constexpr, STRIDE: tl.constexpr, SEM: tl.constexp
 
 
 @triton.jit
+def _my_flag(cells, i, G: tl.constexpr, STRIDE: tl.constexpr):
+    """Program ``i``'s copy of the ready flag among a hand-over's cells."""
+    return cells + (2 * G + 2 + i % G) * STRIDE
+
+
+@triton.jit
+def _hand_over_done(cells, i, n, G: tl.constexpr, STRIDE: tl.constexpr, ROLE: tl.constexpr):
+    """After program ``i`` of ``n`` has stored its outputs: "signal" counts it, and the last of
+    the ``n`` publishes the ready flags; "await" counts it, and the last resets every cell."""
+    tl.debug_barrier()  # every thread's stores before the count (release below)
+    if ROLE == "signal":
+        if _last_of(cells, i, n, G, STRIDE, "acq_rel"):
+            # All G copies in one instruction of the warp's lanes: one fence before them (a
+            # release each, one at a time, put G fences in a row: 33 MEMBAR.GPU, sm_90a).
+            flags = cells + (2 * G + 2 + tl.arange(0, G)) * STRIDE
+            tl.atomic_xchg(flags, tl.full([G], 1, tl.int32), sem="release")
+    else:
+        if _last_of(cells + (G + 1) * STRIDE, i, n, G, STRIDE, "relaxed"):
+            # Every fc2 program has passed its wait: reset for the next replay.
+            every = cells + tl.arange(0, 4 * G) * STRIDE  # the counts and the flags, G more
+            tl.atomic_xchg(every, tl.zeros([4 * G], tl.int32), mask=tl.arange(0, 4 * G) < 3 * G + 2,
+                           sem="relaxed")  # fmt: skip
+
+
+@triton.jit
 def _preloaded_step(acc, w, x_rows, offs, k0, k_hi):
     """`_fp8_step`'s arithmetic (masked, the row-broadcast token) on weights ``w`` loaded before."""
     k = k0 + offs[None, :, :]
@@ -90,7 +115,7 @@ def _preloaded_step(acc, w, x_rows, offs, k0, k_hi):
 @triton.jit
 def _fp8_ready(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr, cell_ptr,
-    expert_offset, E, R, NEED, LAST,
+    expert_offset, E, R, NEED,
     stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
     stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STEPS: tl.constexpr,
@@ -128,7 +153,7 @@ def _fp8_ready(
         for k0 in tl.range(0, k_hi, BLOCK_K):
             acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k0, k_hi, True, False, False, PTX)
     else:
-        mine = cells + (2 * G + 2 + n_block % G) * STRIDE
+        mine = _my_flag(cells, n_block, G, STRIDE)
         if PRELOAD:
             k = offs[None, :, :]
             w0 = tl.load(w_rows + k, mask=k < k_hi, other=0.0)
@@ -154,19 +179,7 @@ def _fp8_ready(
     h = tl.sum(acc, axis=1)
     gemv_epilogue(h * scale, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU, BLOCK_N,
                   EXACT_RNE)  # fmt: skip
-    tl.debug_barrier()  # every lane's stores before the count (release below)
-    flags = cells + (2 * G + 2 + tl.arange(0, G)) * STRIDE
-    if ROLE == "signal":
-        if _last_of(cells, n_block, NEED, G, STRIDE, "acq_rel"):
-            # All G copies in one instruction of the warp's lanes: one fence before them (a
-            # release each, one at a time, put G fences in a row: 33 MEMBAR.GPU, sm_90a).
-            tl.atomic_xchg(flags, tl.full([G], 1, tl.int32), sem="release")
-    else:
-        if _last_of(cells + (G + 1) * STRIDE, n_block, LAST, G, STRIDE, "relaxed"):
-            # Every fc2 program of the slot has passed its wait: reset for the next replay.
-            every = cells + tl.arange(0, 4 * G) * STRIDE  # the counts and the flags, G more
-            tl.atomic_xchg(every, tl.zeros([4 * G], tl.int32), mask=tl.arange(0, 4 * G) < 3 * G + 2,
-                           sem="relaxed")  # fmt: skip
+    _hand_over_done(cells, n_block, NEED, G, STRIDE, ROLE)
 
 
 class ReadySlots:
@@ -196,7 +209,7 @@ def ready_gemv(x, topk_ids_TK, w, w_scale, bias_EN, out, slots: ReadySlots, *, r
     extra = {"launch_pdl": True} if gdc else {}
     _fp8_ready[(N // bn, K, T)](
         x, topk_ids_TK, w, w_scale, bias_EN, out, slots.cells,
-        expert_offset, E, R, N // bn, N // bn,
+        expert_offset, E, R, N // bn,
         stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
         bias_EN.stride(0), out.stride(0), out.stride(1),
         GLU=glu, BLOCK_N=bn, BLOCK_K=bk, STEPS=triton.cdiv(R, bk), ROLE=role, PRELOAD=preload,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from ready_gemv import SPIN_LIMIT, STRIDE, _last_of, _wait_ready
+from ready_gemv import SPIN_LIMIT, STRIDE, _hand_over_done, _my_flag, _wait_ready
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moebench.kernels.grouped_dot import _fp8_pass, _mxfp4_pass, loaded_rows
@@ -55,7 +55,7 @@ def _ready_dot_fp8(
     if ROLE == "signal":
         pdl_wait(GDC)
     else:
-        _wait_ready(cells + (2 * G + 2 + n_block % G) * STRIDE_, not INTERPRET, LIMIT)
+        _wait_ready(_my_flag(cells, n_block, G, STRIDE_), not INTERPRET, LIMIT)
     e64 = e.to(tl.int64)
     if TMA:
         w_src = w
@@ -69,16 +69,7 @@ def _ready_dot_fp8(
               e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
               stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
               EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS)  # fmt: skip
-    tl.debug_barrier()  # every thread's stores before the count (release below)
-    if ROLE == "signal":
-        if _last_of(cells, n_block, NEED, G, STRIDE_, "acq_rel"):
-            flags = cells + (2 * G + 2 + tl.arange(0, G)) * STRIDE_
-            tl.atomic_xchg(flags, tl.full([G], 1, tl.int32), sem="release")
-    else:
-        if _last_of(cells + (G + 1) * STRIDE_, n_block, NEED, G, STRIDE_, "relaxed"):
-            every = cells + tl.arange(0, 4 * G) * STRIDE_
-            tl.atomic_xchg(every, tl.zeros([4 * G], tl.int32), mask=tl.arange(0, 4 * G) < 3 * G + 2,
-                           sem="relaxed")  # fmt: skip
+    _hand_over_done(cells, n_block, NEED, G, STRIDE_, ROLE)
 
 
 @triton.jit
@@ -105,7 +96,7 @@ def _ready_dot_mxfp4(
     if ROLE == "signal":
         pdl_wait(GDC)
     else:
-        _wait_ready(cells + (2 * G + 2 + n_block % G) * STRIDE_, not INTERPRET, LIMIT)
+        _wait_ready(_my_flag(cells, n_block, G, STRIDE_), not INTERPRET, LIMIT)
     e64 = e.to(tl.int64)
     rows64 = (n_block * BLOCK_N + loaded_rows(BLOCK_N)).to(tl.int64)
     w_at = (w_ptr + e64 * stride_we + rows64[:, None] * stride_wn
@@ -121,16 +112,7 @@ def _ready_dot_mxfp4(
                 stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
                 EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS, FOLD_SCALES, EARLY_BIAS,
                 ROTATED)  # fmt: skip
-    tl.debug_barrier()  # every thread's stores before the count (release below)
-    if ROLE == "signal":
-        if _last_of(cells, n_block, NEED, G, STRIDE_, "acq_rel"):
-            flags = cells + (2 * G + 2 + tl.arange(0, G)) * STRIDE_
-            tl.atomic_xchg(flags, tl.full([G], 1, tl.int32), sem="release")
-    else:
-        if _last_of(cells + (G + 1) * STRIDE_, n_block, NEED, G, STRIDE_, "relaxed"):
-            every = cells + tl.arange(0, 4 * G) * STRIDE_
-            tl.atomic_xchg(every, tl.zeros([4 * G], tl.int32), mask=tl.arange(0, 4 * G) < 3 * G + 2,
-                           sem="relaxed")  # fmt: skip
+    _hand_over_done(cells, n_block, NEED, G, STRIDE_, ROLE)
 
 
 def groups_for(*programs_a_pass: int) -> int:

@@ -17,7 +17,7 @@ def main(out: str) -> None:
     os.makedirs(out, exist_ok=True)
     for stage, role, pre in (("fc1", "signal", True), ("fc2", "await", True),
                              ("fc2", "await", False)):  # fmt: skip
-        ints = dict(values(stage, 1), NEED=1440, LAST=1440)
+        ints = dict(values(stage, 1), NEED=1440)
         R = ints["R"]
         c = dict(GLU="swiglu_oai" if stage == "fc1" else "none", BLOCK_N=2, BLOCK_K=1024,
                  STEPS=-(-R // 1024), ROLE=role, PRELOAD=pre, TRIGGER="local",
