@@ -19,25 +19,26 @@ and grouped the touched experts once), GB/s that over the time, and the share of
 ceiling. With `--floor` (a token count, e.g. 64) the tool also times the best read of the touched
 experts' bytes there (tools/bench_decode.py's read kernel): what any kernel needs to read them.
 
-Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by default the
-candidates in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one
-item each, comma separated, at every count of ``--variant-tokens``:
-path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage[:rot]]]]]]]],
-"-" for the arm's default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
-"dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
-(`Launch.pass_grid`, on its 3 stages and 80 registers) or its expert loop (4 stages, 128
-registers), other fields then from there; registers: the cap a thread (0: none); tma 1 or 0: the
-FP8 tile's weights through a TMA descriptor or pointer loads (ignored for MXFP4); early 1 or 0: the
-epilogue's bias loaded before the K loop or after it (`Launch.early_bias`); stage 1 or 2: the
-variant's launch for fc1 only or fc2 only, the other stage the arm's (its name then ends in
-" fc1" or " fc2"); rot 1 or 0: the MXFP4 tile's weights in `mx_rotated`'s layout
-(`Launch.mx_rotated`; the arm makes the copy when it builds the stages; ignored for FP8 and the
-GEMV). A field left to
-the default of another path takes that path's (`grouped_launch.path_launch`); a block_n that does
-not divide N (fc2's 2,880) shrinks to one that does. The arm's own launch always runs, as
-"default", and a variant equal to it is skipped. Cases run from the most tokens down, so that a
-run cut short by its time budget (variants are not started past TIME_BUDGET_S) loses the cheap
-cases' variants first.
+Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by default the candidates
+in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one item each,
+comma separated, at every count of ``--variant-tokens``:
+path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage[:rot
+[:placed]]]]]]]]]] (one item, no spaces), "-" for the arm's default of a field, block_k in
+values (FP8 one a byte, MXFP4 two), e.g. "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0:
+the tile's one pass a program (`Launch.pass_grid`, on its 3 stages and 80 registers) or its
+expert loop (4 stages, 128 registers), other fields then from there; registers: the cap a thread
+(0: none); tma 1 or 0: the FP8 tile's weights through a TMA descriptor or pointer loads (ignored
+for MXFP4); early 1 or 0: the epilogue's bias loaded before the K loop or after it
+(`Launch.early_bias`); stage 1 or 2: the variant's launch for fc1 only or fc2 only, the other
+stage the arm's (its name then ends in " fc1" or " fc2"); rot 1 or 0: the MXFP4 tile's weights
+in `mx_rotated`'s layout (`Launch.mx_rotated`; the arm makes the copy when it builds the stages;
+ignored for FP8 and the GEMV); placed 1 or 0: the FP8 tile's weights in `fp8_placed`'s layout
+(`Launch.fp8_placed`; likewise a copy; ignored for MXFP4 and the GEMV). A field left to the
+default of another path takes that path's (`grouped_launch.path_launch`); a block_n that does not
+divide N (fc2's 2,880) shrinks to one that does. The arm's own launch always runs, as "default",
+and a variant equal to it is skipped. Cases run from the most tokens down, so that a run cut short
+by its time budget (variants are not started past TIME_BUDGET_S) loses the cheap cases' variants
+first.
 
 Targets printed at the end: grouped faster than dense at every count, MXFP4 faster than FP8 at every
 count, and at 32 and 64 tokens >= 85% of the copy ceiling over the touched experts' bytes.
@@ -50,7 +51,7 @@ launch.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/bench_grouped_decode.py OUT [--tokens 1,8,64]
 [--variants SPEC] [--variant-tokens 1,8,32,64] [--floor 64] [--scenario S] [--rank 0[,1]]
-[--seeds 0,1,...]
+[--seeds 0,1,...] [--precision w8a16|w4a16]
 OUT is created if missing; the rows go to OUT/bench_grouped_decode.json as each case ends.
 On a CPU (the interpreter, a tiny ``--scenario``) it runs the checks and times nothing.
 """
@@ -122,7 +123,7 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (13 - len(f))
+        f += ["-"] * (14 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
@@ -131,9 +132,10 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
         early = None if f[10] in ("-", "") else bool(int(f[10]))
         stage = None if f[11] in ("-", "") else int(f[11])
         rot = None if f[12] in ("-", "") else bool(int(f[12]))
+        placed = None if f[13] in ("-", "") else bool(int(f[13]))
         if stage not in (None, 1, 2):
             raise ValueError(f"variant {item!r}: stage must be 1 (fc1) or 2 (fc2), got {stage}")
-        out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage, rot)))
+        out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage, rot, placed)))
     return out
 
 
@@ -142,7 +144,7 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
-    registers, tma, early, _, rot = (*extra, None, None, None, None, None)[:5]  # stage: caller's
+    registers, tma, early, _, rot, placed = (*extra, *[None] * 6)[:6]  # stage: the caller's
     if path is not None and (path != base.path or (bm is not None and path == "gemv")):
         # That path's own blocks (a GEMV's step follows its slots a pass).
         base = path_launch(path, fmt, columns=columns, block_m=bm, pdl=base.pdl)
@@ -164,6 +166,8 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
         fields["early_bias"] = early
     if rot is not None and fmt == "mxfp4" and fields["path"] == "dot":
         fields["mx_rotated"] = rot
+    if placed is not None and fmt == "fp8" and fields["path"] == "dot":
+        fields["fp8_placed"] = placed
     fields["block_n"] = min(fields["block_n"], columns & -columns)
     return Launch(**fields)
 
@@ -175,7 +179,7 @@ def describe(launch: Launch) -> str:
             + (" pdl" if L.pdl else "") + (" tma" if L.tma else "")
             + (f" r{L.max_registers}" if L.max_registers else "")
             + (" passes" if L.pass_grid else "") + (" eb" if L.early_bias else "")
-            + (" rot" if L.mx_rotated else ""))  # fmt: skip
+            + (" rot" if L.mx_rotated else "") + (" placed" if L.fp8_placed else ""))  # fmt: skip
 
 
 def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:
@@ -192,9 +196,10 @@ def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:
 
 def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], tuple]],
          floor_tokens: set[int], scenario: str = SCENARIO, rank: int = 0,
-         seed: int | None = None) -> list[dict]:  # fmt: skip
+         seed: int | None = None, precisions: set[str] | None = None) -> list[dict]:  # fmt: skip
     """One rank of one routing draw (``seed``: the scenario's ``routing.seed`` replaced); its rows,
-    also written to OUT/bench_grouped_decode.json."""
+    also written to OUT/bench_grouped_decode.json. ``precisions``: only these precisions' cases
+    (None: every one of the sweep)."""
     t_start = time.monotonic()
     os.makedirs(out_dir, exist_ok=True)
     s = load_scenario(scenario)
@@ -220,7 +225,7 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
     for p in cases:
         cs = p.case.scenario
         T = cs.shape.tokens_per_rank
-        if T not in tokens:
+        if T not in tokens or (precisions and cs.precision not in precisions):
             continue
         x = make_tokens(tokens=T, hidden=cs.model.hidden, seed=cs.routing.seed, device=dev)
         prob = family_of(cs).problem(cs, p.routing, p.capacity_rows, x, rank, dev)
@@ -406,15 +411,29 @@ if __name__ == "__main__":
     ap.add_argument("--scenario", default=SCENARIO, help="a decode scenario with its shapes")
     ap.add_argument("--rank", default="0", help="the simulated ranks it runs, e.g. 0,1")
     ap.add_argument("--seeds", default="", help="routing draws (routing.seed), e.g. 0,1,2")
+    ap.add_argument("--precision", default="", help="only these precisions, e.g. w8a16")
     a = ap.parse_args()
+    precisions = {p for p in a.precision.split(",") if p} or None
+    for p in precisions or ():
+        if p not in ("w8a16", "w4a16"):
+            ap.error(f"--precision: {p!r} is neither decode precision (w8a16, w4a16)")
     variants = parse_variants(a.variants, tuple(ints(a.variant_tokens))) if a.variants else VARIANTS
     ranks, seeds = ints(a.rank), ints(a.seeds) or [None]
     if len(ranks) * len(seeds) == 1:
-        main(a.out, ints(a.tokens), variants, set(ints(a.floor)), a.scenario, ranks[0], seeds[0])
+        main(
+            a.out,
+            ints(a.tokens),
+            variants,
+            set(ints(a.floor)),
+            a.scenario,
+            ranks[0],
+            seeds[0],
+            precisions,
+        )
     else:
         # One process for every draw and rank (the kernels compile once), a folder each.
         rows = [row for seed in seeds for rank in ranks
                 for row in main(f"{a.out}/{'' if seed is None else f'seed{seed}_'}rank{rank}",
                                 ints(a.tokens), variants, set(ints(a.floor)), a.scenario, rank,
-                                seed)]  # fmt: skip
+                                seed, precisions)]  # fmt: skip
         draws_summary(rows)

@@ -7,7 +7,8 @@
 - ``grouped`` / ``grouped-mxfp4``: the grouped decode's fc1 (with the GLU) and fc2 at gpt-oss-20b
   EP2 shapes (16 local experts of 32, top-4, D = F = 2,880), 64 tokens of random routing, random
   FP8 (or MXFP4) weights, each stage with the arm's default launch (issue 28: 66% of copy over
-  the touched experts' bytes against an 85% target).
+  the touched experts' bytes against an 85% target); ``grouped-placed`` the FP8 tile reading its
+  weights in `fp8_placed`'s layout (`Launch.fp8_placed`), beside ``grouped``'s natural layout.
 
 Each kernel runs three times (the first compiles); profile the later ones, e.g.
 
@@ -15,7 +16,8 @@ Each kernel runs three times (the first compiles); profile the later ones, e.g.
         --section SpeedOfLight --section Occupancy --section WarpStateStats \\
         python3 tools/ncu_kernels.py gemv
 
-Usage (GPU): PYTHONPATH=$PWD python3 tools/ncu_kernels.py gemv|act
+Usage (GPU): PYTHONPATH=$PWD python3 tools/ncu_kernels.py KERNELS
+(KERNELS: gemv, act, grouped, grouped-mxfp4 or grouped-placed)
 """
 
 from __future__ import annotations
@@ -68,7 +70,10 @@ def act() -> None:
     torch.cuda.synchronize()
 
 
-def grouped(fmt: str = "fp8", tokens: int = 64) -> None:
+def grouped(fmt: str = "fp8", tokens: int = 64, placed: bool = False) -> None:
+    from dataclasses import replace
+
+    from moebench.kernels.fp8_placed import place_e4m3
     from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
     from moebench.kernels.grouped_launch import default_launch
 
@@ -96,6 +101,9 @@ def grouped(fmt: str = "fp8", tokens: int = 64) -> None:
     if fmt == "mxfp4":
         s1, s2 = word_aligned_scales(s1), word_aligned_scales(s2)
     m1, m2 = max_scale_byte(s1), max_scale_byte(s2)
+    if placed:  # the FP8 tile's placed layout, as the arm would hand it (tiles_weights)
+        w1, w2 = place_e4m3(w1), place_e4m3(w2)
+        l1, l2 = replace(l1, fp8_placed=True), replace(l2, fp8_placed=True)
     for _ in range(3):
         grouped_gemv(x, ids, w1, s1, b1, a, expert_offset=0, launch=l1, glu="swiglu_oai",
                      max_scale_byte=m1)  # fmt: skip
@@ -105,4 +113,5 @@ def grouped(fmt: str = "fp8", tokens: int = 64) -> None:
 
 if __name__ == "__main__":
     {"gemv": gemv, "act": act, "grouped": grouped,
-     "grouped-mxfp4": lambda: grouped("mxfp4")}[sys.argv[1]]()  # fmt: skip
+     "grouped-mxfp4": lambda: grouped("mxfp4"),
+     "grouped-placed": lambda: grouped("fp8", placed=True)}[sys.argv[1]]()  # fmt: skip

@@ -30,6 +30,7 @@ from moebench.arm.base import Arm, Stage
 from moebench.arm.decode import Problem, Workspace
 from moebench.core.vocabulary import DECODE_STAGES
 from moebench.kernels.combine_topk import combine_topk
+from moebench.kernels.fp8_placed import place_e4m3
 from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
 from moebench.kernels.grouped_launch import Launch, default_launch
 from moebench.kernels.launch import weight_format
@@ -71,6 +72,12 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
 # with the sparse arm.
 _TILE_SCALES: dict[int, tuple[int, tuple[torch.Tensor | None, int | None]]] = {}
 
+# FP8 weights in `fp8_placed`'s layout for the tile (`Launch.fp8_placed`), one copy a weight tensor
+# while it lives (`pipeline.made_once`), shared by every build over the same, unchanged weights.
+# The copy doubles the FP8 expert weights held while both are alive (the one-slot GEMV and the
+# other decode arms read the natural layout).
+_PLACED_WEIGHTS: dict[int, tuple[int, torch.Tensor]] = {}
+
 
 def _scales_entry(w_scale: torch.Tensor) -> tuple[torch.Tensor | None, int | None]:
     padded = word_aligned_scales(w_scale)
@@ -94,10 +101,15 @@ def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
 def tiles_weights(w, launch: Launch) -> torch.Tensor:
     """The weights a stage's launch reads: for MXFP4 in the rotated layout (``launch.mx_rotated``,
     either path) the copy `pipeline.rotated_weights` makes once (shared with every build over the
-    same, unchanged weights and with the sparse arm), otherwise the problem's own tensor."""
-    if not launch.mx_rotated or weight_format(w) != "mxfp4":
-        return w
-    return pipeline.rotated_weights(w)
+    same, unchanged weights and with the sparse arm), for the FP8 tile in the placed layout
+    (``launch.fp8_placed``) the copy `fp8_placed.place_e4m3` makes once, otherwise the problem's
+    own tensor."""
+    fmt = weight_format(w)
+    if launch.mx_rotated and fmt == "mxfp4":
+        return pipeline.rotated_weights(w)
+    if launch.fp8_placed and fmt == "fp8":
+        return pipeline.made_once(_PLACED_WEIGHTS, w, place_e4m3)
+    return w
 
 
 def build_stages(

@@ -18,7 +18,9 @@ the grid gives it (`grouped_slots.program_work`).
   engine; 4% faster than the threads' pointer copies at 16-64 tokens on the H200,
   docs/perf/HISTORY.md), by pointers otherwise; e4m3 converted to bf16 by bit placement
   (`jit.e4m3_to_bf16`; exact: every e4m3 value is a bf16 number), the expert scale applied to
-  the fp32 sums after the loop, as `sparse_gemv` and `batched_gemm` do. Not ``.to(tl.bfloat16)``:
+  the fp32 sums after the loop, as `sparse_gemv` and `batched_gemm` do. With the weights in
+  `fp8_placed`'s layout (``PLACED``) a word's four values take 7 instructions against 11 (sm_90a,
+  the one-pass launch: 214 a step against 278), the same bits. Not ``.to(tl.bfloat16)``:
   triton 3.6 goes through fp16 and converts each value fp16 -> bf16 with one F2F, an instruction
   of the SMs' slow conversion pipe; at gpt-oss-20b decode shapes that pipe bounded the tile
   (H200, 2026-12-02: the step 3-17% faster without it, docs/perf/HISTORY.md). An e4m3 NaN byte
@@ -96,6 +98,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from moebench.kernels.fp8_placed import placed_tile
 from moebench.kernels.gemv_parts import row_bias
 from moebench.kernels.grouped_slots import expert_slots, program_work, slot_epilogue
 from moebench.kernels.jit import (
@@ -266,11 +269,12 @@ def mx_order_rows(x):
 
 @triton.jit
 def _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, MASKED: tl.constexpr, TMA: tl.constexpr,
-              INTERPRET: tl.constexpr):  # fmt: skip
+              INTERPRET: tl.constexpr, PLACED: tl.constexpr):  # fmt: skip
     """acc + one K step of the FP8 tile: the weights from TMA descriptor ``w_src`` at row
     ``w_row`` (``TMA``; columns past R read as zeros) or natural-order pointers ``w_src``
     [BLOCK_N, BLOCK_K]; dot-order pointers ``x_at`` [BLOCK_K, BLOCK_M]; ``MASKED`` for the step
-    that passes R."""
+    that passes R; ``PLACED``: the weights in `fp8_placed`'s layout (zero bytes are zeros in
+    either layout, so the masked columns read the same)."""
     BK: tl.constexpr = x_at.shape[0]
     if TMA:
         w = w_src.load([w_row, k0])
@@ -283,7 +287,7 @@ def _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, MASKED: tl.constexpr, TMA: t
         xv = tl.load(x_at + k0, mask=x_ok, other=0.0)
     else:
         xv = tl.load(x_at + k0, mask=m_ok[None, :], other=0.0)
-    wb = dot_order(e4m3_to_bf16(w, INTERPRET))
+    wb = dot_order(placed_tile(w, INTERPRET) if PLACED else e4m3_to_bf16(w, INTERPRET))
     xv = dot_order_rows(xv)
     if INTERPRET:
         xv = xv.to(tl.float32)
@@ -297,7 +301,7 @@ def _fp8_pass(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, TMA: tl.constexpr,
-    EARLY_BIAS: tl.constexpr,
+    EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr,
 ):  # fmt: skip
     """One pass of the FP8 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
     column block ``n_block``, stored through the slot epilogue.
@@ -316,9 +320,10 @@ def _fp8_pass(
     acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     r_main = R if TMA else R // BLOCK_K * BLOCK_K
     for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-        acc = _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, TMA and not EVEN_K, TMA, INTERPRET)
+        acc = _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, TMA and not EVEN_K, TMA, INTERPRET,
+                        PLACED)  # fmt: skip
     if not EVEN_K and not TMA:
-        acc = _fp8_step(acc, w_src, w_row, x_at, r_main, R, m_ok, True, TMA, INTERPRET)
+        acc = _fp8_step(acc, w_src, w_row, x_at, r_main, R, m_ok, True, TMA, INTERPRET, PLACED)
     h = tl.trans(acc) * scale
     if not EARLY_BIAS:
         bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
@@ -335,7 +340,7 @@ def _grouped_dot_fp8(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
-    PASS_GRID: tl.constexpr, EARLY_BIAS: tl.constexpr,
+    PASS_GRID: tl.constexpr, EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr,
 ):  # fmt: skip
     """The FP8 tile. ``PASS_GRID``: program j of the grid's second axis runs the j-th pass
     (`grouped_slots.touched_pass`), one pass a program; else the j-th touched expert, all of its
@@ -363,13 +368,14 @@ def _grouped_dot_fp8(
         _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset, R,
                   e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                   stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                  EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS)  # fmt: skip
+                  EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS, PLACED)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
             _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset,
                       R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                       stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                      EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS)  # fmt: skip
+                      EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS,
+                      PLACED)  # fmt: skip
 
 
 @triton.jit

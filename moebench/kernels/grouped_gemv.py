@@ -337,6 +337,8 @@ def grouped_gemv(
     _check(not L.pass_grid or L.path == "dot", "pass_grid is for the dot path")
     _check(not L.mx_rotated or fmt == "mxfp4", "mx_rotated is for MXFP4 weights (in "
            "mx_rotated's layout)")  # fmt: skip
+    _check(not L.fp8_placed or (L.path, fmt) == ("dot", "fp8"), "fp8_placed is for the FP8 dot "
+           "path (weights in fp8_placed's layout)")  # fmt: skip
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     fold = fmt == "mxfp4" and max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
@@ -372,7 +374,7 @@ def grouped_gemv(
     grid = (N // L.block_n, programs)
     if L.path == "dot" and fmt == "fp8":
         _grouped_dot_fp8[grid](*args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, TMA=tma,
-                               PASS_GRID=L.pass_grid, **common)  # fmt: skip
+                               PASS_GRID=L.pass_grid, PLACED=L.fp8_placed, **common)  # fmt: skip
     elif L.path == "dot":
         _grouped_dot_mxfp4[grid](
             *args,

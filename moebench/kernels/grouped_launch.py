@@ -22,7 +22,9 @@ class Launch:
     instead of one touched expert a program looping over its passes, the epilogue's bias
     loaded before the K loop instead of after it (``early_bias``; the same bits), and for the
     MXFP4 weights in `mx_rotated`'s layout (``mx_rotated``, both paths: the caller passes the
-    weights `mx_rotated.rotate_mxfp4` made; the same bits, fewer decode instructions)."""
+    weights `mx_rotated.rotate_mxfp4` made; the same bits, fewer decode instructions), and the
+    FP8 tile's in `fp8_placed`'s (``fp8_placed``: the weights `fp8_placed.place_e4m3` made; the
+    same bits, fewer decode instructions)."""
 
     path: str
     block_m: int
@@ -36,6 +38,7 @@ class Launch:
     pass_grid: bool = False
     early_bias: bool = False
     mx_rotated: bool = False
+    fp8_placed: bool = False
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the
@@ -113,6 +116,13 @@ TILE_EARLY_BIAS = True
 MXFP4_ROTATED = True
 MXFP4_ROTATED_GEMV_REGISTERS = 96
 
+# The FP8 tile reads its weights in `fp8_placed`'s layout (`Launch.fp8_placed`; the arm makes the
+# copy once when it builds its stages, `grouped_decode.tiles_weights`): off until it is timed on
+# the H200. sm_90a, offline (tools/sass_grouped_decode.py): the one-pass tile's weight loop 214
+# instructions a step against 278, the decode's integer-pipe instructions 64 against 144, at the
+# same 80 registers and 6 programs an SM; the looping tile 212 against 276. The same bits.
+FP8_PLACED = False
+
 
 def path_launch(
     path: str, fmt: str, *, columns: int, block_m: int | None = None, pdl: bool = False
@@ -126,14 +136,15 @@ def path_launch(
     4 warps, 4 pipeline stages, at most 128 registers a thread, FP8 weights through TMA, the
     bias loaded before the K loop (TILE_EARLY_BIAS; `grouped_gemv`'s docstring: budget). Row
     blocks shrink to the largest power of two dividing N. MXFP4 on either path reads rotated
-    weights (MXFP4_ROTATED; the GEMV then at most MXFP4_ROTATED_GEMV_REGISTERS registers)."""
+    weights (MXFP4_ROTATED; the GEMV then at most MXFP4_ROTATED_GEMV_REGISTERS registers), the
+    FP8 tile placed ones where FP8_PLACED says so."""
     fits = lambda bn: min(bn, columns & -columns)
     rotated = fmt == "mxfp4" and MXFP4_ROTATED
     if path == "dot":
         return Launch(path="dot", block_m=block_m or 16, block_n=fits(64), block_k=128,
                       num_warps=4, num_stages=4, pdl=pdl, tma=fmt == "fp8",
                       max_registers=TILE_MAX_REGISTERS, early_bias=TILE_EARLY_BIAS,
-                      mx_rotated=rotated)  # fmt: skip
+                      mx_rotated=rotated, fp8_placed=fmt == "fp8" and FP8_PLACED)  # fmt: skip
     n, warps = (2, 1) if fmt == "fp8" else (16, 4)
     m = block_m or 1
     return Launch(path="gemv", block_m=m, block_n=fits(n), block_k=max(64, 1024 // m),

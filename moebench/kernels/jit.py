@@ -256,7 +256,7 @@ def pdl_wait(GDC: tl.constexpr):
         gdc_wait()
 
 
-# --- bf16 pairs widened ---------------------------------------------------------------------------
+# --- bf16 pairs and a row's words ----------------------------------------------------------------
 
 
 @triton.jit
@@ -266,6 +266,29 @@ def bf16_pairs(words):
     return (words << 16).to(tl.float32, bitcast=True), (words & 0xFFFF0000).to(
         tl.float32, bitcast=True
     )
+
+
+@triton.jit
+def bf16_halves(pairs):
+    """uint32 bf16 pairs as [..., 2] bf16 (low half first): the register as it is."""
+    lo = pairs.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    hi = (pairs >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    return tl.join(lo, hi)
+
+
+@triton.jit
+def row_words(b):
+    """uint8 tile ``b`` [N, C] (C a multiple of 4) as the little-endian uint32 words of its rows
+    [N, C / 4]. Where a thread holds a word's four bytes (a tile loaded in its rows' order), the
+    compiler turns the reshape, splits, shifts and ors into register names (sm_90a: the
+    decodes that take these words read the shared-memory loads' words)."""
+    N: tl.constexpr = b.shape[0]
+    C: tl.constexpr = b.shape[1]
+    b02, b13 = tl.split(tl.reshape(b, [N, C // 4, 2, 2]))
+    b0, b2 = tl.split(b02)
+    b1, b3 = tl.split(b13)
+    return (b0.to(tl.uint32) | (b1.to(tl.uint32) << 8) | (b2.to(tl.uint32) << 16)
+            | (b3.to(tl.uint32) << 24))  # fmt: skip
 
 
 # --- 32-bit words loaded as inline PTX ------------------------------------------------------------

@@ -37,7 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench.kernels.jit import e8m0_scale
+from moebench.kernels.jit import bf16_halves, e8m0_scale, row_words
 
 # The bit of the rotated word that holds each code bit (m, e0, e1, s: bits 0..3 of the e2m1
 # nibble) of each of a word's eight values (value j: nibble j of the natural little-endian word).
@@ -189,14 +189,6 @@ def _scaled(placed, sc):
 
 
 @triton.jit
-def _bf16_halves(pair):
-    """uint32 bf16 pairs as [..., 2] bf16 (low half first): the decode's register, as is."""
-    lo = pair.to(tl.uint16).to(tl.bfloat16, bitcast=True)
-    hi = (pair >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-    return tl.join(lo, hi)
-
-
-@triton.jit
 def _per_word(t):
     """[BN, G] values of a row's groups, one a memory word: [BN, G * 4] (4 words a group)."""
     BN: tl.constexpr = t.shape[0]
@@ -215,11 +207,7 @@ def rotated_tile(w, s, FOLD_SCALES: tl.constexpr, INTERPRET: tl.constexpr):
     same steps but the PTX, which runs as its integer steps and an exact fp32 multiply."""
     BN: tl.constexpr = w.shape[0]
     KB: tl.constexpr = w.shape[1]
-    b02, b13 = tl.split(tl.reshape(w, [BN, KB // 4, 2, 2]))
-    b0, b2 = tl.split(b02)
-    b1, b3 = tl.split(b13)
-    word = (b0.to(tl.uint32) | (b1.to(tl.uint32) << 8) | (b2.to(tl.uint32) << 16)
-            | (b3.to(tl.uint32) << 24))  # fmt: skip
+    word = row_words(w)
     if INTERPRET:
         sc = _per_word(e8m0_scale(s))
         p0, p1, p2, p3 = _placed(word)
@@ -237,8 +225,8 @@ def rotated_tile(w, s, FOLD_SCALES: tl.constexpr, INTERPRET: tl.constexpr):
             dtype=(tl.uint32,) * 4, is_pure=True, pack=1,
         )  # fmt: skip
     # A word's values in mx_tile's order: $0 (values 0, 2), $2 (1, 3), $1 (4, 6), $3 (5, 7).
-    v = tl.join(tl.join(_bf16_halves(r0), _bf16_halves(r2)),
-                tl.join(_bf16_halves(r1), _bf16_halves(r3)))  # fmt: skip
+    v = tl.join(tl.join(bf16_halves(r0), bf16_halves(r2)),
+                tl.join(bf16_halves(r1), bf16_halves(r3)))  # fmt: skip
     out = tl.reshape(tl.permute(v, (0, 1, 4, 3, 2)), [BN, 2 * KB])
     if INTERPRET:
         out = out.to(tl.float32)

@@ -16,6 +16,7 @@ from decode_inputs import FORMATS, exact_weights, quantised, routing, rows_ref
 from kernel_device import DEVICE, on_device
 
 from moebench.kernels.batched_gemm import batched_gemm
+from moebench.kernels.fp8_placed import place_e4m3
 from moebench.kernels.grouped_gemv import grouped_gemv, scale_words, word_aligned_scales
 from moebench.kernels.grouped_launch import Launch
 from moebench.kernels.mx_rotated import rotate_mxfp4
@@ -494,6 +495,49 @@ def test_mxfp4_reads_rotated_weights_as_the_natural_ones(path, fold):
     assert torch.isfinite(got[:2].float()).all() and torch.isnan(got[2, 1].float()).all()
     grouped(x, ids, w, s, b, wrong, expert_offset=0, launch=rotated, max_scale_byte=largest)
     assert not torch.equal(wrong[:2].view(torch.int16), natural[:2].view(torch.int16))
+
+
+@pytest.mark.parametrize("path", ["dot", "dot-tma", "dot-passes", "dot-tma-passes"])
+def test_fp8_tile_reads_placed_weights_as_the_natural_ones(path):
+    """Weights in `fp8_placed`'s layout (``Launch.fp8_placed``) give the natural layout's bits on
+    the FP8 tile, by pointers and through TMA, looping over passes or one pass a program, the
+    last K step masked (R = 288 at 64 values a step), every e4m3 byte among the weights
+    (subnormals, both zeros, the NaN bytes, +-480 in either layout); natural weights read as
+    placed do not (the layout is what the decode reads). Under the interpreter the decode runs
+    the PTX's integer steps (`fp8_placed`); the PTX itself is tests/kernels/test_fp8_placed.py's,
+    and compiled this checks the kernel."""
+    g = torch.Generator().manual_seed(19)
+    T, K, E, N, R = 3, 2, 2, 16, 288
+    w = torch.randint(0, 256, (E, N, R), generator=g, dtype=torch.uint8)
+    w[0, 0, :256] = torch.arange(256, dtype=torch.uint8)
+    w = w.view(torch.float8_e4m3fn)
+    s = torch.tensor([0.125, 2.0])
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1], [1, 0], [1, 5]], dtype=torch.int32)
+    launch = LAUNCHES[path]
+    placed = dataclasses.replace(launch, fp8_placed=True)
+    natural, got, wrong = poisoned(T, K, N), poisoned(T, K, N), poisoned(T, K, N)
+    grouped(x, ids, w, s, b, natural, expert_offset=0, launch=launch)
+    grouped(x, ids, place_e4m3(w), s, b, got, expert_offset=0, launch=placed)
+    assert torch.equal(got.view(torch.int16), natural.view(torch.int16))
+    assert torch.isfinite(got[:2].float()).all() and torch.isnan(got[2, 1].float()).all()
+    grouped(x, ids, w, s, b, wrong, expert_offset=0, launch=placed)
+    assert not torch.equal(wrong[:2].view(torch.int16), natural[:2].view(torch.int16))
+
+
+def test_the_placed_layout_is_the_fp8_tiles_only():
+    """``fp8_placed`` is refused for MXFP4 weights and for the GEMV path. (Rows are whole 4-byte
+    words, as the decode needs: R is a multiple of 32, which the launcher checks for every
+    launch.)"""
+    w8, s8, _ = quantised("fp8", torch.randn(1, 16, 64))
+    wm, sm, _ = quantised("mxfp4", torch.randn(1, 16, 64))
+    x, ids = torch.zeros(1, 64).bfloat16(), torch.zeros(1, 1, dtype=torch.int32)
+    out, b = poisoned(1, 1, 16), torch.zeros(1, 16).bfloat16()
+    for w, s, path in ((wm, sm, "dot"), (w8, s8, "gemv")):
+        with pytest.raises(ValueError, match="fp8_placed is for the FP8 dot path"):
+            grouped(x, ids, w, s, b, out, expert_offset=0,
+                    launch=dataclasses.replace(LAUNCHES[path], fp8_placed=True))  # fmt: skip
 
 
 def _with_a_byte_past_the_bound(s: torch.Tensor) -> torch.Tensor:

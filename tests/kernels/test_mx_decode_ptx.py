@@ -9,6 +9,7 @@ bf16 holds."""
 from __future__ import annotations
 
 import torch
+from ptx_emulator import bf16_of, bf16x2_mul, prmt, run_ptx
 
 from moebench.kernels.grouped_dot import _E2M1_BF16_ASM, _E2M1_BF16_FOLDED_ASM
 from moebench.kernels.grouped_gemv import FOLD_SCALES_UP_TO
@@ -22,69 +23,6 @@ from moebench.kernels.mx_rotated import (
 )
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
-
-
-def _prmt(a: torch.Tensor, b: torch.Tensor, sel: int) -> torch.Tensor:
-    """PTX prmt.b32 (default mode) with an immediate selector, elementwise on int64 words."""
-    src = [(a >> (8 * i)) & 0xFF for i in range(4)] + [(b >> (8 * i)) & 0xFF for i in range(4)]
-    out = torch.zeros_like(a)
-    for i in range(4):
-        nib = (sel >> (4 * i)) & 0xF
-        byte = src[nib & 7]
-        if nib & 8:  # sign replicate
-            byte = torch.where(byte & 0x80 != 0, 0xFF, 0)
-        out |= byte << (8 * i)
-    return out
-
-
-def _bf16(bits: torch.Tensor) -> torch.Tensor:
-    return (bits & 0xFFFF).to(torch.int32).to(torch.int16).view(torch.bfloat16)
-
-
-def _bf16x2_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """mul.rn.bf16x2: each half's product rounded to nearest even (subnormals kept): the fp32
-    product of two bf16 numbers is exact, and its rounding to bf16 is torch's."""
-    out = torch.zeros_like(a)
-    for shift in (0, 16):
-        p = (_bf16(a >> shift).float() * _bf16(b >> shift).float()).bfloat16()
-        out |= (p.view(torch.int16).to(torch.int64) & 0xFFFF) << shift
-    return out
-
-
-def run_ptx(text: str, operands: dict[int, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Registers after ``text`` (an inline-asm body: $i operands, .reg declarations, the
-    instructions mov, prmt, and, shl, mul.lo.u32, shf.l.wrap and mul.rn.bf16x2) on the given $i
-    words."""
-    regs = {f"${i}": v for i, v in operands.items()}
-    like = next(iter(operands.values()))
-
-    def val(x: str) -> torch.Tensor:
-        return regs[x] if x in regs else torch.full_like(like, int(x, 0))
-
-    for line in text.splitlines():
-        line = line.strip().rstrip(";")
-        if line in ("{", "}", "") or line.startswith(".reg"):
-            continue
-        op, rest = line.split(None, 1)
-        a = [x.strip() for x in rest.split(",")]
-        if op == "mov.b32":
-            regs[a[0]] = val(a[1])
-        elif op == "prmt.b32":
-            regs[a[0]] = _prmt(val(a[1]), val(a[2]), int(a[3], 0))
-        elif op == "and.b32":
-            regs[a[0]] = val(a[1]) & val(a[2])
-        elif op == "mul.lo.u32":
-            regs[a[0]] = (val(a[1]) * val(a[2])) & 0xFFFFFFFF
-        elif op == "shf.l.wrap.b32":  # funnel shift of a:b's... here both halves one word: rotate
-            lo, hi, n = val(a[1]), val(a[2]), int(a[3], 0) % 32
-            regs[a[0]] = ((hi << n) | (lo >> (32 - n))) & 0xFFFFFFFF if n else hi
-        elif op == "shl.b32":
-            regs[a[0]] = (val(a[1]) << int(a[2], 0)) & 0xFFFFFFFF
-        elif op == "mul.rn.bf16x2":
-            regs[a[0]] = _bf16x2_mul(val(a[1]), val(a[2]))
-        else:
-            raise AssertionError(f"the emulator has no {op!r}")
-    return regs
 
 
 def _words_and_scales(scales: range) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -154,8 +92,8 @@ def test_the_fold_bound_is_the_last_scale_whose_factor_bf16_holds():
     word, s, s2 = _words_and_scales(range(FOLD_SCALES_UP_TO + 1, FOLD_SCALES_UP_TO + 3))
     regs = run_ptx(_E2M1_BF16_FOLDED_ASM.value,
                    {4: word, 5: _pair((s + 126) << 7), 6: _pair((s2 + 126) << 7)})  # fmt: skip
-    got = _bf16(regs["$0"]).float()
-    want = _bf16(_reference(word & 0xFF, False, s)).float()
+    got = bf16_of(regs["$0"]).float()
+    want = bf16_of(_reference(word & 0xFF, False, s)).float()
     assert not torch.equal(got, want) and torch.isinf(got).any()
 
 
@@ -163,11 +101,11 @@ def test_the_emulator_knows_prmt_and_the_bf16_rounding():
     """The emulator's two less obvious instructions on hand-checked cases: prmt spreading bytes
     0 and 1 to the two halves, and a bf16 product rounding to nearest even, a subnormal kept."""
     w = torch.tensor([0x44332211], dtype=torch.int64)
-    assert _prmt(w, torch.zeros_like(w), 0x4140).item() == 0x00220011
-    assert _prmt(w, torch.zeros_like(w), 0x4342).item() == 0x00440033
+    assert prmt(w, torch.zeros_like(w), 0x4140).item() == 0x00220011
+    assert prmt(w, torch.zeros_like(w), 0x4342).item() == 0x00440033
     # 1.0078125 (0x3F81) x 1.0078125 = 1.01568..., between 0x3F82 (1.015625) and 0x3F83: nearer
     # 0x3F82; 2^-127 (0x0040, subnormal) x 1.0 stays 0x0040.
-    got = _bf16x2_mul(torch.tensor([0x00403F81]), torch.tensor([0x3F803F81]))
+    got = bf16x2_mul(torch.tensor([0x00403F81]), torch.tensor([0x3F803F81]))
     assert got.item() == 0x00403F82
 
 
