@@ -7,7 +7,7 @@ bits (e3..e0 m2..m0) go to bits 10..4 of a bf16 half and its sign to bit 15, whi
 value times 2^-120, and one multiply by 2^120 makes it exact. In the natural layout (value j in
 byte j) a pair costs a byte permute, a shift, two masks, an or and the multiply: sm_90a, triton
 3.6, 11 instructions for a word's four values (4 LOP3, 3 PRMT, 2 SHF, 2 HMUL2 in the one-pass
-tile's weight loop, 176 of its 280 instructions a step; tools/sass_grouped_decode.py), 9 of them
+tile's weight loop, 176 of its 278 instructions a step; tools/sass_grouped_decode.py), 9 of them
 on the integer pipe, which runs at half the FMA pipe's rate. Here the word's bits are where the
 decode wants them:
 
