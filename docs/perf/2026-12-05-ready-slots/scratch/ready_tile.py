@@ -68,7 +68,7 @@ def _ready_dot_fp8(
     _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset, R,
               e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
               stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-              EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS)  # fmt: skip
+              EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS, False)  # fmt: skip
     _hand_over_done(cells, n_block, NEED, G, STRIDE_, ROLE)
 
 
