@@ -14,7 +14,7 @@ run() {  # name, then the bench's arguments; a timeout each, so one hang costs o
 run ready --tokens 1 --seeds 0,1,2,3,4,5
 run pdl_fp8 --tokens 2,4 --kinds pdl,pdl_local
 run pdl_mxfp4 --precision w4a16 --tokens 1,2,4 --kinds pdl_local
-run ready_tile --grouped --tokens 16,32,64 --seeds 0,1
+run ready_tile --grouped --tokens 16,32,64 --seeds 0,1 --kinds ready,placed,ready_placed
 run ready_tile_mx --grouped --precision w4a16 --tokens 16,32,64 --seeds 0,1
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_decode_kernels.py -k pdl \
     > "$OUT/gpu_tests.log" 2>&1

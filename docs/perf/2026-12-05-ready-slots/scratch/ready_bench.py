@@ -27,7 +27,9 @@ fc1 + fc2 and their "fc2_us" the combine alone.
 
 With ``--grouped``: the `grouped_decode` arm's step against kind ``ready``, its tile (one pass a
 program; FP8, or MXFP4 with ``--precision w4a16``) with fc2 waiting per pass on fc1
-(`ready_tile.py`), at 16-64 tokens.
+(`ready_tile.py`), at 16-64 tokens. Added in the nineteenth session, before any of this ran on a
+GPU: kinds ``placed`` (the arm's step with the FP8 tile's weights in `fp8_placed`'s layout) and
+``ready_placed`` (both), e.g. ``--grouped --kinds ready,placed,ready_placed``.
 
 Usage (GPU): PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/ready_bench.py [--grouped] [--tokens 1]
 [--seeds 0,1,2,3,4,5] [--rank 0,1] [--kinds ready,late]   (DIR this folder; on the CPU with a tiny
@@ -36,6 +38,7 @@ decode scenario it checks and compares the steps and times nothing)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import time
@@ -83,15 +86,23 @@ def ready_steps(ws, preload: bool, count_only: bool = False, trigger: str = "sta
             Stage(name="combine", run=lambda: None))  # fmt: skip
 
 
-def ready_tile_steps(ws):
+def placed(launch):
+    """FP8 ``launch`` reading its weights in `fp8_placed`'s layout where it is the tile."""
+    return dataclasses.replace(launch, fp8_placed=True) if launch.path == "dot" else launch
+
+
+def ready_tile_steps(ws, placed_weights: bool = False):
     """The grouped arm's step with fc2 waiting per pass (`ready_tile.py`) where the arm takes the
     tile one pass a program for both stages (weights and scales as the arm gives them); the
-    arm's own step elsewhere."""
+    arm's own step elsewhere. ``placed_weights``: the FP8 tile's weights in `fp8_placed`'s
+    layout (the nineteenth session's), in both the hand-over and the fallback."""
     p = ws.problem
     one, two = grouped_decode.launches(p)
+    if placed_weights and p.precision == "w8a16":
+        one, two = placed(one), placed(two)
     tile = lambda L: L.path == "dot" and L.pass_grid  # noqa: E731
     if not (tile(one) and tile(two) and one.block_m == two.block_m):
-        return grouped_decode.build_stages(ws)
+        return grouped_decode.build_stages(ws, fc1=one, fc2=two)
     T, K = p.topk_ids_TK.shape
     passes = min(p.local_experts, T * K) + T * K // one.block_m
     g = groups_for(p.w13.shape[1] // one.block_n, p.w2.shape[1] // two.block_n)
@@ -115,6 +126,15 @@ def ready_tile_steps(ws):
 
     return (Stage(name="fc1", run=fc1_fc2), Stage(name="fc2", run=comb),
             Stage(name="combine", run=lambda: None))  # fmt: skip
+
+
+def placed_steps(ws):
+    """The grouped arm's step with the FP8 tile's weights in `fp8_placed`'s layout (the
+    nineteenth session's `Launch.fp8_placed`), the arm's launches otherwise."""
+    one, two = grouped_decode.launches(ws.problem)
+    if ws.problem.precision == "w8a16":
+        one, two = placed(one), placed(two)
+    return grouped_decode.build_stages(ws, fc1=one, fc2=two)
 
 
 def pdl_steps(ws, trigger: str = "start"):
@@ -181,7 +201,13 @@ if __name__ == "__main__":
             handover_check(a.scenario, tokens=max(int(v) for v in a.tokens.split(",")),
                            arm="grouped_decode", build=ready_tile_steps,
                            precision=a.precision)  # fmt: skip
-        main(a, [("ready", ready_tile_steps)], arm_name="grouped_decode", loose=True)
+        builds = {
+            "ready": ready_tile_steps,
+            "placed": placed_steps,
+            "ready_placed": functools.partial(ready_tile_steps, placed_weights=True),
+        }
+        main(a, [(k, builds[k]) for k in a.kinds.split(",")], arm_name="grouped_decode",
+             loose=True)  # fmt: skip
     else:
         a = parser(
             "1", "0,1,2,3,4,5", "w8a16", "ready,ready_local,ready_none,count,pdl,pdl_local"

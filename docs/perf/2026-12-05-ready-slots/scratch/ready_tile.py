@@ -40,9 +40,10 @@ def _ready_dot_fp8(
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
     EARLY_BIAS: tl.constexpr, ROLE: tl.constexpr, G: tl.constexpr, STRIDE_: tl.constexpr,
-    LIMIT: tl.constexpr,
+    LIMIT: tl.constexpr, PLACED: tl.constexpr,
 ):  # fmt: skip
-    """`grouped_dot._grouped_dot_fp8` with PASS_GRID; ROLE "signal" (fc1) counts each pass's
+    """`grouped_dot._grouped_dot_fp8` with PASS_GRID (``PLACED``: the weights in `fp8_placed`'s
+    layout, added in the nineteenth session); ROLE "signal" (fc1) counts each pass's
     programs after their stores, ROLE "await" (fc2) waits for its pass's flag instead of the
     dependent-launch wait."""
     pdl_launch_dependents(GDC)
@@ -68,7 +69,7 @@ def _ready_dot_fp8(
     _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset, R,
               e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
               stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-              EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS, False)  # fmt: skip
+              EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS, PLACED)  # fmt: skip
     _hand_over_done(cells, n_block, NEED, G, STRIDE_, ROLE)
 
 
@@ -164,7 +165,8 @@ def ready_tile(x, topk_ids_TK, w, w_scale, bias_EN, out, cells: ReadyPasses, *, 
         _ready_dot_fp8[(N // L.block_n, programs)](
             x, topk_ids_TK, w_arg, w_scale, bias_EN, out, cells.cells, T * K, K, expert_offset,
             E, R, N // L.block_n, stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0),
-            w.stride(1), bias_EN.stride(0), out.stride(0), out.stride(1), TMA=tma, **common,
+            w.stride(1), bias_EN.stride(0), out.stride(0), out.stride(1), TMA=tma,
+            PLACED=L.fp8_placed, **common,
         )  # fmt: skip
     else:
         fold = max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
