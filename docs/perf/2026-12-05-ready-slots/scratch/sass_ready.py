@@ -46,13 +46,16 @@ def tiles(out: str) -> None:
         ints = dict(values(stage, 64), NEED=90 if stage == "fc1" else 45)
         for k in ("stride_se", "stride_sn", "stride_pt", "stride_pk", "N", "K_SPLIT"):
             ints.pop(k)
-        c = dict(GLU="swiglu_oai" if stage == "fc1" else "none", BLOCK_M=16, BLOCK_N=64,
-                 BLOCK_K=128, EVEN_K=False, EXACT_RNE=False, BLOCK_E=16, SCAN=256,
-                 NUM_STAGES=3, INTERPRET=False, GDC=True, TMA=True, EARLY_BIAS=True, ROLE=role,
-                 G=GROUPS, STRIDE_=STRIDE, LIMIT=SPIN_LIMIT)  # fmt: skip
-        k = build(_ready_dot_fp8, "fp8", c, ints, 4, 3, 80, box=(64, 128),
-                  more_pointers={"cell_ptr": "*i32"})  # fmt: skip
-        report(f"ready_tile_{stage}_{role}", k, out, 64 * 128 / 128, 4)
+        for placed in (False, True):  # PLACED: the nineteenth session's fp8_placed layout
+            c = dict(GLU="swiglu_oai" if stage == "fc1" else "none", BLOCK_M=16, BLOCK_N=64,
+                     BLOCK_K=128, EVEN_K=False, EXACT_RNE=False, BLOCK_E=16, SCAN=256,
+                     NUM_STAGES=3, INTERPRET=False, GDC=True, TMA=True, EARLY_BIAS=True,
+                     ROLE=role, G=GROUPS, STRIDE_=STRIDE, LIMIT=SPIN_LIMIT,
+                     PLACED=placed)  # fmt: skip
+            k = build(_ready_dot_fp8, "fp8", c, ints, 4, 3, 80, box=(64, 128),
+                      more_pointers={"cell_ptr": "*i32"})  # fmt: skip
+            name = f"ready_tile_{stage}_{role}" + ("_placed" if placed else "")
+            report(name, k, out, 64 * 128 / 128, 4)
         ints = dict(values(stage, 64), NEED=90 if stage == "fc1" else 45)
         for k in ("stride_pt", "stride_pk", "N", "K_SPLIT"):
             ints.pop(k)
