@@ -91,8 +91,8 @@ dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 CLOCK = Clock(dev)
 
 # Grouped launches beside the default, each with the token counts it is there to decide:
-# (path, block_m, block_n, block_k in values, warps, stages, pdl, passes[, registers, tma]), None
-# for the default's field.
+# (path, block_m, block_n, block_k in values, warps, stages, pdl, passes[, registers, tma, early,
+# stage, rot, placed]), None for the default's field.
 # The defaults (grouped_launch.default_launch): the one-slot GEMV at 1 token (FP8) or 1-2 (MXFP4),
 # the tile of 64 rows, 128 values a step, 4 stages and 16 slots a pass above, at most 128
 # registers a thread, FP8's weights through TMA, one pass a program on 3 stages and 80 registers
@@ -116,6 +116,11 @@ VARIANTS: list[tuple[tuple[int, ...], tuple]] = [
     # 64 tokens (its 4 stages are the default to 16 tokens and the variant above from 32).
     ((8, 16, 32, 64), ("dot", None, None, 128, None, 5, None, False)),
     ((8, 16, 32, 64), ("dot", None, None, 64, None, 6, None, False)),
+    # The FP8 tile's weights in `fp8_placed`'s layout or the natural one (`Launch.fp8_placed`; the
+    # one equal to the default is skipped, and MXFP4 and the GEMV ignore the field), wherever the
+    # FP8 tile runs.
+    ((2, 4, 8, 16, 32, 64), (*[None] * 13, True)),
+    ((2, 4, 8, 16, 32, 64), (*[None] * 13, False)),
 ]
 
 
