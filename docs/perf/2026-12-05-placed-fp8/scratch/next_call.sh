@@ -2,8 +2,9 @@
 # The device call prepared in the nineteenth session (issue 28): the FP8 tile reading its weights
 # in `fp8_placed`'s layout, first compiled and checked on the GPU, then timed against the arm's
 # natural layout (interleaved, three routing draws, both ranks), then Nsight Compute's
-# instruction counts and stalls for both (the second method beside the event timer). About 4
-# minutes. Run from the repository root on the GPU machine (writes to $OUT):
+# instruction counts and stalls for both (the second method beside the event timer); and the
+# expert-loop tile on 96 registers. About 5 minutes. Run from the repository root on the GPU
+# machine (writes to $OUT):
 #   bash docs/perf/2026-12-05-placed-fp8/scratch/next_call.sh
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
@@ -17,6 +18,13 @@ timeout 300 python3 tools/bench_grouped_decode.py "$OUT/ab" --precision w8a16 \
     --tokens 2,4,8,16,32,64 --seeds 0,1,2 --rank 0,1 \
     --variants "dot:-:-:-:-:-:-:-:-:-:-:-:-:1" --variant-tokens 2,4,8,16,32,64 > "$OUT/ab_placed.log" 2>&1
 echo "ab: rc=$?"
+# The expert-loop tile (2-8 tokens) capped at 96 registers instead of 128: 5 programs an SM
+# instead of 4, no spill for FP8 in either layout, 8 B of stack for MXFP4 (sm_90a, offline);
+# the GEMV's launches equal to their defaults are skipped.
+timeout 200 python3 tools/bench_grouped_decode.py "$OUT/ab96" --tokens 2,4,8 --seeds 0,1,2 \
+    --rank 0,1 --variants="-:-:-:-:-:-:-:-:96,-:-:-:-:-:-:-:-:96:-:-:-:-:1" \
+    --variant-tokens 2,4,8 > "$OUT/ab_regs96.log" 2>&1
+echo "ab96: rc=$?"
 M="gpu__time_duration.sum,smsp__inst_executed.sum,sm__inst_executed_pipe_alu.sum"
 M="$M,sm__inst_executed_pipe_fma.sum,smsp__issue_active.avg.pct_of_peak_sustained_active"
 M="$M,dram__throughput.avg.pct_of_peak_sustained_elapsed"
@@ -28,3 +36,4 @@ for k in grouped grouped-placed; do
 done
 tail -1 "$OUT/gpu_tests.log"
 grep -v "^precision=" "$OUT/ab_placed.log" | tail -30
+grep -v "^precision=" "$OUT/ab_regs96.log" | tail -16
