@@ -1,0 +1,60 @@
+"""tools/bench_grouped_decode.py's variant fields, on the CPU: a variant item's fields become the
+launch they name, a field a launch has no use for is ignored (so the variant equals the default
+and the bench skips it), and a bad item is refused with its field named."""
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(REPO / "tools"))
+        yield importlib.import_module("bench_grouped_decode")
+
+
+def _launches(bench, item: str, fmt: str, tokens: int):
+    from moebench.kernels.grouped_launch import default_launch
+
+    shape = dict(tokens=tokens, top_k=4, experts=16, pdl=True)
+    base = default_launch(fmt, columns=5760, **shape)
+    [(_, v)] = bench.parse_variants(item, (tokens,))
+    return base, bench.variant_launch(base, v, fmt, 5760)
+
+
+def test_the_placed_field_turns_the_fp8_tiles_layout_on_and_nothing_else(bench):
+    base, placed = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:1", "fp8", 64)
+    assert base.path == "dot" and not base.fp8_placed
+    assert placed == bench.dataclasses.replace(base, fp8_placed=True)
+    assert bench.describe(placed) == bench.describe(base) + " placed"
+    for fmt, tokens in (("mxfp4", 64), ("fp8", 1)):  # MXFP4's tile, FP8's one-slot GEMV
+        base, same = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:1", fmt, tokens)
+        assert same == base, (fmt, tokens)
+
+
+def test_the_registers_field_caps_the_launch(bench):
+    base, capped = _launches(bench, "-:-:-:-:-:-:-:-:96:-:-:-:-:1", "fp8", 8)
+    assert (base.max_registers, capped.max_registers) == (128, 96) and capped.fp8_placed
+
+
+def test_a_bad_stage_field_is_refused(bench):
+    with pytest.raises(ValueError, match="stage must be 1"):
+        bench.parse_variants("dot:-:-:-:-:-:-:-:-:-:-:3", (8,))
+
+
+def test_a_precision_that_is_no_decode_precision_is_refused(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, str(REPO / "tools/bench_grouped_decode.py"), str(tmp_path / "o"),
+         "--precision", "bf16"],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert out.returncode == 2 and "--precision: 'bf16' is neither decode precision" in out.stderr
+    assert not (tmp_path / "o").exists()
