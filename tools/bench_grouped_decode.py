@@ -15,9 +15,11 @@ both weight formats, every token count of its sweep. For each (precision, tokens
 - then fc1 and fc2 of each grouped launch alone (the kernel regime).
 
 Bytes are each arm's own weight-byte model (`Arm.weight_bytes`: dense every local expert; sparse
-and grouped the touched experts once), GB/s that over the time, and the share of the 4.27 TB/s copy
-ceiling. With `--floor` (a token count, e.g. 64) the tool also times the best read of the touched
-experts' bytes there (tools/bench_decode.py's read kernel): what any kernel needs to read them.
+and grouped the touched experts once), GB/s that over the time, and the share of the copy
+ceiling of the GPU it runs on (tools/copy_ceiling.py: the H200's measured 4.27 TB/s, or on a GPU
+moebench has no figure for, one measured at the start; the log's second line says which). With
+`--floor` (a token count, e.g. 64) the tool also times the best read of the touched experts'
+bytes there (tools/bench_decode.py's read kernel): what any kernel needs to read them.
 
 Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by default the candidates
 in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one item each,
@@ -66,11 +68,11 @@ import sys
 import time
 
 import torch
+from copy_ceiling import copy_tbs
 
 from arms.decode import grouped_decode
 from moebench.arm import registry
 from moebench.arm.decode import Workspace
-from moebench.core.ceilings import H200
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.gates.checks import check_decode_sentinels
 from moebench.gates.families import family_of
@@ -82,13 +84,15 @@ from moebench.plan.inputs import decode_reference_output, make_tokens
 from moebench.routing.synthetic import local_counts
 from moebench.spec.load import load_scenario, scenario_with
 
-COPY_TBS = H200.copy_tbs
 TARGET_OF_COPY = 0.85
 SCENARIO = "scenarios/gpt-oss-20b-decode-grouped.yaml"
 ARMS = ("dense_decode", "sparse_decode", "grouped_decode")
 TIME_BUDGET_S = 200.0
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 CLOCK = Clock(dev)
+# The copy ceiling of the GPU this runs on (tools/copy_ceiling.py): the target's fraction is of
+# its own copy rate, never another GPU's.
+COPY_TBS, COPY_FROM = copy_tbs(dev)
 
 # Grouped launches beside the default, each with the token counts it is there to decide:
 # (path, block_m, block_n, block_k in values, warps, stages, pdl, passes[, registers, tma, early,
@@ -214,6 +218,7 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
     # logs of several ranks and routing draws are told apart by these, not by their file names.
     device = torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu"
     print(f"{torch.__version__} {device}")
+    print(f"copy ceiling: {COPY_FROM}")
     print(f"scenario {scenario} (routing.seed {s.routing.seed}), rank {rank}", flush=True)
     arms = {name: registry.resolve(name) for name in ARMS}
     rows: list[dict] = []

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import torch
 
-from moebench.core.ceilings import H200
+from moebench.core.ceilings import for_gpu
 from moebench.core.layout import expert_ends
 from moebench.measure import bench
 from moebench.measure.clock import Clock
 
-COPY_TBS = H200.copy_tbs
-FP8_TFLOPS = H200.tflops["fp8"]
 E, D, F, M, A = 32, 4096, 2048, 28_672, 128
 dev = torch.device("cuda")
+# The floors' ceilings: the GPU's own, measured (moebench.core.ceilings); on a GPU moebench has
+# none for, NaN floors rather than another GPU's (its matrix rate is not measured here).
+CEILINGS = for_gpu(torch.cuda.get_device_name(dev))
+COPY_TBS = CEILINGS.copy_tbs if CEILINGS else float("nan")
+FP8_TFLOPS = CEILINGS.tflops["fp8"] if CEILINGS else float("nan")
 flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
 results: list[dict] = []
 

@@ -7,7 +7,10 @@ Two sections that `compare` adds below its table (reads only results, like compa
   local expert; sparse decode and the prefill GEMMs: only experts that received tokens; stages
   without weights: 0; runs older than the column: -1, unknown). For every timed row with bytes,
   GB/s is the slowest rank's bytes over that rank's median time, and the fraction is of the
-  measured device-copy ceiling (4.27 TB/s on the H200, docs/PERF.md). CPU runs get no fraction.
+  device-copy ceiling measured on the GPU the run ran on (`core.ceilings.for_gpu` of the
+  manifest's ``gpu_name``: 4.27 TB/s on the H200, docs/PERF.md). CPU runs, and runs on a GPU
+  whose ceiling moebench has not measured (or whose manifest names none), get no fraction:
+  another GPU's ceiling would give a fraction it does not have.
 - Crossover. Cases of one run that differ only in ``tokens_per_rank`` form a series. For every arm
   against the baseline, on the ``ffn`` regime, the crossover is the smallest token count from
   which the baseline is faster (lower median critical path) at that count and every larger one:
@@ -27,15 +30,15 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from moebench.analysis import policy
-from moebench.core.ceilings import H200
+from moebench.core.ceilings import Ceilings
 from moebench.core.vocabulary import WHOLE_FFN, Regime
 
-COPY_CEILING_GBPS = H200.copy_gbps  # device copy, bytes read + written (core.ceilings)
 TOKENS_KEY = "shape.tokens_per_rank"
 
 
@@ -51,7 +54,8 @@ class BandwidthRow:
     rank: int  # the slowest rank, whose bytes and time give the figure
     weight_bytes: int
     gbps: float
-    copy_fraction: float  # of COPY_CEILING_GBPS; NaN for CPU timings
+    copy_ceiling_gbps: float  # the run's GPU's device copy (core.ceilings); NaN: none measured
+    copy_fraction: float  # gbps / copy_ceiling_gbps; NaN for CPU timings or no ceiling
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +100,8 @@ def _weight_bytes(samples: pa.Table) -> dict[tuple, int]:
     return {tuple(k[:6]): k[6] for k in keyed}
 
 
-def _bandwidth(rows, samples: pa.Table, cases: dict) -> list[BandwidthRow]:
+def _bandwidth(rows, samples: pa.Table, cases: dict,
+               ceilings: Mapping[str, Ceilings | None]) -> list[BandwidthRow]:  # fmt: skip
     nbytes = _weight_bytes(samples)
     out = []
     for r in rows:
@@ -106,11 +111,13 @@ def _bandwidth(rows, samples: pa.Table, cases: dict) -> list[BandwidthRow]:
         if b <= 0:  # no weights in this stage (0) or unknown (-1)
             continue
         gbps = b / r.rank_max_us / 1e3
+        ceiling = ceilings.get(r.run_id) if r.device == "cuda" else None
+        copy = ceiling.copy_gbps if ceiling else math.nan
         out.append(BandwidthRow(
             run_id=r.run_id, case_id=r.case_id, regime=r.regime, stage=r.stage, arm=r.arm,
             device=r.device, tokens_per_rank=cases[(r.run_id, r.case_id)]["tokens"],
-            rank=r.slowest_rank, weight_bytes=b, gbps=gbps,
-            copy_fraction=gbps / COPY_CEILING_GBPS if r.device == "cuda" else math.nan,
+            rank=r.slowest_rank, weight_bytes=b, gbps=gbps, copy_ceiling_gbps=copy,
+            copy_fraction=gbps / copy,
         ))  # fmt: skip
     return out
 
@@ -174,11 +181,14 @@ def _crossover(rows, cases: dict, baseline: str) -> list[CrossoverRow]:
     return out
 
 
-def analyse(rows, samples: pa.Table, baseline: str) -> WorkModel:
-    """The work model of compared rows (`rows.CompareRow`) and the samples they came from."""
+def analyse(rows, samples: pa.Table, baseline: str,
+            ceilings: Mapping[str, Ceilings | None] | None = None) -> WorkModel:  # fmt: skip
+    """The work model of compared rows (`rows.CompareRow`) and the samples they came from;
+    ``ceilings``: each run's GPU's measured ceilings (None or absent: none, no fraction)."""
     if samples.num_rows == 0:
         return WorkModel(bandwidth=[], crossover=[])
     cases = _case_table(samples)
     return WorkModel(
-        bandwidth=_bandwidth(rows, samples, cases), crossover=_crossover(rows, cases, baseline)
+        bandwidth=_bandwidth(rows, samples, cases, ceilings or {}),
+        crossover=_crossover(rows, cases, baseline),
     )

@@ -18,7 +18,7 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from moebench.analysis.rows import CompareRow, Comparison
-from moebench.analysis.workmodel import COPY_CEILING_GBPS, WorkModel
+from moebench.analysis.workmodel import WorkModel
 from moebench.report.sections import title
 
 
@@ -90,7 +90,7 @@ def render_json(comp: Comparison, plots: Sequence[str]) -> str:
 
 def _workmodel_json(wm: WorkModel) -> dict:
     return {
-        "copy_ceiling_gbps": COPY_CEILING_GBPS,
+        # each bandwidth row carries the ceiling its fraction is of (its run's GPU's; null: none)
         "bandwidth": _plain(wm.bandwidth),
         "crossover": _plain(wm.crossover),
     }

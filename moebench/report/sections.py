@@ -15,7 +15,8 @@ import math
 from moebench.analysis.goodput import GOODPUT_DEFINITION
 from moebench.analysis.rows import CompareRow, Comparison
 from moebench.analysis.stats import TOO_FEW
-from moebench.analysis.workmodel import COPY_CEILING_GBPS, WorkModel
+from moebench.analysis.workmodel import WorkModel
+from moebench.core.ceilings import GPUS
 from moebench.core.vocabulary import Regime
 
 
@@ -224,8 +225,9 @@ CROSSOVER_HEADER = ("series", "arm vs baseline", "arm / baseline time by tokens"
                     "baseline faster from", "ledger")  # fmt: skip
 BANDWIDTH_NOTE = (
     "expert weight bytes the step (or stage) reads on the slowest rank over that "
-    f"rank's median time; 'of copy' against the {COPY_CEILING_GBPS / 1000:g} TB/s device-copy "
-    "ceiling (GPU runs only)."
+    "rank's median time; 'of copy' against the device-copy ceiling measured on the run's GPU "
+    f"({', '.join(f'{c.name} {c.copy_tbs:g} TB/s' for c in GPUS.values())}), empty for CPU runs "
+    "and for GPUs whose ceiling moebench has not measured."
 )
 CROSSOVER_NOTE = (
     "on the ffn regime, the smallest token count from which the baseline is faster at it "

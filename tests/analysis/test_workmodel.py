@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from moebench.analysis import workmodel
 from moebench.analysis.compare import compare_runs
 from moebench.report import sections
 from moebench.report.render import render
@@ -44,13 +43,18 @@ def rows(case_id: str, tokens: int, arm: str, time_us: float, *, device="cuda", 
     return out
 
 
-def run(sample_rows) -> Run:
+H200_NAME = "NVIDIA H200"  # as the driver names it (torch.cuda.get_device_name)
+
+
+def run(sample_rows, gpu_name: str | None = H200_NAME) -> Run:
+    """A stored run of these samples; its manifest names ``gpu_name`` (None: no GPU named)."""
     cases = sorted({r["case_id"] for r in sample_rows})
     arms = ("dense_decode", "sparse_decode")
     checks = [dict(run_id=RUN, case_id=c, arm=a, rank=0, gate="reference", status="pass",
                    error=1e-6, detail="") for c in cases for a in arms]  # fmt: skip
+    env = {} if gpu_name is None else {"environment": {"gpu_name": gpu_name}}
     return Run(
-        run_dir=Path("/nonexistent"), manifest={"run_id": RUN, "finished_cases": cases},
+        run_dir=Path("/nonexistent"), manifest={"run_id": RUN, "finished_cases": cases} | env,
         samples=rows_to_table("samples", sample_rows), checks=rows_to_table("checks", checks),
         routing=SCHEMAS["routing"].empty_table(),
     )  # fmt: skip
@@ -104,9 +108,21 @@ def test_bandwidth_uses_the_slowest_rank_and_the_copy_ceiling():
     assert b.rank == 1 and b.weight_bytes == 40 * MB
     # rank 1's median is 11 us: 40 MB / 11 us = 3,636 GB/s, 85% of 4.27 TB/s
     assert b.gbps == pytest.approx(40e6 / 11.0 / 1e3, rel=0.01)
-    assert b.copy_fraction == pytest.approx(b.gbps / workmodel.COPY_CEILING_GBPS)
+    assert b.copy_ceiling_gbps == 4270.0
+    assert b.copy_fraction == pytest.approx(b.gbps / 4270.0)
     cpu = analyse(sweep({1: 10.0, 2: 20.0}, device="cpu")).bandwidth
     assert all(math.isnan(b.copy_fraction) for b in cpu)
+
+
+@pytest.mark.parametrize("gpu_name", ["NVIDIA H100 80GB HBM3", "", None])
+def test_a_gpu_without_a_measured_ceiling_gets_no_fraction(gpu_name):
+    """A run on a GPU whose copy ceiling moebench has not measured (an H100 here), or whose
+    manifest names none, gets its GB/s but no fraction: the H200's ceiling would give it one it
+    does not have."""
+    samples = [*rows("c000", 1, "dense_decode", 10.0), *rows("c000", 1, "sparse_decode", 20.0)]
+    bw = analyse(run(samples, gpu_name=gpu_name)).bandwidth
+    assert bw and all(b.gbps > 0 for b in bw)
+    assert all(math.isnan(b.copy_fraction) and math.isnan(b.copy_ceiling_gbps) for b in bw)
 
 
 def test_unknown_and_zero_bytes_get_no_bandwidth():
@@ -126,7 +142,7 @@ def test_sections_are_rendered_in_every_document_format():
     assert "4 tokens" in narrow
     doc = json.loads(render(comp, "json"))
     assert doc["workmodel"]["crossover"][0]["crossover_tokens"] == 4
-    assert doc["workmodel"]["copy_ceiling_gbps"] == 4270.0
+    assert {b["copy_ceiling_gbps"] for b in doc["workmodel"]["bandwidth"]} == {4270.0}
     assert "Crossover" not in render(comp, "csv")  # csv stays the rows only
 
 
