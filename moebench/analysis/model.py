@@ -16,8 +16,10 @@ Per (run, case, mode, arm), ``mode`` the decode step's (``graph``: one CUDA grap
   (these cells count toward its correction), decided by ``stats.decide``.
 - **Floor**: per decode sample, the bytes the step must read (the expert weights its routing
   touched, in the arm's format, from the row; the model's other parameters, the batch's rows of
-  the embedding table, and the KV cache read and written, from the manifest) over the H200's copy
-  ceiling (``core.ceilings``), P50 over the samples; TPOT P50 over it.
+  the embedding table, and the KV cache read and written, from the manifest) over the copy
+  ceiling measured on the run's GPU (``core.ceilings.for_gpu`` of the manifest's ``gpu_name``),
+  P50 over the samples; TPOT P50 over it. None on a CPU or on a GPU without a measured ceiling
+  (another GPU's floor would give a ratio the run does not have).
 - **Non-MoE time, measured**: the P50 TPOT of ``NO_EXPERTS`` (the experts backend that does no
   expert work) in the same case and mode; the MoE share of an arm is ``1 - non-MoE / TPOT`` at
   P50. ``NO_EXPERTS`` is a reference, never an arm compared.
@@ -36,7 +38,7 @@ import pyarrow.compute as pc
 from moebench.analysis import stats
 from moebench.analysis.goodput import clean_json
 from moebench.analysis.step import Quantile, decide_paired
-from moebench.core.ceilings import H200
+from moebench.core.ceilings import Ceilings, for_gpu
 from moebench.core.vocabulary import MODEL_DECODE, MODEL_PREFILL, NO_EXPERTS, Regime, aa_twin
 
 QUANTILES = (0.5, 0.9, 0.99)
@@ -59,7 +61,8 @@ class Cell:
     device: str
     params: str
     decode: dict[tuple[int, int], float] = field(default_factory=dict)
-    floor: dict[tuple[int, int], float] = field(default_factory=dict)  # us on the H200
+    floor: dict[tuple[int, int], float] = field(default_factory=dict)  # us on the run's GPU
+    ceiling: str = ""  # what the floor divides by ("H200 copy 4.27 TB/s"); "": no floor
     prefill: dict[int, float] = field(default_factory=dict)
     prefill_mode: str = "eager"  # its prefill samples' mode (graph: one CUDA graph)
 
@@ -70,6 +73,15 @@ def _case_setup(runs, run_id: str, case_id: str) -> dict:
     cases = section.get("cases") if isinstance(section, dict) else None
     got = cases.get(case_id) if isinstance(cases, dict) else None
     return got if isinstance(got, dict) else {}
+
+
+def run_ceilings(runs, run_id: str) -> Ceilings | None:
+    """The measured ceilings of the GPU run ``run_id`` ran on (its manifest's ``gpu_name``);
+    None on a CPU, where the manifest names no GPU, or where moebench has none for it."""
+    run = next((r for r in runs if r.run_id == run_id), None)
+    env = run.manifest.get("environment") if run is not None else None
+    name = env.get("gpu_name") if isinstance(env, dict) else None
+    return for_gpu(name) if isinstance(name, str) and name else None
 
 
 def floor_bytes(setup: dict, weight_bytes: float, step: int) -> float:
@@ -100,6 +112,7 @@ def cells(samples: pa.Table, runs, warnings: list[str]) -> dict[tuple, Cell]:
         if data["stage"][i] == MODEL_DECODE:
             modes[(data["run_id"][i], data["case_id"][i], data["arm"][i])] = data["mode"][i]
     setups: dict[tuple, dict] = {}
+    ceilings: dict[str, Ceilings | None] = {}
     bad = 0
     for i in range(samples.num_rows):
         run_id, case_id, arm = data["run_id"][i], data["case_id"][i], data["arm"][i]
@@ -119,7 +132,12 @@ def cells(samples: pa.Table, runs, warnings: list[str]) -> dict[tuple, Cell]:
         where = (data["block"][i], data["step"][i])
         cell.decode[where] = t
         setup = setups.setdefault((run_id, case_id), _case_setup(runs, run_id, case_id))
-        cell.floor[where] = H200.floor_us(floor_bytes(setup, data["weight_bytes"][i], where[1]))
+        if run_id not in ceilings:
+            ceilings[run_id] = run_ceilings(runs, run_id)
+        ceil = ceilings[run_id] if cell.device == "cuda" else None
+        if ceil is not None:
+            cell.floor[where] = ceil.floor_us(floor_bytes(setup, data["weight_bytes"][i], where[1]))
+            cell.ceiling = f"{ceil.name} copy {ceil.copy_tbs:g} TB/s"
     if bad:
         warnings.append(f"model regime: {bad} samples with a non-finite or non-positive time "
                         "ignored")  # fmt: skip
@@ -153,7 +171,8 @@ class ModelRow:
     tokens_per_s: float
     ttft: Quantile | None
     ttft_mode: str  # the prefill's mode: graph (one CUDA graph) or eager (host launches in it)
-    floor_us: float  # P50 over the decode samples
+    floor_us: float  # P50 over the decode samples; NaN: no measured ceiling for the run's GPU
+    floor_ceiling: str  # what it divides by ("H200 copy 4.27 TB/s"); "": none
     tpot_over_floor: float
     non_moe_us: float  # NO_EXPERTS's P50 TPOT in the same case and mode
     moe_us: float  # TPOT P50 - non-MoE
@@ -193,7 +212,7 @@ class ModelRow:
             "tpot": {"p50": q(self.tpot_p50), "p90": q(self.tpot_p90), "p99": q(self.tpot_p99),
                      "mean_us": self.tpot_mean_us},
             "tokens_per_s": self.tokens_per_s, "ttft": q(self.ttft), "ttft_mode": self.ttft_mode,
-            "floor": {"us": self.floor_us, "ceiling": f"{H200.name} copy {H200.copy_tbs} TB/s",
+            "floor": {"us": self.floor_us, "ceiling": self.floor_ceiling or None,
                       "tpot_over_floor": self.tpot_over_floor},
             "non_moe": {"us": self.non_moe_us, "measured_by": NO_EXPERTS, "moe_us": self.moe_us,
                         "moe_share": self.moe_share},
@@ -315,7 +334,8 @@ def rows(p: Prepared, alpha: float, threshold: float, confidence: float) -> list
             tpot_mean_us=mean, tokens_per_s=batch * 1e6 / mean if batch and mean else _NAN,
             ttft=_quantile(np.array(list(cell.prefill.values())), 0.5, level, "blocks"),
             ttft_mode=cell.prefill_mode,
-            floor_us=floor, tpot_over_floor=p50.us / floor if p50 and floor > 0 else _NAN,
+            floor_us=floor, floor_ceiling=cell.ceiling,
+            tpot_over_floor=p50.us / floor if p50 and floor > 0 else _NAN,
             non_moe_us=non_moe, moe_us=p50.us - non_moe if p50 and arm != NO_EXPERTS else _NAN,
             moe_share=1 - non_moe / p50.us if p50 and p50.us > 0 and arm != NO_EXPERTS else _NAN,
             change=changes[0], ttft_change=changes[1], decode_us=tuple(decode.tolist()),

@@ -10,7 +10,7 @@ import math
 
 from moebench.analysis.model_summary import MODEL_GOODPUT_DEFINITION
 from moebench.analysis.rows import Comparison
-from moebench.core.ceilings import H200
+from moebench.core.ceilings import GPUS
 from moebench.core.vocabulary import NO_EXPERTS
 from moebench.report.sections import fmt_us
 
@@ -20,7 +20,9 @@ TPOT_NOTE = (
     "blocks x steps, each with its exact {level} order-statistic interval (none where the samples "
     "are too few); tokens/s = batch / mean TPOT; floor: the bytes the step must read and write "
     f"(expert weights its routing touched, in the arm's format; the other parameters; the KV "
-    f"cache) over the {H200.name}'s copy ceiling ({H200.copy_tbs} TB/s); change: median of the "
+    "cache) over the copy ceiling measured on the run's GPU "
+    f"({', '.join(f'{c.name} {c.copy_tbs:g} TB/s' for c in GPUS.values())}; none for a GPU "
+    "without one); change: median of the "
     "ratios paired by (block, step) against the baseline, corrected with the table."
 )
 TTFT_NOTE = (
@@ -110,7 +112,7 @@ def model_sections(comp: Comparison) -> list[tuple[str, str, list[str], list[lis
                                 _share(r.moe_share)])  # fmt: skip
     out = [(f"Model decode: TPOT ({model})", TPOT_NOTE.format(level=level),
             lead + ["case", "arm", "mode", "batch", "TPOT P50 us", "P90 us", "P99 us", "tokens/s",
-                    f"{H200.name} floor us", "TPOT/floor", "change [CI]", "result", "note"],
+                    "floor us", "TPOT/floor", "change [CI]", "result", "note"],
             tpot)] if tpot else []  # fmt: skip
     if ttft:
         out.append((f"Model prefill: TTFT ({model})", TTFT_NOTE,

@@ -75,8 +75,10 @@ def rows(run_id, case_id, arm, factor, *, batch, mode="graph", device="cuda", se
 
 
 def model_run(arms: dict[str, float | dict], *, batches=(4,), run_id="run-m", modes=None,
-              device="cuda", slo: float | None = 5.0, failed=()) -> Run:  # fmt: skip
-    """Each arm a factor (or {batch: factor}) in each case; ``modes`` an arm's decode mode."""
+              device="cuda", slo: float | None = 5.0, failed=(),
+              gpu_name: str | None = "NVIDIA H200") -> Run:  # fmt: skip
+    """Each arm a factor (or {batch: factor}) in each case; ``modes`` an arm's decode mode;
+    ``gpu_name`` the GPU the manifest names (None: none)."""
     sample_rows, check_rows, cases = [], [], {}
     for batch in batches:
         case_id = f"c{batch:03d}"
@@ -99,7 +101,7 @@ def model_run(arms: dict[str, float | dict], *, batches=(4,), run_id="run-m", mo
         "run_id": run_id,
         "finished_cases": list(cases),
         "sources": SOURCES,
-        "environment": ENV,
+        "environment": ENV | ({"gpu_name": gpu_name} if gpu_name is not None else {}),
         "scenario": {"name": "synthetic-model"},
         "model": {"cases": cases, "non_moe": NO_EXPERTS, "routing": "router"},
     }
@@ -167,6 +169,20 @@ def test_the_floor_is_the_bytes_a_step_must_read_over_the_copy_ceiling():
     floors = [H200.floor_us(floor_bytes(s, 1_000_000, i)) for i in range(STEPS)]
     assert r.floor_us == pytest.approx(float(np.median(floors)))
     assert r.tpot_over_floor == pytest.approx(r.tpot_p50.us / r.floor_us)
+    assert r.floor_ceiling == "H200 copy 4.27 TB/s"
+
+
+@pytest.mark.parametrize(("gpu_name", "device"), [
+    ("NVIDIA H100 80GB HBM3", "cuda"), (None, "cuda"), ("NVIDIA H200", "cpu"),
+])  # fmt: skip
+def test_no_floor_without_the_runs_own_gpus_ceiling(gpu_name, device):
+    """A run on a GPU whose ceiling moebench has not measured, one whose manifest names no GPU,
+    and a CPU run get their TPOT but no floor: the H200's would give a ratio they do not have."""
+    run = model_run({"dense_decode": 1.0}, gpu_name=gpu_name, device=device)
+    r = by_arm(compare_runs([run], baseline="dense_decode"))["dense_decode"]
+    assert r.tpot_p50 is not None and r.tpot_p50.us > 0
+    assert math.isnan(r.floor_us) and math.isnan(r.tpot_over_floor) and r.floor_ceiling == ""
+    assert r.as_dict()["floor"]["ceiling"] is None
 
 
 def test_the_non_moe_time_is_measured_and_gives_the_moe_share():
