@@ -42,8 +42,23 @@ H200 = Ceilings(
 
 GPUS = {"H200": H200}
 
+# GPUs with no ceilings measured here whose device copy and L2 are below a measured GPU's (by
+# their datasheets: every H100, SXM, PCIe or NVL, has less memory bandwidth and 50 MB of L2
+# against the H200's 4.8 TB/s and 60 MiB). That GPU's ceilings bound theirs from above: enough
+# for a check that refuses a time faster than any such GPU allows (`bound_for_gpu`), never for a
+# floor or a fraction reported as theirs.
+BOUNDED_BY = {"H100": H200}
+
 
 def for_gpu(name: str) -> Ceilings | None:
     """The ceilings measured on the GPU that ``name`` (as the driver reports it) names, None
     when moebench has none for it (no floor is then drawn)."""
     return next((c for key, c in GPUS.items() if key in name), None)
+
+
+def bound_for_gpu(name: str) -> Ceilings | None:
+    """Ceilings at least as high as those of the GPU ``name`` names: its own measured ones, or
+    those of a measured GPU that bounds it from above (BOUNDED_BY); None for any other GPU (a
+    faster one than any measured could pass a bound drawn from them)."""
+    own = for_gpu(name)
+    return own or next((c for key, c in BOUNDED_BY.items() if key in name), None)
