@@ -233,6 +233,16 @@ def test_the_stages_hand_the_launcher_the_scales_largest_byte(
     assert seen == want
 
 
+def _writes_the_arms_bits(p: decode.Problem, fc1, fc2) -> None:
+    """The step built with launches ``fc1``, ``fc2`` writes the arm's own step's bits."""
+    got = run("grouped_decode", p)
+    ws = decode.Workspace(p, layout="TKD")
+    ws.poison()
+    for stage in grouped_decode.build_stages(ws, fc1=fc1, fc2=fc2):
+        stage.run()
+    assert torch.equal(got.y_TD.view(torch.int16), ws.y_TD.view(torch.int16))
+
+
 @pytest.mark.parametrize("tokens", [1, 6])  # the GEMV, the tile
 def test_rotated_launches_read_a_rotated_copy_made_once_and_write_the_natural_bits(tokens):
     """The MXFP4 launches (`grouped_launch.MXFP4_ROTATED`: the GEMV's and the tile's) read a copy
@@ -256,14 +266,9 @@ def test_rotated_launches_read_a_rotated_copy_made_once_and_write_the_natural_bi
     fp8 = problem("w8a16", "swiglu_oai", ids, w)
     assert grouped_decode.tiles_weights(fp8.w13, fc1) is fp8.w13
 
-    got = run("grouped_decode", mx)
-    ws = decode.Workspace(mx, layout="TKD")
-    ws.poison()
-    for stage in grouped_decode.build_stages(ws, fc1=nat1, fc2=nat2):
-        stage.run()
-    assert torch.equal(got.y_TD.view(torch.int16), ws.y_TD.view(torch.int16))
+    _writes_the_arms_bits(mx, nat1, nat2)
     before = len(pipeline._ROTATED_WEIGHTS)
-    del mx, ws, got, stage, copy
+    del mx, copy
     gc.collect()
     assert len(pipeline._ROTATED_WEIGHTS) == before - 2
 
@@ -292,13 +297,8 @@ def test_placed_launches_read_a_placed_copy_made_once_and_write_the_natural_bits
     mx = problem("w4a16", "swiglu_oai", ids, w)
     assert grouped_decode.tiles_weights(mx.w13, on1) is mx.w13
 
-    got = run("grouped_decode", p)
-    ws = decode.Workspace(p, layout="TKD")
-    ws.poison()
-    for stage in grouped_decode.build_stages(ws, fc1=on1, fc2=on2):
-        stage.run()
-    assert torch.equal(got.y_TD.view(torch.int16), ws.y_TD.view(torch.int16))
+    _writes_the_arms_bits(p, on1, on2)
     before = len(grouped_decode._PLACED_WEIGHTS)
-    del p, ws, got, stage, copy
+    del p, copy
     gc.collect()
     assert len(grouped_decode._PLACED_WEIGHTS) == before - 2

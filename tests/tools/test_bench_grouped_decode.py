@@ -2,19 +2,13 @@
 launch they name, a field a launch has no use for is ignored (so the variant equals the default
 and the bench skips it), and a bad item is refused with its field named."""
 
-import importlib
-from pathlib import Path
-
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from tool_modules import REPO, tool
 
 
 @pytest.fixture(scope="module")
 def bench():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(REPO / "tools"))
-        yield importlib.import_module("bench_grouped_decode")
+    return tool("bench_grouped_decode")
 
 
 def _launches(bench, item: str, fmt: str, tokens: int):

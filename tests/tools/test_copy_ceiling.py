@@ -1,21 +1,16 @@
 """tools/copy_ceiling.py: the copy ceiling a bench divides by is its own GPU's, moebench's measured
 figure where it has one, else one measured on the spot, never another GPU's; none on a CPU."""
 
-import importlib
 import math
-from pathlib import Path
 
 import pytest
 import torch
-
-REPO = Path(__file__).resolve().parents[2]
+from tool_modules import tool
 
 
 @pytest.fixture(scope="module")
 def ceiling():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(REPO / "tools"))
-        yield importlib.import_module("copy_ceiling")
+    return tool("copy_ceiling")
 
 
 def test_a_cpu_has_no_copy_ceiling(ceiling):

@@ -3,12 +3,9 @@ GPU, on the CPU: every kind's step is built, checked against the reference and c
 bit with the arm's, and a kind that writes other bits is reported so (and would not be timed)."""
 
 import functools
-import importlib
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from tool_modules import tool
 
 SCENARIO = """\
 name: tiny-decode
@@ -24,9 +21,7 @@ activation: swiglu_oai
 
 @pytest.fixture(scope="module")
 def sparse_ab():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(REPO / "tools"))
-        yield importlib.import_module("sparse_ab")
+    return tool("sparse_ab")
 
 
 def test_kinds_are_checked_and_compared_with_the_arm(sparse_ab, tmp_path):
