@@ -117,11 +117,17 @@ MXFP4_ROTATED = True
 MXFP4_ROTATED_GEMV_REGISTERS = 96
 
 # The FP8 tile reads its weights in `fp8_placed`'s layout (`Launch.fp8_placed`; the arm makes the
-# copy once when it builds its stages, `grouped_decode.tiles_weights`): off until it is timed on
-# the H200. sm_90a, offline (tools/sass_grouped_decode.py): the one-pass tile's weight loop 214
-# instructions a step against 278, the decode's integer-pipe instructions 64 against 144, at the
-# same 80 registers and 6 programs an SM; the looping tile 212 against 276. The same bits.
-FP8_PLACED = False
+# copy once when it builds its stages, `grouped_decode.tiles_weights`; it doubles the FP8 expert
+# weights held). sm_90a (tools/sass_grouped_decode.py): the one-pass tile's weight loop 214
+# instructions a step against 278, the integer ALU's 81 against 161, at the same 80 registers and
+# 6 programs an SM; the looping tile 212 against 276. The same bits. Measured on an H100 80GB HBM3
+# (the device lent on 2026-12-05; not yet on the H200), gpt-oss-20b EP2, the grouped step, three
+# routing draws, both ranks, the slower rank's step, interleaved
+# (docs/perf/2026-12-05-placed-fp8/call1/ab_placed.log): faster in every draw at every count,
+# 57.0 against 64.1 us at 2 tokens (-11.1%), -6.3% at 4, -3.0% at 8, -2.1% at 16, -3.1% at 32,
+# 171.4 against 177.3 at 64 (-3.3%); Nsight Compute at 64 tokens: fc1 38.3M instructions against
+# 46.8M, 112.5 against 115.7 us.
+FP8_PLACED = True
 
 
 def path_launch(

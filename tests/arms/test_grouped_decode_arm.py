@@ -275,29 +275,29 @@ def test_rotated_launches_read_a_rotated_copy_made_once_and_write_the_natural_bi
 
 @pytest.mark.parametrize("tokens", [6, 16])  # the tile's expert loop, one pass a program
 def test_placed_launches_read_a_placed_copy_made_once_and_write_the_natural_bits(tokens):
-    """FP8 tile launches with ``fp8_placed`` (`grouped_launch.FP8_PLACED`, off until timed) read a
-    copy of the weights in `fp8_placed`'s layout, made once when the stages are built and shared
-    by later builds over the same, unchanged weights, dropped with them; the step writes the bits
-    of the arm's natural-layout launches. MXFP4 weights and launches without the flag read the
-    problem's own tensors."""
+    """The FP8 tile's launches (`grouped_launch.FP8_PLACED`) read a copy of the weights in
+    `fp8_placed`'s layout, made once when the stages are built and shared by later builds over the
+    same, unchanged weights, dropped with them; the step writes the bits of the same launches on
+    the natural layout. MXFP4 weights and launches without the flag read the problem's own
+    tensors."""
     import dataclasses
     import gc
 
     ids, w = routing(tokens, seed=11)
     p = problem("w8a16", "swiglu_oai", ids, w)
     fc1, fc2 = grouped_decode.launches(p)
-    assert fc1.path == fc2.path == "dot" and not fc1.fp8_placed
-    on1, on2 = (dataclasses.replace(f, fp8_placed=True) for f in (fc1, fc2))
-    copy = grouped_decode.tiles_weights(p.w13, on1)
+    assert fc1.path == fc2.path == "dot" and fc1.fp8_placed and fc2.fp8_placed
+    nat1, nat2 = (dataclasses.replace(f, fp8_placed=False) for f in (fc1, fc2))
+    copy = grouped_decode.tiles_weights(p.w13, fc1)
     assert copy is not p.w13 and torch.equal(
         copy.view(torch.uint8), place_e4m3(p.w13).view(torch.uint8)
     )
-    assert grouped_decode.tiles_weights(p.w13, on1) is copy
-    assert grouped_decode.tiles_weights(p.w13, fc1) is p.w13
+    assert grouped_decode.tiles_weights(p.w13, fc1) is copy
+    assert grouped_decode.tiles_weights(p.w13, nat1) is p.w13
     mx = problem("w4a16", "swiglu_oai", ids, w)
-    assert grouped_decode.tiles_weights(mx.w13, on1) is mx.w13
+    assert grouped_decode.tiles_weights(mx.w13, fc1) is mx.w13
 
-    _writes_the_arms_bits(p, on1, on2)
+    _writes_the_arms_bits(p, nat1, nat2)
     before = len(grouped_decode._PLACED_WEIGHTS)
     del p, copy
     gc.collect()

@@ -20,14 +20,16 @@ def _launches(bench, item: str, fmt: str, tokens: int):
     return base, bench.variant_launch(base, v, fmt, 5760)
 
 
-def test_the_placed_field_turns_the_fp8_tiles_layout_on_and_nothing_else(bench):
-    base, placed = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:1", "fp8", 64)
-    assert base.path == "dot" and not base.fp8_placed
-    assert placed == bench.dataclasses.replace(base, fp8_placed=True)
-    assert bench.describe(placed) == bench.describe(base) + " placed"
+def test_the_placed_field_sets_the_fp8_tiles_layout_and_nothing_else(bench):
+    base, natural = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:0", "fp8", 64)
+    assert base.path == "dot" and base.fp8_placed  # the default (grouped_launch.FP8_PLACED)
+    assert natural == bench.dataclasses.replace(base, fp8_placed=False)
+    assert bench.describe(base) == bench.describe(natural) + " placed"
+    assert _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:1", "fp8", 64)[1] == base
     for fmt, tokens in (("mxfp4", 64), ("fp8", 1)):  # MXFP4's tile, FP8's one-slot GEMV
-        base, same = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:1", fmt, tokens)
-        assert same == base, (fmt, tokens)
+        for field in "01":
+            base, same = _launches(bench, f"-:-:-:-:-:-:-:-:-:-:-:-:-:{field}", fmt, tokens)
+            assert same == base, (fmt, tokens, field)
 
 
 def test_the_registers_field_caps_the_launch(bench):
