@@ -34,6 +34,7 @@ import perf_specs_lowcounts
 import perf_specs_model
 import perf_specs_passes
 import perf_specs_passes16
+import perf_specs_placed
 import perf_specs_prefetch
 import perf_specs_prefill
 import perf_specs_rank
@@ -53,6 +54,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and issue 19), then the areas,
 # then the runs of issues 15-18.
 SPECS = [
+    perf_specs_placed,
     perf_specs_ready,
     perf_specs_rotated,
     perf_specs_unmasked,
