@@ -11,6 +11,7 @@ from __future__ import annotations
 from perf_cells import Table
 from perf_records import Records, derive, over
 from perf_specs_passes16 import _slowest
+from perf_specs_rotated import _cells
 
 DAY = "2026-12-05-placed-fp8"
 HIST = "[issue 28][h-i28x]"
@@ -126,4 +127,41 @@ are the H200's and stay to be judged there.""",
     return t
 
 
-TABLES = (placed_ab, placed_ncu, placed_run)
+READY = "2026-12-05-ready-slots/call3"
+
+
+def ready_h100(r: Records) -> Table:
+    t = Table(
+        name="ready_h100",
+        caption="""\
+**H100 80GB HBM3**. The eighteenth session's prepared call, run in the nineteenth
+(`bash docs/perf/2026-12-05-ready-slots/scratch/next_call.sh`, 114 s, on 1a6639b's tree with the
+placed layout on; records in docs/perf/2026-12-05-ready-slots/call3/): the sparse arm's step
+against its hand-over kinds at one FP8 token (fc2 waiting per slot on fc1: `ready`, its trigger
+only in local programs `ready_local` or never `ready_none`, fc1's counting alone `count`) and
+against the arm's GEMVs as programmatic dependent launches triggered at each program's start
+(`pdl`) or once its slot is known local (`pdl_local`, `sparse_gemv(pdl_trigger="local")`), six
+routing draws, both ranks, each step checked and bitwise the arm's first (hand-over checks: every
+output the arm's for its own token, the cells back at zero). Derived: a time = the mean over the
+draws of the slower rank's step, us; "change" = kind / the arm - 1; "faster in" = the draws whose
+slower rank's step is below the arm's. `pdl_local` is faster in every draw at one and four FP8
+tokens and mixed at two; not yet measured on the H200, the arm unchanged.""",
+        columns=["case", "kind", "the arm", "the kind", "change", "faster in"],
+    )  # fmt: skip
+    rows = [
+        ("FP8, one token", f"{READY}/ready.log", "w8a16", 1, k)
+        for k in ("ready", "ready_local", "ready_none", "count", "pdl", "pdl_local")
+    ]
+    rows += [
+        (f"FP8, {w} tokens", f"{READY}/pdl_fp8.log", "w8a16", n, k)
+        for n, w in ((2, "two"), (4, "four"))
+        for k in ("pdl", "pdl_local")
+    ]
+    rows += [(f"MXFP4, {w}", f"{READY}/pdl_mxfp4.log", "w4a16", n, "pdl_local")
+             for n, w in ((1, "one token"), (2, "two tokens"), (4, "four tokens"))]  # fmt: skip
+    for case, log, prec, tokens, kind in rows:
+        t.row(case, kind, *_cells(r, log, prec, tokens, 6, (kind,)), history=HIST)
+    return t
+
+
+TABLES = (placed_ab, placed_ncu, placed_run, ready_h100)
