@@ -87,7 +87,7 @@ from moebench.analysis import (
 from moebench.analysis.belonging import belonging, distinct, provenance_warnings
 from moebench.analysis.blocks import Group, concat_samples, timing_groups
 from moebench.analysis.rows import REGIME_ORDER, CaseInfo, CompareRow, Comparison, RunInfo, Timing
-from moebench.core.ceilings import Ceilings, for_gpu
+from moebench.core.ceilings import for_environment
 from moebench.core.errors import MoebenchError, clip
 from moebench.core.families import DEFAULT_BASELINE
 from moebench.core.vocabulary import STAGE_ORDER, aa_twin
@@ -177,17 +177,6 @@ def _case_infos(runs: list[Run], samples: pa.Table) -> dict[tuple[str, str], Cas
             capacity_rows=int(max(caps)), live_rows=live, live_fraction=fraction, params=params,
             precision=precision.get(key, ""),
         )  # fmt: skip
-    return out
-
-
-def _run_ceilings(runs) -> dict[str, Ceilings | None]:
-    """Each run's GPU's measured ceilings (`core.ceilings.for_gpu` of the manifest's
-    ``gpu_name``), None where the manifest names no GPU or moebench measured none for it."""
-    out: dict[str, Ceilings | None] = {}
-    for run in runs:
-        env = run.manifest.get("environment")
-        name = env.get("gpu_name") if isinstance(env, dict) else None
-        out[run.run_id] = for_gpu(name) if isinstance(name, str) and name else None
     return out
 
 
@@ -368,7 +357,9 @@ def compare_runs(
         timings={k: Timing(rank_medians=g.rank_medians, critical=g.critical)
                  for k, g in groups.items()},
         cases=cases, runs=tuple(_run_info(r) for r in runs),
-        workmodel=workmodel.analyse(rows, samples, baseline, _run_ceilings(runs)),
+        workmodel=workmodel.analyse(rows, samples, baseline,
+                                    {r.run_id: for_environment(r.manifest.get("environment"))
+                                     for r in runs}),
         passes=tuple(critical.pass_paths(
             samples, {k for k, (st, _) in status.items() if st == "mismatch"}
         )),

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from moebench.analysis import stats
 from moebench.analysis.goodput import clean_json
 from moebench.analysis.step import Quantile, decide_paired
-from moebench.core.ceilings import Ceilings, for_gpu
+from moebench.core.ceilings import Ceilings, for_environment
 from moebench.core.vocabulary import MODEL_DECODE, MODEL_PREFILL, NO_EXPERTS, Regime, aa_twin
 
 QUANTILES = (0.5, 0.9, 0.99)
@@ -79,9 +79,7 @@ def run_ceilings(runs, run_id: str) -> Ceilings | None:
     """The measured ceilings of the GPU run ``run_id`` ran on (its manifest's ``gpu_name``);
     None on a CPU, where the manifest names no GPU, or where moebench has none for it."""
     run = next((r for r in runs if r.run_id == run_id), None)
-    env = run.manifest.get("environment") if run is not None else None
-    name = env.get("gpu_name") if isinstance(env, dict) else None
-    return for_gpu(name) if isinstance(name, str) and name else None
+    return for_environment(run.manifest.get("environment")) if run is not None else None
 
 
 def floor_bytes(setup: dict, weight_bytes: float, step: int) -> float:

@@ -56,6 +56,13 @@ def for_gpu(name: str) -> Ceilings | None:
     return next((c for key, c in GPUS.items() if key in name), None)
 
 
+def for_environment(env: object) -> Ceilings | None:
+    """`for_gpu` of a run manifest's ``environment`` (its ``gpu_name``); None where it names no
+    GPU (a CPU run, or a manifest older than the field)."""
+    name = env.get("gpu_name") if isinstance(env, dict) else None
+    return for_gpu(name) if isinstance(name, str) and name else None
+
+
 def bound_for_gpu(name: str) -> Ceilings | None:
     """Ceilings at least as high as those of the GPU ``name`` names: its own measured ones, or
     those of a measured GPU that bounds it from above (BOUNDED_BY); None for any other GPU (a

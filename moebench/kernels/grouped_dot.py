@@ -273,8 +273,7 @@ def _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, MASKED: tl.constexpr, TMA: t
     """acc + one K step of the FP8 tile: the weights from TMA descriptor ``w_src`` at row
     ``w_row`` (``TMA``; columns past R read as zeros) or natural-order pointers ``w_src``
     [BLOCK_N, BLOCK_K]; dot-order pointers ``x_at`` [BLOCK_K, BLOCK_M]; ``MASKED`` for the step
-    that passes R; ``PLACED``: the weights in `fp8_placed`'s layout (zero bytes are zeros in
-    either layout, so the masked columns read the same)."""
+    that passes R; ``PLACED``: weights in `fp8_placed`'s layout (zero bytes read zero in both)."""
     BK: tl.constexpr = x_at.shape[0]
     if TMA:
         w = w_src.load([w_row, k0])
