@@ -40,16 +40,19 @@ Build = Callable[[Workspace], tuple[Stage, ...]]
 
 def steps_with(ws: Workspace, gemv) -> tuple[Stage, ...]:
     """The arm's step (arms/decode/pipeline.py) with ``gemv`` for the package's GEMV (the same
-    arguments, PDL as the arm has it for the precision)."""
+    arguments, the dependent launch as the arm has it for the precision and count)."""
     p = ws.problem
-    off, pdl = p.expert_offset, pipeline.PDL.get(p.precision, False)
+    off = p.expert_offset
+    pdl, trigger = pipeline.step_pdl(ws)
+    more = {"pdl_trigger": trigger} if trigger != "start" else {}  # older scratch GEMVs lack it
 
     def fc1():
         gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, expert_offset=off,
-             glu=p.activation, pdl=pdl)  # fmt: skip
+             glu=p.activation, pdl=pdl, **more)  # fmt: skip
 
     def fc2():
-        gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off, pdl=pdl)
+        gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off, pdl=pdl,
+             **more)  # fmt: skip
 
     def comb():
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,

@@ -31,17 +31,13 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.launch import weight_format
 from moebench.kernels.mx_rotated import rotate_mxfp4
 from moebench.kernels.sparse_gemv import sparse_gemv
-from moebench.kernels.sparse_launch import MXFP4_ROTATED, default_token_load, token_quads_fit
+from moebench.kernels.sparse_launch import (
+    MXFP4_ROTATED,
+    default_pdl,
+    default_token_load,
+    token_quads_fit,
+)
 from moebench.routing.synthetic import local_counts
-
-# Programmatic dependent launch of the sparse GEMVs and the combine, per precision
-# (moebench/kernels/jit.py): on the GPU each kernel starts while the one before it in the step's
-# graph finishes, reads only routing and weights until it has waited for it, and writes the same
-# bits. Measured on the H200 at one token of gpt-oss-20b (docs/PERF.md, issue 19), interleaved: the
-# MXFP4 step 33.1 against 34.8 us without; the FP8 step slower with it in every form tried (34.5-
-# 36.4 against 33.4 us; why is not measured: one guess is its 5,760 one-warp fc2 programs taking
-# the SMs' program slots while fc1 drains), so off.
-PDL = {"w4a16": True, "w8a16": False}
 
 
 def made_once(cache: dict, t: torch.Tensor, make):
@@ -69,17 +65,32 @@ def rotated_weights(w: torch.Tensor) -> torch.Tensor:
     return made_once(_ROTATED_WEIGHTS, w, rotate_mxfp4)
 
 
+def step_pdl(
+    ws: Workspace, pdl: bool | None = None, trigger: str | None = None
+) -> tuple[bool, str]:
+    """(pdl, pdl_trigger) of the step's kernels: the given ones, and where None the sparse
+    GEMVs' defaults for the format and token count (`sparse_launch.default_pdl`). The dense
+    layout's only dependent launch is its combine: MXFP4's, as the sparse step's at every count
+    (the one-token FP8 choice was measured with the GEMVs before it, not the batched GEMM)."""
+    fmt = weight_format(ws.problem.w13)
+    if ws.layout == "TKD":
+        default = default_pdl(fmt, ws.problem.topk_ids_TK.shape[0])
+    else:
+        default = (fmt == "mxfp4", "start")
+    return (default[0] if pdl is None else pdl), (default[1] if trigger is None else trigger)
+
+
 def build_stages(
-    ws: Workspace, *, pdl: bool | None = None, pdl_trigger: str = "start"
+    ws: Workspace, *, pdl: bool | None = None, pdl_trigger: str | None = None
 ) -> tuple[Stage, ...]:
     """The three stages as argument-free closures over the workspace (no allocation inside).
     The sparse GEMV reads MXFP4 weights in the rotated layout (`sparse_launch.MXFP4_ROTATED`)
     and the token's values as `sparse_launch.default_token_load` says; the same bits. ``pdl``
-    (None: `PDL` for the precision) and ``pdl_trigger`` (`sparse_gemv`'s) choose the dependent
-    launch, for benchmarks that time other choices; the same bits."""
+    and ``pdl_trigger`` (`sparse_gemv`'s; None: `step_pdl`'s) choose the dependent launch, for
+    benchmarks that time other choices; the same bits."""
     p = ws.problem
     E, off = p.local_experts, p.expert_offset
-    pdl = PDL.get(p.precision, False) if pdl is None else pdl
+    pdl, pdl_trigger = step_pdl(ws, pdl, pdl_trigger)
 
     if ws.layout == "TKD":
         w13, w2, opts = p.w13, p.w2, {}

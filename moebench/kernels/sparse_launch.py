@@ -1,7 +1,9 @@
 """Which launch the sparse decode GEMV (`moebench.kernels.sparse_gemv`) takes by default: its
 blocks and warps (`default_blocks`), its register cap and where its epilogue's loads go
-(`default_registers`), and the FP8 loop's forms by rows a program, read from the format and the
-token count alone (never the routing), each constant with the H200 measurements that set it."""
+(`default_registers`), the FP8 loop's forms by rows a program, how it loads the token
+(`default_token_load`) and whether the step's kernels are dependent launches (`default_pdl`),
+read from the format and the token count alone (never the routing), each constant with the
+measurements that set it (on the H200 unless it says otherwise)."""
 
 # From this many tokens the FP8 GEMV's one-warp program takes 4 rows at 512 bytes a row a step
 # (the same 64 bytes a lane a step as 2 rows at 1,024): half the programs. H200, gpt-oss-20b EP2,
@@ -106,3 +108,33 @@ def token_quads_fit(*rows) -> bool:
     """Whether bf16 token rows (tensors whose last dimension is a row, unit stride) can be read
     as 16-byte quads (``token_load="quads"``): each base and row stride on a 16-byte boundary."""
     return all(t.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in t.stride()[:-1]) for t in rows)
+
+
+# Programmatic dependent launch of the step's GEMVs and combine (moebench/kernels/jit.py: on the
+# GPU each kernel starts while the one before it in the step's graph finishes, reads only routing
+# and weights until it has waited for it, and writes the same bits). MXFP4 takes it at every
+# count: H200, one token of gpt-oss-20b, the step 33.1 against 34.8 us without (issue 19). FP8
+# takes it at one token only, each GEMV program letting the next kernel launch once its slot is
+# known local (`sparse_gemv(pdl_trigger="local")`; a program that returns at once counts as
+# having let it): the launch that fills the SMs with the next kernel's one-warp programs while
+# this one's local programs still read. H100 80GB HBM3 (no H200 was lent to measure it), gpt-oss-
+# 20b EP2, the sparse step, six routing draws, both ranks, the slower rank's step, two calls of
+# two sessions (docs/perf/2026-12-05-ready-slots/call3, docs/perf/2026-12-05-h200-confirm/call1):
+# at one token 34.18 against 35.76 us and 34.29 against 35.86 (-4.4% each), faster in all twelve
+# draws; at 2 tokens mixed (-0.6%, 3 of 6 draws); at 4 tokens -1.2% in 11 of 12, not taken. With
+# every program letting it at its start, FP8 was slower on the H200 at one token (34.5-36.4
+# against 33.4 us, issue 19; the eighteenth session read why: with no local slot the two launches
+# took 22.5 us against 18.5, the dependent launch over 17,280 one-warp programs).
+FP8_PDL_LOCAL_TOKENS = 1
+
+
+def default_pdl(fmt: str, tokens: int = 1) -> tuple[bool, str]:
+    """(pdl, pdl_trigger) of the sparse step's kernels for ``tokens`` tokens (`sparse_gemv`'s
+    arguments; the combine takes ``pdl`` too): MXFP4 dependent launches triggered at each
+    program's start, FP8 up to FP8_PDL_LOCAL_TOKENS tokens triggered once the slot is local,
+    FP8 above it plain launches."""
+    if fmt == "mxfp4":
+        return True, "start"
+    if tokens <= FP8_PDL_LOCAL_TOKENS:
+        return True, "local"
+    return False, "start"

@@ -25,7 +25,7 @@ def problem(precision: str, activation: str, ids: torch.Tensor, weights: torch.T
         experts=range(E, 2 * E), hidden=D, intermediate=F, seed=3, device=torch.device("cpu")
     )
     kw = dict(w13_E2FD=w13, b13_E2F=b13, w2_EDF=w2, b2_ED=b2) | over
-    x = inputs.make_tokens(tokens=T, hidden=D, seed=3, device=torch.device("cpu"))
+    x = inputs.make_tokens(tokens=ids.shape[0], hidden=D, seed=3, device=torch.device("cpu"))
     return inputs.build_decode_problem(
         x_TD=x, topk_ids_TK=ids, topk_weights_TK=weights, expert_offset=E, experts=E_ALL,
         precision=precision, activation=activation, **kw,
@@ -211,3 +211,39 @@ def test_sparse_fp8_loads_the_token_as_quads_from_two_tokens(monkeypatch, tokens
     monkeypatch.setattr(pipeline, "default_token_load", lambda fmt, tokens: "broadcast")
     want = run("sparse_decode", p)
     assert torch.equal(got.y_TD.view(torch.int16), want.y_TD.view(torch.int16))
+
+
+@pytest.mark.parametrize(
+    ("arm", "precision", "tokens", "want"),
+    [
+        pytest.param("sparse_decode", "w8a16", 1, (True, "local"), id="sparse-fp8-one-token"),
+        pytest.param("sparse_decode", "w8a16", 2, (False, "start"), id="sparse-fp8-two-tokens"),
+        pytest.param("sparse_decode", "w4a16", 1, (True, "start"), id="sparse-mxfp4-one-token"),
+        pytest.param("sparse_decode", "w4a16", 3, (True, "start"), id="sparse-mxfp4-three-tokens"),
+        pytest.param("dense_decode", "w8a16", 1, (False, None), id="dense-fp8-one-token"),
+        pytest.param("dense_decode", "w4a16", 1, (True, None), id="dense-mxfp4-one-token"),
+    ],
+)
+def test_each_step_kernel_gets_the_dependent_launch_its_format_and_count_take(
+    monkeypatch, arm, precision, tokens, want
+):
+    """`sparse_launch.default_pdl`: FP8's sparse GEMVs and combine are dependent launches at one
+    token only, each GEMV program letting the next kernel launch once its slot is local; MXFP4's
+    at every count, from each program's start; the dense arm's combine as MXFP4's sparse one, its
+    batched GEMMs never. The outputs are the plain launches' bits."""
+    ids, wts = routing(6)
+    p = problem(precision, "swiglu_oai", ids[:tokens].contiguous(), wts[:tokens].contiguous())
+    seen = []
+    gemv, combine = pipeline.sparse_gemv, pipeline.combine_topk
+    monkeypatch.setattr(pipeline, "sparse_gemv", lambda *a, **k: (
+        seen.append(("gemv", k["pdl"], k["pdl_trigger"])), gemv(*a, **k)))  # fmt: skip
+    monkeypatch.setattr(pipeline, "combine_topk", lambda *a, **k: (
+        seen.append(("combine", k["pdl"], None)), combine(*a, **k)))  # fmt: skip
+    got = run(arm, p)
+    gemvs = [("gemv", *want)] * 2 if arm == "sparse_decode" else []
+    assert seen == [*gemvs, ("combine", want[0], None)]
+    ws = decode.Workspace(p, layout=ARMS[arm].layout)
+    ws.poison()
+    for stage in pipeline.build_stages(ws, pdl=False, pdl_trigger="start"):
+        stage.run()
+    assert torch.equal(got.y_TD.view(torch.int16), ws.y_TD.view(torch.int16))
