@@ -56,7 +56,7 @@ def main() -> None:
                 if not row["ok"]:
                     print(f"T={T} seed={seed} rank={rank}: FAILED its check {row}", flush=True)
                     continue
-                fns = [lambda: [f.run() for f in st], lambda: [f.run() for f in st[:2]],
+                fns = [lambda st=st: [f.run() for f in st], lambda st=st: [f.run() for f in st[:2]],
                        st[0].run, st[2].run]  # fmt: skip
                 us = bench.time_interleaved(clock, fns, rounds=8, reps=4)
                 print(f"T={T} seed={seed} rank={rank} slots={int(counts.sum())} "
