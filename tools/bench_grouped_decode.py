@@ -27,7 +27,7 @@ comma separated, at every count of ``--variant-tokens``:
 path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage[:rot
 [:placed]]]]]]]]]] (one item, no spaces), "-" for the arm's default of a field, block_k in
 values (FP8 one a byte, MXFP4 two), e.g. "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0:
-the tile's one pass a program (`Launch.pass_grid`, on its 3 stages and 80 registers) or its
+the tile's one pass a program (`Launch.pass_grid`, `grouped_launch.one_pass_launch`) or its
 expert loop (4 stages, 128 registers), other fields then from there; registers: the cap a thread
 (0: none); tma 1 or 0: the FP8 tile's weights through a TMA descriptor or pointer loads (ignored
 for MXFP4); early 1 or 0: the epilogue's bias loaded before the K loop or after it
@@ -99,8 +99,8 @@ COPY_TBS, COPY_FROM = copy_tbs(dev)
 # stage, rot, placed]), None for the default's field.
 # The defaults (grouped_launch.default_launch): the one-slot GEMV at 1 token (FP8) or 1-2 (MXFP4),
 # the tile of 64 rows, 128 values a step, 4 stages and 16 slots a pass above, at most 128
-# registers a thread, FP8's weights through TMA, one pass a program on 3 stages and 80 registers
-# from 16 tokens.
+# registers a thread, FP8's weights through TMA, one pass a program from 16 tokens
+# (`one_pass_launch`: 80 registers; FP8 64 values a step on 6 stages, MXFP4 128 on 3).
 VARIANTS: list[tuple[tuple[int, ...], tuple]] = [
     # Where the GEMV hands over to the tile: both paths at 1, 2 and 4 tokens (the one equal to the
     # default is skipped).
@@ -162,7 +162,7 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
             return base  # the same launch: skipped as equal to the default or another variant
         base = path_launch("dot", fmt, columns=columns, block_m=base.block_m, pdl=base.pdl)
         if passes:
-            base = one_pass_launch(base)
+            base = one_pass_launch(base, fmt)
     fields = dataclasses.asdict(base)
     chosen = (("block_m", bm), ("block_n", bn), ("block_k", bk), ("num_warps", nw),
               ("num_stages", stages), ("pdl", pdl), ("max_registers", registers))  # fmt: skip

@@ -92,6 +92,24 @@ TILE_MAX_REGISTERS = 128
 PASS_GRID_FROM_SLOTS_PER_EXPERT = 4
 PASS_GRID_STAGES = 3
 PASS_GRID_MAX_REGISTERS = 80
+# The FP8 one-pass tile steps 64 values at a time on 6 stages (PASS_GRID_FP8_BLOCK_K,
+# PASS_GRID_FP8_STAGES) where it took 128 on 3: five steps' weights in flight behind the one in
+# use (20 KB a program) against two (16 KB), at the same 6 programs an SM. sm_90a (offline,
+# tools/sass_grouped_decode.py): 77 registers and no stack against 80 and 16 bytes spilled and
+# reloaded in the loop, 32.8 KB of shared memory against 28.7, 4.2 instructions a weight byte
+# against 3.3. Why: Nsight Compute's warp-state sampling of the 128-value tile at 64 tokens put 61%
+# (fc1) and 67% (fc2) of all samples on the branch that polls the weights' TMA barrier
+# (docs/perf/2026-12-05-h200-confirm/call4/). Measured on an H100 80GB HBM3 (no H200 lent),
+# gpt-oss-20b EP2, the grouped step, the slower rank per routing draw, interleaved, two calls
+# (docs/perf/2026-12-05-h200-confirm/call5/, call6/): faster in every draw of both, -1.9% and -2.4%
+# at 16 tokens, -2.0% and -2.3% at 32 (166.1 against 170.0 us), -1.8% and -1.8% at 64 (168.4
+# against 171.5). Not taken: 64 values on 5 stages (mixed: -1.4%, +0.5%, -2.7%) or 7 (5 programs
+# an SM: +6-7% at 32-64), 32 values on 10 or 12 stages (+8-12%), 128 on 4 (+9-10%: 5 programs an
+# SM); the looping tile (2-8 tokens) on 64 values and 6 or 8 stages (+0.0 to +2.8%). The fp32 sums
+# group their products by 64 values instead of 128: the last bits differ from the 128-value tile's.
+# MXFP4's one-pass tile keeps 128 values on 3 stages (its scale words need whole 128-value steps).
+PASS_GRID_FP8_BLOCK_K = 64
+PASS_GRID_FP8_STAGES = 6
 
 # The tile asks for its epilogue's bias before its K loop (`Launch.early_bias`), not after it,
 # where each program waited one more round trip before its stores. The same bits. Measured on the
@@ -158,9 +176,13 @@ def path_launch(
                   max_registers=MXFP4_ROTATED_GEMV_REGISTERS if rotated else 0)  # fmt: skip
 
 
-def one_pass_launch(tile: Launch) -> Launch:
-    """The tile ``tile`` running one pass a program, on the stages and register cap measured for
-    it (PASS_GRID_STAGES, PASS_GRID_MAX_REGISTERS)."""
+def one_pass_launch(tile: Launch, fmt: str) -> Launch:
+    """The ``fmt`` tile ``tile`` running one pass a program, on the steps, stages and register
+    cap measured for it: FP8's PASS_GRID_FP8_BLOCK_K values a step on PASS_GRID_FP8_STAGES
+    stages, MXFP4's its own step on PASS_GRID_STAGES; both capped at PASS_GRID_MAX_REGISTERS."""
+    if fmt == "fp8":
+        return replace(tile, pass_grid=True, block_k=PASS_GRID_FP8_BLOCK_K,
+                       num_stages=PASS_GRID_FP8_STAGES, max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
     return replace(tile, pass_grid=True, num_stages=PASS_GRID_STAGES,
                    max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
 
@@ -173,7 +195,7 @@ def default_launch(
     are distinct: no expert holds two slots) and up to DOT_FROM_SLOTS_PER_EXPERT slots an expert
     (a second slot of an expert is a second pass over its tile, from L2), the tensor-core tile
     above (`path_launch`; from PASS_GRID_FROM_SLOTS_PER_EXPERT slots an expert, one pass a
-    program on 3 stages, 80 registers), 16 slots a pass at every count: 32 slots a pass lost at
+    program, `one_pass_launch`), 16 slots a pass at every count: 32 slots a pass lost at
     32 and 64 tokens in both formats on the H200 (64 tokens, gpt-oss-20b EP2: FP8 220.8 against
     179.4 us, MXFP4 253.7 against 177.3; docs/perf/2026-12-01-integrity/bench_grouped_decode.log),
     a second pass over an expert's tile reading it from L2. A tile needs 16 rows, so an N with
@@ -184,6 +206,6 @@ def default_launch(
     if many and columns & -columns >= 16:
         tile = path_launch("dot", fmt, columns=columns, block_m=16, pdl=pdl)
         if slots >= PASS_GRID_FROM_SLOTS_PER_EXPERT * experts:
-            return one_pass_launch(tile)
+            return one_pass_launch(tile, fmt)
         return tile
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)

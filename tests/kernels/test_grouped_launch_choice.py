@@ -1,5 +1,5 @@
 """Which launch the `grouped_decode` arm takes (`grouped_launch.default_launch`): read from the
-shapes alone, each choice measured on the H200 (the constants' comments in
+shapes alone, each choice measured on the GPU (the constants' comments in
 `moebench.kernels.grouped_launch` give the figures). No kernel runs here."""
 
 from __future__ import annotations
@@ -40,18 +40,19 @@ def test_default_launch_follows_the_shapes():
     assert {default_launch(f, tokens=64, **gpt).block_m for f in FORMATS} == {16}
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=96).block_n == 32
     assert default_launch("fp8", tokens=64, top_k=4, experts=16, columns=40).path == "gemv"
-    # The tile at every count, each choice measured on the H200: 128 values on 4 stages, 128
-    # registers at most a thread (grouped_launch.TILE_MAX_REGISTERS), FP8's weights through TMA, and
-    # one pass a program on 3 stages, 80 registers at most, from 4 slots an expert (16 tokens;
-    # PASS_GRID_FROM_SLOTS_PER_EXPERT).
+    # The tile at every count, each choice measured: 128 values on 4 stages, 128 registers at
+    # most a thread (grouped_launch.TILE_MAX_REGISTERS), FP8's weights through TMA, and one pass a
+    # program, 80 registers at most, from 4 slots an expert (16 tokens;
+    # PASS_GRID_FROM_SLOTS_PER_EXPERT): MXFP4's on 3 stages, FP8's 64 values a step on 6
+    # (PASS_GRID_FP8_BLOCK_K, PASS_GRID_FP8_STAGES; measured on an H100).
     for fmt in FORMATS:
         for t in (4, 8, 16, 32, 64):
             L = default_launch(fmt, tokens=t, **gpt)
             tma = fmt == "fp8"
             passes = t >= 16
             cap = 80 if passes else 128
-            stages = 3 if passes else 4
-            want = (128, stages, cap, tma, passes, True)
+            step, stages = ((64, 6) if tma else (128, 3)) if passes else (128, 4)
+            want = (step, stages, cap, tma, passes, True)
             got = (L.block_k, L.num_stages, L.max_registers, L.tma, L.pass_grid, L.early_bias)
             assert got == want
     # The one-slot GEMV keeps the bias after its loop (mixed on the H200: TILE_EARLY_BIAS).
