@@ -182,7 +182,8 @@ def one_pass_launch(tile: Launch, fmt: str) -> Launch:
     stages, MXFP4's its own step on PASS_GRID_STAGES; both capped at PASS_GRID_MAX_REGISTERS."""
     if fmt == "fp8":
         return replace(tile, pass_grid=True, block_k=PASS_GRID_FP8_BLOCK_K,
-                       num_stages=PASS_GRID_FP8_STAGES, max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
+                       num_stages=PASS_GRID_FP8_STAGES,
+                       max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
     return replace(tile, pass_grid=True, num_stages=PASS_GRID_STAGES,
                    max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
 
