@@ -14,7 +14,7 @@ from perf_specs_passes16 import _slowest
 from perf_specs_rotated import _cells
 
 DAY = "2026-12-05-placed-fp8"
-HIST = "[issue 28][h-i28x]"
+HIST = "[issue 28][h-i28pl]"
 AB = f"{DAY}/call1/ab_placed.log"
 NCU = f"{DAY}/call1/ncu.txt"
 RUN = f"{DAY}/call2/gpt-oss-20b-decode-grouped.md"

@@ -14,7 +14,7 @@ from perf_specs_earlyloads import _early_step
 from perf_specs_rotated import _cells
 
 DAY = "2026-12-05-ready-slots"
-HIST = "[issue 28][h-i28w]"
+HIST = "[issue 28][h-i28rs]"
 CALL1 = f"{DAY}/call1/ready.log"
 CALL2 = f"{DAY}/call2/ready.log"
 EMPTY = (1, 0)  # the draw and rank with no local slot at one token (slots=0 in both logs)

@@ -19,6 +19,7 @@ import re
 import sys
 from pathlib import Path
 
+import perf_specs_confirm
 import perf_specs_decode
 import perf_specs_earlyloads
 import perf_specs_ffn
@@ -54,6 +55,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and issue 19), then the areas,
 # then the runs of issues 15-18.
 SPECS = [
+    perf_specs_confirm,
     perf_specs_placed,
     perf_specs_ready,
     perf_specs_rotated,
@@ -124,10 +126,14 @@ def _slug(heading: str) -> str:
 def broken_links(text: str, generated: dict[str, str]) -> list[str]:
     """History links of the generated tables that PERF.md does not define or that name no
     heading of docs/perf/HISTORY.md."""
-    defined = dict(re.findall(r"^\[(h-[\w-]+)\]: perf/HISTORY\.md#(\S+)$", text, re.MULTILINE))
+    pairs = re.findall(r"^\[(h-[\w-]+)\]: perf/HISTORY\.md#(\S+)$", text, re.MULTILINE)
+    defined = dict(pairs)
     history = (PERF_MD.parent / "perf" / "HISTORY.md").read_text(encoding="utf-8")
     anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$", history, re.MULTILINE)}
-    problems = []
+    # Markdown takes a reference's first definition: a second one silently points elsewhere.
+    keys = [k for k, _ in pairs]
+    problems = [f"[{k}] is defined {keys.count(k)} times" for k in sorted(set(keys))
+                if keys.count(k) > 1]  # fmt: skip
     for ref in sorted(
         {r for body in generated.values() for r in re.findall(r"\]\[(h-[\w-]+)\]", body)}
     ):

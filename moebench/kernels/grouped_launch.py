@@ -93,21 +93,22 @@ PASS_GRID_FROM_SLOTS_PER_EXPERT = 4
 PASS_GRID_STAGES = 3
 PASS_GRID_MAX_REGISTERS = 80
 # The FP8 one-pass tile steps 64 values at a time on 6 stages (PASS_GRID_FP8_BLOCK_K,
-# PASS_GRID_FP8_STAGES) where it took 128 on 3: five steps' weights in flight behind the one in
-# use (20 KB a program) against two (16 KB), at the same 6 programs an SM. sm_90a (offline,
+# PASS_GRID_FP8_STAGES) where it took 128 on 3: five steps' weights in flight behind the one in use
+# (20 KB a program) against two (16 KB), at the same 6 programs an SM. sm_90a (offline,
 # tools/sass_grouped_decode.py): 77 registers and no stack against 80 and 16 bytes spilled and
 # reloaded in the loop, 32.8 KB of shared memory against 28.7, 4.2 instructions a weight byte
 # against 3.3. Why: Nsight Compute's warp-state sampling of the 128-value tile at 64 tokens put 61%
 # (fc1) and 67% (fc2) of all samples on the branch that polls the weights' TMA barrier
 # (docs/perf/2026-12-05-h200-confirm/call4/). Measured on an H100 80GB HBM3 (no H200 lent),
-# gpt-oss-20b EP2, the grouped step, the slower rank per routing draw, interleaved, two calls
-# (docs/perf/2026-12-05-h200-confirm/call5/, call6/): faster in every draw of both, -1.9% and -2.4%
-# at 16 tokens, -2.0% and -2.3% at 32 (166.1 against 170.0 us), -1.8% and -1.8% at 64 (168.4
-# against 171.5). Not taken: 64 values on 5 stages (mixed: -1.4%, +0.5%, -2.7%) or 7 (5 programs
-# an SM: +6-7% at 32-64), 32 values on 10 or 12 stages (+8-12%), 128 on 4 (+9-10%: 5 programs an
-# SM); the looping tile (2-8 tokens) on 64 values and 6 or 8 stages (+0.0 to +2.8%). The fp32 sums
-# group their products by 64 values instead of 128: the last bits differ from the 128-value tile's.
-# MXFP4's one-pass tile keeps 128 values on 3 stages (its scale words need whole 128-value steps).
+# gpt-oss-20b EP2, the grouped step, the slower rank per routing draw, interleaved, three calls on
+# two machines (docs/perf/2026-12-05-h200-confirm/call5/, call6/, call8/): faster in every draw of
+# each, -2.0%, -2.4% and -2.5% at 16 tokens, -2.0%, -2.2% and -2.0% at 32, -1.8%, -1.8% and -1.7%
+# at 64 (161.9 against 164.7 us in the third). Not taken: 64 values on 5 stages (mixed: -1.4%,
+# +0.5%, -2.7%) or 7 (5 programs an SM: +6-7% at 32-64), 32 values on 10 or 12 stages (+8-12%), 128
+# on 4 (+9-10%: 5 programs an SM); the looping tile (2-8 tokens) on 64 values and 6 or 8 stages
+# (+0.0 to +2.8%). The fp32 sums group their products by 64 values instead of 128: the last bits
+# differ from the 128-value tile's. MXFP4's one-pass tile keeps 128 values on 3 stages (its scale
+# words need whole 128-value steps).
 PASS_GRID_FP8_BLOCK_K = 64
 PASS_GRID_FP8_STAGES = 6
 
