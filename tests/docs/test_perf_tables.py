@@ -67,6 +67,19 @@ def test_a_table_missing_from_perf_md_is_caught(tools, tmp_path):
     assert perf_tables.check(doctored) == ["trust: no block in PERF.md"]
 
 
+def test_a_history_reference_defined_twice_is_caught(tools, tmp_path):
+    """Markdown takes a reference's first definition, so a second one silently sends a table's
+    history links to another section (h-i28w and h-i28x once did)."""
+    perf_tables, _, _ = tools
+    text = perf_tables.PERF_MD.read_text(encoding="utf-8")
+    first = re.search(r"^\[h-i28y\]: perf/HISTORY\.md#\S+$", text, re.MULTILINE)
+    assert first is not None
+    doctored = tmp_path / "PERF.md"
+    doctored.write_text(text + "\n[h-i28y]: perf/HISTORY.md#the-fp8-tiles-e4m3-decode-in-7-"
+                        "instructions-a-word-instead-of-11-issue-28\n")  # fmt: skip
+    assert perf_tables.check(doctored) == ["[h-i28y] is defined 2 times"]
+
+
 def test_a_lookup_names_exactly_one_figure(tools):
     _, perf_records, _ = tools
     records = perf_records.Records()
