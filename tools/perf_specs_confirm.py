@@ -77,13 +77,17 @@ def step64_others(r: Records) -> Table:
 variants `dot:-:-:64:-:5:-:1`, `dot:-:-:64:-:7:-:1`, `dot:-:-:32:-:10:-:1`, `dot:-:-:32:-:12:-:1`;
 the fifth's `dot:-:-:-:-:4:-:1`, 128 values on 4 stages; the looping tile at 4 and 8 tokens on
 64 values, `dot:-:-:64:-:6` and `dot:-:-:64:-:8`; the ninth call's one pass a program at 4 and 8
-tokens, `dot:-:-:-:-:-:-:1`, on 64 values' tree). Derived as there: a time = the mean over the
+tokens, `dot:-:-:-:-:-:-:1`, on 64 values' tree; the tenth call's one pass capped at 64 registers
+on 5 or 4 stages, 8 programs an SM, or at 72 on 5, 7 programs, no spill in either (sm_90a,
+offline), `bash docs/perf/2026-12-05-h200-confirm/scratch/call10.sh`). More programs an SM on
+fewer registers are slower. Derived as there: a time = the mean over the
 draws of the slower rank's step, us; "change" = the variant / the default in that call - 1.
 None is taken.""",
         columns=["variant", "tokens", "the arm's launch then", "the variant", "change"],
     )  # fmt: skip
     w = {32: "thirty-two", 64: "sixty-four", 128: "a hundred and twenty-eight", 4: "four",
-         5: "five", 6: "six", 7: "seven", 8: "eight", 10: "ten", 12: "twelve"}  # fmt: skip
+         5: "five", 6: "six", 7: "seven", 8: "eight", 10: "ten", 12: "twelve",
+         72: "seventy-two"}  # fmt: skip
     rows = [(f"{w[k]} values, {w[s]} stages, one pass", "call6/stages2.log", (0, 1, 2), n,
              f"dot m16 n64 k{k} w4 s{s} pdl tma r80 passes eb placed")
             for k, s in ((64, 5), (64, 7), (32, 10), (32, 12)) for n in (32, 64)]  # fmt: skip
@@ -95,6 +99,9 @@ None is taken.""",
              for s in (6, 8) for n in (4, 8)]  # fmt: skip
     rows += [("one pass (sixty-four values, six stages)", "call9/ab_pass8.log", (0, 1, 2), n, K64)
              for n in (4, 8)]  # fmt: skip
+    rows += [(f"sixty-four values, {w[s]} stages, {w[g]} registers, one pass", "call10/regs.log",
+              (0, 1, 2), n, f"dot m16 n64 k64 w4 s{s} pdl tma r{g} passes eb placed")
+             for s, g in ((5, 64), (4, 64), (5, 72)) for n in (16, 32, 64)]  # fmt: skip
     for variant, log, seeds, tokens, name in rows:
         _, base = _mean_slowest(r, f"{DAY}/{log}", tokens, seeds, "default")
         _, mine = _mean_slowest(r, f"{DAY}/{log}", tokens, seeds, name)
