@@ -76,7 +76,8 @@ DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 TILE_MAX_REGISTERS = 128
 
 # From PASS_GRID_FROM_SLOTS_PER_EXPERT slots an expert (16 tokens at gpt-oss-20b EP2) the tile
-# runs one pass of 16 slots a program (`Launch.pass_grid`) on 3 stages, capped at 80 registers: 6
+# runs one pass of 16 slots a program (`Launch.pass_grid`) on 3 stages (FP8 since 2026-12-05 on 64-
+# value steps and 6 stages: PASS_GRID_FP8_BLOCK_K below), capped at 80 registers: 6
 # programs an SM (sm_90a: FP8 80 registers and 4 bytes of stack, MXFP4 80 and none; 28.7 and 20.5
 # KB of shared memory), where a program looping over its expert's passes needs 116-128 and holds
 # 4, and fc2's 720 tiles at 32-64 tokens fill one wave of 792 places instead of 1.4 waves of 528.
