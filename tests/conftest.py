@@ -7,6 +7,8 @@ The choice must be made before triton is imported anywhere, so it is made here, 
 torch is imported to ask only when there is none (importing torch does not import triton). The
 kernel tests pick their device from the variable (``tests/kernels``: CUDA unless it is 1).
 
+``make test`` (and ``test-slow``, ``test-all``) set the variable to 1 on any machine, as CI runs:
+the tests outside ``tests/kernels`` build CPU tensors, which only the interpreter takes.
 ``make test-gpu`` runs the tests marked ``gpu`` with the variable unset, so compiled on the GPU:
 every test of ``tests/kernels`` and of a file named ``*_gpu.py`` is marked here, and a GPU test in
 another file says ``@pytest.mark.gpu`` (and skips itself without a GPU, as the ``*_gpu.py`` files
