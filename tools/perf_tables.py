@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 import perf_specs_confirm
@@ -131,9 +132,8 @@ def broken_links(text: str, generated: dict[str, str]) -> list[str]:
     history = (PERF_MD.parent / "perf" / "HISTORY.md").read_text(encoding="utf-8")
     anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$", history, re.MULTILINE)}
     # Markdown takes a reference's first definition: a second one silently points elsewhere.
-    keys = [k for k, _ in pairs]
-    problems = [f"[{k}] is defined {keys.count(k)} times" for k in sorted(set(keys))
-                if keys.count(k) > 1]  # fmt: skip
+    times = Counter(k for k, _ in pairs)
+    problems = [f"[{k}] is defined {n} times" for k, n in sorted(times.items()) if n > 1]
     for ref in sorted(
         {r for body in generated.values() for r in re.findall(r"\]\[(h-[\w-]+)\]", body)}
     ):

@@ -63,10 +63,10 @@ the H200); `grouped_launch.path_launch` shortens the step to 1,024 / slots value
 and MXFP4 2-16: no spills). The tensor-core tile (64 rows, 128 values a step, 4 warps, 16 slots) is
 a warpgroup MMA (HGMMA 64x16x16) fed from registers, flat in the slots up to the pass, its registers
 capped at 128 a thread (4 programs an SM; no spills) while a program loops over its expert's passes,
-at 80 (6 programs an SM; FP8 4 bytes of stack, MXFP4 none; FP8 since on 64-value steps, 6
-stages, 77 registers and no stack, `grouped_launch.PASS_GRID_FP8_BLOCK_K`) where it runs one pass
-(`Launch.pass_grid`, the default from PASS_GRID_FROM_SLOTS_PER_EXPERT): FP8 4.4 a byte through TMA
-(4.2 with pointer loads, which left fc1 136 registers and 3 programs an SM; 3.4 with
+at 80 (6 programs an SM; FP8 4 bytes of stack, MXFP4 none; FP8 now steps 64 values on 6
+stages there, at 77 registers and no stack: `grouped_launch.PASS_GRID_FP8_BLOCK_K`) where it runs
+one pass (`Launch.pass_grid`, the default from PASS_GRID_FROM_SLOTS_PER_EXPERT): FP8 4.4 a byte
+through TMA (4.2 with pointer loads, which left fc1 136 registers and 3 programs an SM; 3.4 with
 ``.to(tl.bfloat16)``, whose fp16 -> bf16 F2F a value runs on the SMs' slow conversion pipe and
 bounded the tile on the H200, `grouped_dot`), MXFP4 8.2 (the expert loop) and 8.6 (one pass; 8 bytes
 of stack) with its bytes read in the operand's row order, its scales as words in the pipeline and
