@@ -14,8 +14,14 @@ and last wait exit, the loop ends' 10th / 50th / 90th percentile and last, and t
 stage's weight bytes over (last end - first wait exit) against the copy ceiling; the busiest and
 idlest SM's real programs; the step's time from events.
 
+A timing ablation beside it (``--splits 1,2,3``, outputs wrong on purpose past the first): fc2's
+programs each read 1/S of K, S times as many of them (S - 1 more a column block), so that its
+grid fills the SMs' slots more evenly and ends in finer pieces: what a split-K fc2 could gain at
+most, before any reduction of its partial sums is paid. Only split 1 is checked; the steps are
+timed interleaved (moebench's clock and rotation), then each replayed alone for its stamps.
+
 Usage (GPU): PYTHONPATH=$PWD:$PWD/tools python3 DIR/timeline.py [--tokens 16,32,64]
-[--seeds 0] [--rank 0] [--reps 5]
+[--seeds 0] [--rank 0] [--reps 5] [--splits 1,2,3]
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from moebench.kernels.gemv_parts import row_bias
 from moebench.kernels.grouped_dot import _fp8_step
 from moebench.kernels.grouped_slots import expert_slots, program_work, slot_epilogue
 from moebench.kernels.jit import pdl_launch_dependents, pdl_wait
+from moebench.measure import bench
 from moebench.measure.clock import Clock
 from moebench.plan.cases import plan
 from moebench.plan.inputs import decode_reference_output, make_tokens
@@ -67,6 +74,7 @@ def _stamped_fp8(
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
     PASS_GRID: tl.constexpr, EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr,
+    SPLIT: tl.constexpr = 1,
 ):  # fmt: skip
     pid = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
     t_start = _now(pid)
@@ -82,7 +90,12 @@ def _stamped_fp8(
     pdl_wait(GDC)
     tl.store(at + 3, _now(pid))
     e64 = e.to(tl.int64)
-    n_block = tl.program_id(0)
+    n_block = tl.program_id(0) // SPLIT
+    # The timing ablation (SPLIT > 1): part p of the SPLIT programs of a block reads only its
+    # share of K; every part stores its partial sums over the same outputs (wrong on purpose).
+    per = tl.cdiv(tl.cdiv(R, BLOCK_K), SPLIT) * BLOCK_K
+    k_lo = tl.program_id(0) % SPLIT * per
+    k_hi = tl.minimum(R, k_lo + per)
     w_src = w
     w_row = e * (stride_we // stride_wn) + n_block * BLOCK_N
     scale = tl.load(ws_ptr + e64)
@@ -93,7 +106,7 @@ def _stamped_fp8(
         bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
     x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
     acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-    for k0 in tl.range(0, R, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
         acc = _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, not EVEN_K, True, INTERPRET,
                         PLACED)  # fmt: skip
     tl.store(at + 4, _now(pid))
@@ -111,13 +124,15 @@ class Swap:
 
     def __init__(self):
         self.current: torch.Tensor | None = None
+        self.split = 1  # the K split of the launch being built (the timing ablation)
         self.grids: list = []
 
     def __getitem__(self, grid):
         def launch(*args, **kw):
             assert kw["PASS_GRID"] and kw["TMA"], "the stamped kernel is the one-pass TMA tile"
             self.grids.append(grid)
-            _stamped_fp8[grid](*args, self.current, **kw)
+            g = (grid[0] * self.split, grid[1])
+            _stamped_fp8[g](*args, self.current, SPLIT=self.split, **kw)
 
         return launch
 
@@ -145,7 +160,10 @@ def describe(stamps: torch.Tensor, origin: int) -> dict:
 def main() -> None:
     ap = parser("16,32,64", "0", "w8a16", "")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--splits", default="1,2,3", help="fc2's K splits to time; 1 first")
     a = ap.parse_args()
+    splits = [int(v) for v in a.splits.split(",")]
+    assert splits[0] == 1
     dev = torch.device("cuda")
     clock = Clock(dev)
     copy_tbs, copy_note = copy_ceiling.copy_tbs(dev)
@@ -171,18 +189,11 @@ def main() -> None:
                 prob = family_of(cs).problem(cs, pl.routing, pl.capacity_rows, x, rank, dev)
                 ws = Workspace(prob, layout=arm.layout)
                 st = arm.build(ws)
-                bufs = [torch.zeros(1 << 20, dtype=torch.int64, device=dev) for _ in range(2)]
-
-                def step(st=st, bufs=bufs):
-                    swap.current = bufs[0]
-                    st[0].run()
-                    swap.current = bufs[1]
-                    st[1].run()
-                    st[2].run()
-
-                # The check runs the whole step through the first stage's closure.
+                wb = arm.weight_bytes(prob)
+                steps = {S: stamped_step(st, swap, S, dev) for S in splits}
+                # The check runs the whole (unsplit) step through the first stage's closure.
                 noop = lambda: None
-                runs = (step, noop, noop)
+                runs = (steps[1][0], noop, noop)
                 st2 = [type(f)(name=f.name, run=r) for f, r in zip(st, runs, strict=True)]
                 row = checked(ws, st2, decode_reference_output(prob), cs.precision)
                 if not row["ok"]:
@@ -191,36 +202,56 @@ def main() -> None:
                 if len(swap.grids) < 2:
                     print(f"T={T}: the stamped kernel did not run (launch not the tile)")
                     continue
-                replay = clock.capture(step)
-                for _ in range(3):
-                    replay()
-                wb = arm.weight_bytes(prob)
-                reps = []
-                for _ in range(a.reps):
-                    for b in bufs:
-                        b.zero_()
-                    step_us = clock.sample_us(replay, flush_l2=True)
-                    s1 = bufs[0].view(-1, FIELDS)
-                    origin = int(s1[s1[:, 1] > 0][:, 2].min())
-                    reps.append((step_us, describe(bufs[0], origin), describe(bufs[1], origin)))
-                touched = reps[0][1]["programs"]  # fc1 programs: (N / 64) x passes
-                step_us = statistics.median(r[0] for r in reps)
-                print(f"\nT={T} seed={seed} rank={rank} step_us(median)={step_us:.1f} weight_bytes "
-                      f"fc1={wb['fc1'] / 1e6:.1f}MB fc2={wb['fc2'] / 1e6:.1f}MB "
-                      f"fc1_programs={touched}", flush=True)  # fmt: skip
-                for si, name in enumerate(("fc1", "fc2")):
-                    d = {k: statistics.median(r[si + 1][k] for r in reps) for k in reps[0][1]}
-                    print(f"  {name}: " + " ".join(f"{k}={v:.1f}" for k, v in d.items()),
-                          flush=True)  # fmt: skip
-                for si, name in enumerate(("fc1", "fc2")):
-                    d = {k: statistics.median(r[si + 1][k] for r in reps) for k in reps[0][1]}
-                    win = d["last_end"] - d["first_wait"]
-                    rate = wb[name] / (win * 1e-6) / 1e12
-                    print(f"  {name} window (first wait exit -> last end) {win:.1f} us: "
-                          f"{rate:.3f} TB/s, {rate / copy_tbs:.0%} of copy; "
-                          f"steady (first wait -> loop 50%) {d['loop50'] - d['first_wait']:.1f} us",
-                          flush=True)  # fmt: skip
+                # The step of each split timed interleaved (graphs, L2 flushed), then each
+                # replayed alone for its stamps.
+                times = bench.time_interleaved(clock, [steps[S][0] for S in splits])
+                print(f"\nT={T} seed={seed} rank={rank} weight_bytes fc1={wb['fc1'] / 1e6:.1f}MB "
+                      f"fc2={wb['fc2'] / 1e6:.1f}MB; step us (interleaved) "
+                      + " ".join(f"split{S}={u:.1f}" for S, u in zip(splits, times, strict=True)),
+                      flush=True)  # fmt: skip
+                for S in splits:
+                    show_stamps(clock, steps[S], wb, copy_tbs, a.reps, f"split{S}")
     gg._grouped_dot_fp8 = kept
+
+
+def stamped_step(st, swap: Swap, split: int, dev):
+    """(the step with fc2 split ``split`` ways, its two stamp buffers)."""
+    bufs = [torch.zeros(1 << 20, dtype=torch.int64, device=dev) for _ in range(2)]
+
+    def step():
+        swap.current, swap.split = bufs[0], 1
+        st[0].run()
+        swap.current, swap.split = bufs[1], split
+        st[1].run()
+        swap.split = 1
+        st[2].run()
+
+    return step, bufs
+
+
+def show_stamps(clock: Clock, step_bufs, wb: dict, copy_tbs: float, n: int, label: str) -> None:
+    step, bufs = step_bufs
+    replay = clock.capture(step)
+    for _ in range(3):
+        replay()
+    reps = []
+    for _ in range(n):
+        for b in bufs:
+            b.zero_()
+        step_us = clock.sample_us(replay, flush_l2=True)
+        s1 = bufs[0].view(-1, FIELDS)
+        origin = int(s1[s1[:, 1] > 0][:, 2].min())
+        reps.append((step_us, describe(bufs[0], origin), describe(bufs[1], origin)))
+    step_us = statistics.median(r[0] for r in reps)
+    print(f" {label}: step us (alone, median of {n}) {step_us:.1f}", flush=True)
+    for si, name in enumerate(("fc1", "fc2")):
+        d = {k: statistics.median(r[si + 1][k] for r in reps) for k in reps[0][1]}
+        print(f"  {name}: " + " ".join(f"{k}={v:.1f}" for k, v in d.items()), flush=True)
+        win = d["last_end"] - d["first_wait"]
+        rate = wb[name] / (win * 1e-6) / 1e12
+        print(f"  {name} window (first wait exit -> last end) {win:.1f} us: {rate:.3f} TB/s, "
+              f"{rate / copy_tbs:.0%} of copy; first wait -> loop 50% "
+              f"{d['loop50'] - d['first_wait']:.1f} us", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
