@@ -216,7 +216,7 @@ def main() -> None:
 
 def stamped_step(st, swap: Swap, split: int, dev):
     """(the step with fc2 split ``split`` ways, its two stamp buffers)."""
-    bufs = [torch.zeros(1 << 20, dtype=torch.int64, device=dev) for _ in range(2)]
+    bufs = [torch.zeros(FIELDS << 17, dtype=torch.int64, device=dev) for _ in range(2)]
 
     def step():
         swap.current, swap.split = bufs[0], 1
