@@ -4,5 +4,5 @@
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
 D=docs/perf/2026-12-05-step-timeline/scratch
-timeout 400 python3 $D/fused.py --tokens 16,32,64 --seeds 0,1,2 --rank 0,1 --per-sm 6 > $OUT/fused.log 2>&1
+timeout 400 python3 $D/fused.py --tokens 16,32,64 --seeds 0,1,2 --rank 0,1 --per-sm 6,6e > $OUT/fused.log 2>&1
 echo "fused rc=$?"; tail -45 $OUT/fused.log

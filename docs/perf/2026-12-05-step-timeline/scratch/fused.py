@@ -48,6 +48,7 @@ def _fused_fp8(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, PLACED: tl.constexpr,
+    EARLY_CLAIM: tl.constexpr = False,
 ):  # fmt: skip
     pdl_launch_dependents(GDC)
     ex = tl.arange(0, BLOCK_E)
@@ -62,6 +63,8 @@ def _fused_fp8(
     pdl_wait(GDC)  # x may be the previous kernel's output
     i = tl.atomic_add(ctr_ptr, 1)
     while i < items:
+        if EARLY_CLAIM:  # the next item claimed now, its round trip behind this item's loop
+            nxt = tl.atomic_add(ctr_ptr, 1)
         fc2 = i >= items1
         ii = tl.where(fc2, i - items1, i)
         per = tl.where(fc2, nb2, nb1)
@@ -102,7 +105,10 @@ def _fused_fp8(
                           BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
             tl.debug_barrier()  # every thread's stores before the release
             tl.atomic_add(ctr_ptr + 2 + j, 1, sem="release")
-        i = tl.atomic_add(ctr_ptr, 1)
+        if EARLY_CLAIM:
+            i = nxt
+        else:
+            i = tl.atomic_add(ctr_ptr, 1)
     finished = tl.atomic_add(ctr_ptr + 1, 1, sem="acq_rel")
     if finished == tl.num_programs(0) - 1:
         # Every program has made its last claim: zero the counters for the next launch.
@@ -125,7 +131,7 @@ def max_passes(TK: int, E: int, block_m: int) -> int:
 
 def fused_fc(x, a, o, ids, wcat, s1, s2, b1, b2, ctr, *, E, N1, N2, expert_offset, glu,
              programs, pdl=False, block_m=16, block_n=64, block_k=64, stages=6, warps=4,
-             maxnreg=80, placed=True):  # fmt: skip
+             maxnreg=80, placed=True, early_claim=False):  # fmt: skip
     """fc1 (x [T, R] -> a [T, K, N1 / 2], GLU) and fc2 (a -> o [T, K, N2]) in one launch."""
     from moebench.kernels.grouped_slots import scan_width
 
@@ -144,7 +150,8 @@ def fused_fc(x, a, o, ids, wcat, s1, s2, b1, b2, ctr, *, E, N1, N2, expert_offse
         o.stride(0), o.stride(1),
         GLU=glu, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, EVEN_K=R % block_k == 0,
         EXACT_RNE=not o.is_cuda, BLOCK_E=block_e, SCAN=scan_width(T * K, block_e, block_m),
-        NUM_STAGES=stages, INTERPRET=not o.is_cuda, GDC=pdl and o.is_cuda, PLACED=placed, **kw,
+        NUM_STAGES=stages, INTERPRET=not o.is_cuda, GDC=pdl and o.is_cuda, PLACED=placed,
+        EARLY_CLAIM=early_claim, **kw,
     )  # fmt: skip
 
 
@@ -179,19 +186,21 @@ def selftest() -> None:
         a_ref, o_ref = poison(T, K, F), poison(T, K, D)
         grouped_gemv(x, ids, p13, s1, b1, a_ref, expert_offset=off, launch=tile, glu="swiglu_oai")
         grouped_gemv(a_ref, ids, p2, s2, b2, o_ref, expert_offset=off, launch=tile)
-        a, o = poison(T, K, F), poison(T, K, D)
-        ctr = torch.zeros(2 + max_passes(T * K, E, 16), dtype=torch.int32)
-        fused_fc(x, a, o, ids, wcat, s1, s2, b1, b2, ctr, E=E, N1=2 * F, N2=D, expert_offset=off,
-                 glu="swiglu_oai", programs=3)  # fmt: skip
-        same_a = torch.equal(a.view(torch.int16), a_ref.view(torch.int16))
-        same_o = torch.equal(o.view(torch.int16), o_ref.view(torch.int16))
-        routed = int(((ids >= off) & (ids < off + E)).sum())
-        print(f"{name}: local slots {routed}, a bitwise {same_a}, o bitwise {same_o}, "
-              f"counters zero {not ctr.any()}")  # fmt: skip
-        assert same_a and same_o and not ctr.any()
+        for early in (False, True):
+            a, o = poison(T, K, F), poison(T, K, D)
+            ctr = torch.zeros(2 + max_passes(T * K, E, 16), dtype=torch.int32)
+            fused_fc(x, a, o, ids, wcat, s1, s2, b1, b2, ctr, E=E, N1=2 * F, N2=D,
+                     expert_offset=off, glu="swiglu_oai", programs=3,
+                     early_claim=early)  # fmt: skip
+            same_a = torch.equal(a.view(torch.int16), a_ref.view(torch.int16))
+            same_o = torch.equal(o.view(torch.int16), o_ref.view(torch.int16))
+            routed = int(((ids >= off) & (ids < off + E)).sum())
+            print(f"{name}, early claim {early}: local slots {routed}, a bitwise {same_a}, "
+                  f"o bitwise {same_o}, counters zero {not ctr.any()}")  # fmt: skip
+            assert same_a and same_o and not ctr.any()
 
 
-def fused_stages(ws, st, programs: int, pdl: bool):
+def fused_stages(ws, st, programs: int, pdl: bool, early_claim: bool = False):
     """The arm's stages ``st`` with fc1 and fc2 replaced by one fused launch (the second stage a
     no-op) and the arm's combine."""
     from moebench.arm.base import Stage
@@ -206,7 +215,7 @@ def fused_stages(ws, st, programs: int, pdl: bool):
         fused_fc(p.x_TD, ws.a, ws.o, p.topk_ids_TK, wcat, p.w13_scale, p.w2_scale, p.b13_E2F,
                  p.b2_ED, ctr, E=E, N1=p.w13.shape[1], N2=p.w2.shape[1],
                  expert_offset=p.expert_offset, glu=p.activation, programs=programs,
-                 pdl=pdl)  # fmt: skip
+                 pdl=pdl, early_claim=early_claim)  # fmt: skip
         assert F == p.w13.shape[2], "one R for both stages"
 
     return (Stage(name="fc1", run=run), Stage(name="fc2", run=lambda: None), st[2]), ctr
@@ -226,13 +235,18 @@ def bench_main() -> None:
     from moebench.spec.load import load_scenario, scenario_with
 
     ap = parser("16,32,64", "0,1,2", "w8a16", "")
-    ap.add_argument("--per-sm", default="6", help="programs an SM, comma separated")
+    ap.add_argument(
+        "--per-sm",
+        default="6",
+        help="programs an SM, comma separated; a trailing "
+        "'e' claims each next item early (EARLY_CLAIM), e.g. 6,6e",
+    )
     a = ap.parse_args()
     dev = torch.device("cuda")
     clock = Clock(dev)
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     arm = registry.resolve("grouped_decode")
-    per_sm = [int(v) for v in a.per_sm.split(",")]
+    per_sm = a.per_sm.split(",")
     names = ["arm"] + [f"fused{n}" for n in per_sm]
     print(torch.__version__, torch.cuda.get_device_name(0), f"{sms} SMs", flush=True)
     worst: dict = {}
@@ -255,7 +269,8 @@ def bench_main() -> None:
                 forms = [st]
                 ok = row["ok"]
                 for n in per_sm:
-                    fst, ctr = fused_stages(ws, st, n * sms, pdl=True)
+                    fst, ctr = fused_stages(ws, st, int(n.rstrip("e")) * sms, pdl=True,
+                                            early_claim=n.endswith("e"))  # fmt: skip
                     r = checked(ws, fst, ref, cs.precision)
                     same = torch.equal(ws.y_TD.view(torch.int16), y_arm.view(torch.int16))
                     zero = not bool(ctr.any())
