@@ -48,7 +48,7 @@ def _fused_fp8(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, PLACED: tl.constexpr,
-    EARLY_CLAIM: tl.constexpr = False,
+    EARLY_CLAIM: tl.constexpr = False, SPIN_LOADS: tl.constexpr = False,
 ):  # fmt: skip
     pdl_launch_dependents(GDC)
     ex = tl.arange(0, BLOCK_E)
@@ -84,9 +84,15 @@ def _fused_fp8(
         scale = tl.load(tl.where(fc2, s2_ptr, s1_ptr) + e64)
         if fc2:
             # fc1's GLU rows of pass j, all of its column blocks, stored before they are read.
-            done = tl.atomic_add(ctr_ptr + 2 + j, 0, sem="acquire")
-            while done < nb1:
+            if SPIN_LOADS:  # plain volatile reads while waiting, one acquire once done
+                done = tl.load(ctr_ptr + 2 + j, volatile=True)
+                while done < nb1:
+                    done = tl.load(ctr_ptr + 2 + j, volatile=True)
+                tl.atomic_add(ctr_ptr + 2 + j, 0, sem="acquire")
+            else:
                 done = tl.atomic_add(ctr_ptr + 2 + j, 0, sem="acquire")
+                while done < nb1:
+                    done = tl.atomic_add(ctr_ptr + 2 + j, 0, sem="acquire")
         x_base = tl.where(fc2, a_ptr, x_ptr)
         xt = tl.where(fc2, stride_at, stride_xt)
         xk = tl.where(fc2, stride_ak, 0)
@@ -131,7 +137,7 @@ def max_passes(TK: int, E: int, block_m: int) -> int:
 
 def fused_fc(x, a, o, ids, wcat, s1, s2, b1, b2, ctr, *, E, N1, N2, expert_offset, glu,
              programs, pdl=False, block_m=16, block_n=64, block_k=64, stages=6, warps=4,
-             maxnreg=80, placed=True, early_claim=False):  # fmt: skip
+             maxnreg=80, placed=True, early_claim=False, spin_loads=False):  # fmt: skip
     """fc1 (x [T, R] -> a [T, K, N1 / 2], GLU) and fc2 (a -> o [T, K, N2]) in one launch."""
     from moebench.kernels.grouped_slots import scan_width
 
@@ -151,7 +157,7 @@ def fused_fc(x, a, o, ids, wcat, s1, s2, b1, b2, ctr, *, E, N1, N2, expert_offse
         GLU=glu, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, EVEN_K=R % block_k == 0,
         EXACT_RNE=not o.is_cuda, BLOCK_E=block_e, SCAN=scan_width(T * K, block_e, block_m),
         NUM_STAGES=stages, INTERPRET=not o.is_cuda, GDC=pdl and o.is_cuda, PLACED=placed,
-        EARLY_CLAIM=early_claim, **kw,
+        EARLY_CLAIM=early_claim, SPIN_LOADS=spin_loads, **kw,
     )  # fmt: skip
 
 
@@ -186,21 +192,22 @@ def selftest() -> None:
         a_ref, o_ref = poison(T, K, F), poison(T, K, D)
         grouped_gemv(x, ids, p13, s1, b1, a_ref, expert_offset=off, launch=tile, glu="swiglu_oai")
         grouped_gemv(a_ref, ids, p2, s2, b2, o_ref, expert_offset=off, launch=tile)
-        for early in (False, True):
+        for early, spin in ((False, False), (True, False), (False, True)):
             a, o = poison(T, K, F), poison(T, K, D)
             ctr = torch.zeros(2 + max_passes(T * K, E, 16), dtype=torch.int32)
             fused_fc(x, a, o, ids, wcat, s1, s2, b1, b2, ctr, E=E, N1=2 * F, N2=D,
                      expert_offset=off, glu="swiglu_oai", programs=3,
-                     early_claim=early)  # fmt: skip
+                     early_claim=early, spin_loads=spin)  # fmt: skip
             same_a = torch.equal(a.view(torch.int16), a_ref.view(torch.int16))
             same_o = torch.equal(o.view(torch.int16), o_ref.view(torch.int16))
             routed = int(((ids >= off) & (ids < off + E)).sum())
-            print(f"{name}, early claim {early}: local slots {routed}, a bitwise {same_a}, "
-                  f"o bitwise {same_o}, counters zero {not ctr.any()}")  # fmt: skip
+            print(f"{name}, early claim {early}, spin loads {spin}: local slots {routed}, "
+                  f"a bitwise {same_a}, o bitwise {same_o}, counters zero {not ctr.any()}")  # fmt: skip
             assert same_a and same_o and not ctr.any()
 
 
-def fused_stages(ws, st, programs: int, pdl: bool, early_claim: bool = False):
+def fused_stages(ws, st, programs: int, pdl: bool, early_claim: bool = False,
+                 spin_loads: bool = False):  # fmt: skip
     """The arm's stages ``st`` with fc1 and fc2 replaced by one fused launch (the second stage a
     no-op) and the arm's combine."""
     from moebench.arm.base import Stage
@@ -215,7 +222,7 @@ def fused_stages(ws, st, programs: int, pdl: bool, early_claim: bool = False):
         fused_fc(p.x_TD, ws.a, ws.o, p.topk_ids_TK, wcat, p.w13_scale, p.w2_scale, p.b13_E2F,
                  p.b2_ED, ctr, E=E, N1=p.w13.shape[1], N2=p.w2.shape[1],
                  expert_offset=p.expert_offset, glu=p.activation, programs=programs,
-                 pdl=pdl, early_claim=early_claim)  # fmt: skip
+                 pdl=pdl, early_claim=early_claim, spin_loads=spin_loads)  # fmt: skip
         assert F == p.w13.shape[2], "one R for both stages"
 
     return (Stage(name="fc1", run=run), Stage(name="fc2", run=lambda: None), st[2]), ctr
@@ -265,14 +272,21 @@ def bench_main() -> None:
                 st = arm.build(ws)
                 ref = decode_reference_output(prob)
                 row = checked(ws, st, ref, cs.precision)
-                y_arm = ws.y_TD.clone()
+                y_arm, a_arm, o_arm = ws.y_TD.clone(), ws.a.clone(), ws.o.clone()
                 forms = [st]
                 ok = row["ok"]
                 for n in per_sm:
-                    fst, ctr = fused_stages(ws, st, int(n.rstrip("e")) * sms, pdl=True,
-                                            early_claim=n.endswith("e"))  # fmt: skip
+                    fst, ctr = fused_stages(ws, st, int(n.rstrip("es")) * sms, pdl=True,
+                                            early_claim="e" in n, spin_loads="s" in n)  # fmt: skip
                     r = checked(ws, fst, ref, cs.precision)
                     same = torch.equal(ws.y_TD.view(torch.int16), y_arm.view(torch.int16))
+                    if not same:  # where: fc1's rows (a), fc2's (o), the output (y)
+                        bits = lambda u, v: int((u.view(torch.int16) != v.view(torch.int16)).sum())
+                        big = lambda u, v: float((u.float() - v.float()).abs().nan_to_num(0).max())
+                        print(f"  differs from the arm: a {bits(ws.a, a_arm)} values (max "
+                              f"{big(ws.a, a_arm):.3g}), o {bits(ws.o, o_arm)} (max "
+                              f"{big(ws.o, o_arm):.3g}), y {bits(ws.y_TD, y_arm)} of "
+                              f"{ws.y_TD.numel()}", flush=True)  # fmt: skip
                     zero = not bool(ctr.any())
                     print(f"T={T} seed={seed} rank={rank} fused{n}: diff {r['diff']:.2e} "
                           f"sentinels {r['sentinels']} bitwise-arm {same} counters-zero {zero}",
