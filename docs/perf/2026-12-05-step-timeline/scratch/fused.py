@@ -202,7 +202,8 @@ def selftest() -> None:
             same_o = torch.equal(o.view(torch.int16), o_ref.view(torch.int16))
             routed = int(((ids >= off) & (ids < off + E)).sum())
             print(f"{name}, early claim {early}, spin loads {spin}: local slots {routed}, "
-                  f"a bitwise {same_a}, o bitwise {same_o}, counters zero {not ctr.any()}")  # fmt: skip
+                  f"a bitwise {same_a}, o bitwise {same_o}, "
+                  f"counters zero {not ctr.any()}")  # fmt: skip
             assert same_a and same_o and not ctr.any()
 
 
