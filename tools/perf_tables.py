@@ -46,6 +46,7 @@ import perf_specs_rows
 import perf_specs_runs
 import perf_specs_serving
 import perf_specs_stream
+import perf_specs_timeline
 import perf_specs_tokenprograms
 import perf_specs_unmasked
 from perf_cells import Table
@@ -56,6 +57,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and issue 19), then the areas,
 # then the runs of issues 15-18.
 SPECS = [
+    perf_specs_timeline,
     perf_specs_confirm,
     perf_specs_placed,
     perf_specs_ready,
