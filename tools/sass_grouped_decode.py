@@ -12,7 +12,7 @@ torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run he
 
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
 SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens
-[:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed]]]]]]]]
+[:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed]]]]]]]]]
 (block_k in values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none,
 default the tile's cap; passes 1 for the tile's one pass a program, `Launch.pass_grid`, default 0;
 words 1 or 0: the MXFP4 tile's scales read as 32-bit words from rows padded to 96 bytes, as the
@@ -21,7 +21,8 @@ where a step is whole words; fold 1 or 0: the MXFP4 tile's decode with its scale
 scale bytes up to 128, `grouped_dot` FOLD_SCALES, or not; default 1; early 1 or 0: the bias loaded
 before the K loop, `Launch.early_bias`, default 0; rotated 1 or 0: the MXFP4 tile's weights in
 `mx_rotated`'s layout, `Launch.mx_rotated` (the GEMV's too), default 0; placed 1 or 0: the FP8
-tile's weights in `fp8_placed`'s layout, `Launch.fp8_placed`, default 0), e.g.
+tile's weights in `fp8_placed`'s layout, `Launch.fp8_placed`, default 0; packed 1 or 0: the FP8
+tile's weights through TMA in `tile_packed`'s order, `Launch.fp8_packed`, default 0), e.g.
 dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at 1, 8 and 64 tokens.
 """
 
@@ -164,6 +165,7 @@ def grouped(spec: str, out: str) -> None:
     early = len(rest) > 5 and rest[5] == "1"
     rotated = len(rest) > 6 and rest[6] == "1"
     placed = len(rest) > 7 and rest[7] == "1"
+    packed = len(rest) > 8 and rest[8] == "1"
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
         if words:  # the arm's padded scale rows (grouped_gemv.word_aligned_scales)
@@ -180,6 +182,7 @@ def grouped(spec: str, out: str) -> None:
             c.update({"FOLD_SCALES": fold} if "FOLD_SCALES" in fn.arg_names else {})
             c.update({"ROTATED": rotated} if "ROTATED" in fn.arg_names else {})
             c.update({"PLACED": placed} if "PLACED" in fn.arg_names else {})
+            c.update({"PACKED": packed} if "PACKED" in fn.arg_names else {})
         else:
             fn = (
                 grouped_gemv._grouped_gemv_fp8 if fmt == "fp8" else grouped_gemv._grouped_gemv_mxfp4

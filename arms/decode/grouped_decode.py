@@ -34,6 +34,7 @@ from moebench.kernels.fp8_placed import place_e4m3
 from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
 from moebench.kernels.grouped_launch import Launch, default_launch
 from moebench.kernels.launch import weight_format
+from moebench.kernels.tile_packed import pack_tiles
 
 # Programmatic dependent launch of the grouped kernels and the combine, per precision: on in both.
 # MXFP4 as the sparse arm (arms/decode/pipeline.py PDL), whose GEMV loops the few-token launch
@@ -78,6 +79,12 @@ _TILE_SCALES: dict[int, tuple[int, tuple[torch.Tensor | None, int | None]]] = {}
 # other decode arms read the natural layout).
 _PLACED_WEIGHTS: dict[int, tuple[int, torch.Tensor]] = {}
 
+# FP8 weights packed box by box for the tile through TMA (`Launch.fp8_packed`; placed too where the
+# launch says so), one copy a weight tensor and (block_n, block_k, placed) while it lives. No
+# default launch sets it until it is measured on the GPU: tools/bench_grouped_decode.py times it
+# as a variant (its ``packed`` field).
+_PACKED_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tensor]]] = {}
+
 
 def _scales_entry(w_scale: torch.Tensor) -> tuple[torch.Tensor | None, int | None]:
     padded = word_aligned_scales(w_scale)
@@ -102,11 +109,17 @@ def tiles_weights(w, launch: Launch) -> torch.Tensor:
     """The weights a stage's launch reads: for MXFP4 in the rotated layout (``launch.mx_rotated``,
     either path) the copy `pipeline.rotated_weights` makes once (shared with every build over the
     same, unchanged weights and with the sparse arm), for the FP8 tile in the placed layout
-    (``launch.fp8_placed``) the copy `fp8_placed.place_e4m3` makes once, otherwise the problem's
-    own tensor."""
+    (``launch.fp8_placed``) the copy `fp8_placed.place_e4m3` makes once, packed box by box
+    (``launch.fp8_packed``, placed or not as the launch says) the copy `tile_packed.pack_tiles`
+    makes once for the launch's blocks, otherwise the problem's own tensor."""
     fmt = weight_format(w)
     if launch.mx_rotated and fmt == "mxfp4":
         return pipeline.rotated_weights(w)
+    if launch.fp8_packed and fmt == "fp8":
+        bn, bk, placed = launch.block_n, launch.block_k, launch.fp8_placed
+        cache = _PACKED_WEIGHTS.setdefault((bn, bk, placed), {})
+        make = lambda t: pack_tiles(place_e4m3(t) if placed else t, bn, bk)
+        return pipeline.made_once(cache, w, make)
     if launch.fp8_placed and fmt == "fp8":
         return pipeline.made_once(_PLACED_WEIGHTS, w, place_e4m3)
     return w

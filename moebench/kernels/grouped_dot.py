@@ -20,7 +20,9 @@ the grid gives it (`grouped_slots.program_work`).
   (`jit.e4m3_to_bf16`; exact: every e4m3 value is a bf16 number), the expert scale applied to
   the fp32 sums after the loop, as `sparse_gemv` and `batched_gemm` do. With the weights in
   `fp8_placed`'s layout (``PLACED``) a word's four values take 7 instructions against 11 (sm_90a,
-  the one-pass launch: 214 a step against 278), the same bits. Not ``.to(tl.bfloat16)``:
+  the one-pass launch: 214 a step against 278), the same bits. With them in `tile_packed`'s order
+  (``PACKED``, through TMA) each step's box is one contiguous run and a program's boxes follow
+  each other; the same bits. Not ``.to(tl.bfloat16)``:
   triton 3.6 goes through fp16 and converts each value fp16 -> bf16 with one F2F, an instruction
   of the SMs' slow conversion pipe; at gpt-oss-20b decode shapes that pipe bounded the tile
   (H200, 2026-12-02: the step 3-17% faster without it, docs/perf/HISTORY.md). An e4m3 NaN byte
@@ -269,13 +271,20 @@ def mx_order_rows(x):
 
 @triton.jit
 def _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, MASKED: tl.constexpr, TMA: tl.constexpr,
-              INTERPRET: tl.constexpr, PLACED: tl.constexpr):  # fmt: skip
+              INTERPRET: tl.constexpr, PLACED: tl.constexpr,
+              PACKED: tl.constexpr = False):  # fmt: skip
     """acc + one K step of the FP8 tile: the weights from TMA descriptor ``w_src`` at row
     ``w_row`` (``TMA``; columns past R read as zeros) or natural-order pointers ``w_src``
     [BLOCK_N, BLOCK_K]; dot-order pointers ``x_at`` [BLOCK_K, BLOCK_M]; ``MASKED`` for the step
-    that passes R; ``PLACED``: weights in `fp8_placed`'s layout (zero bytes read zero in both)."""
+    that passes R; ``PLACED``: weights in `fp8_placed`'s layout (zero bytes read zero in both);
+    ``PACKED`` (through TMA, R a multiple of BLOCK_K): weights in `tile_packed`'s order, the
+    descriptor over [E * N * R / BLOCK_K, BLOCK_K] rows, where the box of natural row ``w_row``
+    at step k0 / BLOCK_K starts at row w_row * (R / BLOCK_K) + k0 / BLOCK_K * BLOCK_N."""
     BK: tl.constexpr = x_at.shape[0]
-    if TMA:
+    BN: tl.constexpr = acc.shape[0]
+    if TMA and PACKED:
+        w = w_src.load([w_row * (R // BK) + k0 // BK * BN, 0])
+    elif TMA:
         w = w_src.load([w_row, k0])
     elif MASKED:
         w = tl.load(w_src + k0, mask=(k0 + tl.arange(0, BK) < R)[None, :], other=0.0)
@@ -300,7 +309,7 @@ def _fp8_pass(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, TMA: tl.constexpr,
-    EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr,
+    EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr, PACKED: tl.constexpr,
 ):  # fmt: skip
     """One pass of the FP8 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
     column block ``n_block``, stored through the slot epilogue.
@@ -320,7 +329,7 @@ def _fp8_pass(
     r_main = R if TMA else R // BLOCK_K * BLOCK_K
     for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
         acc = _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, TMA and not EVEN_K, TMA, INTERPRET,
-                        PLACED)  # fmt: skip
+                        PLACED, PACKED)  # fmt: skip
     if not EVEN_K and not TMA:
         acc = _fp8_step(acc, w_src, w_row, x_at, r_main, R, m_ok, True, TMA, INTERPRET, PLACED)
     h = tl.trans(acc) * scale
@@ -340,6 +349,7 @@ def _grouped_dot_fp8(
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
     PASS_GRID: tl.constexpr, EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr,
+    PACKED: tl.constexpr,
 ):  # fmt: skip
     """The FP8 tile. ``PASS_GRID``: program j of the grid's second axis runs the j-th pass
     (`grouped_slots.touched_pass`), one pass a program; else the j-th touched expert, all of its
@@ -355,7 +365,8 @@ def _grouped_dot_fp8(
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
     if TMA:
-        # ``w``: a descriptor over the weights as [E * N, R] rows, [BLOCK_N, BLOCK_K] a box.
+        # ``w``: a descriptor over the weights as [E * N, R] rows, [BLOCK_N, BLOCK_K] a box (packed:
+        # [E * N * R / BLOCK_K, BLOCK_K] rows, `_fp8_step`).
         w_src = w
         w_row = e * (stride_we // stride_wn) + n_block * BLOCK_N
     else:
@@ -367,14 +378,15 @@ def _grouped_dot_fp8(
         _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset, R,
                   e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                   stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                  EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS, PLACED)  # fmt: skip
+                  EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS, PLACED,
+                  PACKED)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
             _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset,
                       R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                       stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
                       EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS,
-                      PLACED)  # fmt: skip
+                      PLACED, PACKED)  # fmt: skip
 
 
 @triton.jit

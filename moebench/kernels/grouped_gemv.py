@@ -340,6 +340,9 @@ def grouped_gemv(
            "mx_rotated's layout)")  # fmt: skip
     _check(not L.fp8_placed or (L.path, fmt) == ("dot", "fp8"), "fp8_placed is for the FP8 dot "
            "path (weights in fp8_placed's layout)")  # fmt: skip
+    _check(not L.fp8_packed or ((L.path, fmt) == ("dot", "fp8") and L.tma and R % L.block_k == 0),
+           f"fp8_packed is for the FP8 dot path through TMA with R ({R}) a multiple of block_k "
+           f"({L.block_k}) (weights in tile_packed's order)")  # fmt: skip
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     fold = fmt == "mxfp4" and max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
@@ -362,7 +365,11 @@ def grouped_gemv(
     # TMA needs the weights as packed [E * N, R] rows on a 16-byte boundary (R is a multiple of
     # 32, so the rows' 16-byte stride holds); other weights take the pointer loads.
     tma = L.tma and w.is_contiguous() and w.data_ptr() % 16 == 0
+    _check(tma or not L.fp8_packed, "fp8_packed weights must be contiguous on a 16-byte boundary "
+           "(the tile reads them through TMA only)")  # fmt: skip
     w_rows = w.view(E * N, w.shape[2])  # the weight bytes of a row (R, or R / 2 for MXFP4)
+    if L.fp8_packed:  # `tile_packed`: one [block_n, block_k] box after the other
+        w_rows = w.view(-1, L.block_k)
     w_arg = TensorDescriptor.from_tensor(w_rows, [L.block_n, L.block_k]) if tma else w
     args = (
         x, topk_ids_TK, w_arg, w_scale, bias_EN, out, T * K, K, expert_offset, E, R,
@@ -375,7 +382,8 @@ def grouped_gemv(
     grid = (N // L.block_n, programs)
     if L.path == "dot" and fmt == "fp8":
         _grouped_dot_fp8[grid](*args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, TMA=tma,
-                               PASS_GRID=L.pass_grid, PLACED=L.fp8_placed, **common)  # fmt: skip
+                               PASS_GRID=L.pass_grid, PLACED=L.fp8_placed, PACKED=L.fp8_packed,
+                               **common)  # fmt: skip
     elif L.path == "dot":
         _grouped_dot_mxfp4[grid](
             *args,

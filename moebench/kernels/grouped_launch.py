@@ -24,7 +24,9 @@ class Launch:
     MXFP4 weights in `mx_rotated`'s layout (``mx_rotated``, both paths: the caller passes the
     weights `mx_rotated.rotate_mxfp4` made; the same bits, fewer decode instructions), and the
     FP8 tile's in `fp8_placed`'s (``fp8_placed``: the weights `fp8_placed.place_e4m3` made; the
-    same bits, fewer decode instructions)."""
+    same bits, fewer decode instructions), and the FP8 tile's through TMA packed box by box
+    (``fp8_packed``: the weights `tile_packed.pack_tiles` made for this launch's block_n and
+    block_k; the same bits, each step's box one contiguous run)."""
 
     path: str
     block_m: int
@@ -39,6 +41,7 @@ class Launch:
     early_bias: bool = False
     mx_rotated: bool = False
     fp8_placed: bool = False
+    fp8_packed: bool = False
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the

@@ -302,3 +302,39 @@ def test_placed_launches_read_a_placed_copy_made_once_and_write_the_natural_bits
     del p, copy
     gc.collect()
     assert len(grouped_decode._PLACED_WEIGHTS) == before - 2
+
+
+def test_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
+    """A tile launch with ``fp8_packed`` (placed or not) reads a copy of the weights packed box by
+    box for its blocks (`tile_packed.pack_tiles`, of the placed copy where the launch is placed),
+    made once for each (blocks, layout) while the weights live; the step writes the bits of the
+    same launches unpacked (32 values a step here: F = 32 is no multiple of the arm's 64). MXFP4
+    weights do not take it."""
+    import dataclasses
+
+    from moebench.kernels.tile_packed import pack_tiles
+
+    ids, w = routing(16, seed=13)  # one pass a program
+    p = problem("w8a16", "swiglu_oai", ids, w)
+    fc1, fc2 = (dataclasses.replace(f, block_k=32) for f in grouped_decode.launches(p))
+    assert fc1.pass_grid and fc1.tma and not fc1.fp8_packed
+
+    def step(l1, l2) -> torch.Tensor:
+        ws = decode.Workspace(p, layout="TKD")
+        ws.poison()
+        for stage in grouped_decode.build_stages(ws, fc1=l1, fc2=l2):
+            stage.run()
+        return ws.y_TD.view(torch.int16)
+
+    for placed in (True, False):
+        un1, un2 = (dataclasses.replace(f, fp8_placed=placed) for f in (fc1, fc2))
+        pk1, pk2 = (dataclasses.replace(f, fp8_packed=True) for f in (un1, un2))
+        copy = grouped_decode.tiles_weights(p.w13, pk1)
+        source = place_e4m3(p.w13) if placed else p.w13
+        want = pack_tiles(source, pk1.block_n, pk1.block_k)
+        assert torch.equal(copy.view(torch.uint8), want.view(torch.uint8))
+        assert grouped_decode.tiles_weights(p.w13, pk1) is copy
+        assert torch.equal(step(pk1, pk2), step(un1, un2))
+    mx = problem("w4a16", "swiglu_oai", ids, w)
+    mx_packed = dataclasses.replace(fc1, fp8_packed=True, fp8_placed=False)
+    assert grouped_decode.tiles_weights(mx.w13, mx_packed) is mx.w13

@@ -21,6 +21,7 @@ from moebench.kernels.grouped_gemv import grouped_gemv, scale_words, word_aligne
 from moebench.kernels.grouped_launch import Launch
 from moebench.kernels.mx_rotated import rotate_mxfp4
 from moebench.kernels.sparse_gemv import sparse_gemv
+from moebench.kernels.tile_packed import pack_tiles
 
 grouped, sparse, dense = on_device(grouped_gemv), on_device(sparse_gemv), on_device(batched_gemm)
 
@@ -538,6 +539,54 @@ def test_the_placed_layout_is_the_fp8_tiles_only():
         with pytest.raises(ValueError, match="fp8_placed is for the FP8 dot path"):
             grouped(x, ids, w, s, b, out, expert_offset=0,
                     launch=dataclasses.replace(LAUNCHES[path], fp8_placed=True))  # fmt: skip
+
+
+@pytest.mark.parametrize("placed", [False, True], ids=["natural", "placed"])
+@pytest.mark.parametrize("path", ["dot-tma", "dot-tma-passes"])
+def test_fp8_tile_reads_packed_weights_as_the_natural_ones(path, placed):
+    """Weights in `tile_packed`'s order (``Launch.fp8_packed``, packed for the launch's block_n
+    and block_k) give the unpacked weights' bits on the FP8 tile through TMA, looping over passes
+    or one pass a program, with natural or placed words (every e4m3 byte among the weights, two
+    row blocks and four K steps an expert, an expert with two passes of slots); unpacked weights
+    read as packed do not (the order is what the descriptor's coordinates read)."""
+    g = torch.Generator().manual_seed(23)
+    T, K, E, N, R = 17, 2, 2, 32, 256
+    w = torch.randint(0, 256, (E, N, R), generator=g, dtype=torch.uint8)
+    w[0, 0, :256] = torch.arange(256, dtype=torch.uint8)
+    w = w.view(torch.float8_e4m3fn)
+    if placed:
+        w = place_e4m3(w)
+    s = torch.tensor([0.125, 2.0])
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1]] * 16 + [[1, 5]], dtype=torch.int32)
+    launch = dataclasses.replace(LAUNCHES[path], fp8_placed=placed)
+    packed = dataclasses.replace(launch, fp8_packed=True)
+    tiles = pack_tiles(w, launch.block_n, launch.block_k)
+    natural, got, wrong = poisoned(T, K, N), poisoned(T, K, N), poisoned(T, K, N)
+    grouped(x, ids, w, s, b, natural, expert_offset=0, launch=launch)
+    grouped(x, ids, tiles, s, b, got, expert_offset=0, launch=packed)
+    assert torch.equal(got.view(torch.int16), natural.view(torch.int16))
+    assert torch.isfinite(got[:, 0].float()).all() and torch.isnan(got[16, 1].float()).all()
+    grouped(x, ids, w, s, b, wrong, expert_offset=0, launch=packed)
+    assert not torch.equal(wrong[:16].view(torch.int16), natural[:16].view(torch.int16))
+
+
+def test_packed_weights_are_the_fp8_tma_tiles_with_whole_steps_only():
+    """``fp8_packed`` is refused for MXFP4 weights, the GEMV path, the pointer loads (the
+    coordinates are TMA's) and an R that is no multiple of block_k (a box past R would read the
+    next box's bytes, not zeros)."""
+    w8, s8, _ = quantised("fp8", torch.randn(1, 16, 64))
+    wm, sm, _ = quantised("mxfp4", torch.randn(1, 16, 64))
+    w96, s96, _ = quantised("fp8", torch.randn(1, 16, 96))
+    out, b = poisoned(1, 1, 16), torch.zeros(1, 16).bfloat16()
+    ids = torch.zeros(1, 1, dtype=torch.int32)
+    refused = ((wm, sm, "dot"), (w8, s8, "gemv"), (w8, s8, "dot"), (w96, s96, "dot-tma"))
+    for w, s, path in refused:
+        x = torch.zeros(1, w.shape[2] * (2 if w.dtype == torch.uint8 else 1)).bfloat16()
+        with pytest.raises(ValueError, match="fp8_packed is for the FP8 dot path through TMA"):
+            grouped(x, ids, w, s, b, out, expert_offset=0,
+                    launch=dataclasses.replace(LAUNCHES[path], fp8_packed=True))  # fmt: skip
 
 
 def _with_a_byte_past_the_bound(s: torch.Tensor) -> torch.Tensor:

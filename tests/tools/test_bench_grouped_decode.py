@@ -32,6 +32,17 @@ def test_the_placed_field_sets_the_fp8_tiles_layout_and_nothing_else(bench):
             assert same == base, (fmt, tokens, field)
 
 
+def test_the_packed_field_packs_the_fp8_tiles_weights_and_nothing_else(bench):
+    base, packed = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", "fp8", 64)
+    assert base.path == "dot" and not base.fp8_packed  # no default launch packs
+    assert packed == bench.dataclasses.replace(base, fp8_packed=True)
+    assert bench.describe(packed) == bench.describe(base) + " packed"
+    assert _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:0", "fp8", 64)[1] == base
+    for fmt, tokens in (("mxfp4", 64), ("fp8", 1)):  # MXFP4's tile, FP8's one-slot GEMV
+        base, same = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", fmt, tokens)
+        assert same == base, (fmt, tokens)
+
+
 def test_the_registers_field_caps_the_launch(bench):
     base, capped = _launches(bench, "-:-:-:-:-:-:-:-:96:-:-:-:-:1", "fp8", 8)
     assert (base.max_registers, capped.max_registers) == (128, 96) and capped.fp8_placed
