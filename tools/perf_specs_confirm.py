@@ -128,21 +128,28 @@ token, FP8 grouped 81-84% at 32-64.""",
         columns=["precision", "tokens", "arm", "step us, draw 0 rank 0", "of copy",
                  "the slower rank, mean of three draws"],
     )  # fmt: skip
+    copy_share_rows(t, r, COPY, (0, 1, 2), HIST)
+    return t
+
+
+def copy_share_rows(t: Table, r: Records, copy: str, seeds: tuple[int, ...], hist: str) -> None:
+    """A copy-share table's rows from the bench logs ``copy`` (``{}`` the precision): each
+    format's best arm at one token and the grouped arm at 32 and 64, rank 0 of draw 0, then the
+    mean over ``seeds`` of the slower rank's step."""
     for prec in ("w8a16", "w4a16"):
         for tokens, arm in ((1, "sparse_decode"), (32, "grouped_decode"), (64, "grouped_decode")):
-            log = COPY.format(prec)
+            log = copy.format(prec)
 
             def row(seed: int, rank: int, what: str, tokens=tokens, arm=arm, log=log):
                 head = rf"^precision={prec} tokens={tokens} seed={seed} rank={rank} .* "
                 return r.text(log, head + rf"arm={arm} variant=default .* {what}=(\S+)")
 
             slowest = [derive(max, "{:.1f}", row(s, 0, "step_us"), row(s, 1, "step_us"))
-                       for s in (0, 1, 2)]  # fmt: skip
+                       for s in seeds]  # fmt: skip
             t.row("FP8" if prec == "w8a16" else "MXFP4", WORDS[tokens], arm,
                   row(0, 0, "step_us"),
                   derive(lambda v: 100 * v, "{:.0f}%", row(0, 0, "of_copy")),
-                  derive(lambda *v: mean(v), "{:.1f}", *slowest), history=HIST)  # fmt: skip
-    return t
+                  derive(lambda *v: mean(v), "{:.1f}", *slowest), history=hist)  # fmt: skip
 
 
 PDL = f"{DAY}/call1/pdl_fp8.log"
@@ -284,11 +291,18 @@ FP8 at every count.""",
         columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
                  "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
     )  # fmt: skip
+    run_rows(t, r, RUN, HIST)
+    return t
+
+
+def run_rows(t: Table, r: Records, run: str, hist: str) -> None:
+    """A gated run's rows (`confirm_run`'s columns) from its report ``run``: each arm's step at
+    each token count, grouped over dense, MXFP4's best over FP8's."""
     for i, tokens in enumerate((1, 2, 4, 8, 16, 32, 64)):
 
         def cell(prec: str, case: int, arm: str, tokens=tokens):
             return r.result(
-                RUN, "ffn", arm, f"c{case:03d}-precision={prec}-tokens_per_rank={tokens}"
+                run, "ffn", arm, f"c{case:03d}-precision={prec}-tokens_per_rank={tokens}"
             )
 
         f8 = {a: cell("w8a16", i, a) for a in ("grouped_decode", "dense_decode", "sparse_decode")}
@@ -298,8 +312,7 @@ FP8 at every count.""",
                       f8["sparse_decode"])  # fmt: skip
         t.row(WORDS[tokens], f8["sparse_decode"], f8["grouped_decode"], f8["dense_decode"],
               derive(lambda a, b: a / b, "{:.2f}", f8["grouped_decode"], f8["dense_decode"]),
-              f4["sparse_decode"], f4["grouped_decode"], best, history=HIST)  # fmt: skip
-    return t
+              f4["sparse_decode"], f4["grouped_decode"], best, history=hist)  # fmt: skip
 
 
 TABLES = (fp8_step64, step64_others, copy_share_h100, pdl_one_token, placed_again, combine_cost,

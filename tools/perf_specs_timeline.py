@@ -9,10 +9,9 @@ As in perf_specs_latest.py: every figure a lookup in a stored record, every deri
 
 from __future__ import annotations
 
-from statistics import mean
-
 from perf_cells import Table, fill
-from perf_records import Records, derive, over
+from perf_records import Records, over
+from perf_specs_confirm import copy_share_rows, run_rows
 from perf_specs_placed import WORDS
 
 DAY = "2026-12-05-step-timeline"
@@ -130,20 +129,7 @@ tile and the one-token dependent launch, which were measured on H100s).""",
         columns=["precision", "tokens", "arm", "step us, draw 0 rank 0", "of copy",
                  "the slower rank, mean of two draws"],
     )  # fmt: skip
-    for prec in ("w8a16", "w4a16"):
-        for tokens, arm in ((1, "sparse_decode"), (32, "grouped_decode"), (64, "grouped_decode")):
-            log = COPY.format(prec)
-
-            def row(seed: int, rank: int, what: str, tokens=tokens, arm=arm, log=log):
-                head = rf"^precision={prec} tokens={tokens} seed={seed} rank={rank} .* "
-                return r.text(log, head + rf"arm={arm} variant=default .* {what}=(\S+)")
-
-            slowest = [derive(max, "{:.1f}", row(s, 0, "step_us"), row(s, 1, "step_us"))
-                       for s in (0, 1)]  # fmt: skip
-            t.row("FP8" if prec == "w8a16" else "MXFP4", WORDS[tokens], arm,
-                  row(0, 0, "step_us"),
-                  derive(lambda v: 100 * v, "{:.0f}%", row(0, 0, "of_copy")),
-                  derive(lambda *v: mean(v), "{:.1f}", *slowest), history=HIST)  # fmt: skip
+    copy_share_rows(t, r, COPY, (0, 1), HIST)
     return t
 
 
@@ -161,21 +147,7 @@ On the H200 too, grouped beats dense and MXFP4 beats FP8 at every count.""",
         columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
                  "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
     )  # fmt: skip
-    for i, tokens in enumerate((1, 2, 4, 8, 16, 32, 64)):
-
-        def cell(prec: str, case: int, arm: str, tokens=tokens):
-            return r.result(
-                RUN, "ffn", arm, f"c{case:03d}-precision={prec}-tokens_per_rank={tokens}"
-            )
-
-        f8 = {a: cell("w8a16", i, a) for a in ("grouped_decode", "dense_decode", "sparse_decode")}
-        f4 = {a: cell("w4a16", i + 7, a) for a in ("grouped_decode", "sparse_decode")}
-        best = derive(lambda a, b, c, d: min(a, b) / min(c, d), "{:.2f}",
-                      f4["grouped_decode"], f4["sparse_decode"], f8["grouped_decode"],
-                      f8["sparse_decode"])  # fmt: skip
-        t.row(WORDS[tokens], f8["sparse_decode"], f8["grouped_decode"], f8["dense_decode"],
-              derive(lambda a, b: a / b, "{:.2f}", f8["grouped_decode"], f8["dense_decode"]),
-              f4["sparse_decode"], f4["grouped_decode"], best, history=HIST)  # fmt: skip
+    run_rows(t, r, RUN, HIST)
     return t
 
 
