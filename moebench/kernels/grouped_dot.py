@@ -20,9 +20,8 @@ the grid gives it (`grouped_slots.program_work`).
   (`jit.e4m3_to_bf16`; exact: every e4m3 value is a bf16 number), the expert scale applied to
   the fp32 sums after the loop, as `sparse_gemv` and `batched_gemm` do. With the weights in
   `fp8_placed`'s layout (``PLACED``) a word's four values take 7 instructions against 11 (sm_90a,
-  the one-pass launch: 214 a step against 278), the same bits. With them in `tile_packed`'s order
-  (``PACKED``, through TMA) each step's box is one contiguous run and a program's boxes follow
-  each other; the same bits. Not ``.to(tl.bfloat16)``:
+  the one-pass launch: 214 a step against 278), the same bits; likewise `tile_packed`'s order
+  (``PACKED``, `_fp8_step`). Not ``.to(tl.bfloat16)``:
   triton 3.6 goes through fp16 and converts each value fp16 -> bf16 with one F2F, an instruction
   of the SMs' slow conversion pipe; at gpt-oss-20b decode shapes that pipe bounded the tile
   (H200, 2026-12-02: the step 3-17% faster without it, docs/perf/HISTORY.md). An e4m3 NaN byte
@@ -277,13 +276,11 @@ def _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, MASKED: tl.constexpr, TMA: t
     ``w_row`` (``TMA``; columns past R read as zeros) or natural-order pointers ``w_src``
     [BLOCK_N, BLOCK_K]; dot-order pointers ``x_at`` [BLOCK_K, BLOCK_M]; ``MASKED`` for the step
     that passes R; ``PLACED``: weights in `fp8_placed`'s layout (zero bytes read zero in both);
-    ``PACKED`` (through TMA, R a multiple of BLOCK_K): weights in `tile_packed`'s order, the
-    descriptor over [E * N * R / BLOCK_K, BLOCK_K] rows, where the box of natural row ``w_row``
-    at step k0 / BLOCK_K starts at row w_row * (R / BLOCK_K) + k0 / BLOCK_K * BLOCK_N."""
+    ``PACKED`` (TMA, whole steps): in `tile_packed`'s order, a descriptor over [E * N * R /
+    BLOCK_K, BLOCK_K] rows: row ``w_row``'s first box at w_row * R / BLOCK_K, BLOCK_N a step."""
     BK: tl.constexpr = x_at.shape[0]
-    BN: tl.constexpr = acc.shape[0]
     if TMA and PACKED:
-        w = w_src.load([w_row * (R // BK) + k0 // BK * BN, 0])
+        w = w_src.load([w_row * (R // BK) + k0 // BK * acc.shape[0], 0])
     elif TMA:
         w = w_src.load([w_row, k0])
     elif MASKED:
@@ -365,8 +362,7 @@ def _grouped_dot_fp8(
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
     if TMA:
-        # ``w``: a descriptor over the weights as [E * N, R] rows, [BLOCK_N, BLOCK_K] a box (packed:
-        # [E * N * R / BLOCK_K, BLOCK_K] rows, `_fp8_step`).
+        # ``w``: a descriptor over [E * N, R] rows (packed: `_fp8_step`), [BLOCK_N, BLOCK_K] a box.
         w_src = w
         w_row = e * (stride_we // stride_wn) + n_block * BLOCK_N
     else:
