@@ -61,7 +61,7 @@ def values(stage: str, tokens: int) -> dict:
 
 
 def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int, maxnreg: int = 0,
-          box: tuple[int, int] | None = None, more_pointers: dict | None = None):  # fmt: skip
+          box: tuple[int, ...] | None = None, more_pointers: dict | None = None):  # fmt: skip
     """``fn`` specialised as a launch would be: 16-byte aligned pointers, integers divisible by
     16 marked so, integers equal to 1 folded in; with ``box`` the weights a TMA descriptor of
     that block; ``maxnreg`` a register cap (0: none); ``more_pointers`` the types of pointer
@@ -76,7 +76,7 @@ def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int, maxnr
         if name in consts:
             sig[name], cx[name] = "constexpr", consts[name]
         elif name == "w" and box:
-            sig[name] = f"tensordesc<fp8e4nv[{box[0]}, {box[1]}]>"
+            sig[name] = f"tensordesc<fp8e4nv[{', '.join(map(str, box))}]>"
         elif name in pointers:
             sig[name], attrs[(i,)] = pointers[name], [["tt.divisibility", 16]]
         elif ints[name] == 1:
@@ -183,13 +183,17 @@ def grouped(spec: str, out: str) -> None:
             c.update({"ROTATED": rotated} if "ROTATED" in fn.arg_names else {})
             c.update({"PLACED": placed} if "PLACED" in fn.arg_names else {})
             c.update({"PACKED": packed} if "PACKED" in fn.arg_names else {})
+            # A block_n not dividing N: the tile's ragged rows (a 3-D descriptor, `grouped_gemv`).
+            ragged = tma and ints["N"] % bn != 0
+            c.update({"RAGGED": ragged} if "RAGGED" in fn.arg_names else {})
         else:
             fn = (
                 grouped_gemv._grouped_gemv_fp8 if fmt == "fp8" else grouped_gemv._grouped_gemv_mxfp4
             )
             c.update({"PTX": True, "ROTATED": rotated} if fmt == "mxfp4" else {})
         per_byte = 2 if fmt == "mxfp4" else 1
-        kernel = build(fn, fmt, c, ints, nw, ns, maxnreg, (bn, bk) if tma else None)
+        box = ((1, bn, bk) if c.get("RAGGED") else (bn, bk)) if tma else None
+        kernel = build(fn, fmt, c, ints, nw, ns, maxnreg, box)
         report(f"grouped_{spec.replace(':', '_')}_{stage}", kernel, out,
                bn * bk / per_byte / (32 * nw), nw)  # fmt: skip
 

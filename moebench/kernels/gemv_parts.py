@@ -24,9 +24,14 @@ def program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E):
 
 
 @triton.jit
-def row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N: tl.constexpr):
-    """The bias of row block ``n_block`` of expert ``e64``, bf16 as stored."""
-    return tl.load(b_ptr + e64 * stride_be + n_block * BLOCK_N + tl.arange(0, BLOCK_N))
+def row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N: tl.constexpr, N=0,
+             RAGGED: tl.constexpr = False):  # fmt: skip
+    """The bias of row block ``n_block`` of expert ``e64``, bf16 as stored; with ``RAGGED`` the
+    block may pass the expert's ``N`` rows, whose bias reads as zero."""
+    rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    if RAGGED:
+        return tl.load(b_ptr + e64 * stride_be + rows, mask=rows < N, other=0.0)
+    return tl.load(b_ptr + e64 * stride_be + rows)
 
 
 @triton.jit

@@ -271,15 +271,19 @@ def mx_order_rows(x):
 @triton.jit
 def _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, MASKED: tl.constexpr, TMA: tl.constexpr,
               INTERPRET: tl.constexpr, PLACED: tl.constexpr,
-              PACKED: tl.constexpr = False):  # fmt: skip
+              PACKED: tl.constexpr = False, RAGGED: tl.constexpr = False, e=0):  # fmt: skip
     """acc + one K step of the FP8 tile: the weights from TMA descriptor ``w_src`` at row
     ``w_row`` (``TMA``; columns past R read as zeros) or natural-order pointers ``w_src``
     [BLOCK_N, BLOCK_K]; dot-order pointers ``x_at`` [BLOCK_K, BLOCK_M]; ``MASKED`` for the step
     that passes R; ``PLACED``: weights in `fp8_placed`'s layout (zero bytes read zero in both);
     ``PACKED`` (TMA, whole steps): in `tile_packed`'s order, a descriptor over [E * N * R /
-    BLOCK_K, BLOCK_K] rows: row ``w_row``'s first box at w_row * R / BLOCK_K, BLOCK_N a step."""
+    BLOCK_K, BLOCK_K] rows: row ``w_row``'s first box at w_row * R / BLOCK_K, BLOCK_N a step;
+    ``RAGGED`` (TMA): a descriptor over [E, N, R], expert ``e``'s row ``w_row``, rows past N
+    read as zeros."""
     BK: tl.constexpr = x_at.shape[0]
-    if TMA and PACKED:
+    if TMA and RAGGED:
+        w = tl.reshape(w_src.load([e, w_row, k0]), [acc.shape[0], BK])
+    elif TMA and PACKED:
         w = w_src.load([w_row * (R // BK) + k0 // BK * acc.shape[0], 0])
     elif TMA:
         w = w_src.load([w_row, k0])
@@ -306,7 +310,8 @@ def _fp8_pass(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, TMA: tl.constexpr,
-    EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr, PACKED: tl.constexpr,
+    EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr, PACKED: tl.constexpr, N,
+    RAGGED: tl.constexpr,
 ):  # fmt: skip
     """One pass of the FP8 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
     column block ``n_block``, stored through the slot epilogue.
@@ -320,20 +325,20 @@ def _fp8_pass(
                             BLOCK_M, SCAN)  # fmt: skip
     m_ok = m0 + tl.arange(0, BLOCK_M) < count
     if EARLY_BIAS:
-        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
+        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N, N, RAGGED)
     x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
     acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     r_main = R if TMA else R // BLOCK_K * BLOCK_K
     for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
         acc = _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, TMA and not EVEN_K, TMA, INTERPRET,
-                        PLACED, PACKED)  # fmt: skip
+                        PLACED, PACKED, RAGGED, e)  # fmt: skip
     if not EVEN_K and not TMA:
         acc = _fp8_step(acc, w_src, w_row, x_at, r_main, R, m_ok, True, TMA, INTERPRET, PLACED)
     h = tl.trans(acc) * scale
     if not EARLY_BIAS:
-        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
+        bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N, N, RAGGED)
     slot_epilogue(h, bias, n_block, t64, k64, m_ok, out_ptr, stride_ot, stride_ok, GLU, BLOCK_M,
-                  BLOCK_N, EXACT_RNE)  # fmt: skip
+                  BLOCK_N, EXACT_RNE, N, RAGGED)  # fmt: skip
 
 
 @triton.jit
@@ -346,12 +351,13 @@ def _grouped_dot_fp8(
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
     PASS_GRID: tl.constexpr, EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr,
-    PACKED: tl.constexpr,
+    PACKED: tl.constexpr, RAGGED: tl.constexpr,
 ):  # fmt: skip
     """The FP8 tile. ``PASS_GRID``: program j of the grid's second axis runs the j-th pass
     (`grouped_slots.touched_pass`), one pass a program; else the j-th touched expert, all of its
     passes in a loop, whose registers (121-128 a thread against 85-89 for one pass, sm_90a)
-    cost the launch programs an SM."""
+    cost the launch programs an SM. ``RAGGED`` (TMA only): BLOCK_N need not divide N, an
+    expert's last row block masked (its rows past N zero-filled by the copy engine, not read)."""
     pdl_launch_dependents(GDC)
     e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
@@ -361,10 +367,12 @@ def _grouped_dot_fp8(
     pdl_wait(GDC)
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
+    N = stride_we // stride_wn  # the weights are packed rows wherever TMA reads them
     if TMA:
-        # ``w``: a descriptor over [E * N, R] rows (packed: `_fp8_step`), [BLOCK_N, BLOCK_K] a box.
+        # ``w``: a descriptor over [E * N, R] rows (packed, ragged: `_fp8_step`), [BLOCK_N,
+        # BLOCK_K] a box.
         w_src = w
-        w_row = e * (stride_we // stride_wn) + n_block * BLOCK_N
+        w_row = (0 if RAGGED else e * N) + n_block * BLOCK_N
     else:
         rows64 = (n_block * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
         w_src = w + e64 * stride_we + rows64[:, None] * stride_wn + tl.arange(0, BLOCK_K)[None, :]
@@ -375,14 +383,14 @@ def _grouped_dot_fp8(
                   e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                   stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
                   EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS, PLACED,
-                  PACKED)  # fmt: skip
+                  PACKED, N, RAGGED)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
             _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset,
                       R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                       stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
                       EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS,
-                      PLACED, PACKED)  # fmt: skip
+                      PLACED, PACKED, N, RAGGED)  # fmt: skip
 
 
 @triton.jit

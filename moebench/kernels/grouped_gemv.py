@@ -319,8 +319,11 @@ def grouped_gemv(
     _check(L.path in PATHS, f"path must be one of {PATHS}, got {L.path!r}")
     pow2 = lambda v: v >= 1 and v & (v - 1) == 0
     _check(pow2(L.block_m), f"block_m must be a power of two, got {L.block_m}")
+    # A block_n that does not divide N: the FP8 tile through TMA only (checked below, where the
+    # launcher knows whether TMA reads the weights), its expert's last row block masked.
+    ragged = N % L.block_n != 0
     _check(
-        pow2(L.block_n) and L.block_n >= 2 and N % L.block_n == 0,
+        pow2(L.block_n) and L.block_n >= 2 and (N % L.block_n == 0 or L.tma),
         f"block_n must be a power of two >= 2 dividing N ({N}), got {L.block_n}",
     )
     _check(pow2(L.block_k) and L.block_k >= 32, f"block_k must be a power of two >= 32, got "
@@ -350,6 +353,13 @@ def grouped_gemv(
         largest = int(w_scale.max())
         _check(largest <= max_scale_byte, f"max_scale_byte ({max_scale_byte}) is below w_scale's "
                f"largest byte ({largest})")  # fmt: skip
+    # TMA needs the weights as packed [E * N, R] rows on a 16-byte boundary (R is a multiple of
+    # 32, so the rows' 16-byte stride holds); other weights take the pointer loads.
+    tma = L.tma and w.is_contiguous() and w.data_ptr() % 16 == 0
+    _check(tma or not L.fp8_packed, "fp8_packed weights must be contiguous on a 16-byte boundary "
+           "(the tile reads them through TMA only)")  # fmt: skip
+    _check(not ragged or (tma and not L.fp8_packed), f"block_n ({L.block_n}) not dividing N "
+           f"({N}) is for the FP8 tile reading contiguous, unpacked weights by TMA")  # fmt: skip
     if T == 0 or K == 0 or E == 0:
         return
     block_e = triton.next_power_of_2(E)
@@ -362,15 +372,13 @@ def grouped_gemv(
         common["launch_pdl"] = True
     if L.max_registers:
         common["maxnreg"] = L.max_registers
-    # TMA needs the weights as packed [E * N, R] rows on a 16-byte boundary (R is a multiple of
-    # 32, so the rows' 16-byte stride holds); other weights take the pointer loads.
-    tma = L.tma and w.is_contiguous() and w.data_ptr() % 16 == 0
-    _check(tma or not L.fp8_packed, "fp8_packed weights must be contiguous on a 16-byte boundary "
-           "(the tile reads them through TMA only)")  # fmt: skip
     w_rows = w.view(E * N, w.shape[2])  # the weight bytes of a row (R, or R / 2 for MXFP4)
+    box = [L.block_n, L.block_k]
     if L.fp8_packed:  # `tile_packed`: one [block_n, block_k] box after the other
         w_rows = w.view(-1, L.block_k)
-    w_arg = TensorDescriptor.from_tensor(w_rows, [L.block_n, L.block_k]) if tma else w
+    elif ragged:  # [E, N, R]: an expert's rows past N zero-filled by the copy engine, not read
+        w_rows, box = w, [1, *box]
+    w_arg = TensorDescriptor.from_tensor(w_rows, box) if tma else w
     args = (
         x, topk_ids_TK, w_arg, w_scale, bias_EN, out, T * K, K, expert_offset, E, R,
         stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1), *scale_strides,
@@ -379,11 +387,11 @@ def grouped_gemv(
     # One program a touched expert (at most min(E, T * K) of them) or, with pass_grid, one a pass
     # of block_m slots: at most one a touched expert plus one for every further block_m slots.
     programs = min(E, T * K) + (T * K // L.block_m if L.pass_grid else 0)
-    grid = (N // L.block_n, programs)
+    grid = (triton.cdiv(N, L.block_n), programs)
     if L.path == "dot" and fmt == "fp8":
         _grouped_dot_fp8[grid](*args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, TMA=tma,
                                PASS_GRID=L.pass_grid, PLACED=L.fp8_placed, PACKED=L.fp8_packed,
-                               **common)  # fmt: skip
+                               RAGGED=ragged, **common)  # fmt: skip
     elif L.path == "dot":
         _grouped_dot_mxfp4[grid](
             *args,

@@ -158,17 +158,21 @@ def expert_slots(
 def slot_epilogue(
     h, bias, n_block, t64, k64, m_ok, out_ptr, stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EXACT_RNE: tl.constexpr,
+    N=0, RAGGED: tl.constexpr = False,
 ):  # fmt: skip
     """Bias (``gemv_parts.row_bias``'s, bf16 [BLOCK_N]), optional GLU over the interleaved (gate,
     up) columns, bf16 store of the fp32 sums ``h`` [BLOCK_M, BLOCK_N] (already scaled) of column
-    block ``n_block`` into the rows of slots (t64, k64) where ``m_ok``."""
+    block ``n_block`` into the rows of slots (t64, k64) where ``m_ok``; with ``RAGGED`` only the
+    block's columns below ``N``."""
     cols = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
     h = h + bias.to(tl.float32)[None, :]
     out_rows = out_ptr + t64 * stride_ot + k64 * stride_ok
     if GLU == "none":
-        tl.store(out_rows[:, None] + cols[None, :], fp32_to_bf16(h, EXACT_RNE), mask=m_ok[:, None])
+        ok = m_ok[:, None] & (cols < N)[None, :] if RAGGED else m_ok[:, None]
+        tl.store(out_rows[:, None] + cols[None, :], fp32_to_bf16(h, EXACT_RNE), mask=ok)
     else:
         gate, up = tl.split(tl.reshape(h, [BLOCK_M, BLOCK_N // 2, 2]))
         half = n_block * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
         a = fp32_to_bf16(gated_activation(gate, up, GLU), EXACT_RNE)
-        tl.store(out_rows[:, None] + half[None, :], a, mask=m_ok[:, None])
+        ok = m_ok[:, None] & (half < N // 2)[None, :] if RAGGED else m_ok[:, None]
+        tl.store(out_rows[:, None] + half[None, :], a, mask=ok)

@@ -589,6 +589,41 @@ def test_packed_weights_are_the_fp8_tma_tiles_with_whole_steps_only():
                     launch=dataclasses.replace(LAUNCHES[path], fp8_packed=True))  # fmt: skip
 
 
+@pytest.mark.parametrize("glu", ["none", "swiglu_oai"])
+@pytest.mark.parametrize("path", ["dot-tma", "dot-tma-passes"])
+def test_fp8_tile_rows_past_n_are_masked_through_tma(path, glu):
+    """A block_n that does not divide N (96 rows, 64 a block: gpt-oss-20b's fc2 is 2,880 rows at
+    128): the FP8 tile through TMA gives the bits of 32-row blocks, placed words, every expert's
+    last block half past its rows (the copy engine zero-fills them; the last expert's past the
+    tensor's end), no column past N written (the output's poison past N stays), an expert with two
+    passes; the pointer loads and packed weights refuse it (they would read the next expert's
+    rows)."""
+    g = torch.Generator().manual_seed(29)
+    T, K, E, N, R = 17, 2, 2, 96, 128
+    w = place_e4m3(torch.randint(0, 256, (E, N, R), generator=g, dtype=torch.uint8)
+                   .view(torch.float8_e4m3fn))  # fmt: skip
+    s = torch.tensor([0.125, 2.0])
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1]] * 16 + [[1, 5]], dtype=torch.int32)
+    cols = N // 2 if glu != "none" else N
+    launch = dataclasses.replace(LAUNCHES[path], block_n=32, fp8_placed=True)
+    ragged = dataclasses.replace(launch, block_n=64)
+    whole, got = poisoned(T, K, cols + 8), poisoned(T, K, cols + 8)
+    grouped(x, ids, w, s, b, whole[..., :cols], expert_offset=0, launch=launch, glu=glu)
+    grouped(x, ids, w, s, b, got[..., :cols], expert_offset=0, launch=ragged, glu=glu)
+    assert torch.equal(got.view(torch.int16), whole.view(torch.int16))
+    assert torch.isfinite(got[:16, :, :cols].float()).all()
+    assert torch.isnan(got[..., cols:].float()).all() and torch.isnan(got[16, 1].float()).all()
+    out = poisoned(T, K, cols)
+    for bad in (
+        dataclasses.replace(ragged, tma=False),
+        dataclasses.replace(ragged, fp8_packed=True),
+    ):
+        with pytest.raises(ValueError, match="block_n|fp8_packed"):
+            grouped(x, ids, w, s, b, out, expert_offset=0, launch=bad, glu=glu)
+
+
 def _with_a_byte_past_the_bound(s: torch.Tensor) -> torch.Tensor:
     past = word_aligned_scales(s.clone())
     past[1, 7, 1] = 130

@@ -43,6 +43,19 @@ def test_the_packed_field_packs_the_fp8_tiles_weights_and_nothing_else(bench):
         assert same == base, (fmt, tokens)
 
 
+def test_the_ragged_field_keeps_a_block_n_past_n_for_the_fp8_tma_tile_only(bench):
+    from moebench.kernels.grouped_launch import default_launch
+
+    shape = dict(tokens=64, top_k=4, experts=16, pdl=True)
+    for fmt in ("fp8", "mxfp4"):
+        base = default_launch(fmt, columns=2880, **shape)  # fc2: 2,880 rows
+        for item, block_n in (("dot:-:128", 64), ("dot:-:128:-:-:-:-:-:-:-:-:-:-:-:-:1", 128),
+                              ("dot:-:128:-:-:-:-:-:-:0:-:-:-:-:-:1", 64)):  # fmt: skip
+            [(_, v)] = bench.parse_variants(item, (64,))
+            want = block_n if fmt == "fp8" else 64  # MXFP4 and the pointer loads: shrunk
+            assert bench.variant_launch(base, v, fmt, 2880).block_n == want, (fmt, item)
+
+
 def test_the_registers_field_caps_the_launch(bench):
     base, capped = _launches(bench, "-:-:-:-:-:-:-:-:96:-:-:-:-:1", "fp8", 8)
     assert (base.max_registers, capped.max_registers) == (128, 96) and capped.fp8_placed
