@@ -23,6 +23,9 @@ expert has no program. A program takes its expert's slots BLOCK_M at a time (one
 weights a group; a second pass only when an expert holds more than BLOCK_M slots). With
 ``Launch.pass_grid`` (the tile's default from PASS_GRID_FROM_SLOTS_PER_EXPERT) the second axis
 enumerates those passes instead, min(E, T * K) + T * K // BLOCK_M programs, one pass each.
+BLOCK_N divides N, but for the FP8 tile through TMA, whose grid takes ceil(N / BLOCK_N) blocks:
+an expert's last one reaches past its rows, which a 3-D descriptor [E, N, R] zero-fills without
+reading them, its bias and store masked (`grouped_dot`, RAGGED).
 Nothing is read back to the host and no buffer is written but ``out``: one CUDA graph replays any
 routing.
 
