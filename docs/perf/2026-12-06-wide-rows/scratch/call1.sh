@@ -8,7 +8,7 @@
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-BENCH_TIME_BUDGET_S=330 timeout 420 python3 tools/bench_grouped_decode.py /tmp/wr --precision w8a16 --tokens 16,32,64 --seeds 0,1,2 --rank 0,1 \
+BENCH_TIME_BUDGET_S=270 timeout 360 python3 tools/bench_grouped_decode.py /tmp/wr --precision w8a16 --tokens 16,32,64 --seeds 0,1,2 --rank 0,1 \
   --variants "dot:-:-:-:-:-:-:-:-:-:-:-:-:-:1,dot:-:128:-:4:-:-:-:0:-:-:1,dot:-:128:-:4:-:-:-:0:-:-:2:-:-:-:1,dot:-:128:-:4:-:-:-:0:-:-:-:-:-:-:1,dot:-:128:-:4:5:-:-:96:-:-:-:-:-:-:1" \
   --variant-tokens 16,32,64 > $OUT/wide_rows.log 2>&1
 echo "bench rc=$?"; grep -v "^precision=" $OUT/wide_rows.log | tail -60
