@@ -61,8 +61,9 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
     pdl = PDL.get(p.precision, False)
     fmt = weight_format(p.w13)
     E = p.local_experts
-    one = lambda n: default_launch(fmt, tokens=T, top_k=K, experts=E, columns=n, pdl=pdl)
-    return one(p.w13.shape[1]), one(p.w2.shape[1])
+    one = lambda w: default_launch(fmt, tokens=T, top_k=K, experts=E, columns=w.shape[1],
+                                   reduction=w.shape[2], pdl=pdl)  # fmt: skip
+    return one(p.w13), one(p.w2)
 
 
 # What the MXFP4 tile reads of a scale tensor (`tiles_scales`), one entry per tensor while it

@@ -285,7 +285,7 @@ def test_placed_launches_read_a_placed_copy_made_once_and_write_the_natural_bits
 
     ids, w = routing(tokens, seed=11)
     p = problem("w8a16", "swiglu_oai", ids, w)
-    fc1, fc2 = grouped_decode.launches(p)
+    fc1, fc2 = (dataclasses.replace(f, fp8_packed=False) for f in grouped_decode.launches(p))
     assert fc1.path == fc2.path == "dot" and fc1.fp8_placed and fc2.fp8_placed
     nat1, nat2 = (dataclasses.replace(f, fp8_placed=False) for f in (fc1, fc2))
     copy = grouped_decode.tiles_weights(p.w13, fc1)
@@ -316,8 +316,12 @@ def test_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
 
     ids, w = routing(16, seed=13)  # one pass a program
     p = problem("w8a16", "swiglu_oai", ids, w)
-    fc1, fc2 = (dataclasses.replace(f, block_k=32) for f in grouped_decode.launches(p))
-    assert fc1.pass_grid and fc1.tma and not fc1.fp8_packed
+    # The arm's launches: packed where R is whole 64-value steps (fc1's D), not fc2's F = 32.
+    arms = grouped_decode.launches(p)
+    assert [f.fp8_packed for f in arms] == [p.w13.shape[2] % 64 == 0, p.w2.shape[2] % 64 == 0]
+    assert arms[0].fp8_packed != arms[1].fp8_packed
+    fc1, fc2 = (dataclasses.replace(f, block_k=32, fp8_packed=False) for f in arms)
+    assert fc1.pass_grid and fc1.tma
 
     def step(l1, l2) -> torch.Tensor:
         ws = decode.Workspace(p, layout="TKD")

@@ -55,5 +55,13 @@ def test_default_launch_follows_the_shapes():
             want = (step, stages, cap, tma, passes, True)
             got = (L.block_k, L.num_stages, L.max_registers, L.tma, L.pass_grid, L.early_bias)
             assert got == want
+    # FP8's one-pass tile reads its weights packed box by box (FP8_PACKED) where R is whole
+    # steps of it (the launcher refuses packed boxes otherwise); never the expert loop, MXFP4 or a
+    # caller that does not say R.
+    for fmt in FORMATS:
+        for t in (4, 8, 16, 32, 64):
+            for r, whole in ((2880, True), (2848, False), (0, False)):
+                L = default_launch(fmt, tokens=t, reduction=r, **gpt)
+                assert L.fp8_packed == (fmt == "fp8" and t >= 16 and whole), (fmt, t, r)
     # The one-slot GEMV keeps the bias after its loop (mixed on the H200: TILE_EARLY_BIAS).
     assert not default_launch("fp8", tokens=1, **gpt).early_bias

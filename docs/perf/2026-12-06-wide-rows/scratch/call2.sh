@@ -1,11 +1,11 @@
-# Nsight Compute on fc1 alone: the arm's launch against 128 rows a program (ncu_wide.py), the
-# memory sections (DRAM and L2 throughput, L2 hit rate, the L1/L2 traffic).
+# The gated scenario with the FP8 one-pass tile's weights packed by default (FP8_PACKED), then
+# the FP8 copy shares at 1, 32 and 64 tokens (two draws, both ranks) on the same machine.
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
-S=docs/perf/2026-12-06-wide-rows/scratch
-for v in arm wide; do
-  timeout 200 ncu --clock-control none -k regex:_grouped_dot --launch-skip 2 --launch-count 1 \
-    --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
-    --section Occupancy --section LaunchStats python3 $S/ncu_wide.py $v > $OUT/ncu_$v.txt 2>&1
-  echo "$v rc=$?"; grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L2 Hit Rate|Memory Throughput|Achieved Occupancy|Registers Per" $OUT/ncu_$v.txt
-done
+nvidia-smi --query-gpu=name --format=csv,noheader
+DEADLINE=$(( $(date +%s) + 330 )) PER_RUN_TIMEOUT=310 bash tools/gpu_run.sh /tmp/g scenarios/gpt-oss-20b-decode-grouped.yaml > $OUT/gpu_run.log 2>&1
+echo "gated rc=$?"; tail -25 $OUT/gpu_run.log
+for f in $(find /tmp/g -name "*.md" | head -2); do cp $f $OUT/; done
+timeout 80 python3 tools/bench_grouped_decode.py /tmp/c2 --precision w8a16 --tokens 1,32,64 --seeds 0,1 --rank 0,1 \
+  --variants "dot:-:-:-:-:-:-:-:-:-:-:-:-" --variant-tokens 64 > $OUT/copy_share_w8a16.log 2>&1; echo "share rc=$?"
+grep -v "^precision=" $OUT/copy_share_w8a16.log | grep -A4 "^prec " | head -5
