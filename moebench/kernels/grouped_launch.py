@@ -200,7 +200,13 @@ def one_pass_launch(tile: Launch, fmt: str) -> Launch:
 
 
 def default_launch(
-    fmt: str, *, tokens: int, top_k: int, experts: int, columns: int, pdl: bool = False,
+    fmt: str,
+    *,
+    tokens: int,
+    top_k: int,
+    experts: int,
+    columns: int,
+    pdl: bool = False,
     reduction: int = 0,
 ) -> Launch:
     """The launch the `grouped_decode` arm uses for a stage of ``columns`` output columns (N),
@@ -213,7 +219,8 @@ def default_launch(
     179.4 us, MXFP4 253.7 against 177.3; docs/perf/2026-12-01-integrity/bench_grouped_decode.log),
     a second pass over an expert's tile reading it from L2. A tile needs 16 rows, so an N with
     fewer takes the GEMV. A GEMV of several slots a pass is never chosen (`grouped_gemv`'s
-    docstring: budget)."""
+    docstring: budget). FP8's one-pass tile reads its weights packed box by box (FP8_PACKED)
+    where ``reduction`` (R, the stage's values a row; 0: not said) is whole steps of it."""
     slots = tokens * top_k
     many = tokens > 1 and slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts
     if many and columns & -columns >= 16:
