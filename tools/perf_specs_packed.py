@@ -28,7 +28,8 @@ DRAWS = ("zero", "one")
 def _field(r: Records, tokens: int, seed: int, rank: int, variant: str, field: str):
     """``field`` of the bench's row of the grouped arm's ``variant`` in one case."""
     pat = (rf"^precision=w8a16 tokens={tokens} seed={seed} rank={rank} [^\n]*?"
-           rf"arm=grouped_decode variant={re.escape(variant)} weight_bytes[^\n]*?\b{field}={NUM}")  # fmt: skip
+           rf"arm=grouped_decode variant={re.escape(variant)} weight_bytes"
+           rf"[^\n]*?\b{field}={NUM}")  # fmt: skip
     return r.text(LOG, pat)
 
 
@@ -44,13 +45,13 @@ def packed_boxes(r: Records) -> Table:
 {H100}, torch 2.11.0+cu130, triton 3.6.0. The FP8 one-pass tile's weights packed box by box
 (`Launch.fp8_packed`, `tile_packed`: each [64 rows, 64 bytes] box one contiguous 4 KB run, a
 program's boxes one after the other; placed words, as the arm's) against the arm's launch as it
-stood (the same placed words in their rows, unpacked), gpt-oss-20b EP2, each routing draw and rank (us): `PYTHONPATH=$PWD:
-$PWD/tools python3 tools/bench_grouped_decode.py OUT --precision w8a16 --tokens 16,32,64 --seeds
-0,1 --rank 0,1 --variants dot:-:-:-:-:-:-:-:-:-:-:-:-:-:1,... --variant-tokens 16,32,64` (first
-call, `scratch/call1.sh`). Each step checked against the reference and the sentinels first (every
-row passed); steps timed interleaved, one CUDA graph each, L2 flushed. Derived: "change" = packed
-/ arm's - 1. Faster in all twelve cells, fc1 and fc2 both: now the arm's launch where R is whole
-64-value steps (`grouped_launch.FP8_PACKED`).""",
+stood (the same placed words in their rows, unpacked), gpt-oss-20b EP2, each routing draw and rank
+(us): `PYTHONPATH=$PWD:$PWD/tools python3 tools/bench_grouped_decode.py OUT --precision w8a16
+--tokens 16,32,64 --seeds 0,1 --rank 0,1 --variants dot:-:-:-:-:-:-:-:-:-:-:-:-:-:1,...
+--variant-tokens 16,32,64` (first call, `scratch/call1.sh`). Each step checked against the reference
+and the sentinels first (every row passed); steps timed interleaved, one CUDA graph each, L2
+flushed. Derived: "change" = packed / arm's - 1. Faster in all twelve cells, fc1 and fc2 both: now
+the arm's launch where R is whole 64-value steps (`grouped_launch.FP8_PACKED`).""",
         columns=["tokens, draw, rank", "step: arm's", "packed", "change", "fc1: arm's",
                  "packed ", "change ", "fc2: arm's", "packed  ", "change  "],
     )  # fmt: skip

@@ -34,8 +34,8 @@ import perf_specs_kernel
 import perf_specs_latest
 import perf_specs_lowcounts
 import perf_specs_model
-import perf_specs_passes
 import perf_specs_packed
+import perf_specs_passes
 import perf_specs_passes16
 import perf_specs_placed
 import perf_specs_prefetch
@@ -54,9 +54,9 @@ from perf_cells import Table
 from perf_records import REPO, RecordError, Records
 
 PERF_MD = REPO / "docs" / "PERF.md"
-# PERF.md's order: the latest sessions first, newest on top (2026-12-06's, 2026-12-05's, 2026-12-04's,
-# 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and issue 19), then the areas,
-# then the runs of issues 15-18.
+# PERF.md's order: the latest sessions first, newest on top (2026-12-06's, 2026-12-05's,
+# 2026-12-04's, 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and issue 19),
+# then the areas, then the runs of issues 15-18.
 SPECS = [
     perf_specs_packed,
     perf_specs_timeline,
