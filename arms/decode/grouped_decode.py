@@ -61,8 +61,9 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
     pdl = PDL.get(p.precision, False)
     fmt = weight_format(p.w13)
     E = p.local_experts
+    values = 2 if fmt == "mxfp4" else 1  # R in values: MXFP4 holds two a byte
     one = lambda w: default_launch(fmt, tokens=T, top_k=K, experts=E, columns=w.shape[1],
-                                   reduction=w.shape[2], pdl=pdl)  # fmt: skip
+                                   reduction=w.shape[2] * values, pdl=pdl)  # fmt: skip
     return one(p.w13), one(p.w2)
 
 

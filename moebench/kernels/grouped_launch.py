@@ -155,7 +155,8 @@ FP8_PLACED = True
 
 # The FP8 one-pass tile's weights packed box by box (`tile_packed`, ``Launch.fp8_packed``) where
 # R (``reduction``) is whole steps. H100, 2026-12-06 (docs/perf/2026-12-06-wide-rows/call1):
-# gpt-oss-20b EP2 step 5.3-5.7% faster at 16, 32 and 64 tokens, every draw and rank.
+# gpt-oss-20b EP2 step 5.3-5.7% faster at 16, 32 and 64 tokens on the mean of two draws, 5.1-6.1%
+# in every draw and rank.
 FP8_PACKED = True
 
 
