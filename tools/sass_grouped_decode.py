@@ -12,7 +12,7 @@ torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run he
 
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
 SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens
-[:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed]]]]]]]]]
+[:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed[:prefetch]]]]]]]]]]
 (block_k in values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none,
 default the tile's cap; passes 1 for the tile's one pass a program, `Launch.pass_grid`, default 0;
 words 1 or 0: the MXFP4 tile's scales read as 32-bit words from rows padded to 96 bytes, as the
@@ -22,7 +22,9 @@ scale bytes up to 128, `grouped_dot` FOLD_SCALES, or not; default 1; early 1 or 
 before the K loop, `Launch.early_bias`, default 0; rotated 1 or 0: the MXFP4 tile's weights in
 `mx_rotated`'s layout, `Launch.mx_rotated` (the GEMV's too), default 0; placed 1 or 0: the FP8
 tile's weights in `fp8_placed`'s layout, `Launch.fp8_placed`, default 0; packed 1 or 0: the FP8
-tile's weights through TMA in `tile_packed`'s order, `Launch.fp8_packed`, default 0), e.g.
+tile's weights through TMA in `tile_packed`'s order, `Launch.fp8_packed`, default 0; prefetch:
+the packed program's first boxes asked of the L2 before the wait, `Launch.fp8_prefetch`, default
+0), e.g.
 dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at 1, 8 and 64 tokens.
 """
 
@@ -69,7 +71,7 @@ def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int, maxnr
     pointers = (more_pointers or {}) | {
                 "x_ptr": "*bf16", "ids_ptr": "*i32", "b_ptr": "*bf16", "out_ptr": "*bf16",
                 "part_ptr": "*fp32", "w_ptr": "*fp8e4nv" if fmt == "fp8" else "*u8",
-                "w": "*fp8e4nv" if fmt == "fp8" else "*u8",
+                "w": "*fp8e4nv" if fmt == "fp8" else "*u8", "w_bytes": "*fp8e4nv",
                 "ws_ptr": "*fp32" if fmt == "fp8" else "*u8"}  # fmt: skip
     sig, attrs, cx = {}, {}, {}
     for i, name in enumerate(fn.arg_names):
@@ -166,6 +168,7 @@ def grouped(spec: str, out: str) -> None:
     rotated = len(rest) > 6 and rest[6] == "1"
     placed = len(rest) > 7 and rest[7] == "1"
     packed = len(rest) > 8 and rest[8] == "1"
+    prefetch = int(rest[9]) if len(rest) > 9 else 0
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
         if words:  # the arm's padded scale rows (grouped_gemv.word_aligned_scales)
@@ -183,6 +186,7 @@ def grouped(spec: str, out: str) -> None:
             c.update({"ROTATED": rotated} if "ROTATED" in fn.arg_names else {})
             c.update({"PLACED": placed} if "PLACED" in fn.arg_names else {})
             c.update({"PACKED": packed} if "PACKED" in fn.arg_names else {})
+            c.update({"PREFETCH": prefetch} if "PREFETCH" in fn.arg_names else {})
             # A block_n not dividing N: the tile's ragged rows (a 3-D descriptor, `grouped_gemv`).
             ragged = tma and ints["N"] % bn != 0
             c.update({"RAGGED": ragged} if "RAGGED" in fn.arg_names else {})

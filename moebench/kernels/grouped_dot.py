@@ -108,6 +108,7 @@ from moebench.kernels.jit import (
     e8m0_scale,
     pdl_launch_dependents,
     pdl_wait,
+    prefetch_l2,
 )
 from moebench.kernels.mx_rotated import rotated_tile
 
@@ -346,28 +347,36 @@ def _grouped_dot_fp8(
     x_ptr, ids_ptr, w, ws_ptr, b_ptr, out_ptr,
     TK, K, expert_offset, E, R,
     stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
-    stride_ot, stride_ok,
+    stride_ot, stride_ok, w_bytes,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
     PASS_GRID: tl.constexpr, EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr,
-    PACKED: tl.constexpr, RAGGED: tl.constexpr,
+    PACKED: tl.constexpr, RAGGED: tl.constexpr, PREFETCH: tl.constexpr = 0,
 ):  # fmt: skip
     """The FP8 tile. ``PASS_GRID``: program j of the grid's second axis runs the j-th pass
     (`grouped_slots.touched_pass`), one pass a program; else the j-th touched expert, all of its
     passes in a loop, whose registers (121-128 a thread against 85-89 for one pass, sm_90a)
     cost the launch programs an SM. ``RAGGED`` (TMA only): BLOCK_N need not divide N, an
-    expert's last row block masked (its rows past N zero-filled by the copy engine, not read)."""
+    expert's last row block masked (its rows past N zero-filled by the copy engine, not read).
+    ``PREFETCH`` (``PACKED``): the program's first PREFETCH boxes asked of the L2 (``w_bytes``,
+    the packed weights' bytes) before the dependent-launch wait, while the previous kernel still
+    streams (`Launch.fp8_prefetch`)."""
     pdl_launch_dependents(GDC)
     e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
     if count == 0:
         return
-    # Only the routing was read so far; x may be the previous kernel's output.
-    pdl_wait(GDC)
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
     N = stride_we // stride_wn  # the weights are packed rows wherever TMA reads them
+    if PREFETCH > 0:
+        # The weights are constant: their first boxes can be on their way before x is ready.
+        # Packed, a program's boxes are one run from its first row's R-th byte (`tile_packed`).
+        first = w_bytes + (e64 * N + n_block * BLOCK_N) * R
+        prefetch_l2(first, PREFETCH, BLOCK_N * BLOCK_K, not INTERPRET)
+    # Only the routing was read so far; x may be the previous kernel's output.
+    pdl_wait(GDC)
     if TMA:
         # ``w``: a descriptor over [E * N, R] rows (packed, ragged: `_fp8_step`), [BLOCK_N,
         # BLOCK_K] a box.

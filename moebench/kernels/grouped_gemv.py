@@ -95,6 +95,7 @@ from moebench.kernels.grouped_launch import PATHS, Launch
 from moebench.kernels.grouped_slots import expert_slots, scan_width, slot_epilogue, touched_expert
 from moebench.kernels.jit import (
     HAS_PDL,
+    PREFETCH_MAX_BOXES,
     bf16_pairs,
     e2m1_pair,
     e8m0_scale,
@@ -349,6 +350,10 @@ def grouped_gemv(
     _check(not L.fp8_packed or ((L.path, fmt) == ("dot", "fp8") and L.tma and R % L.block_k == 0),
            f"fp8_packed is for the FP8 dot path through TMA with R ({R}) a multiple of block_k "
            f"({L.block_k}) (weights in tile_packed's order)")  # fmt: skip
+    most = PREFETCH_MAX_BOXES.value
+    _check(0 <= L.fp8_prefetch <= most and (not L.fp8_prefetch or L.fp8_packed),
+           f"fp8_prefetch must be 0 or, with fp8_packed, 1 to {most} boxes, got "
+           f"{L.fp8_prefetch}")  # fmt: skip
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     fold = fmt == "mxfp4" and max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
@@ -392,9 +397,10 @@ def grouped_gemv(
     programs = min(E, T * K) + (T * K // L.block_m if L.pass_grid else 0)
     grid = (triton.cdiv(N, L.block_n), programs)
     if L.path == "dot" and fmt == "fp8":
-        _grouped_dot_fp8[grid](*args, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda, TMA=tma,
-                               PASS_GRID=L.pass_grid, PLACED=L.fp8_placed, PACKED=L.fp8_packed,
-                               RAGGED=ragged, **common)  # fmt: skip
+        _grouped_dot_fp8[grid](*args, w, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda,
+                               TMA=tma, PASS_GRID=L.pass_grid, PLACED=L.fp8_placed,
+                               PACKED=L.fp8_packed, RAGGED=ragged, PREFETCH=L.fp8_prefetch,
+                               **common)  # fmt: skip
     elif L.path == "dot":
         _grouped_dot_mxfp4[grid](
             *args,

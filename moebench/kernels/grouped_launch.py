@@ -26,7 +26,9 @@ class Launch:
     FP8 tile's in `fp8_placed`'s (``fp8_placed``: the weights `fp8_placed.place_e4m3` made; the
     same bits, fewer decode instructions), and the FP8 tile's through TMA packed box by box
     (``fp8_packed``: the weights `tile_packed.pack_tiles` made for this launch's block_n and
-    block_k; the same bits, each step's box one contiguous run)."""
+    block_k; the same bits, each step's box one contiguous run), the first ``fp8_prefetch`` of
+    a packed program's boxes asked of the L2 before it waits for the previous kernel (sm_90
+    bulk prefetch; 0: none; the same bits: nothing is read from it)."""
 
     path: str
     block_m: int
@@ -42,6 +44,7 @@ class Launch:
     mx_rotated: bool = False
     fp8_placed: bool = False
     fp8_packed: bool = False
+    fp8_prefetch: int = 0
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the

@@ -256,6 +256,27 @@ def pdl_wait(GDC: tl.constexpr):
         gdc_wait()
 
 
+PREFETCH_MAX_BOXES = tl.constexpr(128)  # one box a thread at 4 warps
+
+
+@triton.jit
+def prefetch_l2(base, BOXES: tl.constexpr, BOX_BYTES: tl.constexpr, PTX: tl.constexpr):
+    """Asks the L2 for ``BOXES`` (at most PREFETCH_MAX_BOXES) runs of ``BOX_BYTES`` bytes one after
+    the other from ``base`` (a byte pointer, 16-byte aligned; BOX_BYTES a multiple of 16), one bulk
+    prefetch a run (``cp.async.bulk.prefetch.L2``, sm_90; at 4 warps one a thread), and returns
+    at once: nothing waits for the bytes or reads them here. Without ``PTX`` (the interpreter)
+    nothing: a prefetch changes no value."""
+    if PTX and BOXES > 0:
+        i = tl.arange(0, PREFETCH_MAX_BOXES)
+        addr = (base + i.to(tl.int64) * BOX_BYTES).to(tl.int64, bitcast=True)
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $3;"
+            " mov.b32 $0, 0; }",
+            "=r,l,r,r", [addr, (i < BOXES).to(tl.int32), tl.full(i.shape, BOX_BYTES, tl.int32)],
+            dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+
+
 # --- bf16 pairs and a row's words ----------------------------------------------------------------
 
 

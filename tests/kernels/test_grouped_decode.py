@@ -572,6 +572,35 @@ def test_fp8_tile_reads_packed_weights_as_the_natural_ones(path, placed):
     assert not torch.equal(wrong[:16].view(torch.int16), natural[:16].view(torch.int16))
 
 
+def test_fp8_tile_prefetching_its_first_boxes_gives_the_packed_bits():
+    """``fp8_prefetch`` (a packed program's first boxes asked of the L2 before the dependent-launch
+    wait) reads nothing: the packed launch's bits, whether it asks for fewer boxes than a program
+    has or more (an expert with two passes of slots); refused without packed weights and past
+    128 boxes. On the GPU the bench checks it against the reference before timing it."""
+    g = torch.Generator().manual_seed(29)
+    T, K, E, N, R = 17, 2, 2, 32, 256
+    w = torch.randint(0, 256, (E, N, R), generator=g, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    s = torch.tensor([0.5, 4.0])
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1]] * 16 + [[1, 5]], dtype=torch.int32)
+    packed = dataclasses.replace(LAUNCHES["dot-tma-passes"], fp8_packed=True)
+    tiles = pack_tiles(w, packed.block_n, packed.block_k)
+    want = poisoned(T, K, N)
+    grouped(x, ids, tiles, s, b, want, expert_offset=0, launch=packed)
+    for boxes in (1, 3, 128):
+        got = poisoned(T, K, N)
+        launch = dataclasses.replace(packed, fp8_prefetch=boxes)
+        grouped(x, ids, tiles, s, b, got, expert_offset=0, launch=launch)
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), boxes
+    for bad in (dataclasses.replace(packed, fp8_packed=False, fp8_prefetch=2),
+                dataclasses.replace(packed, fp8_prefetch=129),
+                dataclasses.replace(packed, fp8_prefetch=-1)):  # fmt: skip
+        with pytest.raises(ValueError, match="fp8_prefetch must be 0 or, with fp8_packed"):
+            grouped(x, ids, tiles if bad.fp8_packed else w, s, b, want, expert_offset=0,
+                    launch=bad)  # fmt: skip
+
+
 def test_packed_weights_are_the_fp8_tma_tiles_with_whole_steps_only():
     """``fp8_packed`` is refused for MXFP4 weights, the GEMV path, the pointer loads (the
     coordinates are TMA's) and an R that is no multiple of block_k (a box past R would read the

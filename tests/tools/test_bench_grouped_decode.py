@@ -56,6 +56,20 @@ def test_the_ragged_field_keeps_a_block_n_past_n_for_the_fp8_tma_tile_only(bench
             assert bench.variant_launch(base, v, fmt, 2880).block_n == want, (fmt, item)
 
 
+def test_the_prefetch_field_sets_the_packed_tiles_boxes_and_nothing_else(bench):
+    from moebench.kernels.grouped_launch import default_launch
+
+    base = default_launch("fp8", tokens=64, top_k=4, experts=16, pdl=True, columns=5760,
+                          reduction=2880)  # fmt: skip
+    assert base.fp8_packed and not base.fp8_prefetch  # the default packs, prefetches nothing
+    [(_, v)] = bench.parse_variants("dot:-:-:-:-:-:-:-:-:-:-:2:-:-:-:-:8", (64,))
+    got = bench.variant_launch(base, v, "fp8", 5760)
+    assert got == bench.dataclasses.replace(base, fp8_prefetch=8)
+    assert bench.describe(got) == bench.describe(base) + " pf8"
+    unpacked = bench.dataclasses.replace(base, fp8_packed=False)  # ignored: nothing to prefetch
+    assert bench.variant_launch(unpacked, v, "fp8", 5760) == unpacked
+
+
 def test_the_registers_field_caps_the_launch(bench):
     base, capped = _launches(bench, "-:-:-:-:-:-:-:-:96:-:-:-:-:1", "fp8", 8)
     assert (base.max_registers, capped.max_registers) == (128, 96) and capped.fp8_placed
