@@ -25,28 +25,29 @@ Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by de
 in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one item each,
 comma separated, at every count of ``--variant-tokens``:
 path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage[:rot
-[:placed[:packed[:ragged[:prefetch]]]]]]]]]]]]] (one item, no spaces), "-" for the arm's default of
-a field, block_k in values (FP8 one a byte, MXFP4 two), e.g. "dot:32:64:128:4:5,gemv:2:2:512:1";
-passes 1 or 0: the tile's one pass a program (`Launch.pass_grid`, `grouped_launch.one_pass_launch`)
-or its expert loop (4 stages, 128 registers), other fields then from there; registers: the cap a
-thread (0: none); tma 1 or 0: the FP8 tile's weights through a TMA descriptor or pointer loads
-(ignored for MXFP4); early 1 or 0: the epilogue's bias loaded before the K loop or after it
-(`Launch.early_bias`); stage 1 or 2: the variant's launch for fc1 only or fc2 only, the other stage
-the arm's (its name then ends in " fc1" or " fc2"); rot 1 or 0: the MXFP4 tile's weights in
-`mx_rotated`'s layout (`Launch.mx_rotated`; the arm makes the copy when it builds the stages;
-ignored for FP8 and the GEMV); placed 1 or 0: the FP8 tile's weights in `fp8_placed`'s layout
-(`Launch.fp8_placed`; likewise a copy; ignored for MXFP4 and the GEMV); packed 1 or 0: the FP8
-tile's weights through TMA packed box by box (`Launch.fp8_packed`, `tile_packed`; likewise a copy,
-for the launch's blocks; ignored for MXFP4 and the GEMV; needs R a multiple of block_k); ragged 1 or
-0: a block_n that does not divide N (fc2's 2,880 at 128) kept, the FP8 TMA tile masking an expert's
-last row block (`grouped_gemv`), or shrunk to one that divides N (the default; always for MXFP4, the
-GEMV and the pointer loads); prefetch: that many of a packed FP8 program's first boxes asked of the
-L2 before it waits for the previous kernel (`Launch.fp8_prefetch`; ignored unless packed). A field
-left to the default of another path takes that path's (`grouped_launch.path_launch`). The arm's own
-launch always runs, as "default", and a variant equal to it is skipped. Cases run from the most
-tokens down, so that a run cut short by its time budget (variants are not started past
-TIME_BUDGET_S, 200 s or the environment's BENCH_TIME_BUDGET_S) loses the cheap cases' variants
-first.
+[:placed[:packed[:ragged[:prefetch[:ahead]]]]]]]]]]]]]] (one item, no spaces), "-" for the arm's
+default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
+"dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
+(`Launch.pass_grid`, `grouped_launch.one_pass_launch`) or its expert loop (4 stages, 128 registers),
+other fields then from there; registers: the cap a thread (0: none); tma 1 or 0: the FP8 tile's
+weights through a TMA descriptor or pointer loads (ignored for MXFP4); early 1 or 0: the epilogue's
+bias loaded before the K loop or after it (`Launch.early_bias`); stage 1 or 2: the variant's launch
+for fc1 only or fc2 only, the other stage the arm's (its name then ends in " fc1" or " fc2"); rot 1
+or 0: the MXFP4 tile's weights in `mx_rotated`'s layout (`Launch.mx_rotated`; the arm makes the copy
+when it builds the stages; ignored for FP8 and the GEMV); placed 1 or 0: the FP8 tile's weights in
+`fp8_placed`'s layout (`Launch.fp8_placed`; likewise a copy; ignored for MXFP4 and the GEMV); packed
+1 or 0: the FP8 tile's weights through TMA packed box by box (`Launch.fp8_packed`, `tile_packed`;
+likewise a copy, for the launch's blocks; ignored for MXFP4 and the GEMV; needs R a multiple of
+block_k); ragged 1 or 0: a block_n that does not divide N (fc2's 2,880 at 128) kept, the FP8 TMA
+tile masking an expert's last row block (`grouped_gemv`), or shrunk to one that divides N (the
+default; always for MXFP4, the GEMV and the pointer loads); prefetch: that many of a packed FP8
+program's first boxes asked of the L2 before it waits for the previous kernel
+(`Launch.fp8_prefetch`; ignored unless packed); ahead: each K step's L2 prefetch of the box that
+many steps on (`Launch.fp8_prefetch_ahead`; likewise). A field left to the default of another path
+takes that path's (`grouped_launch.path_launch`). The arm's own launch always runs, as "default",
+and a variant equal to it is skipped. Cases run from the most tokens down, so that a run cut short
+by its time budget (variants are not started past TIME_BUDGET_S, 200 s or the environment's
+BENCH_TIME_BUDGET_S) loses the cheap cases' variants first.
 
 Targets printed at the end: grouped faster than dense at every count, MXFP4 faster than FP8 at every
 count, and at 32 and 64 tokens >= 85% of the copy ceiling over the touched experts' bytes.
@@ -102,7 +103,7 @@ COPY_TBS, COPY_FROM = copy_tbs(dev)
 
 # Grouped launches beside the default, each with the token counts it is there to decide:
 # (path, block_m, block_n, block_k in values, warps, stages, pdl, passes[, registers, tma, early,
-# stage, rot, placed, packed, ragged, prefetch]), None for the default's field.
+# stage, rot, placed, packed, ragged, prefetch, ahead]), None for the default's field.
 # The defaults (grouped_launch.default_launch): the one-slot GEMV at 1 token (FP8) or 1-2 (MXFP4),
 # the tile of 64 rows, 128 values a step, 4 stages and 16 slots a pass above, at most 128
 # registers a thread, FP8's weights through TMA, one pass a program from 16 tokens
@@ -138,7 +139,7 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (17 - len(f))
+        f += ["-"] * (18 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
@@ -151,10 +152,11 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
         packed = None if f[14] in ("-", "") else bool(int(f[14]))
         ragged = None if f[15] in ("-", "") else bool(int(f[15]))
         prefetch = None if f[16] in ("-", "") else int(f[16])
+        ahead = None if f[17] in ("-", "") else int(f[17])
         if stage not in (None, 1, 2):
             raise ValueError(f"variant {item!r}: stage must be 1 (fc1) or 2 (fc2), got {stage}")
         out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage, rot, placed,
-                             packed, ragged, prefetch)))  # fmt: skip
+                             packed, ragged, prefetch, ahead)))  # fmt: skip
     return out
 
 
@@ -163,7 +165,10 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
-    registers, tma, early, _stage, rot, placed, packed, ragged, prefetch = (*extra, *[None] * 9)[:9]
+    registers, tma, early, _stage, rot, placed, packed, ragged, prefetch, ahead = (
+        *extra,
+        *[None] * 10,
+    )[:10]
     if path is not None and (path != base.path or (bm is not None and path == "gemv")):
         # That path's own blocks (a GEMV's step follows its slots a pass).
         base = path_launch(path, fmt, columns=columns, block_m=bm, pdl=base.pdl)
@@ -191,6 +196,8 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
         fields["fp8_packed"] = packed
     if prefetch is not None and fields["fp8_packed"]:
         fields["fp8_prefetch"] = prefetch
+    if ahead is not None and fields["fp8_packed"]:
+        fields["fp8_prefetch_ahead"] = ahead
     keep = ragged and fmt == "fp8" and fields["path"] == "dot" and fields["tma"]
     if not keep:
         fields["block_n"] = min(fields["block_n"], columns & -columns)
@@ -206,7 +213,8 @@ def describe(launch: Launch) -> str:
             + (" passes" if L.pass_grid else "") + (" eb" if L.early_bias else "")
             + (" rot" if L.mx_rotated else "") + (" placed" if L.fp8_placed else "")
             + (" packed" if L.fp8_packed else "")
-            + (f" pf{L.fp8_prefetch}" if L.fp8_prefetch else ""))  # fmt: skip
+            + (f" pf{L.fp8_prefetch}" if L.fp8_prefetch else "")
+            + (f" ahead{L.fp8_prefetch_ahead}" if L.fp8_prefetch_ahead else ""))  # fmt: skip
 
 
 def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:

@@ -12,7 +12,7 @@ torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run he
 
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
 SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens
-[:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed[:prefetch]]]]]]]]]]
+[:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed[:prefetch[:ahead]]]]]]]]]]]
 (block_k in values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none,
 default the tile's cap; passes 1 for the tile's one pass a program, `Launch.pass_grid`, default 0;
 words 1 or 0: the MXFP4 tile's scales read as 32-bit words from rows padded to 96 bytes, as the
@@ -24,7 +24,7 @@ before the K loop, `Launch.early_bias`, default 0; rotated 1 or 0: the MXFP4 til
 tile's weights in `fp8_placed`'s layout, `Launch.fp8_placed`, default 0; packed 1 or 0: the FP8
 tile's weights through TMA in `tile_packed`'s order, `Launch.fp8_packed`, default 0; prefetch:
 the packed program's first boxes asked of the L2 before the wait, `Launch.fp8_prefetch`, default
-0), e.g.
+0; ahead: each step's L2 prefetch that many steps on, `Launch.fp8_prefetch_ahead`, default 0), e.g.
 dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at 1, 8 and 64 tokens.
 """
 
@@ -169,6 +169,7 @@ def grouped(spec: str, out: str) -> None:
     placed = len(rest) > 7 and rest[7] == "1"
     packed = len(rest) > 8 and rest[8] == "1"
     prefetch = int(rest[9]) if len(rest) > 9 else 0
+    ahead = int(rest[10]) if len(rest) > 10 else 0
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
         if words:  # the arm's padded scale rows (grouped_gemv.word_aligned_scales)
@@ -187,6 +188,7 @@ def grouped(spec: str, out: str) -> None:
             c.update({"PLACED": placed} if "PLACED" in fn.arg_names else {})
             c.update({"PACKED": packed} if "PACKED" in fn.arg_names else {})
             c.update({"PREFETCH": prefetch} if "PREFETCH" in fn.arg_names else {})
+            c.update({"AHEAD": ahead} if "AHEAD" in fn.arg_names else {})
             # A block_n not dividing N: the tile's ragged rows (a 3-D descriptor, `grouped_gemv`).
             ragged = tma and ints["N"] % bn != 0
             c.update({"RAGGED": ragged} if "RAGGED" in fn.arg_names else {})

@@ -109,6 +109,7 @@ from moebench.kernels.jit import (
     pdl_launch_dependents,
     pdl_wait,
     prefetch_l2,
+    prefetch_l2_box,
 )
 from moebench.kernels.mx_rotated import rotated_tile
 
@@ -312,10 +313,12 @@ def _fp8_pass(
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, TMA: tl.constexpr,
     EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr, PACKED: tl.constexpr, N,
-    RAGGED: tl.constexpr,
+    RAGGED: tl.constexpr, w_stream=None, AHEAD: tl.constexpr = 0,
 ):  # fmt: skip
     """One pass of the FP8 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
-    column block ``n_block``, stored through the slot epilogue.
+    column block ``n_block``, stored through the slot epilogue. ``AHEAD`` (packed weights, whose
+    program's boxes are one run from byte pointer ``w_stream``): each step asks the L2 for the box
+    AHEAD steps on, past the pipeline's copies (`Launch.fp8_prefetch_ahead`).
 
     Pointer loads: whole K steps unmasked (and software-pipelined), the step that passes R masked
     after them. Through TMA the copy engine zero-fills the weights past R, so that step stays in
@@ -331,6 +334,10 @@ def _fp8_pass(
     acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     r_main = R if TMA else R // BLOCK_K * BLOCK_K
     for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        if AHEAD > 0:
+            k_ahead = k0 + AHEAD * BLOCK_K
+            prefetch_l2_box(w_stream + k_ahead * BLOCK_N, k_ahead < R, BLOCK_N * BLOCK_K,
+                            not INTERPRET)  # fmt: skip
         acc = _fp8_step(acc, w_src, w_row, x_at, k0, R, m_ok, TMA and not EVEN_K, TMA, INTERPRET,
                         PLACED, PACKED, RAGGED, e)  # fmt: skip
     if not EVEN_K and not TMA:
@@ -353,6 +360,7 @@ def _grouped_dot_fp8(
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
     PASS_GRID: tl.constexpr, EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr,
     PACKED: tl.constexpr, RAGGED: tl.constexpr, PREFETCH: tl.constexpr = 0,
+    AHEAD: tl.constexpr = 0,
 ):  # fmt: skip
     """The FP8 tile. ``PASS_GRID``: program j of the grid's second axis runs the j-th pass
     (`grouped_slots.touched_pass`), one pass a program; else the j-th touched expert, all of its
@@ -361,7 +369,8 @@ def _grouped_dot_fp8(
     expert's last row block masked (its rows past N zero-filled by the copy engine, not read).
     ``PREFETCH`` (``PACKED``): the program's first PREFETCH boxes asked of the L2 (``w_bytes``,
     the packed weights' bytes) before the dependent-launch wait, while the previous kernel still
-    streams (`Launch.fp8_prefetch`)."""
+    streams (`Launch.fp8_prefetch`); ``AHEAD`` (``PACKED``): each K step asks for the box AHEAD
+    steps on (`_fp8_pass`)."""
     pdl_launch_dependents(GDC)
     e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
@@ -370,11 +379,11 @@ def _grouped_dot_fp8(
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
     N = stride_we // stride_wn  # the weights are packed rows wherever TMA reads them
+    # Packed, a program's boxes are one run from its first row's R-th byte (`tile_packed`).
+    w_stream = w_bytes + (e64 * N + n_block * BLOCK_N) * R
     if PREFETCH > 0:
         # The weights are constant: their first boxes can be on their way before x is ready.
-        # Packed, a program's boxes are one run from its first row's R-th byte (`tile_packed`).
-        first = w_bytes + (e64 * N + n_block * BLOCK_N) * R
-        prefetch_l2(first, PREFETCH, BLOCK_N * BLOCK_K, not INTERPRET)
+        prefetch_l2(w_stream, PREFETCH, BLOCK_N * BLOCK_K, not INTERPRET)
     # Only the routing was read so far; x may be the previous kernel's output.
     pdl_wait(GDC)
     if TMA:
@@ -392,14 +401,14 @@ def _grouped_dot_fp8(
                   e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                   stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
                   EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS, PLACED,
-                  PACKED, N, RAGGED)  # fmt: skip
+                  PACKED, N, RAGGED, w_stream, AHEAD)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
             _fp8_pass(x_ptr, ids_ptr, w_src, w_row, scale, b_ptr, out_ptr, TK, K, expert_offset,
                       R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
                       stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
                       EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS,
-                      PLACED, PACKED, N, RAGGED)  # fmt: skip
+                      PLACED, PACKED, N, RAGGED, w_stream, AHEAD)  # fmt: skip
 
 
 @triton.jit

@@ -354,6 +354,9 @@ def grouped_gemv(
     _check(0 <= L.fp8_prefetch <= most and (not L.fp8_prefetch or L.fp8_packed),
            f"fp8_prefetch must be 0 or, with fp8_packed, 1 to {most} boxes, got "
            f"{L.fp8_prefetch}")  # fmt: skip
+    _check(L.fp8_prefetch_ahead >= 0 and (not L.fp8_prefetch_ahead or L.fp8_packed),
+           f"fp8_prefetch_ahead must be 0 or, with fp8_packed, a number of steps, got "
+           f"{L.fp8_prefetch_ahead}")  # fmt: skip
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     fold = fmt == "mxfp4" and max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
@@ -400,7 +403,7 @@ def grouped_gemv(
         _grouped_dot_fp8[grid](*args, w, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda,
                                TMA=tma, PASS_GRID=L.pass_grid, PLACED=L.fp8_placed,
                                PACKED=L.fp8_packed, RAGGED=ragged, PREFETCH=L.fp8_prefetch,
-                               **common)  # fmt: skip
+                               AHEAD=L.fp8_prefetch_ahead, **common)  # fmt: skip
     elif L.path == "dot":
         _grouped_dot_mxfp4[grid](
             *args,

@@ -28,7 +28,8 @@ class Launch:
     (``fp8_packed``: the weights `tile_packed.pack_tiles` made for this launch's block_n and
     block_k; the same bits, each step's box one contiguous run), the first ``fp8_prefetch`` of
     a packed program's boxes asked of the L2 before it waits for the previous kernel (sm_90
-    bulk prefetch; 0: none; the same bits: nothing is read from it)."""
+    bulk prefetch; 0: none; the same bits: nothing is read from it), and at each K step the box
+    ``fp8_prefetch_ahead`` steps on (0: none)."""
 
     path: str
     block_m: int
@@ -45,6 +46,7 @@ class Launch:
     fp8_placed: bool = False
     fp8_packed: bool = False
     fp8_prefetch: int = 0
+    fp8_prefetch_ahead: int = 0
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the

@@ -277,6 +277,22 @@ def prefetch_l2(base, BOXES: tl.constexpr, BOX_BYTES: tl.constexpr, PTX: tl.cons
         )  # fmt: skip
 
 
+@triton.jit
+def prefetch_l2_box(addr, ok, BOX_BYTES: tl.constexpr, PTX: tl.constexpr):
+    """`prefetch_l2` of one run of ``BOX_BYTES`` bytes at byte pointer ``addr`` where ``ok``, asked
+    by the program's first thread only (every thread computes the same scalar ``addr``: inside a
+    loop that is one bulk prefetch a step, not one a warp). Without ``PTX`` nothing."""
+    if PTX:
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p, q; .reg .b32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0;"
+            " setp.ne.b32 q, $2, 0; and.pred p, p, q;"
+            " @p cp.async.bulk.prefetch.L2.global [$1], $3; mov.b32 $0, 0; }",
+            "=r,l,r,r", [addr.to(tl.int64, bitcast=True), ok.to(tl.int32),
+                         tl.full([], BOX_BYTES, tl.int32)],
+            dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+
+
 # --- bf16 pairs and a row's words ----------------------------------------------------------------
 
 

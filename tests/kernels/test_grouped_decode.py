@@ -574,9 +574,10 @@ def test_fp8_tile_reads_packed_weights_as_the_natural_ones(path, placed):
 
 def test_fp8_tile_prefetching_its_first_boxes_gives_the_packed_bits():
     """``fp8_prefetch`` (a packed program's first boxes asked of the L2 before the dependent-launch
-    wait) reads nothing: the packed launch's bits, whether it asks for fewer boxes than a program
-    has or more (an expert with two passes of slots); refused without packed weights and past
-    128 boxes. On the GPU the bench checks it against the reference before timing it."""
+    wait) and ``fp8_prefetch_ahead`` (each step's box that many steps on) read nothing: the packed
+    launch's bits, whether they ask for fewer boxes than a program has or more (an expert with
+    two passes of slots); refused without packed weights, past 128 boxes and below 0. On the GPU
+    the bench checks them against the reference before timing them."""
     g = torch.Generator().manual_seed(29)
     T, K, E, N, R = 17, 2, 2, 32, 256
     w = torch.randint(0, 256, (E, N, R), generator=g, dtype=torch.uint8).view(torch.float8_e4m3fn)
@@ -588,15 +589,17 @@ def test_fp8_tile_prefetching_its_first_boxes_gives_the_packed_bits():
     tiles = pack_tiles(w, packed.block_n, packed.block_k)
     want = poisoned(T, K, N)
     grouped(x, ids, tiles, s, b, want, expert_offset=0, launch=packed)
-    for boxes in (1, 3, 128):
+    for boxes, ahead in ((1, 0), (3, 0), (128, 0), (0, 1), (2, 3), (0, 9)):
         got = poisoned(T, K, N)
-        launch = dataclasses.replace(packed, fp8_prefetch=boxes)
+        launch = dataclasses.replace(packed, fp8_prefetch=boxes, fp8_prefetch_ahead=ahead)
         grouped(x, ids, tiles, s, b, got, expert_offset=0, launch=launch)
-        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), boxes
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (boxes, ahead)
     for bad in (dataclasses.replace(packed, fp8_packed=False, fp8_prefetch=2),
                 dataclasses.replace(packed, fp8_prefetch=129),
-                dataclasses.replace(packed, fp8_prefetch=-1)):  # fmt: skip
-        with pytest.raises(ValueError, match="fp8_prefetch must be 0 or, with fp8_packed"):
+                dataclasses.replace(packed, fp8_prefetch=-1),
+                dataclasses.replace(packed, fp8_packed=False, fp8_prefetch_ahead=2),
+                dataclasses.replace(packed, fp8_prefetch_ahead=-1)):  # fmt: skip
+        with pytest.raises(ValueError, match="fp8_prefetch(_ahead)? must be 0 or, with fp8_packed"):
             grouped(x, ids, tiles if bad.fp8_packed else w, s, b, want, expert_offset=0,
                     launch=bad)  # fmt: skip
 

@@ -68,6 +68,11 @@ def test_the_prefetch_field_sets_the_packed_tiles_boxes_and_nothing_else(bench):
     assert bench.describe(got) == bench.describe(base) + " pf8"
     unpacked = bench.dataclasses.replace(base, fp8_packed=False)  # ignored: nothing to prefetch
     assert bench.variant_launch(unpacked, v, "fp8", 5760) == unpacked
+    [(_, v)] = bench.parse_variants("dot:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:10", (64,))
+    got = bench.variant_launch(base, v, "fp8", 5760)
+    assert got == bench.dataclasses.replace(base, fp8_prefetch_ahead=10)
+    assert bench.describe(got) == bench.describe(base) + " ahead10"
+    assert bench.variant_launch(unpacked, v, "fp8", 5760) == unpacked
 
 
 def test_the_registers_field_caps_the_launch(bench):
