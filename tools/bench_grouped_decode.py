@@ -25,8 +25,8 @@ Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by de
 in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one item each,
 comma separated, at every count of ``--variant-tokens``:
 path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage[:rot
-[:placed[:packed[:ragged[:prefetch[:ahead]]]]]]]]]]]]]] (one item, no spaces), "-" for the arm's
-default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
+[:placed[:packed[:ragged[:prefetch[:ahead[:ready]]]]]]]]]]]]]]] (one item, no spaces), "-" for the
+arm's default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
 "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
 (`Launch.pass_grid`, `grouped_launch.one_pass_launch`) or its expert loop (4 stages, 128 registers),
 other fields then from there; registers: the cap a thread (0: none); tma 1 or 0: the FP8 tile's
@@ -43,11 +43,13 @@ tile masking an expert's last row block (`grouped_gemv`), or shrunk to one that 
 default; always for MXFP4, the GEMV and the pointer loads); prefetch: that many of a packed FP8
 program's first boxes asked of the L2 before it waits for the previous kernel
 (`Launch.fp8_prefetch`; ignored unless packed); ahead: each K step's L2 prefetch of the box that
-many steps on (`Launch.fp8_prefetch_ahead`; likewise). A field left to the default of another path
-takes that path's (`grouped_launch.path_launch`). The arm's own launch always runs, as "default",
-and a variant equal to it is skipped. Cases run from the most tokens down, so that a run cut short
-by its time budget (variants are not started past TIME_BUDGET_S, 200 s or the environment's
-BENCH_TIME_BUDGET_S) loses the cheap cases' variants first.
+many steps on (`Launch.fp8_prefetch_ahead`; likewise); ready 1 or 0: fc2 waiting for fc1 expert by
+expert (`Launch.expert_ready`, fc1 "signal" and fc2 "wait", both the FP8 TMA tile; ignored
+otherwise) or for the whole of fc1. A field left to the default of another path takes that path's
+(`grouped_launch.path_launch`). The arm's own launch always runs, as "default", and a variant equal
+to it is skipped. Cases run from the most tokens down, so that a run cut short by its time budget
+(variants are not started past TIME_BUDGET_S, 200 s or the environment's BENCH_TIME_BUDGET_S) loses
+the cheap cases' variants first.
 
 Targets printed at the end: grouped faster than dense at every count, MXFP4 faster than FP8 at every
 count, and at 32 and 64 tokens >= 85% of the copy ceiling over the touched experts' bytes.
@@ -103,7 +105,7 @@ COPY_TBS, COPY_FROM = copy_tbs(dev)
 
 # Grouped launches beside the default, each with the token counts it is there to decide:
 # (path, block_m, block_n, block_k in values, warps, stages, pdl, passes[, registers, tma, early,
-# stage, rot, placed, packed, ragged, prefetch, ahead]), None for the default's field.
+# stage, rot, placed, packed, ragged, prefetch, ahead, ready]), None for the default's field.
 # The defaults (grouped_launch.default_launch): the one-slot GEMV at 1 token (FP8) or 1-2 (MXFP4),
 # the tile of 64 rows, 128 values a step, 4 stages and 16 slots a pass above, at most 128
 # registers a thread, FP8's weights through TMA, one pass a program from 16 tokens
@@ -139,7 +141,7 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (18 - len(f))
+        f += ["-"] * (19 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
@@ -153,10 +155,11 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
         ragged = None if f[15] in ("-", "") else bool(int(f[15]))
         prefetch = None if f[16] in ("-", "") else int(f[16])
         ahead = None if f[17] in ("-", "") else int(f[17])
+        ready = None if f[18] in ("-", "") else bool(int(f[18]))
         if stage not in (None, 1, 2):
             raise ValueError(f"variant {item!r}: stage must be 1 (fc1) or 2 (fc2), got {stage}")
         out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage, rot, placed,
-                             packed, ragged, prefetch, ahead)))  # fmt: skip
+                             packed, ragged, prefetch, ahead, ready)))  # fmt: skip
     return out
 
 
@@ -165,10 +168,8 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
-    registers, tma, early, _stage, rot, placed, packed, ragged, prefetch, ahead = (
-        *extra,
-        *[None] * 10,
-    )[:10]
+    fields11 = (*extra, *[None] * 11)[:11]
+    registers, tma, early, _stage, rot, placed, packed, ragged, prefetch, ahead, _ready = fields11
     if path is not None and (path != base.path or (bm is not None and path == "gemv")):
         # That path's own blocks (a GEMV's step follows its slots a pass).
         base = path_launch(path, fmt, columns=columns, block_m=bm, pdl=base.pdl)
@@ -204,6 +205,17 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     return Launch(**fields)
 
 
+def expert_ready_pair(l1: Launch, l2: Launch, ready: bool | None) -> tuple[Launch, Launch]:
+    """fc1's and fc2's launches with fc2 waiting for fc1 expert by expert (``ready`` True: fc1
+    "signal", fc2 "wait"; `expert_ready`) or for the whole of fc1 (False), where both are the FP8
+    tile through TMA; None or another pair: as they are."""
+    if ready is None or {l1.path, l2.path} != {"dot"} or not (l1.tma and l2.tma):
+        return l1, l2
+    roles = ("signal", "wait") if ready else ("", "")
+    return (dataclasses.replace(l1, expert_ready=roles[0]),
+            dataclasses.replace(l2, expert_ready=roles[1]))  # fmt: skip
+
+
 def describe(launch: Launch) -> str:
     L = launch
     stages = f" s{L.num_stages}" if L.path == "dot" else ""
@@ -214,7 +226,8 @@ def describe(launch: Launch) -> str:
             + (" rot" if L.mx_rotated else "") + (" placed" if L.fp8_placed else "")
             + (" packed" if L.fp8_packed else "")
             + (f" pf{L.fp8_prefetch}" if L.fp8_prefetch else "")
-            + (f" ahead{L.fp8_prefetch_ahead}" if L.fp8_prefetch_ahead else ""))  # fmt: skip
+            + (f" ahead{L.fp8_prefetch_ahead}" if L.fp8_prefetch_ahead else "")
+            + (f" ready-{L.expert_ready}" if L.expert_ready else ""))  # fmt: skip
 
 
 def checked(ws: Workspace, stages, ref: torch.Tensor, precision: str) -> dict:
@@ -288,6 +301,7 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
                 only = v[11] if len(v) > 11 else None
                 l1 = variant_launch(base1, v, fmt, prob.w13.shape[1]) if only != 2 else base1
                 l2 = variant_launch(base2, v, fmt, prob.w2.shape[1]) if only != 1 else base2
+                l1, l2 = expert_ready_pair(l1, l2, v[18] if len(v) > 18 else None)
                 name = f"grouped {describe(l1 if only != 2 else l2)}"
                 name += f" fc{only}" if only else ""
                 if (l1, l2) == (base1, base2) or name in steps:

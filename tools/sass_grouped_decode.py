@@ -12,20 +12,21 @@ torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run he
 
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
 SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens
-[:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed[:prefetch[:ahead]]]]]]]]]]]
+[:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed[:prefetch[:ahead[:ready]]]]]]]]]]]]
 (block_k in values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none,
 default the tile's cap; passes 1 for the tile's one pass a program, `Launch.pass_grid`, default 0;
-words 1 or 0: the MXFP4 tile's scales read as 32-bit words from rows padded to 96 bytes, as the
-arm builds them, `grouped_gemv.word_aligned_scales`, or as bytes from unpadded rows; default 1
-where a step is whole words; fold 1 or 0: the MXFP4 tile's decode with its scales folded, for
-scale bytes up to 128, `grouped_dot` FOLD_SCALES, or not; default 1; early 1 or 0: the bias loaded
-before the K loop, `Launch.early_bias`, default 0; rotated 1 or 0: the MXFP4 tile's weights in
-`mx_rotated`'s layout, `Launch.mx_rotated` (the GEMV's too), default 0; placed 1 or 0: the FP8
-tile's weights in `fp8_placed`'s layout, `Launch.fp8_placed`, default 0; packed 1 or 0: the FP8
-tile's weights through TMA in `tile_packed`'s order, `Launch.fp8_packed`, default 0; prefetch:
-the packed program's first boxes asked of the L2 before the wait, `Launch.fp8_prefetch`, default
-0; ahead: each step's L2 prefetch that many steps on, `Launch.fp8_prefetch_ahead`, default 0), e.g.
-dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at 1, 8 and 64 tokens.
+words 1 or 0: the MXFP4 tile's scales read as 32-bit words from rows padded to 96 bytes, as the arm
+builds them, `grouped_gemv.word_aligned_scales`, or as bytes from unpadded rows; default 1 where a
+step is whole words; fold 1 or 0: the MXFP4 tile's decode with its scales folded, for scale bytes up
+to 128, `grouped_dot` FOLD_SCALES, or not; default 1; early 1 or 0: the bias loaded before the K
+loop, `Launch.early_bias`, default 0; rotated 1 or 0: the MXFP4 tile's weights in `mx_rotated`'s
+layout, `Launch.mx_rotated` (the GEMV's too), default 0; placed 1 or 0: the FP8 tile's weights in
+`fp8_placed`'s layout, `Launch.fp8_placed`, default 0; packed 1 or 0: the FP8 tile's weights through
+TMA in `tile_packed`'s order, `Launch.fp8_packed`, default 0; prefetch: the packed program's first
+boxes asked of the L2 before the wait, `Launch.fp8_prefetch`, default 0; ahead: each step's L2
+prefetch that many steps on, `Launch.fp8_prefetch_ahead`, default 0; ready 1: fc1 signalling and fc2
+waiting expert by expert, `Launch.expert_ready`, compiled with the dependent launch, default 0),
+e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at 1, 8 and 64 tokens.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int, maxnr
                 "x_ptr": "*bf16", "ids_ptr": "*i32", "b_ptr": "*bf16", "out_ptr": "*bf16",
                 "part_ptr": "*fp32", "w_ptr": "*fp8e4nv" if fmt == "fp8" else "*u8",
                 "w": "*fp8e4nv" if fmt == "fp8" else "*u8", "w_bytes": "*fp8e4nv",
+                "ready_ptr": "*i32",
                 "ws_ptr": "*fp32" if fmt == "fp8" else "*u8"}  # fmt: skip
     sig, attrs, cx = {}, {}, {}
     for i, name in enumerate(fn.arg_names):
@@ -170,13 +172,14 @@ def grouped(spec: str, out: str) -> None:
     packed = len(rest) > 8 and rest[8] == "1"
     prefetch = int(rest[9]) if len(rest) > 9 else 0
     ahead = int(rest[10]) if len(rest) > 10 else 0
+    ready = len(rest) > 11 and rest[11] == "1"
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
         if words:  # the arm's padded scale rows (grouped_gemv.word_aligned_scales)
             ints.update(stride_sn=96, stride_se=ints["N"] * 96)
         scan = scan_width(tokens * TOP_K, E, bm)
         c = dict(GLU=glu, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
-                 EXACT_RNE=False, BLOCK_E=E, SCAN=scan, GDC=False, EARLY_BIAS=early)  # fmt: skip
+                 EXACT_RNE=False, BLOCK_E=E, SCAN=scan, GDC=ready, EARLY_BIAS=early)  # fmt: skip
         if path == "dot":
             fn = grouped_dot._grouped_dot_fp8 if fmt == "fp8" else grouped_dot._grouped_dot_mxfp4
             c.update(NUM_STAGES=ns, **({"INTERPRET": False} if "INTERPRET" in fn.arg_names else {}))
@@ -189,6 +192,8 @@ def grouped(spec: str, out: str) -> None:
             c.update({"PACKED": packed} if "PACKED" in fn.arg_names else {})
             c.update({"PREFETCH": prefetch} if "PREFETCH" in fn.arg_names else {})
             c.update({"AHEAD": ahead} if "AHEAD" in fn.arg_names else {})
+            role = (1 if stage == "fc1" else 2) if ready else 0
+            c.update({"READY": role} if "READY" in fn.arg_names else {})
             # A block_n not dividing N: the tile's ragged rows (a 3-D descriptor, `grouped_gemv`).
             ragged = tma and ints["N"] % bn != 0
             c.update({"RAGGED": ragged} if "RAGGED" in fn.arg_names else {})

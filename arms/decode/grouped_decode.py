@@ -30,6 +30,7 @@ from moebench.arm.base import Arm, Stage
 from moebench.arm.decode import Problem, Workspace
 from moebench.core.vocabulary import DECODE_STAGES
 from moebench.kernels.combine_topk import combine_topk
+from moebench.kernels.expert_ready import ready_counters
 from moebench.kernels.fp8_placed import place_e4m3
 from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
 from moebench.kernels.grouped_launch import Launch, default_launch
@@ -140,14 +141,21 @@ def build_stages(
     s13, max13 = tiles_scales(p.w13, p.w13_scale, fc1)
     s2, max2 = tiles_scales(p.w2, p.w2_scale, fc2)
     w13, w2 = tiles_weights(p.w13, fc1), tiles_weights(p.w2, fc2)
+    # fc2 waiting for fc1 expert by expert (`expert_ready`): fc1 signals, fc2 waits, on counters
+    # made here, never in a step.
+    roles = (fc1.expert_ready, fc2.expert_ready)
+    if roles not in (("", ""), ("signal", "wait")):
+        raise ValueError(f"grouped_decode: expert_ready must be fc1 'signal' with fc2 'wait', or "
+                         f"neither, got fc1 {roles[0]!r} and fc2 {roles[1]!r}")  # fmt: skip
+    ready = ready_counters(E, p.x_TD.device) if roles[0] else None
 
     def run_fc1() -> None:
         grouped_gemv(p.x_TD, p.topk_ids_TK, w13, s13, p.b13_E2F, ws.a, expert_offset=off,
-                     launch=fc1, glu=p.activation, max_scale_byte=max13)  # fmt: skip
+                     launch=fc1, glu=p.activation, max_scale_byte=max13, ready=ready)  # fmt: skip
 
     def run_fc2() -> None:
         grouped_gemv(ws.a, p.topk_ids_TK, w2, s2, p.b2_ED, ws.o, expert_offset=off,
-                     launch=fc2, max_scale_byte=max2)  # fmt: skip
+                     launch=fc2, max_scale_byte=max2, ready=ready)  # fmt: skip
 
     def run_combine() -> None:
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,

@@ -99,6 +99,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from moebench.kernels.expert_ready import signal_done, signal_started, wait_for_expert
 from moebench.kernels.fp8_placed import placed_tile
 from moebench.kernels.gemv_parts import row_bias
 from moebench.kernels.grouped_slots import expert_slots, program_work, slot_epilogue
@@ -354,13 +355,13 @@ def _grouped_dot_fp8(
     x_ptr, ids_ptr, w, ws_ptr, b_ptr, out_ptr,
     TK, K, expert_offset, E, R,
     stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_be,
-    stride_ot, stride_ok, w_bytes,
+    stride_ot, stride_ok, w_bytes, ready_ptr,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr, TMA: tl.constexpr,
     PASS_GRID: tl.constexpr, EARLY_BIAS: tl.constexpr, PLACED: tl.constexpr,
     PACKED: tl.constexpr, RAGGED: tl.constexpr, PREFETCH: tl.constexpr = 0,
-    AHEAD: tl.constexpr = 0,
+    AHEAD: tl.constexpr = 0, READY: tl.constexpr = 0,
 ):  # fmt: skip
     """The FP8 tile. ``PASS_GRID``: program j of the grid's second axis runs the j-th pass
     (`grouped_slots.touched_pass`), one pass a program; else the j-th touched expert, all of its
@@ -370,8 +371,9 @@ def _grouped_dot_fp8(
     ``PREFETCH`` (``PACKED``): the program's first PREFETCH boxes asked of the L2 (``w_bytes``,
     the packed weights' bytes) before the dependent-launch wait, while the previous kernel still
     streams (`Launch.fp8_prefetch`); ``AHEAD`` (``PACKED``): each K step asks for the box AHEAD
-    steps on (`_fp8_pass`)."""
-    pdl_launch_dependents(GDC)
+    steps on (`_fp8_pass`). ``READY`` 1 (fc1) or 2 (fc2): fc2 waits for fc1 expert by expert
+    through the counters at ``ready_ptr`` (`expert_ready`), not for the whole of fc1."""
+    pdl_launch_dependents(GDC and READY != 1)  # fc1 with READY: once counted (`expert_ready`)
     e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
     if count == 0:
@@ -385,7 +387,12 @@ def _grouped_dot_fp8(
         # The weights are constant: their first boxes can be on their way before x is ready.
         prefetch_l2(w_stream, PREFETCH, BLOCK_N * BLOCK_K, not INTERPRET)
     # Only the routing was read so far; x may be the previous kernel's output.
-    pdl_wait(GDC)
+    if READY == 1:
+        signal_started(ready_ptr, e, GDC)
+    elif READY == 2:
+        wait_for_expert(ready_ptr, e, E)
+    else:
+        pdl_wait(GDC)
     if TMA:
         # ``w``: a descriptor over [E * N, R] rows (packed, ragged: `_fp8_step`), [BLOCK_N,
         # BLOCK_K] a box.
@@ -409,6 +416,8 @@ def _grouped_dot_fp8(
                       stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
                       EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, TMA, EARLY_BIAS,
                       PLACED, PACKED, N, RAGGED, w_stream, AHEAD)  # fmt: skip
+    if READY == 1:
+        signal_done(ready_ptr, e, E)
 
 
 @triton.jit

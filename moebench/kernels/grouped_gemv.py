@@ -89,6 +89,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from moebench.kernels.expert_ready import check_ready
 from moebench.kernels.gemv_parts import row_bias
 from moebench.kernels.grouped_dot import _grouped_dot_fp8, _grouped_dot_mxfp4
 from moebench.kernels.grouped_launch import PATHS, Launch
@@ -288,6 +289,9 @@ def max_scale_byte(w_scale: torch.Tensor) -> int | None:
     return int(w_scale.max())
 
 
+# Launch.expert_ready's roles, as the FP8 tile's READY (`expert_ready`).
+READY_ROLES = {"": 0, "signal": 1, "wait": 2}
+
 _check = checker("grouped_gemv")
 
 
@@ -303,6 +307,7 @@ def grouped_gemv(
     launch: Launch,
     glu: str = "none",
     max_scale_byte: int | None = None,
+    ready: torch.Tensor | None = None,
 ) -> None:
     """Every touched local expert times all of its slots (module docstring). ``x`` is [T, R]
     (fc1: each slot reads its token) or [T, K, R] (fc2: each slot its own row); ``out`` is
@@ -313,7 +318,10 @@ def grouped_gemv(
     when an arm builds its stages; the launcher reads nothing back from a device). At most
     FOLD_SCALES_UP_TO, the tile decodes with one multiply a pair of values (`grouped_dot`,
     FOLD_SCALES), the same bits; one below the true largest byte would give wrong outputs, which
-    the launcher checks where no device is read (tensors on the CPU)."""
+    the launcher checks where no device is read (tensors on the CPU).
+
+    ``ready``: the counters (`expert_ready.ready_counters`) fc1 and fc2 share when their launches
+    set ``expert_ready``."""
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
     stride_xt, stride_xk = ops.stride_xt, ops.stride_xk
@@ -357,6 +365,11 @@ def grouped_gemv(
     _check(L.fp8_prefetch_ahead >= 0 and (not L.fp8_prefetch_ahead or L.fp8_packed),
            f"fp8_prefetch_ahead must be 0 or, with fp8_packed, a number of steps, got "
            f"{L.fp8_prefetch_ahead}")  # fmt: skip
+    _check(L.expert_ready in READY_ROLES, f"expert_ready must be one of {list(READY_ROLES)}, got "
+           f"{L.expert_ready!r}")  # fmt: skip
+    if L.expert_ready:
+        _check((L.path, fmt) == ("dot", "fp8"), "expert_ready is for the FP8 dot path")
+        check_ready(ready, E, out.device, _check)
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     fold = fmt == "mxfp4" and max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
@@ -400,10 +413,12 @@ def grouped_gemv(
     programs = min(E, T * K) + (T * K // L.block_m if L.pass_grid else 0)
     grid = (triton.cdiv(N, L.block_n), programs)
     if L.path == "dot" and fmt == "fp8":
-        _grouped_dot_fp8[grid](*args, w, NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda,
-                               TMA=tma, PASS_GRID=L.pass_grid, PLACED=L.fp8_placed,
-                               PACKED=L.fp8_packed, RAGGED=ragged, PREFETCH=L.fp8_prefetch,
-                               AHEAD=L.fp8_prefetch_ahead, **common)  # fmt: skip
+        ready_arg = w if ready is None else ready  # unread without expert_ready
+        _grouped_dot_fp8[grid](*args, w, ready_arg, NUM_STAGES=L.num_stages,
+                               INTERPRET=not out.is_cuda, TMA=tma, PASS_GRID=L.pass_grid,
+                               PLACED=L.fp8_placed, PACKED=L.fp8_packed, RAGGED=ragged,
+                               PREFETCH=L.fp8_prefetch, AHEAD=L.fp8_prefetch_ahead,
+                               READY=READY_ROLES[L.expert_ready], **common)  # fmt: skip
     elif L.path == "dot":
         _grouped_dot_mxfp4[grid](
             *args,

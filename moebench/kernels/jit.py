@@ -256,6 +256,17 @@ def pdl_wait(GDC: tl.constexpr):
         gdc_wait()
 
 
+@triton.jit
+def pdl_launch_dependents_after(value, GDC: tl.constexpr):
+    """`pdl_launch_dependents` issued only once ``value`` (an int32 scalar, e.g. an atomic's
+    result) is in this thread's registers: the trigger takes it as an operand, so what produced
+    it (the atomic's round trip to the L2) is complete before the next kernel may launch."""
+    if GDC:
+        tl.inline_asm_elementwise("griddepcontrol.launch_dependents; mov.b32 $0, $1;", "=r,r",
+                                  [value.to(tl.int32)], dtype=tl.int32, is_pure=False,
+                                  pack=1)  # fmt: skip
+
+
 PREFETCH_MAX_BOXES = tl.constexpr(128)  # one box a thread at 4 warps
 
 

@@ -75,6 +75,24 @@ def test_the_prefetch_field_sets_the_packed_tiles_boxes_and_nothing_else(bench):
     assert bench.variant_launch(unpacked, v, "fp8", 5760) == unpacked
 
 
+def test_the_ready_field_pairs_fc1_signalling_with_fc2_waiting_on_the_fp8_tile_only(bench):
+    from moebench.kernels.grouped_launch import default_launch
+
+    shape = dict(tokens=64, top_k=4, experts=16, pdl=True)
+    for fmt, want in (("fp8", ("signal", "wait")), ("mxfp4", ("", ""))):
+        l1 = default_launch(fmt, columns=5760, **shape)
+        l2 = default_launch(fmt, columns=2880, **shape)
+        [(_, v)] = bench.parse_variants("dot:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", (64,))
+        got = bench.expert_ready_pair(l1, l2, v[18])
+        assert (got[0].expert_ready, got[1].expert_ready) == want, fmt
+        assert bench.expert_ready_pair(*got, False) == (l1, l2)
+        assert bench.expert_ready_pair(l1, l2, None) == (l1, l2)
+    assert bench.describe(got[0]) == bench.describe(l1)  # MXFP4: untouched
+    fp8 = bench.expert_ready_pair(default_launch("fp8", columns=5760, **shape),
+                                  default_launch("fp8", columns=2880, **shape), True)  # fmt: skip
+    assert bench.describe(fp8[1]).endswith(" ready-wait")
+
+
 def test_the_registers_field_caps_the_launch(bench):
     base, capped = _launches(bench, "-:-:-:-:-:-:-:-:96:-:-:-:-:1", "fp8", 8)
     assert (base.max_registers, capped.max_registers) == (128, 96) and capped.fp8_placed

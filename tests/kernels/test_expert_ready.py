@@ -1,0 +1,107 @@
+"""fc2 waiting for fc1 expert by expert (`moebench.kernels.expert_ready`, ``Launch.expert_ready``)
+on the interpreter, where the kernels run one after the other: the outputs are the whole-grid
+wait's bit for bit, fc1 counts every program it runs on an expert as started and as finished, fc2
+counts nothing, and any order of launches (fc1 alone, fc2 alone, again) leaves started == done, so
+that fc2 never waits on counts no fc1 in flight will raise. The GPU's interleaving is the bench's
+to check (tools/bench_grouped_decode.py checks every launch against the reference first)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from moebench.kernels.expert_ready import ready_counters
+from moebench.kernels.grouped_gemv import grouped_gemv
+from moebench.kernels.grouped_launch import Launch
+from moebench.kernels.tile_packed import pack_tiles
+
+T, K, E, R, F = 17, 2, 2, 256, 32
+# Expert 0 takes 16 slots, expert 1 seventeen (two passes of 16); global expert 5 is not local.
+IDS = torch.tensor([[0, 1]] * 16 + [[1, 5]], dtype=torch.int32)
+
+
+def launch(pass_grid: bool, packed: bool) -> Launch:
+    return Launch(path="dot", block_m=16, block_n=16, block_k=64, num_warps=4, tma=True,
+                  pass_grid=pass_grid, fp8_packed=packed)  # fmt: skip
+
+
+def inputs(packed: bool):
+    g = torch.Generator().manual_seed(31)
+    w1 = torch.randint(0, 256, (E, 2 * F, R), generator=g, dtype=torch.uint8)
+    w2 = torch.randint(0, 256, (E, R, F), generator=g, dtype=torch.uint8)
+    w1, w2 = (w.view(torch.float8_e4m3fn) for w in (w1, w2))
+    if packed:
+        w1 = pack_tiles(w1, 16, 64)  # fc2's R = F = 32 is no whole 64-value step: not packed
+    s1, s2 = torch.tensor([0.125, 2.0]), torch.tensor([0.5, 0.25])
+    b1 = (torch.randint(-64, 64, (E, 2 * F), generator=g) + 0.3).bfloat16()
+    b2 = (torch.randint(-64, 64, (E, R), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    return x, (w1, s1, b1), (w2, s2, b2)
+
+
+def poisoned(*shape: int) -> torch.Tensor:
+    return torch.full(shape, float("nan")).bfloat16()
+
+
+def fc1(x, w, a, l1: Launch, ready=None) -> None:
+    grouped_gemv(x, IDS, *w, a, expert_offset=0, launch=l1, glu="swiglu_oai", ready=ready)
+
+
+def fc2(a, w, o, l2: Launch, ready=None) -> None:
+    grouped_gemv(a, IDS, *w, o, expert_offset=0, launch=l2, ready=ready)
+
+
+def programs_on_each_expert(l1: Launch) -> list[int]:
+    """fc1's programs that work on each expert: a pass (pass grid) or the expert (its loop)."""
+    row_blocks = 2 * F // l1.block_n
+    passes = [1, 1] if not l1.pass_grid else [1, 2]  # 16 and 17 slots, 16 a pass
+    return [row_blocks * n for n in passes]
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["natural", "packed"])
+@pytest.mark.parametrize("pass_grid", [False, True], ids=["expert-loop", "one-pass"])
+def test_expert_ready_writes_the_whole_waits_bits_and_counts_fc1s_programs(pass_grid, packed):
+    x, w1, w2 = inputs(packed)
+    base1 = launch(pass_grid, packed)
+    base2 = launch(pass_grid, False)
+    a0, o0 = poisoned(T, K, F), poisoned(T, K, R)
+    fc1(x, w1, a0, base1)
+    fc2(a0, w2, o0, base2)
+    l1 = dataclasses.replace(base1, expert_ready="signal")
+    l2 = dataclasses.replace(base2, expert_ready="wait")
+    ready = ready_counters(E, x.device)
+    a, o = poisoned(T, K, F), poisoned(T, K, R)
+    fc1(x, w1, a, l1, ready)
+    want = programs_on_each_expert(base1)
+    assert ready.tolist() == [want, want]  # started, finished
+    fc2(a, w2, o, l2, ready)
+    assert ready.tolist() == [want, want]  # fc2 counts nothing
+    assert torch.equal(a.view(torch.int16), a0.view(torch.int16))
+    assert torch.equal(o.view(torch.int16), o0.view(torch.int16))
+    # Any order of launches keeps started == done: fc2 alone, fc1 twice, fc2 again.
+    fc2(a, w2, o, l2, ready)
+    fc1(x, w1, a, l1, ready)
+    fc1(x, w1, a, l1, ready)
+    fc2(a, w2, o, l2, ready)
+    assert ready.tolist() == [[3 * n for n in want]] * 2
+    assert torch.equal(o.view(torch.int16), o0.view(torch.int16))
+
+
+def test_expert_ready_is_refused_without_its_counters_or_off_the_fp8_tile():
+    x, w1, w2 = inputs(False)
+    a = torch.zeros(T, K, F).bfloat16()
+    l1 = dataclasses.replace(launch(True, False), expert_ready="signal")
+    with pytest.raises(ValueError, match=r"expert_ready needs int32 \[2, 2\] contiguous"):
+        fc1(x, w1, a, l1)
+    for bad in (torch.zeros(2, 3, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int64),
+                torch.zeros(2, 4, dtype=torch.int32)[:, ::2]):  # fmt: skip
+        with pytest.raises(ValueError, match="expert_ready needs int32"):
+            fc1(x, w1, a, l1, bad)
+    with pytest.raises(ValueError, match="expert_ready must be one of"):
+        fc1(x, w1, a, dataclasses.replace(l1, expert_ready="both"), ready_counters(E, x.device))
+    gemv = Launch(path="gemv", block_m=2, block_n=16, block_k=32, num_warps=1,
+                  expert_ready="signal")  # fmt: skip
+    with pytest.raises(ValueError, match="expert_ready is for the FP8 dot path"):
+        fc1(x, w1, a, gemv, ready_counters(E, x.device))
