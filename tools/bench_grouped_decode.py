@@ -85,7 +85,7 @@ from moebench.arm.decode import Workspace
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.gates.checks import check_decode_sentinels
 from moebench.gates.families import family_of
-from moebench.kernels.grouped_launch import Launch, one_pass_launch, path_launch
+from moebench.kernels.grouped_launch import Launch, one_pass_launch, paired_launches, path_launch
 from moebench.measure import bench
 from moebench.measure.clock import Clock
 from moebench.plan.cases import plan
@@ -205,15 +205,20 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     return Launch(**fields)
 
 
-def expert_ready_pair(l1: Launch, l2: Launch, ready: bool | None) -> tuple[Launch, Launch]:
+def expert_ready_pair(
+    l1: Launch, l2: Launch, ready: bool | None, fmt: str
+) -> tuple[Launch, Launch]:
     """fc1's and fc2's launches with fc2 waiting for fc1 expert by expert (``ready`` True: fc1
-    "signal", fc2 "wait"; `expert_ready`) or for the whole of fc1 (False), where both are the FP8
-    tile through TMA; None or another pair: as they are."""
-    if ready is None or {l1.path, l2.path} != {"dot"} or not (l1.tma and l2.tma):
+    "signal", fc2 "wait", where both are the FP8 tile through TMA; `expert_ready`), for the whole
+    of fc1 (False), or as the arm pairs them (None: `grouped_launch.paired_launches`, so that a
+    variant that leaves the one-pass tile drops the roles its base had)."""
+    l1, l2 = (dataclasses.replace(f, expert_ready="") for f in (l1, l2))
+    if ready is None:
+        return paired_launches(l1, l2, fmt)
+    if not ready or {l1.path, l2.path} != {"dot"} or not (l1.tma and l2.tma):
         return l1, l2
-    roles = ("signal", "wait") if ready else ("", "")
-    return (dataclasses.replace(l1, expert_ready=roles[0]),
-            dataclasses.replace(l2, expert_ready=roles[1]))  # fmt: skip
+    return (dataclasses.replace(l1, expert_ready="signal"),
+            dataclasses.replace(l2, expert_ready="wait"))  # fmt: skip
 
 
 def describe(launch: Launch) -> str:
@@ -301,7 +306,7 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
                 only = v[11] if len(v) > 11 else None
                 l1 = variant_launch(base1, v, fmt, prob.w13.shape[1]) if only != 2 else base1
                 l2 = variant_launch(base2, v, fmt, prob.w2.shape[1]) if only != 1 else base2
-                l1, l2 = expert_ready_pair(l1, l2, v[18] if len(v) > 18 else None)
+                l1, l2 = expert_ready_pair(l1, l2, v[18] if len(v) > 18 else None, fmt)
                 name = f"grouped {describe(l1 if only != 2 else l2)}"
                 name += f" fc{only}" if only else ""
                 if (l1, l2) == (base1, base2) or name in steps:

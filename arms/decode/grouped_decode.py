@@ -33,7 +33,7 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.expert_ready import ready_counters
 from moebench.kernels.fp8_placed import place_e4m3
 from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
-from moebench.kernels.grouped_launch import Launch, default_launch
+from moebench.kernels.grouped_launch import Launch, default_launch, paired_launches
 from moebench.kernels.launch import weight_format
 from moebench.kernels.tile_packed import pack_tiles
 
@@ -65,7 +65,7 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
     values = 2 if fmt == "mxfp4" else 1  # R in values: MXFP4 holds two a byte
     one = lambda w: default_launch(fmt, tokens=T, top_k=K, experts=E, columns=w.shape[1],
                                    reduction=w.shape[2] * values, pdl=pdl)  # fmt: skip
-    return one(p.w13), one(p.w2)
+    return paired_launches(one(p.w13), one(p.w2), fmt)
 
 
 # What the MXFP4 tile reads of a scale tensor (`tiles_scales`), one entry per tensor while it

@@ -168,6 +168,24 @@ FP8_PLACED = True
 FP8_PACKED = True
 
 
+# fc2 waiting for fc1 expert by expert (`expert_ready`, ``Launch.expert_ready``) where both are
+# the FP8 one-pass tile through TMA with the dependent launch (16-64 tokens at gpt-oss-20b).
+# H100, 2026-12-06 (docs/perf/2026-12-06b-h200/call6): gpt-oss-20b EP2, two draws, both ranks,
+# the slower rank's step, twice: -3.1% / -3.2% at 16 tokens, -5.5% / -5.5% at 32, -4.6% / -4.8%
+# at 64, faster in every draw; a timing ablation with no wait at all (wrong outputs) bounded it
+# at 7% (call5). The looping tile (2-8 tokens) keeps the whole-grid wait until measured.
+FP8_EXPERT_READY = True
+
+
+def paired_launches(fc1: Launch, fc2: Launch, fmt: str) -> tuple[Launch, Launch]:
+    """fc1's and fc2's default launches with fc2 waiting for fc1 expert by expert where
+    FP8_EXPERT_READY says so: both the FP8 one-pass tile through TMA with the dependent launch."""
+    tiles = all(f.path == "dot" and f.tma and f.pass_grid and f.pdl for f in (fc1, fc2))
+    if not (FP8_EXPERT_READY and fmt == "fp8" and tiles):
+        return fc1, fc2
+    return replace(fc1, expert_ready="signal"), replace(fc2, expert_ready="wait")
+
+
 def path_launch(
     path: str, fmt: str, *, columns: int, block_m: int | None = None, pdl: bool = False
 ) -> Launch:

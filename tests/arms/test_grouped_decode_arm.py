@@ -346,12 +346,15 @@ def test_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
 
 def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():
     """The arm's launches with ``expert_ready`` (fc1 "signal", fc2 "wait"; the counters made when
-    the stages are built) write the whole-grid wait's bits; a lone role is refused."""
+    the stages are built; the default on the FP8 one-pass tiles) write the whole-grid wait's bits;
+    a lone role is refused."""
     import dataclasses
 
     ids, w = routing(16, seed=17)
     p = problem("w8a16", "swiglu_oai", ids, w)
-    l1, l2 = grouped_decode.launches(p)
+    r1, r2 = grouped_decode.launches(p)  # the one-pass FP8 tiles: paired by default
+    assert (r1.expert_ready, r2.expert_ready) == ("signal", "wait")
+    l1, l2 = (dataclasses.replace(f, expert_ready="") for f in (r1, r2))
 
     def step(f1, f2) -> torch.Tensor:
         ws = decode.Workspace(p, layout="TKD")
@@ -360,8 +363,6 @@ def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():
             stage.run()
         return ws.y_TD.view(torch.int16)
 
-    r1 = dataclasses.replace(l1, expert_ready="signal")
-    r2 = dataclasses.replace(l2, expert_ready="wait")
     assert torch.equal(step(r1, r2), step(l1, l2))
     for f1, f2 in ((r1, l2), (l1, r2), (dataclasses.replace(l1, expert_ready="wait"), r2)):
         with pytest.raises(ValueError, match="expert_ready must be fc1 'signal' with fc2 'wait'"):

@@ -65,3 +65,24 @@ def test_default_launch_follows_the_shapes():
                 assert L.fp8_packed == (fmt == "fp8" and t >= 16 and whole), (fmt, t, r)
     # The one-slot GEMV keeps the bias after its loop (mixed on the H200: TILE_EARLY_BIAS).
     assert not default_launch("fp8", tokens=1, **gpt).early_bias
+
+
+def test_fc2_waits_for_fc1_expert_by_expert_on_the_fp8_one_pass_tiles_only():
+    """`paired_launches` (FP8_EXPERT_READY): fc1 "signal" and fc2 "wait" where both are the FP8
+    one-pass tile through TMA with the dependent launch (16-64 tokens at gpt-oss-20b EP2), the
+    whole-grid wait elsewhere: the GEMV at one token, the looping tile at 2-8 tokens, MXFP4, no
+    dependent launch."""
+    from moebench.kernels.grouped_launch import paired_launches
+
+    def roles(fmt: str, tokens: int, pdl: bool = True) -> tuple[str, str]:
+        shape = dict(tokens=tokens, top_k=4, experts=16, pdl=pdl)
+        fc1 = default_launch(fmt, columns=5760, reduction=2880, **shape)
+        fc2 = default_launch(fmt, columns=2880, reduction=2880, **shape)
+        return tuple(f.expert_ready for f in paired_launches(fc1, fc2, fmt))
+
+    for tokens in (16, 32, 64):
+        assert roles("fp8", tokens) == ("signal", "wait"), tokens
+        assert roles("mxfp4", tokens) == ("", ""), tokens
+        assert roles("fp8", tokens, pdl=False) == ("", ""), tokens
+    for tokens in (1, 2, 4, 8):
+        assert roles("fp8", tokens) == ("", ""), tokens

@@ -83,14 +83,24 @@ def test_the_ready_field_pairs_fc1_signalling_with_fc2_waiting_on_the_fp8_tile_o
         l1 = default_launch(fmt, columns=5760, **shape)
         l2 = default_launch(fmt, columns=2880, **shape)
         [(_, v)] = bench.parse_variants("dot:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", (64,))
-        got = bench.expert_ready_pair(l1, l2, v[18])
+        got = bench.expert_ready_pair(l1, l2, v[18], fmt)
         assert (got[0].expert_ready, got[1].expert_ready) == want, fmt
-        assert bench.expert_ready_pair(*got, False) == (l1, l2)
-        assert bench.expert_ready_pair(l1, l2, None) == (l1, l2)
-    assert bench.describe(got[0]) == bench.describe(l1)  # MXFP4: untouched
-    fp8 = bench.expert_ready_pair(default_launch("fp8", columns=5760, **shape),
-                                  default_launch("fp8", columns=2880, **shape), True)  # fmt: skip
+        assert bench.expert_ready_pair(*got, False, fmt) == (l1, l2)
+        # None: as the arm pairs them (grouped_launch.paired_launches), the FP8 tiles paired
+        assert bench.expert_ready_pair(l1, l2, None, fmt) == got
+    fp8 = bench.expert_ready_pair(
+        default_launch("fp8", columns=5760, **shape),
+        default_launch("fp8", columns=2880, **shape),
+        True,
+        "fp8",
+    )
     assert bench.describe(fp8[1]).endswith(" ready-wait")
+    # A variant that takes fc1 off the tile drops the pair's roles (the GEMV has none).
+    gemv = default_launch("fp8", columns=5760, tokens=1, top_k=4, experts=16, pdl=True)
+    assert bench.expert_ready_pair(gemv, fp8[1], None, "fp8") == (
+        gemv,
+        bench.dataclasses.replace(fp8[1], expert_ready=""),
+    )
 
 
 def test_the_registers_field_caps_the_launch(bench):
