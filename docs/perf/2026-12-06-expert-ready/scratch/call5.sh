@@ -3,5 +3,5 @@
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-timeout 400 python3 docs/perf/2026-12-06b-h200/scratch/nowait.py --tokens 16,32,64 --seeds 0,1 > $OUT/nowait.log 2>&1; echo "rc=$?"
+timeout 400 python3 docs/perf/2026-12-06-expert-ready/scratch/nowait.py --tokens 16,32,64 --seeds 0,1 > $OUT/nowait.log 2>&1; echo "rc=$?"
 cat $OUT/nowait.log
