@@ -44,8 +44,8 @@ default; always for MXFP4, the GEMV and the pointer loads); prefetch: that many 
 program's first boxes asked of the L2 before it waits for the previous kernel
 (`Launch.fp8_prefetch`; ignored unless packed); ahead: each K step's L2 prefetch of the box that
 many steps on (`Launch.fp8_prefetch_ahead`; likewise); ready 1 or 0: fc2 waiting for fc1 expert by
-expert (`Launch.expert_ready`, fc1 "signal" and fc2 "wait", both the FP8 TMA tile; ignored
-otherwise) or for the whole of fc1. A field left to the default of another path takes that path's
+expert (`Launch.expert_ready`, fc1 "signal" and fc2 "wait", both the tile; ignored otherwise) or for
+the whole of fc1. A field left to the default of another path takes that path's
 (`grouped_launch.path_launch`). The arm's own launch always runs, as "default", and a variant equal
 to it is skipped. Cases run from the most tokens down, so that a run cut short by its time budget
 (variants are not started past TIME_BUDGET_S, 200 s or the environment's BENCH_TIME_BUDGET_S) loses
@@ -209,13 +209,13 @@ def expert_ready_pair(
     l1: Launch, l2: Launch, ready: bool | None, fmt: str
 ) -> tuple[Launch, Launch]:
     """fc1's and fc2's launches with fc2 waiting for fc1 expert by expert (``ready`` True: fc1
-    "signal", fc2 "wait", where both are the FP8 tile through TMA; `expert_ready`), for the whole
+    "signal", fc2 "wait", where both are the tile; `expert_ready`), for the whole
     of fc1 (False), or as the arm pairs them (None: `grouped_launch.paired_launches`, so that a
     variant that leaves the one-pass tile drops the roles its base had)."""
     l1, l2 = (dataclasses.replace(f, expert_ready="") for f in (l1, l2))
     if ready is None:
         return paired_launches(l1, l2, fmt)
-    if not ready or {l1.path, l2.path} != {"dot"} or not (l1.tma and l2.tma):
+    if not ready or {l1.path, l2.path} != {"dot"}:
         return l1, l2
     return (dataclasses.replace(l1, expert_ready="signal"),
             dataclasses.replace(l2, expert_ready="wait"))  # fmt: skip

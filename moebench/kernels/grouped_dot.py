@@ -498,25 +498,31 @@ def _grouped_dot_mxfp4(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
     TK, K, expert_offset, E, R,
     stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_se, stride_sn,
-    stride_be, stride_ot, stride_ok,
+    stride_be, stride_ot, stride_ok, ready_ptr,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
     PASS_GRID: tl.constexpr, SCALE_WORDS: tl.constexpr, FOLD_SCALES: tl.constexpr,
-    EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr,
+    EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr, READY: tl.constexpr = 0,
 ):  # fmt: skip
     """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
     registers a thread against 116-137 for the expert loop, sm_90a). ``SCALE_WORDS``: the scale
     rows are 4-byte aligned (row and expert strides multiples of 4 bytes, the base too) and a step
     is whole words (BLOCK_K a multiple of 128), so a step's scales load as words.
     ``FOLD_SCALES``: every scale byte is at most 128 (the launcher's ``max_scale_byte``), so the
-    decode multiplies once a pair of values (module docstring: folded scales)."""
-    pdl_launch_dependents(GDC)
+    decode multiplies once a pair of values (module docstring: folded scales). ``READY`` as in
+    `_grouped_dot_fp8`."""
+    pdl_launch_dependents(GDC and READY != 1)
     e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
     if count == 0:
         return
-    pdl_wait(GDC)
+    if READY == 1:
+        signal_started(ready_ptr, e, GDC)
+    elif READY == 2:
+        wait_for_expert(ready_ptr, e, E)
+    else:
+        pdl_wait(GDC)
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
     rows64 = (n_block * BLOCK_N + loaded_rows(BLOCK_N)).to(tl.int64)
@@ -541,3 +547,5 @@ def _grouped_dot_mxfp4(
                         stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
                         EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS, FOLD_SCALES,
                         EARLY_BIAS, ROTATED)  # fmt: skip
+    if READY == 1:
+        signal_done(ready_ptr, e, E)

@@ -368,7 +368,7 @@ def grouped_gemv(
     _check(L.expert_ready in READY_ROLES, f"expert_ready must be one of {list(READY_ROLES)}, got "
            f"{L.expert_ready!r}")  # fmt: skip
     if L.expert_ready:
-        _check((L.path, fmt) == ("dot", "fp8"), "expert_ready is for the FP8 dot path")
+        _check(L.path == "dot", "expert_ready is for the dot path")
         check_ready(ready, E, out.device, _check)
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
@@ -422,6 +422,8 @@ def grouped_gemv(
     elif L.path == "dot":
         _grouped_dot_mxfp4[grid](
             *args,
+            w if ready is None else ready,  # unread without expert_ready
+            READY=READY_ROLES[L.expert_ready],
             NUM_STAGES=L.num_stages,
             INTERPRET=not out.is_cuda,
             PASS_GRID=L.pass_grid,

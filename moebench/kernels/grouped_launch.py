@@ -170,10 +170,11 @@ FP8_PACKED = True
 
 # fc2 waiting for fc1 expert by expert (`expert_ready`, ``Launch.expert_ready``) where both are
 # the FP8 one-pass tile through TMA with the dependent launch (16-64 tokens at gpt-oss-20b).
-# H100, 2026-12-06 (docs/perf/2026-12-06-expert-ready/call6): gpt-oss-20b EP2, two draws, both ranks,
-# the slower rank's step, twice: -3.1% / -3.2% at 16 tokens, -5.5% / -5.5% at 32, -4.6% / -4.8%
-# at 64, faster in every draw; a timing ablation with no wait at all (wrong outputs) bounded it
-# at 7% (call5). The looping tile (2-8 tokens) keeps the whole-grid wait until measured.
+# H100, 2026-12-06 (docs/perf/2026-12-06-expert-ready/call6): gpt-oss-20b EP2, two draws, both
+# ranks, the slower rank's step, twice: -3.1% / -3.2% at 16 tokens, -5.5% / -5.5% at 32, -4.6% /
+# -4.8% at 64, faster in every draw, and again against it as a variant (call7: +5.2% / +5.3% at
+# 32 / 64 without it); a timing ablation with no wait at all (wrong outputs) bounded it at 7%
+# (call5). The looping tile (2-8 tokens) and MXFP4 keep the whole-grid wait until measured.
 FP8_EXPERT_READY = True
 
 

@@ -89,7 +89,38 @@ def test_expert_ready_writes_the_whole_waits_bits_and_counts_fc1s_programs(pass_
     assert torch.equal(o.view(torch.int16), o0.view(torch.int16))
 
 
-def test_expert_ready_is_refused_without_its_counters_or_off_the_fp8_tile():
+@pytest.mark.parametrize("pass_grid", [False, True], ids=["expert-loop", "one-pass"])
+def test_the_mxfp4_tile_waits_expert_by_expert_with_the_same_bits(pass_grid):
+    """The MXFP4 tile (pointer loads) takes the same roles: the whole wait's bits, fc1's programs
+    counted started and finished, fc2 counting nothing."""
+    from decode_inputs import quantised
+
+    g = torch.Generator().manual_seed(37)
+    w1 = quantised("mxfp4", torch.randn(E, 2 * F, R, generator=g))[:2]
+    w2 = quantised("mxfp4", torch.randn(E, R, 2 * F, generator=g))[:2]  # fc2's R = 64: a step
+    b1 = (torch.randint(-64, 64, (E, 2 * F), generator=g) + 0.3).bfloat16()
+    b2 = (torch.randint(-64, 64, (E, R), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    base = Launch(path="dot", block_m=16, block_n=16, block_k=64, num_warps=4,
+                  pass_grid=pass_grid)  # fmt: skip
+    runs = {}
+    for roles in (("", ""), ("signal", "wait")):
+        ready = ready_counters(E, x.device) if roles[0] else None
+        l1, l2 = (dataclasses.replace(base, expert_ready=r) for r in roles)
+        a, o = poisoned(T, K, 2 * F // 2), poisoned(T, K, R)
+        grouped_gemv(x, IDS, *w1, b1, a, expert_offset=0, launch=l1, glu="swiglu_oai",
+                     ready=ready)  # fmt: skip
+        a2 = torch.cat([a, a], dim=2)  # fc2 reads R = 2F = 64 values a slot
+        grouped_gemv(a2, IDS, *w2, b2, o, expert_offset=0, launch=l2, ready=ready)
+        runs[roles] = (a, o, ready)
+    (a0, o0, _), (a1, o1, ready) = runs.values()
+    assert torch.equal(a1.view(torch.int16), a0.view(torch.int16))
+    assert torch.equal(o1.view(torch.int16), o0.view(torch.int16))
+    want = programs_on_each_expert(base)
+    assert ready.tolist() == [want, want]
+
+
+def test_expert_ready_is_refused_without_its_counters_or_off_the_tile():
     x, w1, w2 = inputs(False)
     a = torch.zeros(T, K, F).bfloat16()
     l1 = dataclasses.replace(launch(True, False), expert_ready="signal")
@@ -103,5 +134,5 @@ def test_expert_ready_is_refused_without_its_counters_or_off_the_fp8_tile():
         fc1(x, w1, a, dataclasses.replace(l1, expert_ready="both"), ready_counters(E, x.device))
     gemv = Launch(path="gemv", block_m=2, block_n=16, block_k=32, num_warps=1,
                   expert_ready="signal")  # fmt: skip
-    with pytest.raises(ValueError, match="expert_ready is for the FP8 dot path"):
+    with pytest.raises(ValueError, match="expert_ready is for the dot path"):
         fc1(x, w1, a, gemv, ready_counters(E, x.device))

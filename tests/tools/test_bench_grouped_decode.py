@@ -75,19 +75,20 @@ def test_the_prefetch_field_sets_the_packed_tiles_boxes_and_nothing_else(bench):
     assert bench.variant_launch(unpacked, v, "fp8", 5760) == unpacked
 
 
-def test_the_ready_field_pairs_fc1_signalling_with_fc2_waiting_on_the_fp8_tile_only(bench):
+def test_the_ready_field_pairs_fc1_signalling_with_fc2_waiting_on_the_tiles(bench):
     from moebench.kernels.grouped_launch import default_launch
 
     shape = dict(tokens=64, top_k=4, experts=16, pdl=True)
-    for fmt, want in (("fp8", ("signal", "wait")), ("mxfp4", ("", ""))):
+    for fmt, arms in (("fp8", ("signal", "wait")), ("mxfp4", ("", ""))):
         l1 = default_launch(fmt, columns=5760, **shape)
         l2 = default_launch(fmt, columns=2880, **shape)
         [(_, v)] = bench.parse_variants("dot:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", (64,))
         got = bench.expert_ready_pair(l1, l2, v[18], fmt)
-        assert (got[0].expert_ready, got[1].expert_ready) == want, fmt
+        assert (got[0].expert_ready, got[1].expert_ready) == ("signal", "wait"), fmt
         assert bench.expert_ready_pair(*got, False, fmt) == (l1, l2)
-        # None: as the arm pairs them (grouped_launch.paired_launches), the FP8 tiles paired
-        assert bench.expert_ready_pair(l1, l2, None, fmt) == got
+        # None: as the arm pairs them (grouped_launch.paired_launches): the FP8 tiles only
+        paired = bench.expert_ready_pair(l1, l2, None, fmt)
+        assert (paired[0].expert_ready, paired[1].expert_ready) == arms, fmt
     fp8 = bench.expert_ready_pair(
         default_launch("fp8", columns=5760, **shape),
         default_launch("fp8", columns=2880, **shape),
