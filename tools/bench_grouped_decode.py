@@ -206,7 +206,7 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
 
 
 def expert_ready_pair(
-    l1: Launch, l2: Launch, ready: bool | None, fmt: str
+    l1: Launch, l2: Launch, ready: bool | None, fmt: str, slots_per_expert: float
 ) -> tuple[Launch, Launch]:
     """fc1's and fc2's launches with fc2 waiting for fc1 expert by expert (``ready`` True: fc1
     "signal", fc2 "wait", where both are the tile; `expert_ready`), for the whole
@@ -214,7 +214,7 @@ def expert_ready_pair(
     variant that leaves the one-pass tile drops the roles its base had)."""
     l1, l2 = (dataclasses.replace(f, expert_ready="") for f in (l1, l2))
     if ready is None:
-        return paired_launches(l1, l2, fmt)
+        return paired_launches(l1, l2, fmt, slots_per_expert)
     if not ready or {l1.path, l2.path} != {"dot"}:
         return l1, l2
     return (dataclasses.replace(l1, expert_ready="signal"),
@@ -306,7 +306,9 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
                 only = v[11] if len(v) > 11 else None
                 l1 = variant_launch(base1, v, fmt, prob.w13.shape[1]) if only != 2 else base1
                 l2 = variant_launch(base2, v, fmt, prob.w2.shape[1]) if only != 1 else base2
-                l1, l2 = expert_ready_pair(l1, l2, v[18] if len(v) > 18 else None, fmt)
+                ready = v[18] if len(v) > 18 else None
+                per_expert = T * prob.topk_ids_TK.shape[1] / prob.local_experts
+                l1, l2 = expert_ready_pair(l1, l2, ready, fmt, per_expert)
                 name = f"grouped {describe(l1 if only != 2 else l2)}"
                 name += f" fc{only}" if only else ""
                 if (l1, l2) == (base1, base2) or name in steps:

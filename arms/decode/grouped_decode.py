@@ -65,7 +65,7 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
     values = 2 if fmt == "mxfp4" else 1  # R in values: MXFP4 holds two a byte
     one = lambda w: default_launch(fmt, tokens=T, top_k=K, experts=E, columns=w.shape[1],
                                    reduction=w.shape[2] * values, pdl=pdl)  # fmt: skip
-    return paired_launches(one(p.w13), one(p.w2), fmt)
+    return paired_launches(one(p.w13), one(p.w2), fmt, slots_per_expert=T * K / E)
 
 
 # What the MXFP4 tile reads of a scale tensor (`tiles_scales`), one entry per tensor while it

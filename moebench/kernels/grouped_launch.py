@@ -168,21 +168,32 @@ FP8_PLACED = True
 FP8_PACKED = True
 
 
-# fc2 waiting for fc1 expert by expert (`expert_ready`, ``Launch.expert_ready``) where both are
-# the FP8 one-pass tile through TMA with the dependent launch (16-64 tokens at gpt-oss-20b).
-# H100, 2026-12-06 (docs/perf/2026-12-06-expert-ready/call6): gpt-oss-20b EP2, two draws, both
-# ranks, the slower rank's step, twice: -3.1% / -3.2% at 16 tokens, -5.5% / -5.5% at 32, -4.6% /
-# -4.8% at 64, faster in every draw, and again against it as a variant (call7: +5.2% / +5.3% at
-# 32 / 64 without it); a timing ablation with no wait at all (wrong outputs) bounded it at 7%
-# (call5). The looping tile (2-8 tokens) and MXFP4 keep the whole-grid wait until measured.
-FP8_EXPERT_READY = True
+# fc2 waiting for fc1 expert by expert (`expert_ready`, ``Launch.expert_ready``) instead of for the
+# whole of fc1, where both are the tile with the dependent launch: FP8's from one slot an expert
+# (T * K / E; 4 tokens at gpt-oss-20b EP2), MXFP4's one-pass tile (16-64 tokens). Measured on an
+# H100, 2026-12-06 (docs/perf/2026-12-06-expert-ready/), gpt-oss-20b EP2, the slower rank's step:
+# - FP8 one-pass tile (call6, twice over two draws): -3.1% / -3.2% at 16 tokens, -5.5% / -5.5%
+#   at 32, -4.6% / -4.8% at 64, faster in every draw; and again against it (call7: +5.2% / +5.3%
+#   at 32 / 64 without it). A timing ablation with no wait at all (wrong outputs) bounded it at
+#   7% (call5).
+# - FP8 looping tile (calls 7 and 8, six draws): -5.6% and -6.2% at 4 tokens, faster in six of
+#   six; -0.8% and -2.3% at 8, faster in five of six; +2.1% and +2.9% at 2 tokens (half a slot an
+#   expert), slower in five of six: 2 tokens keep the whole-grid wait.
+# - MXFP4 one-pass tile (call8, two draws): -6.0% at 16, -1.4% at 32, -3.0% at 64, faster in
+#   every draw. The MXFP4 looping tile (4-8 tokens) is not measured and keeps the whole-grid wait.
+EXPERT_READY_FROM_SLOTS_PER_EXPERT = {"fp8": 1.0, "mxfp4": None}
 
 
-def paired_launches(fc1: Launch, fc2: Launch, fmt: str) -> tuple[Launch, Launch]:
-    """fc1's and fc2's default launches with fc2 waiting for fc1 expert by expert where
-    FP8_EXPERT_READY says so: both the FP8 one-pass tile through TMA with the dependent launch."""
-    tiles = all(f.path == "dot" and f.tma and f.pass_grid and f.pdl for f in (fc1, fc2))
-    if not (FP8_EXPERT_READY and fmt == "fp8" and tiles):
+def paired_launches(
+    fc1: Launch, fc2: Launch, fmt: str, slots_per_expert: float
+) -> tuple[Launch, Launch]:
+    """fc1's and fc2's default launches with fc2 waiting for fc1 expert by expert where the
+    measurements say so (EXPERT_READY_FROM_SLOTS_PER_EXPERT): both the tile with the dependent
+    launch, and one pass a program or (FP8) at least that many slots an expert."""
+    tiles = all(f.path == "dot" and f.pdl for f in (fc1, fc2))
+    one_pass = fc1.pass_grid and fc2.pass_grid
+    least = EXPERT_READY_FROM_SLOTS_PER_EXPERT[fmt]
+    if not tiles or not (one_pass or (least is not None and slots_per_expert >= least)):
         return fc1, fc2
     return replace(fc1, expert_ready="signal"), replace(fc2, expert_ready="wait")
 

@@ -67,22 +67,26 @@ def test_default_launch_follows_the_shapes():
     assert not default_launch("fp8", tokens=1, **gpt).early_bias
 
 
-def test_fc2_waits_for_fc1_expert_by_expert_on_the_fp8_one_pass_tiles_only():
-    """`paired_launches` (FP8_EXPERT_READY): fc1 "signal" and fc2 "wait" where both are the FP8
-    one-pass tile through TMA with the dependent launch (16-64 tokens at gpt-oss-20b EP2), the
-    whole-grid wait elsewhere: the GEMV at one token, the looping tile at 2-8 tokens, MXFP4, no
-    dependent launch."""
+def test_fc2_waits_for_fc1_expert_by_expert_where_measured():
+    """`paired_launches` (EXPERT_READY_FROM_SLOTS_PER_EXPERT): fc1 "signal" and fc2 "wait" where
+    both are the tile with the dependent launch, FP8 from one slot an expert (4 tokens at
+    gpt-oss-20b EP2: the looping tile at 4 and 8, the one-pass tile at 16-64), MXFP4 on its
+    one-pass tile only; the whole-grid wait for the GEMV, FP8 at 2 tokens, MXFP4's looping tile
+    and without the dependent launch."""
     from moebench.kernels.grouped_launch import paired_launches
 
     def roles(fmt: str, tokens: int, pdl: bool = True) -> tuple[str, str]:
         shape = dict(tokens=tokens, top_k=4, experts=16, pdl=pdl)
         fc1 = default_launch(fmt, columns=5760, reduction=2880, **shape)
         fc2 = default_launch(fmt, columns=2880, reduction=2880, **shape)
-        return tuple(f.expert_ready for f in paired_launches(fc1, fc2, fmt))
+        pair = paired_launches(fc1, fc2, fmt, slots_per_expert=tokens * 4 / 16)
+        return tuple(f.expert_ready for f in pair)
 
-    for tokens in (16, 32, 64):
-        assert roles("fp8", tokens) == ("signal", "wait"), tokens
-        assert roles("mxfp4", tokens) == ("", ""), tokens
-        assert roles("fp8", tokens, pdl=False) == ("", ""), tokens
-    for tokens in (1, 2, 4, 8):
-        assert roles("fp8", tokens) == ("", ""), tokens
+    paired, whole = ("signal", "wait"), ("", "")
+    for tokens in (1, 2, 4, 8, 16, 32, 64):
+        fp8, mx = roles("fp8", tokens), roles("mxfp4", tokens)
+        assert fp8 == (paired if tokens >= 4 else whole), tokens
+        one_pass = default_launch("mxfp4", tokens=tokens, top_k=4, experts=16, columns=5760)
+        assert mx == (paired if one_pass.pass_grid else whole), tokens
+        assert roles("fp8", tokens, pdl=False) == whole, tokens
+    assert roles("mxfp4", 64) == paired and roles("mxfp4", 4) == whole

@@ -79,26 +79,27 @@ def test_the_ready_field_pairs_fc1_signalling_with_fc2_waiting_on_the_tiles(benc
     from moebench.kernels.grouped_launch import default_launch
 
     shape = dict(tokens=64, top_k=4, experts=16, pdl=True)
-    for fmt, arms in (("fp8", ("signal", "wait")), ("mxfp4", ("", ""))):
+    for fmt in ("fp8", "mxfp4"):
         l1 = default_launch(fmt, columns=5760, **shape)
         l2 = default_launch(fmt, columns=2880, **shape)
         [(_, v)] = bench.parse_variants("dot:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", (64,))
-        got = bench.expert_ready_pair(l1, l2, v[18], fmt)
+        got = bench.expert_ready_pair(l1, l2, v[18], fmt, 16.0)
         assert (got[0].expert_ready, got[1].expert_ready) == ("signal", "wait"), fmt
-        assert bench.expert_ready_pair(*got, False, fmt) == (l1, l2)
-        # None: as the arm pairs them (grouped_launch.paired_launches): the FP8 tiles only
-        paired = bench.expert_ready_pair(l1, l2, None, fmt)
-        assert (paired[0].expert_ready, paired[1].expert_ready) == arms, fmt
+        assert bench.expert_ready_pair(*got, False, fmt, 16.0) == (l1, l2)
+        # None: as the arm pairs them (grouped_launch.paired_launches): both one-pass tiles
+        paired = bench.expert_ready_pair(l1, l2, None, fmt, 16.0)
+        assert (paired[0].expert_ready, paired[1].expert_ready) == ("signal", "wait"), fmt
     fp8 = bench.expert_ready_pair(
         default_launch("fp8", columns=5760, **shape),
         default_launch("fp8", columns=2880, **shape),
         True,
         "fp8",
+        16.0,
     )
     assert bench.describe(fp8[1]).endswith(" ready-wait")
     # A variant that takes fc1 off the tile drops the pair's roles (the GEMV has none).
     gemv = default_launch("fp8", columns=5760, tokens=1, top_k=4, experts=16, pdl=True)
-    assert bench.expert_ready_pair(gemv, fp8[1], None, "fp8") == (
+    assert bench.expert_ready_pair(gemv, fp8[1], None, "fp8", 0.25) == (
         gemv,
         bench.dataclasses.replace(fp8[1], expert_ready=""),
     )
