@@ -172,15 +172,15 @@ FP8_PACKED = True
 # whole of fc1, where both are the tile with the dependent launch: FP8's from one slot an expert
 # (T * K / E; 4 tokens at gpt-oss-20b EP2), MXFP4's one-pass tile (16-64 tokens). Measured on an
 # H100, 2026-12-06 (docs/perf/2026-12-06-expert-ready/), gpt-oss-20b EP2, the slower rank's step:
-# - FP8 one-pass tile (call6, twice over two draws): -3.1% / -3.2% at 16 tokens, -5.5% / -5.5%
-#   at 32, -4.6% / -4.8% at 64, faster in every draw; and again against it (call7: +5.2% / +5.3%
-#   at 32 / 64 without it). A timing ablation with no wait at all (wrong outputs) bounded it at
-#   7% (call5).
-# - FP8 looping tile (calls 7 and 8, six draws): -5.6% and -6.2% at 4 tokens, faster in six of
-#   six; -0.8% and -2.3% at 8, faster in five of six; +2.1% and +2.9% at 2 tokens (half a slot an
-#   expert), slower in five of six: 2 tokens keep the whole-grid wait.
-# - MXFP4 one-pass tile (call8, two draws): -6.0% at 16, -1.4% at 32, -3.0% at 64, faster in
-#   every draw. The MXFP4 looping tile (4-8 tokens) is not measured and keeps the whole-grid wait.
+# - FP8 one-pass tile (calls 6 and 7, three samples of two draws): -3.1% to -3.3% at 16 tokens,
+#   -5.1% to -5.5% at 32, -4.6% to -4.9% at 64, faster in every draw. A timing ablation with no
+#   wait at all (wrong outputs) bounded it at about 7% (call5).
+# - FP8 looping tile (calls 7-9, eight draws): -5.6% to -6.8% at 4 tokens, faster in all eight;
+#   -0.8% to -2.5% at 8, in seven of eight; +2.0% / +3.0% at 2 tokens (half a slot an expert),
+#   faster in none: 2 tokens keep the whole-grid wait.
+# - MXFP4 one-pass tile (calls 8 and 9): -5.6% / -6.0% at 16, -1.4% / -1.9% at 32, -3.0% / -3.1%
+#   at 64, every draw. The MXFP4 looping tile (4-8 tokens) is not measured and keeps the
+#   whole-grid wait.
 EXPERT_READY_FROM_SLOTS_PER_EXPERT = {"fp8": 1.0, "mxfp4": None}
 
 
