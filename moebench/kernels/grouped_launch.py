@@ -61,7 +61,7 @@ DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 
 
 # The MXFP4 tile takes 128 values a step on 4 stages at every count, its bytes read in the
-# operand's row order (`grouped_dot.loaded_rows`). Measured on the H200 (gpt-oss-20b EP2, the step
+# operand's row order (`tile_order.loaded_rows`). Measured on the H200 (gpt-oss-20b EP2, the step
 # as one graph, docs/perf/2026-12-02-grouped-rows/ab_rows.log): 150.2 us against 164.2 for the
 # 64-value, 6-stage tile (the default from 16 tokens before) at 64 tokens, 145.0 against 155.6 at
 # 32, 110.8 against 133.3 at 8; 3 and 5 stages within 1.5% of 4 from 8 tokens up. At 4 tokens the

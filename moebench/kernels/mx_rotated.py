@@ -1,5 +1,5 @@
 """MXFP4 weights in the rotated layout: each 32-bit word's eight e2m1 values laid out so that the
-tensor-core tile (`grouped_dot.mx_tile`, ``ROTATED``) decodes a pair of them with one rotation
+tensor-core tile (`tile_order.mx_tile`, ``ROTATED``) decodes a pair of them with one rotation
 and one mask.
 
 Why. The tile decodes e2m1 to bf16 by bit placement: a value's magnitude bits (e1 e0 m) go to
@@ -198,7 +198,7 @@ def _per_word(t):
 
 @triton.jit
 def rotated_tile(w, s, FOLD_SCALES: tl.constexpr, INTERPRET: tl.constexpr):
-    """`grouped_dot.mx_tile` for rotated bytes ``w`` [BLOCK_N, BLOCK_K / 2] and their scale bytes
+    """`tile_order.mx_tile` for rotated bytes ``w`` [BLOCK_N, BLOCK_K / 2] and their scale bytes
     ``s`` [BLOCK_N, BLOCK_K / 32]: one decode (`E2M1_BF16_ROTATED_ASM`) a memory word of a row,
     the words built from the bytes, the values bf16 (fp32 under the interpreter) in mx_tile's K
     order (values 4i, 4i + 2, 4i + 1, 4i + 3). The word building and the split back into bf16

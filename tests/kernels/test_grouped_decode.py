@@ -300,7 +300,7 @@ def test_launcher_names_bad_arguments():
 @pytest.mark.parametrize(("fmt", "tma"), [("fp8", False), ("fp8", True), ("mxfp4", False)])
 def test_the_tiles_row_order_comes_back_to_the_rows(fmt, tma, block_n):
     """The MXFP4 tile reads its bytes and scale bytes in the operand's row order
-    (`grouped_dot.loaded_rows`) and puts them back before the decode, the FP8 tile its rows
+    (`tile_order.loaded_rows`) and puts them back before the decode, the FP8 tile its rows
     through pointers or one TMA box a step: with row blocks of 2-8 warps' 16 rows and a last step
     past R (R = 160 on 128-value steps), every output row is its own row's exact value, bitwise
     torch's rounding (sums exact in any order)."""

@@ -1,4 +1,4 @@
-"""The MXFP4 tile's decode PTX (`grouped_dot._E2M1_BF16_ASM` and its folded form), run by a small
+"""The MXFP4 tile's decode PTX (`tile_order._E2M1_BF16_ASM` and its folded form), run by a small
 emulator of the five instructions it uses, on every byte value in every position of a word and
 every scale byte: the interpreter runs no PTX, so this is where the CPU suite checks the
 instructions themselves (the GPU runs of tests/kernels/test_grouped_decode.py check the compiled
@@ -11,7 +11,6 @@ from __future__ import annotations
 import torch
 from ptx_emulator import bf16_of, bf16x2_mul, prmt, run_ptx
 
-from moebench.kernels.grouped_dot import _E2M1_BF16_ASM, _E2M1_BF16_FOLDED_ASM
 from moebench.kernels.grouped_gemv import FOLD_SCALES_UP_TO
 from moebench.kernels.mx_rotated import (
     E2M1_BF16_ROTATED_ASM,
@@ -21,6 +20,7 @@ from moebench.kernels.mx_rotated import (
     POSITIONS,
     rotate_mxfp4,
 )
+from moebench.kernels.tile_order import _E2M1_BF16_ASM, _E2M1_BF16_FOLDED_ASM
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
