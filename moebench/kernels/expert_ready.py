@@ -71,6 +71,19 @@ def wait_for_expert(ready_ptr, e, E):
         reads += 1
 
 
+@triton.jit
+def wait_for_inputs(ready_ptr, e, E, READY: tl.constexpr, GDC: tl.constexpr):
+    """What a tile program on expert ``e`` does before it reads its inputs, which may be the
+    previous kernel's outputs: READY 1 (fc1) `signal_started`, 2 (fc2) `wait_for_expert`, 0 the
+    dependent-launch wait for the whole previous kernel."""
+    if READY == 1:
+        signal_started(ready_ptr, e, GDC)
+    elif READY == 2:
+        wait_for_expert(ready_ptr, e, E)
+    else:
+        pdl_wait(GDC)
+
+
 def ready_counters(experts: int, device) -> torch.Tensor:
     """New counters for ``experts`` local experts (module docstring): int32 [2, E], zero."""
     return torch.zeros(2, experts, dtype=torch.int32, device=device)

@@ -62,14 +62,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from moebench.kernels.expert_ready import signal_done, signal_started, wait_for_expert
+from moebench.kernels.expert_ready import signal_done, wait_for_inputs
 from moebench.kernels.fp8_placed import placed_tile
 from moebench.kernels.gemv_parts import row_bias
 from moebench.kernels.grouped_slots import expert_slots, program_work, slot_epilogue
 from moebench.kernels.jit import (
     e4m3_to_bf16,
     pdl_launch_dependents,
-    pdl_wait,
     prefetch_l2,
     prefetch_l2_box,
 )
@@ -199,12 +198,7 @@ def _grouped_dot_fp8(
         # The weights are constant: their first boxes can be on their way before x is ready.
         prefetch_l2(w_stream, PREFETCH, BLOCK_N * BLOCK_K, not INTERPRET)
     # Only the routing was read so far; x may be the previous kernel's output.
-    if READY == 1:
-        signal_started(ready_ptr, e, GDC)
-    elif READY == 2:
-        wait_for_expert(ready_ptr, e, E)
-    else:
-        pdl_wait(GDC)
+    wait_for_inputs(ready_ptr, e, E, READY, GDC)
     if TMA:
         # ``w``: a descriptor over [E * N, R] rows (packed, ragged: `_fp8_step`), [BLOCK_N,
         # BLOCK_K] a box.
@@ -329,12 +323,7 @@ def _grouped_dot_mxfp4(
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
     if count == 0:
         return
-    if READY == 1:
-        signal_started(ready_ptr, e, GDC)
-    elif READY == 2:
-        wait_for_expert(ready_ptr, e, E)
-    else:
-        pdl_wait(GDC)
+    wait_for_inputs(ready_ptr, e, E, READY, GDC)
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
     rows64 = (n_block * BLOCK_N + loaded_rows(BLOCK_N)).to(tl.int64)
