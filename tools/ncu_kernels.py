@@ -6,9 +6,11 @@
   rows, 3,072 live over 32 experts; issue 3: 15 us against 10);
 - ``grouped`` / ``grouped-mxfp4``: the grouped decode's fc1 (with the GLU) and fc2 at gpt-oss-20b
   EP2 shapes (16 local experts of 32, top-4, D = F = 2,880), 64 tokens of random routing, random
-  FP8 (or MXFP4) weights, each stage with the arm's default launch (issue 28: 66% of copy over
-  the touched experts' bytes against an 85% target); ``grouped-placed`` the FP8 tile reading its
-  weights in `fp8_placed`'s layout (`Launch.fp8_placed`), beside ``grouped``'s natural layout.
+  FP8 (or MXFP4) weights, each stage with the arm's launch and operands as the arm builds them
+  (FP8: placed words packed box by box, fc2 waiting for fc1 expert by expert; issue 28's 85% of
+  copy over the touched experts' bytes); ``grouped-natural`` the FP8 tile on the natural weights
+  with none of those, ``grouped-placed`` with placed words only (the form of the 2026-12-05
+  records).
 
 Each kernel runs three times (the first compiles); profile the later ones, e.g.
 
@@ -17,7 +19,7 @@ Each kernel runs three times (the first compiles); profile the later ones, e.g.
         python3 tools/ncu_kernels.py gemv
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/ncu_kernels.py KERNELS
-(KERNELS: gemv, act, grouped, grouped-mxfp4 or grouped-placed)
+(KERNELS: gemv, act, grouped, grouped-mxfp4, grouped-natural or grouped-placed)
 """
 
 from __future__ import annotations
@@ -70,12 +72,18 @@ def act() -> None:
     torch.cuda.synchronize()
 
 
-def grouped(fmt: str = "fp8", tokens: int = 64, placed: bool = False) -> None:
+def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
+    """fc1 and fc2 of the grouped decode. ``form``: "arm", the launches and operands as the arm
+    builds them (`grouped_decode.launches`' rules: placed and packed FP8 weights, MXFP4's rotated
+    weights and padded scales, fc2 waiting for fc1 expert by expert with its counters where the
+    launches pair them); "natural", the FP8 tile on the natural weights with none of those;
+    "placed", placed words only (the 2026-12-05 records' form)."""
     from dataclasses import replace
 
-    from moebench.kernels.fp8_placed import place_e4m3
-    from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
-    from moebench.kernels.grouped_launch import default_launch
+    from arms.decode.grouped_decode import tiles_scales, tiles_weights
+    from moebench.kernels.expert_ready import ready_counters
+    from moebench.kernels.grouped_gemv import grouped_gemv
+    from moebench.kernels.grouped_launch import default_launch, paired_launches
 
     torch.manual_seed(0)
     E, E_ALL, K, D, F = 16, 32, 4, 2880, 2880
@@ -95,23 +103,26 @@ def grouped(fmt: str = "fp8", tokens: int = 64, placed: bool = False) -> None:
     a = torch.empty(tokens, K, F, device=dev, dtype=torch.bfloat16)
     o = torch.empty(tokens, K, D, device=dev, dtype=torch.bfloat16)
     shape = dict(tokens=tokens, top_k=K, experts=E, pdl=True)
-    l1, l2 = default_launch(fmt, columns=2 * F, **shape), default_launch(fmt, columns=D, **shape)
-    # The scales as the arm hands them to the MXFP4 tile (arms/decode/grouped_decode.py,
-    # tiles_scales): rows on 16-byte boundaries, and their largest byte for the folded decode.
-    if fmt == "mxfp4":
-        s1, s2 = word_aligned_scales(s1), word_aligned_scales(s2)
-    m1, m2 = max_scale_byte(s1), max_scale_byte(s2)
-    if placed:  # the FP8 tile's placed layout, as the arm would hand it (tiles_weights)
-        w1, w2 = place_e4m3(w1), place_e4m3(w2)
-        l1, l2 = replace(l1, fp8_placed=True), replace(l2, fp8_placed=True)
+    l1 = default_launch(fmt, columns=2 * F, reduction=D, **shape)
+    l2 = default_launch(fmt, columns=D, reduction=F, **shape)
+    if form == "arm":
+        l1, l2 = paired_launches(l1, l2, fmt, slots_per_expert=tokens * K / E)
+    else:
+        l1, l2 = (replace(f, fp8_placed=form == "placed", fp8_packed=False) for f in (l1, l2))
+    # The operands each launch reads, as the arm hands them (arms/decode/grouped_decode.py).
+    (s1, m1), (s2, m2) = tiles_scales(w1, s1, l1), tiles_scales(w2, s2, l2)
+    w1, w2 = tiles_weights(w1, l1), tiles_weights(w2, l2)
+    ready = ready_counters(E, dev) if l1.expert_ready else None
     for _ in range(3):
         grouped_gemv(x, ids, w1, s1, b1, a, expert_offset=0, launch=l1, glu="swiglu_oai",
-                     max_scale_byte=m1)  # fmt: skip
-        grouped_gemv(a, ids, w2, s2, b2, o, expert_offset=0, launch=l2, max_scale_byte=m2)
+                     max_scale_byte=m1, ready=ready)  # fmt: skip
+        grouped_gemv(a, ids, w2, s2, b2, o, expert_offset=0, launch=l2, max_scale_byte=m2,
+                     ready=ready)  # fmt: skip
     torch.cuda.synchronize()
 
 
 if __name__ == "__main__":
     {"gemv": gemv, "act": act, "grouped": grouped,
      "grouped-mxfp4": lambda: grouped("mxfp4"),
-     "grouped-placed": lambda: grouped("fp8", placed=True)}[sys.argv[1]]()  # fmt: skip
+     "grouped-natural": lambda: grouped("fp8", form="natural"),
+     "grouped-placed": lambda: grouped("fp8", form="placed")}[sys.argv[1]]()  # fmt: skip
