@@ -28,6 +28,13 @@ The order that makes it exact:
 Without programmatic dependent launch (the interpreter, or no PDL) the kernels run one after the
 other and fc2 finds started == done at once.
 
+What it asks of the caller: fc1 and fc2 of one step share one counters tensor (the arm makes one
+per build, `grouped_decode.build_stages`; fc2 given other counters than its fc1's would not wait
+at all), and fc2 with "wait" follows its fc1 or a kernel that does not let the next one launch
+early: it skips the whole-grid wait, so after another fc2 of the same stages (which lets the next
+launch start at once) the two could overlap. The arm's step, each stage timed alone (a graph a
+call, a flush or a sleep before it) and the model regime's layers all keep that.
+
 A wait that does not end within WAIT_LIMIT reads of the counter gives up and lets the program
 run: its outputs may then be wrong, which the reference gate catches; a hang would not be.
 """
