@@ -289,7 +289,7 @@ def max_scale_byte(w_scale: torch.Tensor) -> int | None:
     return int(w_scale.max())
 
 
-# Launch.expert_ready's roles, as the FP8 tile's READY (`expert_ready`).
+# Launch.expert_ready's roles, as the tiles' READY (`expert_ready`).
 READY_ROLES = {"": 0, "signal": 1, "wait": 2}
 
 _check = checker("grouped_gemv")
