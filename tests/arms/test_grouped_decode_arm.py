@@ -42,6 +42,15 @@ def run(arm: str, p: decode.Problem) -> decode.Workspace:
     return ws
 
 
+def step_bits(p: decode.Problem, fc1, fc2) -> torch.Tensor:
+    """y of one grouped step on a poisoned workspace with launches ``fc1`` and ``fc2``, as bits."""
+    ws = decode.Workspace(p, layout="TKD")
+    ws.poison()
+    for stage in grouped_decode.build_stages(ws, fc1=fc1, fc2=fc2):
+        stage.run()
+    return ws.y_TD.view(torch.int16)
+
+
 def routing(tokens: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     ids = torch.stack([torch.randperm(E_ALL, generator=g)[:K] for _ in range(tokens)]).int()
@@ -323,12 +332,7 @@ def test_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
     fc1, fc2 = (dataclasses.replace(f, block_k=32, fp8_packed=False) for f in arms)
     assert fc1.pass_grid and fc1.tma
 
-    def step(l1, l2) -> torch.Tensor:
-        ws = decode.Workspace(p, layout="TKD")
-        ws.poison()
-        for stage in grouped_decode.build_stages(ws, fc1=l1, fc2=l2):
-            stage.run()
-        return ws.y_TD.view(torch.int16)
+    step = lambda l1, l2: step_bits(p, l1, l2)
 
     for placed in (True, False):
         un1, un2 = (dataclasses.replace(f, fp8_placed=placed) for f in (fc1, fc2))
@@ -356,12 +360,7 @@ def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():
     assert (r1.expert_ready, r2.expert_ready) == ("signal", "wait")
     l1, l2 = (dataclasses.replace(f, expert_ready="") for f in (r1, r2))
 
-    def step(f1, f2) -> torch.Tensor:
-        ws = decode.Workspace(p, layout="TKD")
-        ws.poison()
-        for stage in grouped_decode.build_stages(ws, fc1=f1, fc2=f2):
-            stage.run()
-        return ws.y_TD.view(torch.int16)
+    step = lambda f1, f2: step_bits(p, f1, f2)
 
     assert torch.equal(step(r1, r2), step(l1, l2))
     for f1, f2 in ((r1, l2), (l1, r2), (dataclasses.replace(l1, expert_ready="wait"), r2)):
