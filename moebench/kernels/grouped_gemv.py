@@ -412,8 +412,8 @@ def grouped_gemv(
     # of block_m slots: at most one a touched expert plus one for every further block_m slots.
     programs = min(E, T * K) + (T * K // L.block_m if L.pass_grid else 0)
     grid = (triton.cdiv(N, L.block_n), programs)
+    ready_arg = w if ready is None else ready  # any pointer: unread without expert_ready
     if L.path == "dot" and fmt == "fp8":
-        ready_arg = w if ready is None else ready  # unread without expert_ready
         _grouped_dot_fp8[grid](*args, w, ready_arg, NUM_STAGES=L.num_stages,
                                INTERPRET=not out.is_cuda, TMA=tma, PASS_GRID=L.pass_grid,
                                PLACED=L.fp8_placed, PACKED=L.fp8_packed, RAGGED=ragged,
@@ -422,7 +422,7 @@ def grouped_gemv(
     elif L.path == "dot":
         _grouped_dot_mxfp4[grid](
             *args,
-            w if ready is None else ready,  # unread without expert_ready
+            ready_arg,
             READY=READY_ROLES[L.expert_ready],
             NUM_STAGES=L.num_stages,
             INTERPRET=not out.is_cuda,
