@@ -14,11 +14,35 @@ from moebench.kernels.jit import fp32_to_bf16, gated_activation
 
 
 @triton.jit
-def program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E):
+def program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E, LOCAL_FIRST: tl.constexpr = 0):
     """(token, slot, local expert id) of this program; the id is outside [0, E) when the slot's
-    expert lives on another rank."""
+    expert lives on another rank.
+
+    The grid is (row blocks, K, T). By default program (n, k, t) serves slot k of token t, so the
+    programs of a slot routed to another rank sit between the local ones in launch order, and
+    the GPU starts and retires them (they leave after this load) before it reaches the next local
+    slot's. With ``LOCAL_FIRST`` (a power of two >= T * K, the routing's size) program (n, k, t)
+    serves the (t K + k)-th local (token, slot) pair in (token, slot) order instead: every program
+    with work comes first in launch order and those past the local count leave here, last. Each
+    program then reads the whole routing (T * K ids, one or a few cache lines) instead of one id.
+    A (token, slot) pair is served by the same program body either way, so the outputs are the
+    same bits."""
     slot = tl.program_id(1)
     t = tl.program_id(2)
+    if LOCAL_FIRST:
+        K = tl.num_programs(1)
+        i = tl.arange(0, LOCAL_FIRST)
+        held = i < K * tl.num_programs(2)
+        e_all = tl.load(ids_ptr + i // K * stride_it + i % K * stride_ik, mask=held, other=0)
+        e_all = e_all - expert_offset
+        local = held & (e_all >= 0) & (e_all < E)
+        # The pair at position i is the (count of local pairs up to i)-th; this program's is the
+        # (t K + slot + 1)-th, if there are that many.
+        hit = local & (tl.cumsum(local.to(tl.int32), 0) == t * K + slot + 1)
+        pick = tl.max(tl.where(hit, i, -1), axis=0)
+        e = tl.where(pick >= 0, tl.sum(tl.where(hit, e_all, 0), axis=0), -1)
+        pick = tl.maximum(pick, 0)
+        return pick // K, pick % K, e
     e = tl.load(ids_ptr + t * stride_it + slot * stride_ik) - expert_offset
     return t, slot, e
 

@@ -83,7 +83,9 @@ from moebench.kernels.sparse_gemv_mxfp4 import TOKEN_LOADS, _sparse_gemv_mxfp4
 from moebench.kernels.sparse_launch import (
     FP8_TOKEN_ONCE_FROM_ROWS,
     FP8_WHOLE_STEPS_FROM_ROWS,
+    LOCAL_FIRST_MAX_SLOTS,
     default_blocks,
+    default_local_first,
     default_registers,
     token_quads_fit,
 )
@@ -135,11 +137,12 @@ def _sparse_gemv_fp8(
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
     PEEL: tl.constexpr, GDC: tl.constexpr, TRIGGER: tl.constexpr, EARLY_LOADS: tl.constexpr,
     TOKEN_ONCE: tl.constexpr, WHOLE_STEPS: tl.constexpr, QUADS: tl.constexpr, PTX: tl.constexpr,
+    LOCAL_FIRST: tl.constexpr,
 ):  # fmt: skip
     # The next kernel may launch (`pdl_trigger`) from this program's start, once its slot is
     # known to be local (a program that returns counts as having let it), or after its K loop.
     pdl_launch_dependents(GDC and TRIGGER == "start")
-    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E, LOCAL_FIRST)
     if (e < 0) | (e >= E):
         return
     pdl_launch_dependents(GDC and TRIGGER == "local")
@@ -249,6 +252,7 @@ def sparse_gemv(
     max_registers: int | None = None,
     token_load: str | None = None,
     mx_rotated: bool = False,
+    local_first: bool | None = None,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -294,6 +298,11 @@ def sparse_gemv(
     - ``mx_rotated`` (MXFP4): ``w`` in `mx_rotated`'s layout (`mx_rotated.rotate_mxfp4`, made by
       the caller), decoded a word at a time, exact (no 2^-14 to undo). The same bits; no
       ``split_k`` or ``tensor_cores``.
+    - ``local_first``: the programs serve the local (token, slot) pairs first, in launch order,
+      and the programs past their count leave at once, instead of each program its own (token,
+      slot) (`gemv_parts.program_expert`; None: `sparse_launch.default_local_first`). For at
+      most LOCAL_FIRST_MAX_SLOTS pairs (each program reads the whole routing); no ``split_k`` or
+      ``tensor_cores``. The same bits.
     """
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
@@ -364,6 +373,12 @@ def sparse_gemv(
     max_registers = regs if max_registers is None else max_registers
     early_loads = early if early_loads is None else early_loads
     _check(max_registers >= 0, f"max_registers must be >= 0, got {max_registers}")
+    local_first = default_local_first(fmt, T) if local_first is None else local_first
+    _check(
+        not local_first or (T * K <= LOCAL_FIRST_MAX_SLOTS and split_k == 1 and not tensor_cores),
+        f"local_first takes at most {LOCAL_FIRST_MAX_SLOTS} (token, slot) pairs (got {T * K}), "
+        "no split_k or tensor_cores",
+    )
     gdc = pdl and HAS_PDL and out.is_cuda
     if T == 0 or K == 0 or E == 0:
         return
@@ -382,6 +397,7 @@ def sparse_gemv(
         GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=R % bk == 0, EXACT_RNE=not out.is_cuda,
         NUM_STAGES=num_stages or 0, SPLIT_K=split_k, num_warps=num_warps, GDC=gdc,
         TRIGGER=pdl_trigger, EARLY_LOADS=early_loads,
+        LOCAL_FIRST=triton.next_power_of_2(T * K) if local_first else 0,
     )  # fmt: skip
     if gdc:
         common["launch_pdl"] = True

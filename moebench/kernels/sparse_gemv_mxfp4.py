@@ -64,11 +64,12 @@ def _sparse_gemv_mxfp4(
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
     GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr, GDC: tl.constexpr, TRIGGER: tl.constexpr,
     EARLY_LOADS: tl.constexpr, TOKEN_LOAD: tl.constexpr, ROTATED: tl.constexpr,
+    LOCAL_FIRST: tl.constexpr,
 ):  # fmt: skip
     # The next kernel may launch (`pdl_trigger`) from this program's start, once its slot is
     # known to be local (a program that returns counts as having let it), or after its K loop.
     pdl_launch_dependents(GDC and TRIGGER == "start")
-    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E)
+    t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E, LOCAL_FIRST)
     if (e < 0) | (e >= E):
         return
     pdl_launch_dependents(GDC and TRIGGER == "local")

@@ -138,3 +138,15 @@ def default_pdl(fmt: str, tokens: int = 1) -> tuple[bool, str]:
     if tokens <= FP8_PDL_LOCAL_TOKENS:
         return True, "local"
     return False, "start"
+
+
+# The GEMV's programs serve the local (token, slot) pairs first in launch order, those past their
+# count leaving last (`sparse_gemv(local_first=True)`, `gemv_parts.program_expert`): not measured
+# yet, so off. At most this many pairs (each program reads the whole routing: 64 ids, 256 bytes).
+LOCAL_FIRST_MAX_SLOTS = 64
+
+
+def default_local_first(fmt: str, tokens: int = 1) -> bool:
+    """Whether the GEMV serves the local (token, slot) pairs first (`sparse_gemv`'s
+    ``local_first``) for ``tokens`` tokens: not yet measured, so never."""
+    return False

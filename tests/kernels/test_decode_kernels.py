@@ -164,6 +164,12 @@ GEMV_CASES += [
     ),
     pytest.param("mxfp4", {"mx_rotated": True, "token_load": "quads"}, id="mxfp4-rotated-quads"),
     pytest.param("mxfp4", {"mx_rotated": True, "group_major": False}, id="mxfp4-rotated-row-major"),
+    # The local (token, slot) pairs served first in launch order (`program_expert`).
+    pytest.param("fp8", {"local_first": True}, id="fp8-local-first"),
+    pytest.param(
+        "fp8", {"local_first": True, "pdl": True, "pdl_trigger": "local"}, id="fp8-local-first-pdl"
+    ),  # fmt: skip
+    pytest.param("mxfp4", {"local_first": True, "mx_rotated": True}, id="mxfp4-local-first"),
     pytest.param("mxfp4", {"tensor_cores": True}, id="mxfp4-tensor-cores"),
     pytest.param("mxfp4", {"tensor_cores": True, "block_k": 128}, id="mxfp4-tensor-cores-tail"),
     pytest.param(
@@ -239,6 +245,44 @@ def test_mxfp4_rotated_weights_give_the_natural_bits(variant):
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
     assert torch.isfinite(got[local].float()).all() and torch.isnan(got[~local].float()).all()
     assert not torch.equal(wrong[local].view(torch.int16), want[local].view(torch.int16))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_local_first_serves_each_local_slot_once(fmt):
+    """``local_first`` hands the local (token, slot) pairs to the first programs in launch order:
+    every routing below (none local, all local, a remote slot first, last or between, remote
+    tokens) gives the default's bits on the local rows and leaves the others' NaN poison, so no
+    pair is served twice, skipped, or written to another pair's row."""
+    g = torch.Generator().manual_seed(11)
+    K, E, N, R, offset = 4, 4, 32, 64, 8
+    w, s, _ = quantised(fmt, torch.randn(E, N, R, generator=g) * R**-0.5)
+    if fmt == "mxfp4":
+        w = rotate_mxfp4(w)
+    b = (torch.randn(E, N, generator=g) * 0.5).bfloat16()
+    routings = [
+        [[0, 1, 2, 3]],  # none local
+        [[8, 9, 10, 11]],  # all local
+        [[0, 9, 10, 11]],  # the first slot remote
+        [[9, 0, 1, 10]],  # remote slots between
+        [[11, 10, 9, 12]],  # the last slot remote
+        [[1, 2, 3, 4], [9, 0, 8, 12], [13, 14, 15, 10]],  # a token with none, then scattered
+    ]
+    for ids_list in routings:
+        ids = torch.tensor(ids_list, dtype=torch.int32)
+        T = ids.shape[0]
+        x = torch.randn(T, R, generator=g).bfloat16()
+        local = (ids >= offset) & (ids < offset + E)
+        want, got = (torch.full((T, K, N), float("nan"), dtype=torch.bfloat16) for _ in range(2))
+        opts = dict(expert_offset=offset, block_n=16, mx_rotated=fmt == "mxfp4")
+        gemv(x, ids, w, s, b, want, **opts)
+        gemv(x, ids, w, s, b, got, **opts, local_first=True)
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), ids_list
+        assert torch.isnan(got[~local].float()).all() and torch.isfinite(got[local].float()).all()
+    with pytest.raises(ValueError, match="local_first takes at most 64"):
+        ids = torch.full((17, K), offset, dtype=torch.int32)
+        out = torch.zeros(17, K, N, dtype=torch.bfloat16)
+        sparse_gemv(torch.zeros(17, R).bfloat16(), ids, w, s, b, out, expert_offset=offset,
+                    mx_rotated=fmt == "mxfp4", local_first=True)  # fmt: skip
 
 
 def test_fp8_blocks_follow_the_tokens():
