@@ -217,7 +217,7 @@ def sparse(fmt: str, out: str, early_loads: bool, rotated: bool = False) -> None
     ints = values("fc1", 1)
     c = dict(GLU="swiglu_oai", BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
              EXACT_RNE=False, NUM_STAGES=0, SPLIT_K=1, GDC=False, TRIGGER="start",
-             EARLY_LOADS=early_loads)  # fmt: skip
+             EARLY_LOADS=early_loads, LOCAL_FIRST=0)  # fmt: skip
     if fmt == "fp8":
         fn, c["PEEL"] = sparse_gemv._sparse_gemv_fp8, False
         c["TOKEN_ONCE"] = bn >= sparse_launch.FP8_TOKEN_ONCE_FROM_ROWS

@@ -3,7 +3,7 @@
 # both ranks. About 6 minutes.
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
-S=docs/perf/2026-12-06-local-first/scratch
+S=docs/perf/2026-12-06-one-token/scratch
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 timeout 100 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_decode_kernels.py -m "slow or not slow" -k "local_first or local-first" > $OUT/gpu_local_first_tests.txt 2>&1
 echo "gpu tests rc=$?"; tail -2 $OUT/gpu_local_first_tests.txt
