@@ -169,9 +169,10 @@ FP8_PACKED = True
 
 
 # fc2 waiting for fc1 expert by expert (`expert_ready`, ``Launch.expert_ready``) instead of for the
-# whole of fc1, where both are the tile with the dependent launch: FP8's from one slot an expert
-# (T * K / E; 4 tokens at gpt-oss-20b EP2), MXFP4's one-pass tile (16-64 tokens). Measured on an
-# H100, 2026-12-06 (docs/perf/2026-12-06-expert-ready/), gpt-oss-20b EP2, the slower rank's step:
+# whole of fc1, where both are the tile with the dependent launch: from one slot an expert
+# (T * K / E; 4 tokens at gpt-oss-20b EP2) in both formats, and on MXFP4's one-pass tile at any
+# count. Measured on H100s, 2026-12-06 (docs/perf/2026-12-06-expert-ready/ and
+# docs/perf/2026-12-06-one-token/), gpt-oss-20b EP2, the slower rank's step:
 # - FP8 one-pass tile (calls 6 and 7, three samples of two draws): -3.1% to -3.3% at 16 tokens,
 #   -5.1% to -5.5% at 32, -4.6% to -4.9% at 64, faster in every draw. A timing ablation with no
 #   wait at all (wrong outputs) bounded it at about 7% (call5).
@@ -179,9 +180,10 @@ FP8_PACKED = True
 #   -0.8% to -2.5% at 8, in seven of eight; +2.0% / +3.0% at 2 tokens (half a slot an expert),
 #   faster in none: 2 tokens keep the whole-grid wait.
 # - MXFP4 one-pass tile (calls 8 and 9): -5.6% / -6.0% at 16, -1.4% / -1.9% at 32, -3.0% / -3.1%
-#   at 64, every draw. The MXFP4 looping tile (4-8 tokens) is not measured and keeps the
-#   whole-grid wait.
-EXPERT_READY_FROM_SLOTS_PER_EXPERT = {"fp8": 1.0, "mxfp4": None}
+#   at 64, every draw.
+# - MXFP4 looping tile (one-token call0, two draws): -6.4% at 4 tokens, -2.8% at 8, faster in
+#   every draw. MXFP4 takes the GEMV below 4 tokens.
+EXPERT_READY_FROM_SLOTS_PER_EXPERT = {"fp8": 1.0, "mxfp4": 1.0}
 
 
 def paired_launches(

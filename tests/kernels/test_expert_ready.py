@@ -145,30 +145,48 @@ def test_expert_ready_is_refused_without_its_counters_or_off_the_tile():
 @pytest.mark.skipif(torch.cuda.device_count() == 0 or os.environ.get("TRITON_INTERPRET") == "1",
                     reason="the GPU's interleaving (make test-gpu); the interpreter runs the "
                     "kernels one after the other")  # fmt: skip
-def test_expert_ready_on_the_gpu_gives_the_whole_waits_bits_under_graph_replays():
+@pytest.mark.parametrize(
+    ("fmt", "Tn"),
+    [("fp8", 64), ("mxfp4", 64), ("mxfp4", 8)],
+    ids=["fp8-one-pass", "mxfp4-one-pass", "mxfp4-expert-loop"],
+)
+def test_expert_ready_on_the_gpu_gives_the_whole_waits_bits_under_graph_replays(fmt, Tn):
     """On the GPU, with the dependent launch: fc1 and fc2 as the arm pairs them (FP8 one-pass
-    tiles, placed and packed weights, fc2 waiting expert by expert) captured in one CUDA graph and
-    replayed over new routings (the graph's ids buffer rewritten between replays), each replay's
-    activations and outputs the whole-grid wait's bit for bit; the counters end equal."""
+    tiles, placed and packed weights; MXFP4 rotated, one pass or the expert loop; fc2 waiting
+    expert by expert) captured in one CUDA graph and replayed over new routings (the graph's ids
+    buffer rewritten between replays), each replay's activations and outputs the whole-grid
+    wait's bit for bit; the counters end equal."""
+    from decode_inputs import quantised
+
     from arms.decode.grouped_decode import tiles_weights
+    from moebench.kernels.grouped_gemv import max_scale_byte, word_aligned_scales
     from moebench.kernels.grouped_launch import default_launch, paired_launches
 
     dev = torch.device("cuda")
     g = torch.Generator().manual_seed(41)
-    Tn, Kn, En, E_all, D, Fi = 64, 4, 16, 32, 512, 256
-    w1 = torch.randint(0, 256, (En, 2 * Fi, D), generator=g, dtype=torch.uint8)
-    w2 = torch.randint(0, 256, (En, D, Fi), generator=g, dtype=torch.uint8)
-    for w in (w1, w2):
-        w[w % 128 == 127] = 0  # no NaN bytes
-    w1, w2 = (w.view(torch.float8_e4m3fn).to(dev) for w in (w1, w2))
-    s1, s2 = (torch.rand(En, generator=g).to(dev) * 0.01 for _ in range(2))
+    Kn, En, E_all, D, Fi = 4, 16, 32, 512, 256
+    if fmt == "fp8":
+        w1 = torch.randint(0, 256, (En, 2 * Fi, D), generator=g, dtype=torch.uint8)
+        w2 = torch.randint(0, 256, (En, D, Fi), generator=g, dtype=torch.uint8)
+        for w in (w1, w2):
+            w[w % 128 == 127] = 0  # no NaN bytes
+        w1, w2 = (w.view(torch.float8_e4m3fn).to(dev) for w in (w1, w2))
+        s1, s2 = (torch.rand(En, generator=g).to(dev) * 0.01 for _ in range(2))
+        most = {}
+    else:
+        (w1, s1), (w2, s2) = (quantised("mxfp4", torch.randn(En, n, r, generator=g))[:2]
+                              for n, r in ((2 * Fi, D), (D, Fi)))  # fmt: skip
+        most = {1: max_scale_byte(s1), 2: max_scale_byte(s2)}
+        w1, w2 = w1.to(dev), w2.to(dev)
+        s1, s2 = (word_aligned_scales(s.to(dev)) for s in (s1, s2))
     b1 = (torch.randn(En, 2 * Fi, generator=g)).bfloat16().to(dev)
     b2 = (torch.randn(En, D, generator=g)).bfloat16().to(dev)
     x = torch.randn(Tn, D, generator=g).bfloat16().to(dev)
     shape = dict(tokens=Tn, top_k=Kn, experts=En, pdl=True)
-    whole = (default_launch("fp8", columns=2 * Fi, reduction=D, **shape),
-             default_launch("fp8", columns=D, reduction=Fi, **shape))  # fmt: skip
-    pair = paired_launches(*whole, "fp8", slots_per_expert=Tn * Kn / En)
+    whole = (default_launch(fmt, columns=2 * Fi, reduction=D, **shape),
+             default_launch(fmt, columns=D, reduction=Fi, **shape))  # fmt: skip
+    assert whole[0].path == "dot" and whole[0].pass_grid == (Tn == 64)
+    pair = paired_launches(*whole, fmt, slots_per_expert=Tn * Kn / En)
     assert [f.expert_ready for f in pair] == ["signal", "wait"]
     ops = [(tiles_weights(w1, f1), tiles_weights(w2, f2)) for f1, f2 in (whole, pair)]
     ready = ready_counters(En, dev)
@@ -180,8 +198,9 @@ def test_expert_ready_on_the_gpu_gives_the_whole_waits_bits_under_graph_replays(
         (l1, l2), (v1, v2), (a, o) = (whole, pair)[k], ops[k], bufs[k]
         counters = ready if k else None
         grouped_gemv(x, ids, v1, s1, b1, a, expert_offset=0, launch=l1, glu="swiglu_oai",
-                     ready=counters)  # fmt: skip
-        grouped_gemv(a, ids, v2, s2, b2, o, expert_offset=0, launch=l2, ready=counters)
+                     ready=counters, max_scale_byte=most.get(1))  # fmt: skip
+        grouped_gemv(a, ids, v2, s2, b2, o, expert_offset=0, launch=l2, ready=counters,
+                     max_scale_byte=most.get(2))  # fmt: skip
 
     step(1)  # compile outside the capture
     graph = torch.cuda.CUDAGraph()

@@ -4,6 +4,8 @@ shapes alone, each choice measured on the GPU (the constants' comments in
 
 from __future__ import annotations
 
+import dataclasses
+
 from decode_inputs import FORMATS
 
 from moebench.kernels.grouped_launch import default_launch, path_launch
@@ -69,10 +71,9 @@ def test_default_launch_follows_the_shapes():
 
 def test_fc2_waits_for_fc1_expert_by_expert_where_measured():
     """`paired_launches` (EXPERT_READY_FROM_SLOTS_PER_EXPERT): fc1 "signal" and fc2 "wait" where
-    both are the tile with the dependent launch, FP8 from one slot an expert (4 tokens at
-    gpt-oss-20b EP2: the looping tile at 4 and 8, the one-pass tile at 16-64), MXFP4 on its
-    one-pass tile only; the whole-grid wait for the GEMV, FP8 at 2 tokens, MXFP4's looping tile
-    and without the dependent launch."""
+    both are the tile with the dependent launch, from one slot an expert (4 tokens at
+    gpt-oss-20b EP2: the looping tile at 4 and 8, the one-pass tile at 16-64) in both formats;
+    the whole-grid wait for the GEMV, FP8 at 2 tokens and without the dependent launch."""
     from moebench.kernels.grouped_launch import paired_launches
 
     def roles(fmt: str, tokens: int, pdl: bool = True) -> tuple[str, str]:
@@ -86,7 +87,13 @@ def test_fc2_waits_for_fc1_expert_by_expert_where_measured():
     for tokens in (1, 2, 4, 8, 16, 32, 64):
         fp8, mx = roles("fp8", tokens), roles("mxfp4", tokens)
         assert fp8 == (paired if tokens >= 4 else whole), tokens
-        one_pass = default_launch("mxfp4", tokens=tokens, top_k=4, experts=16, columns=5760)
-        assert mx == (paired if one_pass.pass_grid else whole), tokens
+        assert mx == (paired if tokens >= 4 else whole), tokens  # the GEMV below 4 tokens
         assert roles("fp8", tokens, pdl=False) == whole, tokens
-    assert roles("mxfp4", 64) == paired and roles("mxfp4", 4) == whole
+    # The rule itself: below one slot an expert only MXFP4's one-pass tile pairs.
+    from moebench.kernels.grouped_launch import Launch
+
+    tile = Launch(path="dot", block_m=16, block_n=64, block_k=128, num_warps=4, pdl=True)
+    one_pass = dataclasses.replace(tile, pass_grid=True)
+    assert paired_launches(tile, tile, "mxfp4", 0.5) == (tile, tile)
+    assert [f.expert_ready for f in paired_launches(one_pass, one_pass, "mxfp4", 0.5)] == [
+        "signal", "wait"]  # fmt: skip
