@@ -1,0 +1,7 @@
+# Fourth call: the one-token sparse FP8 step with fc2 on 4 rows a program (fc2_rows_bench.py),
+# four draws, both ranks. About a minute.
+set -u
+export PYTHONPATH=$PWD:$PWD/tools
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+timeout 200 python3 docs/perf/2026-12-06-one-token/scratch/fc2_rows_bench.py > $OUT/fc2_rows.log 2>&1
+echo "rc=$?"; grep -A8 "^slowest rank" $OUT/fc2_rows.log; grep " T=1 " $OUT/fc2_rows.log | cut -c1-220
