@@ -24,6 +24,7 @@ import perf_specs_confirm
 import perf_specs_decode
 import perf_specs_earlyloads
 import perf_specs_expert_ready
+import perf_specs_one_token
 import perf_specs_ffn
 import perf_specs_fold
 import perf_specs_fused
@@ -59,6 +60,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-04's, 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and issue 19),
 # then the areas, then the runs of issues 15-18.
 SPECS = [
+    perf_specs_one_token,
     perf_specs_expert_ready,
     perf_specs_packed,
     perf_specs_timeline,
