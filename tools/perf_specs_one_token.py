@@ -140,7 +140,8 @@ stamps). The case with no local slot (B, rank 0) is in the log. Read: fc1's prog
 about 1.2 ns each while the SMs are full, so its last starts 13.7 us in at three slots; fc2, a
 dependent launch, starts 2.8-3.4 us after fc1's last program start, its wait ends 0.4-2.1 us
 after fc1's last end (1.3 at three slots), and at three slots its last programs (4,320 local,
-more than an H100 holds at once) start about 5 us after that. Inside their windows fc1 streams at 76-87% of copy and fc2 at
+more than an H100 holds at once) start about 5 us after that. Inside their windows fc1 streams
+at 76-87% of copy and fc2 at
 57-94%; the step's remaining time is these edges, the launch and the combine.""",
         columns=["draw, rank", "local slots", "step", "fc1 last start", "fc1 last end",
                  "fc2 first start", "fc2 wait exit", "fc2 last start", "fc2 last end",
@@ -171,9 +172,9 @@ def copy_share_now(r: Records) -> Table:
         name="copy_share_now",
         caption=f"""\
 {H100}. Issue 28's copy-rate targets on the arms as the twenty-third session left them (call 0,
-the prepared `docs/perf/2026-12-06-expert-ready/scratch/next_call.sh`: `tools/bench_grouped_decode.py
-OUT --precision P --tokens 1,32,64 --seeds 0,1 --rank 0,1`), on another H100 than that session's
-(copy ceiling 2.99 TB/s, measured by the bench at its start). "of copy" is the bench's: the step's
+the prepared `docs/perf/2026-12-06-expert-ready/scratch/next_call.sh`:
+`tools/bench_grouped_decode.py OUT --precision P --tokens 1,32,64 --seeds 0,1 --rank 0,1`), on
+another H100 than that session's (copy ceiling 2.99 TB/s, measured by the bench at its start). "of copy" is the bench's: the step's
 weight bytes (the touched experts once) over its time, over that ceiling, rank 0 of draw A, then
 the mean over draws A and B of the slower rank's step. Targets: at one token the best arm (FP8:
 sparse) at 75% or more, missed (70%); at 32 and 64 tokens the grouped step at 85% or more, met

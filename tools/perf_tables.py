@@ -24,7 +24,6 @@ import perf_specs_confirm
 import perf_specs_decode
 import perf_specs_earlyloads
 import perf_specs_expert_ready
-import perf_specs_one_token
 import perf_specs_ffn
 import perf_specs_fold
 import perf_specs_fused
@@ -36,6 +35,7 @@ import perf_specs_kernel
 import perf_specs_latest
 import perf_specs_lowcounts
 import perf_specs_model
+import perf_specs_one_token
 import perf_specs_packed
 import perf_specs_passes
 import perf_specs_passes16
