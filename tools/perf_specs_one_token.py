@@ -171,15 +171,15 @@ def copy_share_now(r: Records) -> Table:
     t = Table(
         name="copy_share_now",
         caption=f"""\
-{H100}. Issue 28's copy-rate targets on the arms as the twenty-third session left them (call 0,
-the prepared `docs/perf/2026-12-06-expert-ready/scratch/next_call.sh`:
-`tools/bench_grouped_decode.py OUT --precision P --tokens 1,32,64 --seeds 0,1 --rank 0,1`), on
-another H100 than that session's (copy ceiling 2.99 TB/s, measured by the bench at its start). "of copy" is the bench's: the step's
-weight bytes (the touched experts once) over its time, over that ceiling, rank 0 of draw A, then
-the mean over draws A and B of the slower rank's step. Targets: at one token the best arm (FP8:
-sparse) at 75% or more, missed (70%); at 32 and 64 tokens the grouped step at 85% or more, met
-for FP8 on this H100 (89% and 88%; every draw and rank 86-89%, against 91-94% the session before,
-at 145.0 and 147.3 us), missed for MXFP4 (58% and 56%).""",
+{H100}. Issue 28's copy-rate targets on the arms as the twenty-third session left them (call 0, the
+prepared `docs/perf/2026-12-06-expert-ready/scratch/next_call.sh`: `tools/bench_grouped_decode.py
+OUT --precision P --tokens 1,32,64 --seeds 0,1 --rank 0,1`), on another H100 than that session's
+(copy ceiling 2.99 TB/s, measured by the bench at its start). "of copy" is the bench's: the step's
+weight bytes (the touched experts once) over its time, over that ceiling, rank 0 of draw A, then the
+mean over draws A and B of the slower rank's step. Targets: at one token the best arm (FP8: sparse)
+at 75% or more, missed (70%); at 32 and 64 tokens the grouped step at 85% or more, met for FP8 on
+this H100 (89% and 88%; every draw and rank 86-89%, against 91-94% the session before, at 145.0 and
+147.3 us), missed for MXFP4 (58% and 56%).""",
         columns=["precision", "tokens", "arm", "step us, draw 0 rank 0", "of copy",
                  "the slower rank, mean of two draws"],
     )  # fmt: skip
