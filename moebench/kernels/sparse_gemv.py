@@ -180,19 +180,31 @@ def _sparse_gemv_fp8(
     acc = tl.zeros([BLOCK_N, LANES], dtype=tl.float32)
     k_first = k_lo
     if PEEL:
-        # The first step's weights are loaded before the wait for the previous kernel (they are
-        # constant), then its token values after it; the sum is the loop's first step, so the
-        # bits are the plain loop's (plain loop only: NUM_STAGES == 0).
-        # Names of their own: compiled, a name the loop assigns is carried through it, one shape.
+        # The first PEEL steps' weights (1 or 2) are loaded before the wait for the previous
+        # kernel (they are constant), then their token values after it; the sums are the loop's
+        # first steps, in its order, so the bits are the plain loop's (plain loop only:
+        # NUM_STAGES == 0). Names of their own: compiled, a name the loop assigns is carried
+        # through it, one shape.
         k1 = k_lo + offs[None, :, :]
         w1 = tl.load(w_rows + k1, mask=k1 < k_hi, other=0.0)
+        if PEEL == 2:
+            k2 = k1 + BLOCK_K
+            w2 = tl.load(w_rows + k2, mask=k2 < k_hi, other=0.0)
         pdl_wait(GDC)
         if ONCE:
             x1 = tl.load(x_row + k_lo + offs, mask=k_lo + offs < k_hi, other=0)[None, :, :]
         else:
             x1 = tl.load(x_rows + k1, mask=k1 < k_hi, other=0)
         acc += tl.sum(w1.to(tl.float32) * x1.to(tl.bfloat16, bitcast=True).to(tl.float32), axis=2)
-        k_first = k_lo + BLOCK_K
+        if PEEL == 2:
+            if ONCE:
+                k_at = k_lo + BLOCK_K + offs
+                x2 = tl.load(x_row + k_at, mask=k_at < k_hi, other=0)[None, :, :]
+            else:
+                x2 = tl.load(x_rows + k2, mask=k2 < k_hi, other=0)
+            acc += tl.sum(w2.to(tl.float32) * x2.to(tl.bfloat16, bitcast=True).to(tl.float32),
+                          axis=2)  # fmt: skip
+        k_first = k_lo + PEEL * BLOCK_K
     else:
         pdl_wait(GDC)
     # With WHOLE_STEPS the whole steps run unmasked and the step that passes k_hi (R not a
@@ -244,7 +256,7 @@ def sparse_gemv(
     tensor_cores: bool = False,
     group_major: bool | None = None,
     pdl: bool = False,
-    pdl_peel: bool = True,
+    pdl_peel: bool | int = True,
     pdl_trigger: str = "start",
     early_loads: bool | None = None,
     token_once: bool | None = None,
@@ -274,7 +286,8 @@ def sparse_gemv(
       step's weights, then waits for the previous kernel before reading ``x``; it also lets the
       next kernel launch early. Under the interpreter only the FP8 first step's peeling runs.
       No ``split_k`` or ``tensor_cores``, and for FP8 no ``num_stages``; the same bits.
-      ``pdl_peel=False`` waits before the first weight load instead (FP8); ``pdl_trigger="end"``
+      ``pdl_peel=False`` waits before the first weight load instead (FP8), ``pdl_peel=2`` loads
+      the first two steps' weights before it (the same bits); ``pdl_trigger="end"``
       lets the next kernel launch after this program's K loop instead of at its start,
       ``"local"`` once the program has found its slot local (the programs of other ranks'
       slots leave without a trigger, which counts as one).
@@ -350,6 +363,7 @@ def sparse_gemv(
         "pdl takes the plain loop (MXFP4 also the pipelined one): no split_k or tensor_cores, "
         "no num_stages for FP8",
     )
+    _check(pdl_peel in (0, 1, 2), f"pdl_peel must be False, True, 1 or 2, got {pdl_peel!r}")
     _check(pdl_trigger in ("start", "local", "end"),
            f"pdl_trigger must be start, local or end: {pdl_trigger!r}")  # fmt: skip
     _check(token_once is None or fmt == "fp8", "token_once is for FP8 weights only")
@@ -410,7 +424,7 @@ def sparse_gemv(
             x, topk_ids_TK, w, w_scale, bias_EN, out, expert_offset, E, R,
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
             bias_EN.stride(0), out.stride(0), out.stride(1), *part_args,
-            PEEL=pdl and pdl_peel, TOKEN_ONCE=once, WHOLE_STEPS=whole,
+            PEEL=int(pdl_peel) if pdl else 0, TOKEN_ONCE=once, WHOLE_STEPS=whole,
             QUADS=token_load == "quads", PTX=out.is_cuda, **common,
         )  # fmt: skip
     else:

@@ -164,6 +164,9 @@ GEMV_CASES += [
     ),
     pytest.param("mxfp4", {"mx_rotated": True, "token_load": "quads"}, id="mxfp4-rotated-quads"),
     pytest.param("mxfp4", {"mx_rotated": True, "group_major": False}, id="mxfp4-rotated-row-major"),
+    # The first two steps' weights loaded before the dependent-launch wait.
+    pytest.param("fp8", {"pdl": True, "pdl_peel": 2}, id="fp8-pdl-peel-two"),
+    pytest.param("fp8", {"pdl": True, "pdl_peel": 2, "block_k": 32}, id="fp8-pdl-peel-two-even"),
     # The local (token, slot) pairs served first in launch order (`program_expert`).
     pytest.param("fp8", {"local_first": True}, id="fp8-local-first"),
     pytest.param(
