@@ -24,7 +24,8 @@ H100 = "**H100 80GB HBM3** (asked for an H200; the device lent H100s), driver 58
 MX_LOOP = "dot m16 n64 k128 w4 s4 pdl r128 eb rot"
 DRAWS = ("A", "B", "C", "D")  # routing.seed 0-3
 KINDS = {"arm": "the arm", "local_first": "local pairs first", "fc2_4rows": "fc2 on four rows",
-         "fc2_4rows_quads": "fc2 on four rows, quads"}  # fmt: skip
+         "fc2_4rows_quads": "fc2 on four rows, quads", "fc2_peel2": "fc2 two steps early",
+         "fc2_peel2_r64": "fc2 two steps early, capped"}  # fmt: skip
 
 
 def mxfp4_loop_ready(r: Records) -> Table:
@@ -119,6 +120,25 @@ both ranks; checked, bitwise the arm's here). Cells as in `local_first`. Faster 
     return t
 
 
+def fc2_peel_two(r: Records) -> Table:
+    t = Table(
+        name="fc2_peel_two",
+        caption=f"""\
+{H100}. The one-token sparse FP8 step with fc2 loading its first two K steps' weights before its
+dependent-launch wait (`sparse_gemv(pdl_peel=2)`, the same bits) instead of one, so that its
+programs, resident from about 17 us while they wait for fc1 (`one_token_timeline`), hold two
+thirds of their bytes when the wait ends: 80 registers (25 programs an SM) or capped at 64 (32 an
+SM, 16 bytes of stack; sm_90a offline), fc1 unchanged: `python3
+docs/perf/{DAY}/scratch/fc2_peel_bench.py` (sixth call; four draws, both ranks; checked, bitwise
+the arm's). Cells as in `local_first`. Uncapped: the mean the arm's within 0.2%, faster in draws C
+and D, slower in A and B; capped: slower. Not taken (`pdl_peel=2` kept as a launch option).""",
+        columns=["format", "tokens", "kind", "A", "B", "C", "D", "mean", "change"],
+    )  # fmt: skip
+    _per_draw_ab(r, t, f"{DAY}/call6/fc2_peel.log", "w8a16", ("fc2_peel2", "fc2_peel2_r64"),
+                 (1,))  # fmt: skip
+    return t
+
+
 TIMELINE = f"{DAY}/call2/timeline.log"
 CASES = ((0, 0), (0, 1), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1))  # every case with a local slot
 
@@ -208,4 +228,4 @@ at every count.""",
 
 
 TABLES = (copy_share_now, mxfp4_loop_ready, one_token_run, one_token_timeline, local_first,
-          fc2_rows)  # fmt: skip
+          fc2_rows, fc2_peel_two)  # fmt: skip
