@@ -140,13 +140,18 @@ def default_pdl(fmt: str, tokens: int = 1) -> tuple[bool, str]:
     return False, "start"
 
 
-# The GEMV's programs serve the local (token, slot) pairs first in launch order, those past their
-# count leaving last (`sparse_gemv(local_first=True)`, `gemv_parts.program_expert`): not measured
-# yet, so off. At most this many pairs (each program reads the whole routing: 64 ids, 256 bytes).
+# The GEMV's programs may serve the local (token, slot) pairs first in launch order, those past
+# their count leaving last (`sparse_gemv(local_first=True)`, `gemv_parts.program_expert`), for at
+# most this many pairs (each program reads the whole routing: 64 ids, 256 bytes). Off: H100 80GB
+# HBM3, gpt-oss-20b EP2, the sparse step, four routing draws, both ranks, the slower rank's step
+# (docs/perf/2026-12-06-one-token/call1): slower at every count in both formats, FP8 +5.1% at one
+# token (35.02 against 33.31 us; +3.9% in the draw whose third slot of four is remote), +5.7% at 2,
+# +4.8% at 4; MXFP4 +16% to +23%. Every program's read of the whole routing costs more than the
+# remote slots' programs between the local ones do. The same bits.
 LOCAL_FIRST_MAX_SLOTS = 64
 
 
 def default_local_first(fmt: str, tokens: int = 1) -> bool:
     """Whether the GEMV serves the local (token, slot) pairs first (`sparse_gemv`'s
-    ``local_first``) for ``tokens`` tokens: not yet measured, so never."""
+    ``local_first``) for ``tokens`` tokens: never (measured slower, above)."""
     return False
