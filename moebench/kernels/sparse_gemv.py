@@ -290,8 +290,8 @@ def sparse_gemv(
       the first two steps' weights before it (the same bits; fc2 so at one token on an H100: the
       step's mean within 0.2% of one step's, docs/perf/2026-12-06-one-token/call6, not taken);
       ``pdl_trigger="end"`` lets the next kernel launch after this program's K loop instead of
-      at its start, ``"local"`` once the program has found its slot local (the programs of other ranks'
-      slots leave without a trigger, which counts as one).
+      at its start, ``"local"`` once the program has found its slot local (the programs of
+      other ranks' slots leave without a trigger, which counts as one).
     - ``early_loads``: the epilogue's bias (and FP8's expert scale) loaded before the K loop,
       their latency behind the loop's loads, instead of after it, a round trip more at the end
       of every program (None: `default_registers`). The same bits; the sparse step 0.7-1.3%
