@@ -26,7 +26,8 @@ def program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E, LOCAL_FIRST:
     with work comes first in launch order and those past the local count leave here, last. Each
     program then reads the whole routing (T * K ids, one or a few cache lines) instead of one id.
     A (token, slot) pair is served by the same program body either way, so the outputs are the
-    same bits."""
+    same bits. Measured slower than the default (`sparse_launch.LOCAL_FIRST_MAX_SLOTS`): the
+    remote slots' programs cost less where they sit than the whole routing's read does."""
     slot = tl.program_id(1)
     t = tl.program_id(2)
     if LOCAL_FIRST:

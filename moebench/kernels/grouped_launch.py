@@ -181,8 +181,9 @@ FP8_PACKED = True
 #   faster in none: 2 tokens keep the whole-grid wait.
 # - MXFP4 one-pass tile (calls 8 and 9): -5.6% / -6.0% at 16, -1.4% / -1.9% at 32, -3.0% / -3.1%
 #   at 64, every draw.
-# - MXFP4 looping tile (one-token call0, two draws): -6.4% at 4 tokens, -2.8% at 8, faster in
-#   every draw. MXFP4 takes the GEMV below 4 tokens.
+# - MXFP4 looping tile (calls 0 and 3 of docs/perf/2026-12-06-one-token/, two draws each):
+#   -6.3% / -7.0% at 4 tokens, -2.8% / -2.9% at 8, faster in all eight draws. MXFP4 takes the
+#   GEMV below 4 tokens.
 EXPERT_READY_FROM_SLOTS_PER_EXPERT = {"fp8": 1.0, "mxfp4": 1.0}
 
 
