@@ -34,8 +34,9 @@ def _faster(a: list, b: list):
                   f"{{:.0f}} of {({2: 'two', 4: 'four'}[n])}", *a, *b)  # fmt: skip
 
 
-def _mean(r: Records, log: str, prec: str, tokens: int, seeds, variant: str):
-    per = [_slowest(r, f"{DAY}/{log}", prec, tokens, s, variant) for s in seeds]
+def _mean(r: Records, log: str, prec: str, tokens: int, seeds, variant: str, day: str = DAY):
+    """(the slower rank's step per draw, their mean) of a bench log under docs/perf/``day``."""
+    per = [_slowest(r, f"{day}/{log}", prec, tokens, s, variant) for s in seeds]
     return per, derive(lambda *v: sum(v) / len(v), "{:.1f}", *per)
 
 

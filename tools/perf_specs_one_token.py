@@ -10,12 +10,10 @@ As in perf_specs_latest.py: every figure a lookup in a stored record, every deri
 
 from __future__ import annotations
 
-from statistics import mean
-
 from perf_cells import Table
-from perf_records import Records, derive, over
+from perf_records import Records, over
 from perf_specs_confirm import copy_share_rows, run_rows
-from perf_specs_passes16 import _slowest
+from perf_specs_expert_ready import _faster, _mean
 from perf_specs_placed import WORDS
 
 DAY = "2026-12-06-one-token"
@@ -52,12 +50,9 @@ expert-by-expert step is below the whole-grid one's. Faster in all eight: now th
         ("call3", "call3/whole_mxfp4_loop.log", (2, 3), MX_LOOP, "default"),
     ):
         for tokens in (4, 8):
-            a = [_slowest(r, f"{DAY}/{log}", "w4a16", tokens, s, whole) for s in seeds]
-            b = [_slowest(r, f"{DAY}/{log}", "w4a16", tokens, s, ready) for s in seeds]
-            mean_a = derive(lambda *v: mean(v), "{:.1f}", *a)
-            mean_b = derive(lambda *v: mean(v), "{:.1f}", *b)
-            faster = derive(lambda *v: sum(p < q for p, q in zip(v[:2], v[2:], strict=True)),
-                            "{:.0f} of two", *b, *a)  # fmt: skip
+            a, mean_a = _mean(r, log, "w4a16", tokens, seeds, whole, day=DAY)
+            b, mean_b = _mean(r, log, "w4a16", tokens, seeds, ready, day=DAY)
+            faster = _faster(b, a)
             draws = " and ".join(DRAWS[s] for s in seeds)
             t.row(call, WORDS[tokens], draws, mean_a, mean_b, over(mean_b, mean_a), faster,
                   history=HIST)  # fmt: skip
