@@ -49,6 +49,9 @@ from moebench.kernels.jit import pdl_launch_dependents_after, pdl_wait
 
 WAIT_LIMIT = tl.constexpr(1 << 22)
 
+# A launch's role, as the kernels' READY: fc1 signals, fc2 waits, "" neither.
+READY_ROLES = {"": 0, "signal": 1, "wait": 2}
+
 
 @triton.jit
 def signal_started(ready_ptr, e, GDC: tl.constexpr):

@@ -89,7 +89,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from moebench.kernels.expert_ready import check_ready
+from moebench.kernels.expert_ready import READY_ROLES, check_ready
 from moebench.kernels.gemv_parts import row_bias
 from moebench.kernels.grouped_dot import _grouped_dot_fp8, _grouped_dot_mxfp4
 from moebench.kernels.grouped_launch import PATHS, Launch
@@ -288,9 +288,6 @@ def max_scale_byte(w_scale: torch.Tensor) -> int | None:
         return None
     return int(w_scale.max())
 
-
-# Launch.expert_ready's roles, as the tiles' READY (`expert_ready`).
-READY_ROLES = {"": 0, "signal": 1, "wait": 2}
 
 _check = checker("grouped_gemv")
 

@@ -217,3 +217,139 @@ def test_expert_ready_on_the_gpu_gives_the_whole_waits_bits_under_graph_replays(
             assert torch.equal(mine[local].view(torch.int16), want[local].view(torch.int16)), i
     started, done = ready.tolist()
     assert started == done and sum(started) > 0
+
+
+# The sparse GEMV (`sparse_gemv(expert_ready=...)`): one program a (row block, slot, token).
+SPARSE_IDS = torch.tensor([[9, 3, 8], [8, 9, 1], [3, 4, 5]], dtype=torch.int32)  # local: 8..9
+SPARSE_OFFSET, SPARSE_E, SPARSE_R, SPARSE_F = 8, 2, 64, 32
+
+
+def sparse_inputs():
+    from decode_inputs import quantised
+
+    g = torch.Generator().manual_seed(43)
+    E, R, F = SPARSE_E, SPARSE_R, SPARSE_F
+    w1, s1, _ = quantised("fp8", torch.randn(E, 2 * F, R, generator=g) * R**-0.5)
+    w2, s2, _ = quantised("fp8", torch.randn(E, R, F, generator=g) * F**-0.5)
+    b1 = (torch.randn(E, 2 * F, generator=g) * 0.5).bfloat16()
+    b2 = (torch.randn(E, R, generator=g) * 0.5).bfloat16()
+    x = torch.randn(len(SPARSE_IDS), R, generator=g).bfloat16()
+    return x, (w1, s1, b1), (w2, s2, b2)
+
+
+@pytest.mark.parametrize(
+    "launch_opts",
+    [{}, {"pdl": True, "pdl_trigger": "local"}, {"pdl": True, "pdl_peel": 2, "block_k": 32}],
+    ids=["plain", "pdl-local", "pdl-peel-two"],
+)
+def test_the_sparse_gemv_waits_expert_by_expert_with_the_same_bits(launch_opts):
+    """The sparse GEMV's fc1 signals and its fc2 waits (`sparse_gemv(expert_ready=...)`): fc1's
+    and fc2's outputs are the whole wait's bit for bit, the remote slots' rows keep their NaN
+    poison, fc1 counts every program on a local slot started and finished on its expert (an
+    expert two tokens route to counts both), fc2 counts nothing, and fc2 alone or fc1 twice
+    keep started == done."""
+    from moebench.kernels.sparse_gemv import sparse_gemv
+
+    sparse = on_device(sparse_gemv)
+    x, w1, w2 = sparse_inputs()
+    T, K = SPARSE_IDS.shape
+    E, R, F = SPARSE_E, SPARSE_R, SPARSE_F
+    opts = dict(expert_offset=SPARSE_OFFSET, block_n=2, **launch_opts)
+    local = (SPARSE_IDS >= SPARSE_OFFSET) & (SPARSE_IDS < SPARSE_OFFSET + E)
+    runs = {}
+    for roles in (("", ""), ("signal", "wait")):
+        ready = ready_counters(E, x.device) if roles[0] else None
+        a, o = poisoned(T, K, F), poisoned(T, K, R)
+        sparse(x, SPARSE_IDS, *w1, a, glu="swiglu_oai", expert_ready=roles[0], ready=ready, **opts)
+        if ready is not None:
+            after_fc1 = ready.tolist()
+        sparse(a, SPARSE_IDS, *w2, o, expert_ready=roles[1], ready=ready, **opts)
+        runs[roles] = (a, o, ready)
+    (a0, o0, _), (a1, o1, ready) = runs.values()
+    assert torch.equal(a1.view(torch.int16), a0.view(torch.int16))
+    assert torch.equal(o1.view(torch.int16), o0.view(torch.int16))
+    assert torch.isnan(o1[~local].float()).all() and torch.isfinite(o1[local].float()).all()
+    # Expert 8 (local 0) has two slots, expert 9 (local 1) two: 2F / 2 row blocks each.
+    want = [2 * (2 * F // 2), 2 * (2 * F // 2)]
+    assert after_fc1 == [want, want] and ready.tolist() == [want, want]
+    sparse(a1, SPARSE_IDS, *w2, o1, expert_ready="wait", ready=ready, **opts)
+    sparse(x, SPARSE_IDS, *w1, a1, glu="swiglu_oai", expert_ready="signal", ready=ready, **opts)
+    sparse(x, SPARSE_IDS, *w1, a1, glu="swiglu_oai", expert_ready="signal", ready=ready, **opts)
+    assert ready.tolist() == [[3 * n for n in want]] * 2
+    assert torch.equal(a1.view(torch.int16), a0.view(torch.int16))
+
+
+def test_the_sparse_gemvs_expert_ready_is_refused_off_fp8_or_without_counters():
+    from decode_inputs import quantised
+
+    from moebench.kernels.sparse_gemv import sparse_gemv
+
+    x, (w1, s1, b1), _ = sparse_inputs()
+    T, K = SPARSE_IDS.shape
+    a = torch.zeros(T, K, SPARSE_F).bfloat16()
+    opts = dict(expert_offset=SPARSE_OFFSET, glu="swiglu_oai")
+    with pytest.raises(ValueError, match=r"expert_ready needs int32 \[2, 2\] contiguous"):
+        sparse_gemv(x, SPARSE_IDS, w1, s1, b1, a, expert_ready="signal", **opts)
+    with pytest.raises(ValueError, match="expert_ready must be one of"):
+        sparse_gemv(x, SPARSE_IDS, w1, s1, b1, a, expert_ready="both",
+                    ready=ready_counters(SPARSE_E, x.device), **opts)  # fmt: skip
+    with pytest.raises(ValueError, match="expert_ready is for FP8 weights, no split_k"):
+        sparse_gemv(x, SPARSE_IDS, w1, s1, b1, a, expert_ready="signal", split_k=2,
+                    ready=ready_counters(SPARSE_E, x.device), **opts)  # fmt: skip
+    g = torch.Generator().manual_seed(1)
+    wm, sm, _ = quantised("mxfp4", torch.randn(SPARSE_E, 2 * SPARSE_F, SPARSE_R, generator=g))
+    with pytest.raises(ValueError, match="expert_ready is for FP8 weights, no split_k"):
+        sparse_gemv(x, SPARSE_IDS, wm, sm, b1, a, expert_ready="signal",
+                    ready=ready_counters(SPARSE_E, x.device), **opts)  # fmt: skip
+
+
+@pytest.mark.skipif(torch.cuda.device_count() == 0 or os.environ.get("TRITON_INTERPRET") == "1",
+                    reason="the GPU's interleaving (make test-gpu); the interpreter runs the "
+                    "kernels one after the other")  # fmt: skip
+@pytest.mark.parametrize("Tn", [1, 4])
+def test_the_sparse_gemvs_expert_ready_on_the_gpu_gives_the_whole_waits_bits(Tn):
+    """On the GPU, the sparse FP8 GEMV's fc1 and fc2 as dependent launches (the one-token
+    trigger, the first step's weights before the wait), fc2 waiting expert by expert, captured
+    in one CUDA graph and replayed over new routings (the ids buffer rewritten between replays):
+    each replay's local rows the whole-grid wait's bit for bit; the counters end equal."""
+    from decode_inputs import quantised
+
+    from moebench.kernels.sparse_gemv import sparse_gemv
+
+    dev = torch.device("cuda")
+    g = torch.Generator().manual_seed(47)
+    Kn, En, E_all, D, Fi = 4, 16, 32, 512, 256
+    (w1, s1), (w2, s2) = (quantised("fp8", torch.randn(En, n, r, generator=g) * r**-0.5)[:2]
+                          for n, r in ((2 * Fi, D), (D, Fi)))  # fmt: skip
+    w1, s1, w2, s2 = (t.to(dev) for t in (w1, s1, w2, s2))
+    b1 = (torch.randn(En, 2 * Fi, generator=g)).bfloat16().to(dev)
+    b2 = (torch.randn(En, D, generator=g)).bfloat16().to(dev)
+    x = torch.randn(Tn, D, generator=g).bfloat16().to(dev)
+    ready = ready_counters(En, dev)
+    ids = torch.zeros(Tn, Kn, dtype=torch.int32, device=dev)
+    empty = lambda n: torch.empty(Tn, Kn, n, dtype=torch.bfloat16, device=dev)
+    bufs = [(empty(Fi), empty(D)) for _ in range(2)]
+    opts = dict(expert_offset=0, pdl=True, pdl_trigger="local")
+
+    def step(k: int) -> None:
+        a, o = bufs[k]
+        roles, counters = (("signal", "wait"), ready) if k else (("", ""), None)
+        sparse_gemv(x, ids, w1, s1, b1, a, glu="swiglu_oai", expert_ready=roles[0],
+                    ready=counters, **opts)  # fmt: skip
+        sparse_gemv(a, ids, w2, s2, b2, o, expert_ready=roles[1], ready=counters, **opts)
+
+    step(1)  # compile outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step(1)
+    for i in range(40):
+        routing = torch.stack([torch.randperm(E_all, generator=g)[:Kn] for _ in range(Tn)])
+        ids.copy_(routing.int())
+        graph.replay()
+        step(0)
+        torch.cuda.synchronize()
+        for mine, want in zip(bufs[1], bufs[0], strict=True):
+            local = ids < En
+            assert torch.equal(mine[local].view(torch.int16), want[local].view(torch.int16)), i
+    started, done = ready.tolist()
+    assert started == done and sum(started) > 0
