@@ -43,12 +43,13 @@ from moebench.arm.decode import Workspace
 from moebench.gates.families import family_of
 from moebench.kernels.expert_ready import signal_done, wait_for_inputs
 from moebench.kernels.gemv_parts import gemv_epilogue, k_range, program_expert, row_bias
-from moebench.kernels.jit import pdl_launch_dependents
+from moebench.kernels.jit import pdl_launch_dependents, pdl_launch_dependents_after, pdl_wait
 from moebench.measure.clock import Clock
 from moebench.plan.cases import plan
 from moebench.plan.inputs import decode_reference_output, make_tokens
 from moebench.spec.load import load_scenario, scenario_with
 
+MODES = {"arm": 0, "ready": 0, "done_only": 1, "started_only": 2, "striped": 3}
 FIELDS = 7  # smid, local, start, routed, waited, looped, end
 
 
@@ -64,6 +65,41 @@ def _smid(d):
                                      is_pure=False, pack=1)  # fmt: skip
 
 
+# Ablations (MODE, this scratch only): the package's counters [2, E] put every fc1 program's two
+# atomics on one 128-byte line; here each (started / done, expert, stripe) counter has a line of
+# its own, fc1's program n_block counting on stripe n_block % STRIPES. MODE 1: fc1 counts itself
+# done only (release), fc2 waits for the whole of fc1 (the done signal's cost alone); 2: fc1
+# counts itself started only and lets fc2 launch after (the started count's cost alone), fc2 the
+# whole wait; 3: both, fc2 waiting on its expert's stripes (the exact form, striped).
+STRIPES = tl.constexpr(32)
+
+
+@triton.jit
+def _line(ready_ptr, row, e, E, stripe):
+    return ready_ptr + ((row * E + e) * STRIPES + stripe) * 32
+
+
+@triton.jit
+def _inputs_ready(ready_ptr, e, E, stripe, READY: tl.constexpr, MODE: tl.constexpr,
+                  GDC: tl.constexpr):  # fmt: skip
+    if MODE == 0:
+        wait_for_inputs(ready_ptr, e, E, READY, GDC)
+    elif READY == 1 and MODE != 1:
+        pdl_wait(GDC)
+        old = tl.atomic_add(_line(ready_ptr, 0, e, E, stripe), 1, sem="relaxed")
+        pdl_launch_dependents_after(old, GDC)
+    elif READY == 2 and MODE == 3:
+        s = tl.arange(0, STRIPES)
+        started = tl.sum(tl.atomic_add(_line(ready_ptr, 0, e, E, s), 0, sem="acquire"))
+        done = tl.sum(tl.atomic_add(_line(ready_ptr, 1, e, E, s), 0, sem="acquire"))
+        reads = 0
+        while (started - done > 0) & (reads < 1 << 22):
+            done = tl.sum(tl.atomic_add(_line(ready_ptr, 1, e, E, s), 0, sem="acquire"))
+            reads += 1
+    else:
+        pdl_wait(GDC)
+
+
 @triton.jit
 def _stamped_fp8(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
@@ -74,7 +110,7 @@ def _stamped_fp8(
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
     PEEL: tl.constexpr, GDC: tl.constexpr, TRIGGER: tl.constexpr, EARLY_LOADS: tl.constexpr,
     TOKEN_ONCE: tl.constexpr, WHOLE_STEPS: tl.constexpr, QUADS: tl.constexpr, PTX: tl.constexpr,
-    LOCAL_FIRST: tl.constexpr, ready_ptr, READY: tl.constexpr,
+    LOCAL_FIRST: tl.constexpr, ready_ptr, READY: tl.constexpr, MODE: tl.constexpr,
 ):  # fmt: skip
     pid = (tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(
         0
@@ -90,9 +126,10 @@ def _stamped_fp8(
     if (e < 0) | (e >= E):
         return
     tl.store(at + 1, 1)
-    pdl_launch_dependents(GDC and TRIGGER == "local" and READY != 1)
+    pdl_launch_dependents(GDC and TRIGGER == "local" and (READY != 1 or MODE == 1))
     e64 = e.to(tl.int64)
     n_block, k_lo, k_hi = k_range(R, K_SPLIT, SPLIT_K)
+    stripe = n_block % STRIPES
     if EARLY_LOADS:
         bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
         scale = tl.load(ws_ptr + e64)
@@ -109,13 +146,13 @@ def _stamped_fp8(
     if PEEL:
         k1 = k_lo + offs[None, :, :]
         w1 = tl.load(w_rows + k1, mask=k1 < k_hi, other=0.0)
-        wait_for_inputs(ready_ptr, e, E, READY, GDC)
+        _inputs_ready(ready_ptr, e, E, stripe, READY, MODE, GDC)
         tl.store(at + 4, _now(pid))
         x1 = tl.load(x_rows + k1, mask=k1 < k_hi, other=0)
         acc += tl.sum(w1.to(tl.float32) * x1.to(tl.bfloat16, bitcast=True).to(tl.float32), axis=2)
         k_first = k_lo + BLOCK_K
     else:
-        wait_for_inputs(ready_ptr, e, E, READY, GDC)
+        _inputs_ready(ready_ptr, e, E, stripe, READY, MODE, GDC)
         tl.store(at + 4, _now(pid))
     for k0 in tl.range(k_first, k_hi, BLOCK_K):
         k = k0 + offs[None, :, :]
@@ -130,8 +167,11 @@ def _stamped_fp8(
         scale = tl.load(ws_ptr + e64)
     gemv_epilogue(h * scale, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU,
                   BLOCK_N, EXACT_RNE)  # fmt: skip
-    if READY == 1:
+    if READY == 1 and MODE == 0:
         signal_done(ready_ptr, e, E)
+    if READY == 1 and (MODE == 1 or MODE == 3):
+        tl.debug_barrier()
+        tl.atomic_add(_line(ready_ptr, 1, e, E, stripe), 1, sem="release")
     tl.store(at + 6, _now(pid))
 
 
@@ -142,13 +182,17 @@ class Swap:
     def __init__(self):
         self.current: torch.Tensor | None = None
         self.launched = 0
+        self.mode = 0
+        self.striped: torch.Tensor | None = None  # the ablations' counters (MODE 1-3)
 
     def __getitem__(self, grid):
         def launch(*args, **kw):
             assert kw["NUM_STAGES"] == 0 and kw["SPLIT_K"] == 1 and not kw["TOKEN_ONCE"]
             assert not kw["WHOLE_STEPS"] and not kw["QUADS"]
             self.launched += 1
-            _stamped_fp8[grid](*args, self.current, **kw)
+            if self.mode:
+                kw["ready_ptr"] = self.striped
+            _stamped_fp8[grid](*args, self.current, MODE=self.mode, **kw)
 
         return launch
 
@@ -204,6 +248,9 @@ def main() -> None:
                 for kind in a.kinds.split(","):
                     ws = Workspace(prob, layout=arm.layout)
                     st = arm.build(ws) if kind == "arm" else ready_steps(ws, ready=True)
+                    swap.mode = MODES[kind]
+                    swap.striped = torch.zeros(2 * prob.local_experts * STRIPES * 32,
+                                               dtype=torch.int32, device=dev)  # fmt: skip
                     wb = arm.weight_bytes(prob)
                     bufs = [
                         torch.zeros(FIELDS << 15, dtype=torch.int64, device=dev) for _ in range(2)
