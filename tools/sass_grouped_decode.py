@@ -219,7 +219,7 @@ def sparse(fmt: str, out: str, early_loads: bool, rotated: bool = False) -> None
              EXACT_RNE=False, NUM_STAGES=0, SPLIT_K=1, GDC=False, TRIGGER="start",
              EARLY_LOADS=early_loads, LOCAL_FIRST=0)  # fmt: skip
     if fmt == "fp8":
-        fn, c["PEEL"], c["READY"] = sparse_gemv._sparse_gemv_fp8, False, 0
+        fn, c["PEEL"] = sparse_gemv._sparse_gemv_fp8, False
         c["TOKEN_ONCE"] = bn >= sparse_launch.FP8_TOKEN_ONCE_FROM_ROWS
         c["WHOLE_STEPS"] = bn >= sparse_launch.FP8_WHOLE_STEPS_FROM_ROWS
         c.update(QUADS=False, PTX=True)

@@ -62,7 +62,6 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench.kernels.expert_ready import READY_ROLES, check_ready, signal_done, wait_for_inputs
 from moebench.kernels.gemv_parts import (
     gemv_epilogue,
     k_range,
@@ -76,6 +75,7 @@ from moebench.kernels.jit import (
     bf16_pairs,
     load_word_quads,
     pdl_launch_dependents,
+    pdl_wait,
 )
 from moebench.kernels.launch import check_slot_operands, checker, describe
 from moebench.kernels.sparse_gemv_dot import _sparse_gemv_mxfp4_dot
@@ -137,17 +137,15 @@ def _sparse_gemv_fp8(
     EXACT_RNE: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr,
     PEEL: tl.constexpr, GDC: tl.constexpr, TRIGGER: tl.constexpr, EARLY_LOADS: tl.constexpr,
     TOKEN_ONCE: tl.constexpr, WHOLE_STEPS: tl.constexpr, QUADS: tl.constexpr, PTX: tl.constexpr,
-    LOCAL_FIRST: tl.constexpr, ready_ptr, READY: tl.constexpr,
+    LOCAL_FIRST: tl.constexpr,
 ):  # fmt: skip
     # The next kernel may launch (`pdl_trigger`) from this program's start, once its slot is
-    # known to be local (a program that returns counts as having let it), or after its K loop;
-    # with READY 1 (fc1 signalling fc2 expert by expert, `expert_ready`) only once this program
-    # has counted itself started on its expert (`signal_started`, where the others wait).
-    pdl_launch_dependents(GDC and TRIGGER == "start" and READY != 1)
+    # known to be local (a program that returns counts as having let it), or after its K loop.
+    pdl_launch_dependents(GDC and TRIGGER == "start")
     t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E, LOCAL_FIRST)
     if (e < 0) | (e >= E):
         return
-    pdl_launch_dependents(GDC and TRIGGER == "local" and READY != 1)
+    pdl_launch_dependents(GDC and TRIGGER == "local")
     e64 = e.to(tl.int64)
     n_block, k_lo, k_hi = k_range(R, K_SPLIT, SPLIT_K)
     if EARLY_LOADS and SPLIT_K == 1:
@@ -192,7 +190,7 @@ def _sparse_gemv_fp8(
         if PEEL == 2:
             k2 = k1 + BLOCK_K
             w2 = tl.load(w_rows + k2, mask=k2 < k_hi, other=0.0)
-        wait_for_inputs(ready_ptr, e, E, READY, GDC)
+        pdl_wait(GDC)
         if ONCE:
             x1 = tl.load(x_row + k_lo + offs, mask=k_lo + offs < k_hi, other=0)[None, :, :]
         else:
@@ -208,7 +206,7 @@ def _sparse_gemv_fp8(
                           axis=2)  # fmt: skip
         k_first = k_lo + PEEL * BLOCK_K
     else:
-        wait_for_inputs(ready_ptr, e, E, READY, GDC)
+        pdl_wait(GDC)
     # With WHOLE_STEPS the whole steps run unmasked and the step that passes k_hi (R not a
     # multiple of BLOCK_K) masked after them, instead of every step masked: the masks' zero fills
     # and compares make the loop 344 instructions a step against 314 (sm_90a, 2 rows at 1,024
@@ -224,7 +222,7 @@ def _sparse_gemv_fp8(
         if k_main < k_hi:
             acc = _fp8_step(acc, w_rows, x_row, x_rows, offs, k_main, k_hi, True, ONCE, QUADS,
                             PTX)  # fmt: skip
-    pdl_launch_dependents(GDC and TRIGGER == "end" and READY != 1)
+    pdl_launch_dependents(GDC and TRIGGER == "end")
     h = tl.sum(acc, axis=1)
     if SPLIT_K == 1:
         if not EARLY_LOADS:
@@ -232,8 +230,6 @@ def _sparse_gemv_fp8(
             scale = tl.load(ws_ptr + e64)
         gemv_epilogue(h * scale, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU,
                       BLOCK_N, EXACT_RNE)  # fmt: skip
-        if READY == 1:
-            signal_done(ready_ptr, e, E)
     else:
         store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
 
@@ -269,8 +265,6 @@ def sparse_gemv(
     token_load: str | None = None,
     mx_rotated: bool = False,
     local_first: bool | None = None,
-    expert_ready: str = "",
-    ready: torch.Tensor | None = None,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -323,11 +317,6 @@ def sparse_gemv(
       slot) (`gemv_parts.program_expert`; None: `sparse_launch.default_local_first`). For at
       most LOCAL_FIRST_MAX_SLOTS pairs (each program reads the whole routing); no ``split_k`` or
       ``tensor_cores``. The same bits.
-    - ``expert_ready`` (FP8): ``"signal"`` for fc1 and ``"wait"`` for fc2 of one step, sharing
-      the counters ``ready`` (`expert_ready.ready_counters`): fc2's program waits until every fc1
-      program on its expert has finished, not for the whole of fc1 (`expert_ready`'s docstring
-      says what makes it exact and what it asks of the caller). fc1 then lets the next kernel
-      launch once counted, whatever ``pdl_trigger`` says. No ``split_k``. The same bits.
     """
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
@@ -405,11 +394,6 @@ def sparse_gemv(
         f"local_first takes at most {LOCAL_FIRST_MAX_SLOTS} (token, slot) pairs (got {T * K}), "
         "no split_k or tensor_cores",
     )
-    _check(expert_ready in READY_ROLES, f"expert_ready must be one of {list(READY_ROLES)}, got "
-           f"{expert_ready!r}")  # fmt: skip
-    if expert_ready:
-        _check(fmt == "fp8" and split_k == 1, "expert_ready is for FP8 weights, no split_k")
-        check_ready(ready, E, out.device, _check)
     gdc = pdl and HAS_PDL and out.is_cuda
     if T == 0 or K == 0 or E == 0:
         return
@@ -442,9 +426,7 @@ def sparse_gemv(
             stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1),
             bias_EN.stride(0), out.stride(0), out.stride(1), *part_args,
             PEEL=int(pdl_peel) if pdl else 0, TOKEN_ONCE=once, WHOLE_STEPS=whole,
-            QUADS=token_load == "quads", PTX=out.is_cuda,
-            ready_ptr=w if ready is None else ready,  # any pointer: unread without expert_ready
-            READY=READY_ROLES[expert_ready], **common,
+            QUADS=token_load == "quads", PTX=out.is_cuda, **common,
         )  # fmt: skip
     else:
         _sparse_gemv_mxfp4[grid](
