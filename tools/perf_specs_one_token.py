@@ -60,9 +60,11 @@ expert-by-expert step is below the whole-grid one's. Faster in all eight: now th
 
 
 def _per_draw_ab(r: Records, t: Table, log: str, prec: str, kinds: tuple[str, ...],
-                 counts: tuple[int, ...]) -> None:  # fmt: skip
+                 counts: tuple[int, ...], names: dict = KINDS,
+                 hist: str = HIST) -> None:  # fmt: skip
     """Rows of a `sparse_ab` log's summary ("slowest rank per draw"): each kind's slower rank per
-    draw A-D and their mean, and the mean's change against the arm's."""
+    draw A-D and their mean, and the mean's change against the arm's; ``names`` the kinds' words
+    in the table, ``hist`` its history link."""
     for tokens in counts:
         base = None
         for kind in ("arm", *kinds):
@@ -71,8 +73,8 @@ def _per_draw_ab(r: Records, t: Table, log: str, prec: str, kinds: tuple[str, ..
             m = r.text(log, head + r"[^\n]*mean (\S+)$")
             base = base or m
             change = over(m, base) if kind != "arm" else "the baseline"
-            t.row("FP8" if prec == "w8a16" else "MXFP4", WORDS[tokens], KINDS[kind], *per, m,
-                  change, history=HIST)  # fmt: skip
+            t.row("FP8" if prec == "w8a16" else "MXFP4", WORDS[tokens], names[kind], *per, m,
+                  change, history=hist)  # fmt: skip
 
 
 def local_first(r: Records) -> Table:

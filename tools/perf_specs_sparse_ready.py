@@ -1,0 +1,133 @@
+"""docs/PERF.md's generated tables of the twenty-fifth session (2026-12-06, issue 28), all on an
+H100 80GB HBM3 (asked for an H200; the device lent H100s): the sparse GEMV's fc2 waiting for fc1
+expert by expert (measured slower, taken out again), the counting's cost taken apart on the
+one-token timeline, and today's copy shares and gated run on the arms as they stand.
+
+As in perf_specs_latest.py: every figure a lookup in a stored record, every derived number a
+``derive`` with its formula in the caption, no number of a cell's own.
+"""
+
+from __future__ import annotations
+
+from perf_cells import Table
+from perf_records import Records
+from perf_specs_confirm import copy_share_rows, run_rows
+from perf_specs_one_token import _per_draw_ab
+
+DAY = "2026-12-06-sparse-ready"
+HIST = "[issue 28][h-i28sr]"
+H100 = "**H100 80GB HBM3** (asked for an H200; the device lent H100s), driver 580.159.04"
+KINDS = {"arm": "the arm", "ready": "expert by expert", "ready_peel2": "expert by expert, two "
+         "steps early", "pdl_local": "dependent launch, trigger once local"}  # fmt: skip
+
+
+def sparse_ready(r: Records) -> Table:
+    t = Table(
+        name="sparse_ready",
+        caption=f"""\
+{H100}, torch 2.11.0+cu130, triton 3.6.0. The sparse arm's FP8 step (fc1, fc2, combine) against
+the same step with fc2 waiting for fc1 expert by expert (`expert_ready`'s counters, as the grouped
+arm's tile has them: each fc1 program counts itself started before it lets fc2 launch and
+finished after its stores; `sparse_gemv(expert_ready=...)` at 951e170's tree), with fc1's first
+step's weights before its count or its first two (`ready_peel2`), and, from 2 tokens, where the
+arm has plain launches, the one-token dependent launch alone (`pdl_local`; at one token it is the
+arm's own launch, so its row there shows the noise): `PYTHONPATH=$PWD:$PWD/tools:DIR python3
+DIR/ready_bench.py` (DIR docs/perf/{DAY}/scratch; first call; four draws, both ranks). Each step
+checked and compared bit for bit with the arm's first (all bitwise), then timed interleaved (one
+CUDA graph, L2 flushed). Cells: the slower rank's step per draw and their mean, us, as the log
+prints them; "change" = the kind's mean / the arm's - 1. The wait expert by expert is slower at
+every count and in every draw (the eighteenth session's per-slot flags were too, `ready_slots`):
+taken out again. `pdl_local` at 2 and 4 tokens is faster on the mean, in three draws of four
+each; unchanged, as in `pdl_one_token`.""",
+        columns=["format", "tokens", "kind", "A", "B", "C", "D", "mean", "change"],
+    )  # fmt: skip
+    _per_draw_ab(r, t, f"{DAY}/call1/ready_w8a16.log", "w8a16",
+                 ("pdl_local", "ready", "ready_peel2"), (1, 2, 4), KINDS, HIST)  # fmt: skip
+    return t
+
+
+TIMELINE = f"{DAY}/call2/timeline.log"
+ABLATIONS = {"arm": "the arm", "ready": "expert by expert, one line",
+             "done_only": "done count alone, a line each", "started_only":
+             "started count alone, a line each", "striped": "both, a line each"}  # fmt: skip
+
+
+def ready_ablation(r: Records) -> Table:
+    t = Table(
+        name="ready_ablation",
+        caption=f"""\
+{H100}, copy ceiling as the log's first line gives it. Where the wait expert by expert loses, on
+the one-token FP8 step program by program (`{DAY}/scratch/ready_timeline.py`, the twenty-fourth
+session's stamped GEMV with the counters; second call: `--tokens 1 --seeds 0,2 --rank 0 --kinds
+arm,ready,done_only,started_only,striped`; each step checked against the reference first). "one
+line": the package's int32 [2, E] counters, every fc1 program's two atomics on one 128-byte line
+(8,640 programs at three local slots); "a line each": each (count, expert, stripe) counter on a
+line of its own, fc1's program of row block n on stripe n mod 32; "done count alone": fc1 counts
+itself finished after its stores (barrier, release atomic) and fc2 keeps the whole-grid wait;
+"started count alone": fc1 counts itself started and lets fc2 launch only after, fc2 the whole-grid
+wait; "both": the exact form, fc2 polling its expert's 32 stripes of each count. Times in us from
+fc1's first program start, the median of five replays, as the log prints them; the step by events
+(with the stamps). Read: the counting alone, with no contention and no waiting, costs more than
+the overlap could return (fc1 stops streaming 1.35 us before fc2's wait ends in the arm's step):
+the done count lengthens each fc1 program by its store round trip (life 6.4 to 7.3 us, the step
++1.8 us at three slots), the started count holds the trigger a round trip (+1.1 us); on one line
+the atomics queue (fc1's last end 20.4 to 38.6 us); on a line each, fc2's polling of 64 lines
+loads the L2 that fc1's counts go through.""",
+        columns=["draw, rank", "kind", "step", "fc1 life", "fc1 last end", "fc2 first wait exit",
+                 "fc2 last end", "fc1 window"],
+    )  # fmt: skip
+    for seed in (0, 2):
+        for kind, words in ABLATIONS.items():
+            case = rf"^T=1 seed={seed} rank=0 local=\d+ {kind}: [^\n]*\n"
+            fc1 = case + r"  fc1: [^\n]*"
+            fc2 = case + r"[^\n]*\n[^\n]*\n  fc2: [^\n]*"
+            cells = [
+                r.text(TIMELINE, rf"^T=1 seed={seed} rank=0 local=\d+ {kind}: [^\n]* (\S+)$"),
+                r.text(TIMELINE, fc1 + r" life_us=(\S+) "),
+                r.text(TIMELINE, fc1 + r" last_end=(\S+) "),
+                r.text(TIMELINE, fc2 + r" first_wait=(\S+) "),
+                r.text(TIMELINE, fc2 + r" last_end=(\S+) "),
+                r.text(TIMELINE, case + r"[^\n]*\n  fc1 window [^\n]* (\d+%) of copy"),
+            ]
+            draw = "A, rank zero" if seed == 0 else "C, rank zero"
+            t.row(draw, words, *cells, history=HIST)
+    return t
+
+
+def copy_share_today(r: Records) -> Table:
+    t = Table(
+        name="copy_share_today",
+        caption=f"""\
+{H100}. Issue 28's copy-rate targets on the arms as they stand at the end of the twenty-fifth
+session (third call: `tools/bench_grouped_decode.py OUT --precision P --tokens 1,32,64 --seeds 0,1
+--rank 0,1`; copy ceiling 2.98 TB/s, measured by the bench at its start). "of copy" is the bench's:
+the step's weight bytes (the touched experts once) over its time, over that ceiling, rank 0 of draw
+A, then the mean over draws A and B of the slower rank's step. Targets: at one token the best arm
+(FP8: sparse) at 75% or more, missed (70%); at 32 and 64 tokens the grouped step at 85% or more,
+met for FP8 on this H100 (90% and 89%), missed for MXFP4 (58% and 56%); as the session before
+(`copy_share_now`).""",
+        columns=["precision", "tokens", "arm", "step us, draw 0 rank 0", "of copy",
+                 "the slower rank, mean of two draws"],
+    )  # fmt: skip
+    copy_share_rows(t, r, f"{DAY}/call3/copy_share_{{}}.log", (0, 1), HIST)
+    return t
+
+
+def sparse_ready_run(r: Records) -> Table:
+    t = Table(
+        name="sparse_ready_run",
+        caption=f"""\
+{H100}. The gated scenario on the arms as they stand at the end of the session (third call:
+`DEADLINE=... PER_RUN_TIMEOUT=240 bash tools/gpu_run.sh OUT
+scenarios/gpt-oss-20b-decode-grouped.yaml`, 199 s; every gate and integrity check passed, 952
+pass and 112 skip, `call3/checks_count.txt`): the step (`ffn`, one CUDA graph, the slowest rank's
+median over 13 blocks, us) of each arm. Derived as in `expert_ready_run`. Grouped beats dense and
+MXFP4's best arm beats FP8's at every count.""",
+        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
+                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+    )  # fmt: skip
+    run_rows(t, r, f"{DAY}/call3/report.md", HIST)
+    return t
+
+
+TABLES = (copy_share_today, sparse_ready_run, sparse_ready, ready_ablation)
