@@ -9,8 +9,10 @@ As in perf_specs_latest.py: every figure a lookup in a stored record, every deri
 
 from __future__ import annotations
 
+from statistics import mean
+
 from perf_cells import Table
-from perf_records import Records
+from perf_records import Records, derive, over
 from perf_specs_confirm import copy_share_rows, run_rows
 from perf_specs_one_token import _per_draw_ab
 
@@ -130,4 +132,42 @@ MXFP4's best arm beats FP8's at every count.""",
     return t
 
 
-TABLES = (copy_share_today, sparse_ready_run, sparse_ready, ready_ablation)
+PF_TIMELINE = f"{DAY}/call4/timeline_pf.log"
+PF_KINDS = ("arm", "pf_both", "pf_fc1", "pf_fc2")
+
+
+def own_rows_prefetch(r: Records) -> Table:
+    t = Table(
+        name="own_rows_prefetch",
+        caption=f"""\
+{H100}, torch 2.11.0+cu130, triton 3.6.0. The one-token FP8 step with each GEMV program asking
+the L2 for its own rows at its start (one `cp.async.bulk.prefetch.L2` of its 2 rows x 2,880 bytes,
+`jit.prefetch_l2_box`; in fc2 before its dependent-launch wait), so that its second and third K
+steps' loads find their bytes on the way instead of each waiting a DRAM round trip: in fc1 and fc2,
+in fc1 only, in fc2 only, against the arm's step, on the timeline (`{DAY}/scratch/ready_timeline.py
+--tokens 1 --seeds 0,1,2,3 --rank 0,1 --kinds arm,pf_both,pf_fc1,pf_fc2`, fourth call; each step
+checked against the reference first, the stamps in every kind). Cells: the step by events, us, the
+median of five replays, as the log prints it; "mean" = the mean over the eight cases; "change" =
+the kind's mean / the arm's - 1. Slower on the mean in every form; of the seven cases with a local
+slot, fc1 and fc2 together slower in all seven, fc1 only in six (one equal), fc2 only in six (one
+0.3% faster). In draw A's rank 0 fc1's programs live 8.86 us against 6.66 and its last ends at
+27.78 against 21.25 (the log): the prefetches and the demand loads behind them queue. Not
+built.""",
+        columns=["kind", "A, rank zero", "A, rank one", "B, rank zero", "B, rank one",
+                 "C, rank zero", "C, rank one", "D, rank zero", "D, rank one", "mean", "change"],
+    )  # fmt: skip
+    base = None
+    for kind in PF_KINDS:
+        cells = [r.text(PF_TIMELINE, rf"^T=1 seed={seed} rank={rank} local=\d+ {kind}: "
+                        r"[^\n]* (\S+)$")
+                 for seed in range(4) for rank in (0, 1)]  # fmt: skip
+        m = derive(lambda *v: mean(v), "{:.2f}", *cells)
+        base = base or m
+        words = {"arm": "the arm", "pf_both": "fc1 and fc2", "pf_fc1": "fc1 only",
+                 "pf_fc2": "fc2 only"}[kind]  # fmt: skip
+        t.row(words, *cells, m, over(m, base) if kind != "arm" else "the baseline",
+              history=HIST)  # fmt: skip
+    return t
+
+
+TABLES = (copy_share_today, sparse_ready_run, sparse_ready, ready_ablation, own_rows_prefetch)
