@@ -14,7 +14,8 @@ from statistics import mean
 from perf_cells import Table
 from perf_records import Records, derive, over
 from perf_specs_confirm import copy_share_rows, run_rows
-from perf_specs_one_token import _per_draw_ab
+from perf_specs_one_token import DRAWS, _per_draw_ab
+from perf_specs_placed import WORDS
 
 DAY = "2026-12-06-sparse-ready"
 HIST = "[issue 28][h-i28sr]"
@@ -170,4 +171,44 @@ built.""",
     return t
 
 
-TABLES = (copy_share_today, sparse_ready_run, sparse_ready, ready_ablation, own_rows_prefetch)
+FLOOR = f"{DAY}/call5/read_floor_w8a16.log"
+
+
+def one_token_floor(r: Records) -> Table:
+    t = Table(
+        name="one_token_floor",
+        caption=f"""\
+{H100}, copy ceiling 2.99 TB/s (the log's second line). The one-token FP8 sparse step beside the
+read floor, the fastest of `tools/bench_decode.py`'s read kernels over the same touched experts'
+fc1 and fc2 bytes, timed as one step (two launches, one CUDA graph, L2 flushed):
+`tools/bench_grouped_decode.py OUT --precision w8a16 --tokens 1 --floor 1 --seeds 0,1,2,3 --rank
+0,1` (fifth call; every step checked first). Cells: the step and "of copy" as the log prints
+them (the read floor's bytes are the values alone, without scales and biases); derived: "above
+the floor" = the step - the floor, us; "of the floor" = the floor / the step. The target's 75% of
+copy at three local slots (draw A, rank 0) is a step of 33.3 us against this floor's 30.3: at most
+3.0 us above a step that only reads its bytes, where the arm is 5.8 above. With no local slot the
+arm's step is 16.8 us against the floor's 1.3: its two GEMV launches over 17,280 one-warp programs
+and the combine.""",
+        columns=["draw, rank", "local slots", "sparse step", "of copy", "read floor", "of copy",
+                 "above the floor", "of the floor"],
+    )  # fmt: skip
+    for seed in range(4):
+        for rank in (0, 1):
+            head = rf"^precision=w8a16 tokens=1 seed={seed} rank={rank} local_slots=(\d+) "
+            slots = r.text(FLOOR, head + r"[^\n]*arm=sparse_decode ")
+            cells = {}
+            for arm in ("sparse_decode", "read_floor"):
+                line = rf"^precision=w8a16 tokens=1 seed={seed} rank={rank} [^\n]*arm={arm} [^\n]*"
+                cells[arm] = (r.text(FLOOR, line + r" step_us=(\S+)"),
+                              r.text(FLOOR, line + r" of_copy=(\S+)"))  # fmt: skip
+            (s_us, s_copy), (f_us, f_copy) = cells["sparse_decode"], cells["read_floor"]
+            share = lambda v: derive(lambda x: 100 * x, "{:.0f}%", v)  # noqa: E731
+            t.row(f"{DRAWS[seed]}, rank {WORDS.get(rank, 'zero')}", slots, s_us, share(s_copy),
+                  f_us, share(f_copy), derive(lambda a, b: a - b, "{:.1f}", s_us, f_us),
+                  derive(lambda a, b: 100 * b / a, "{:.0f}%", s_us, f_us),
+                  history=HIST)  # fmt: skip
+    return t
+
+
+TABLES = (copy_share_today, sparse_ready_run, one_token_floor, sparse_ready, ready_ablation,
+          own_rows_prefetch)  # fmt: skip
