@@ -114,25 +114,29 @@ def token_quads_fit(*rows) -> bool:
 # GPU each kernel starts while the one before it in the step's graph finishes, reads only routing
 # and weights until it has waited for it, and writes the same bits). MXFP4 takes it at every
 # count: H200, one token of gpt-oss-20b, the step 33.1 against 34.8 us without (issue 19). FP8
-# takes it at one token only, each GEMV program letting the next kernel launch once its slot is
-# known local (`sparse_gemv(pdl_trigger="local")`; a program that returns at once counts as
-# having let it): the launch that fills the SMs with the next kernel's one-warp programs while
-# this one's local programs still read. H100 80GB HBM3 (no H200 was lent to measure it), gpt-oss-
-# 20b EP2, the sparse step, six routing draws, both ranks, the slower rank's step, two calls of
-# two sessions (docs/perf/2026-12-05-ready-slots/call3, docs/perf/2026-12-05-h200-confirm/call1):
-# at one token 34.18 against 35.76 us and 34.29 against 35.86 (-4.4% each), faster in all twelve
-# draws; at 2 tokens mixed (-0.6%, 3 of 6 draws); at 4 tokens -1.2% in 11 of 12, not taken. With
-# every program letting it at its start, FP8 was slower on the H200 at one token (34.5-36.4
-# against 33.4 us, issue 19; the eighteenth session read why: with no local slot the two launches
-# took 22.5 us against 18.5, the dependent launch over 17,280 one-warp programs).
-FP8_PDL_LOCAL_TOKENS = 1
+# takes it up to FP8_PDL_LOCAL_TOKENS tokens, each GEMV program letting the next kernel launch
+# once its slot is known local (`sparse_gemv(pdl_trigger="local")`; a program that returns at
+# once counts as having let it): the launch that fills the SMs with the next kernel's one-warp
+# programs while this one's local programs still read. H100 80GB HBM3 (no H200 was lent to
+# measure it), gpt-oss-20b EP2, the sparse step, both ranks, the slower rank's step, on the mean
+# over the draws: at one token 34.18 against 35.76 us and 34.29 against 35.86 (-4.4% each), faster
+# in all twelve draws of two calls (docs/perf/2026-12-05-ready-slots/call3,
+# docs/perf/2026-12-05-h200-confirm/call1); at 2 tokens -0.6% (3 of 6 draws, the second of those
+# calls), -2.1% (3 of 4, docs/perf/2026-12-06-sparse-ready/call1) and -2.9% (51.19 against 52.71,
+# 5 of 8, call6); at 4 tokens -1.2% (5 of 6), -1.4% (3 of 4) and -1.2% (88.56 against 89.66, 6 of
+# 8). Faster on the mean in every call; the draws it slows (draw C, routing.seed 2, in each call
+# at 2 and 4 tokens) by up to 4.3%. Above 4 tokens the grouped arm is FP8's faster one. With every
+# program letting it at its start, FP8 was slower on the H200 at one token (34.5-36.4 against 33.4
+# us, issue 19; the eighteenth session read why: with no local slot the two launches took 22.5 us
+# against 18.5, the dependent launch over 17,280 one-warp programs).
+FP8_PDL_LOCAL_TOKENS = 4
 
 
 def default_pdl(fmt: str, tokens: int = 1) -> tuple[bool, str]:
     """(pdl, pdl_trigger) of the sparse step's kernels for ``tokens`` tokens (`sparse_gemv`'s
     arguments; the combine takes ``pdl`` too): MXFP4 dependent launches triggered at each
     program's start, FP8 up to FP8_PDL_LOCAL_TOKENS tokens triggered once the slot is local,
-    FP8 above it plain launches."""
+    FP8 above it plain launches (measured, above)."""
     if fmt == "mxfp4":
         return True, "start"
     if tokens <= FP8_PDL_LOCAL_TOKENS:

@@ -217,7 +217,8 @@ def test_sparse_fp8_loads_the_token_as_quads_from_two_tokens(monkeypatch, tokens
     ("arm", "precision", "tokens", "want"),
     [
         pytest.param("sparse_decode", "w8a16", 1, (True, "local"), id="sparse-fp8-one-token"),
-        pytest.param("sparse_decode", "w8a16", 2, (False, "start"), id="sparse-fp8-two-tokens"),
+        pytest.param("sparse_decode", "w8a16", 4, (True, "local"), id="sparse-fp8-four-tokens"),
+        pytest.param("sparse_decode", "w8a16", 5, (False, "start"), id="sparse-fp8-five-tokens"),
         pytest.param("sparse_decode", "w4a16", 1, (True, "start"), id="sparse-mxfp4-one-token"),
         pytest.param("sparse_decode", "w4a16", 3, (True, "start"), id="sparse-mxfp4-three-tokens"),
         pytest.param("dense_decode", "w8a16", 1, (False, None), id="dense-fp8-one-token"),
@@ -227,8 +228,8 @@ def test_sparse_fp8_loads_the_token_as_quads_from_two_tokens(monkeypatch, tokens
 def test_each_step_kernel_gets_the_dependent_launch_its_format_and_count_take(
     monkeypatch, arm, precision, tokens, want
 ):
-    """`sparse_launch.default_pdl`: FP8's sparse GEMVs and combine are dependent launches at one
-    token only, each GEMV program letting the next kernel launch once its slot is local; MXFP4's
+    """`sparse_launch.default_pdl`: FP8's sparse GEMVs and combine are dependent launches up to 4
+    tokens, each GEMV program letting the next kernel launch once its slot is local; MXFP4's
     at every count, from each program's start; the dense arm's combine as MXFP4's sparse one, its
     batched GEMMs never. The outputs are the plain launches' bits."""
     ids, wts = routing(6)
