@@ -210,5 +210,59 @@ and the combine.""",
     return t
 
 
-TABLES = (copy_share_today, sparse_ready_run, one_token_floor, sparse_ready, ready_ablation,
-          own_rows_prefetch)  # fmt: skip
+PDL_LOG = f"{DAY}/call6/pdl_w8a16.log"
+EIGHT = ("A", "B", "C", "D", "E", "F", "G", "H")  # routing.seed 0-7
+
+
+def pdl_four_tokens(r: Records) -> Table:
+    t = Table(
+        name="pdl_four_tokens",
+        caption=f"""\
+{H100}, torch 2.11.0+cu130, triton 3.6.0. FP8's sparse step at 2 and 4 tokens, where the arm
+launched its GEMVs and combine plainly, against the same step with the one-token dependent launch
+(each GEMV program letting the next kernel launch once its slot is known local;
+`pipeline.build_stages(pdl=True, pdl_trigger="local")`): `PYTHONPATH=$PWD:$PWD/tools python3
+docs/perf/{DAY}/scratch/pdl_bench.py` (sixth call; eight draws A-H, both ranks; each step checked
+and bitwise the arm's first, then timed interleaved, one CUDA graph, L2 flushed). Cells: the slower
+rank's step per draw and their mean, us, as the log prints them; "change" = the dependent launch's
+mean / the plain one's - 1. Faster on the mean, -2.9% at 2 tokens (in five draws of eight) and
+-1.2% at 4 (six of eight); draw C slower at both, as in the first call (`sparse_ready`) and the
+nineteenth session's (`pdl_one_token`: -0.6% and -1.2%). Taken: `sparse_launch.FP8_PDL_LOCAL_TOKENS`
+is now 4 (`pdl_four_run`).""",
+        columns=["tokens", "launch", *EIGHT, "mean", "change"],
+    )  # fmt: skip
+    for tokens in (2, 4):
+        base = None
+        for kind, words in (("arm", "plain"), ("pdl_local", "dependent, trigger once local")):
+            head = rf"^  w8a16 {tokens:2d} {kind}: "
+            per = [r.text(PDL_LOG, head + r"(?:\S+ ){" + str(i) + r"}(\S+) ") for i in range(8)]
+            m = r.text(PDL_LOG, head + r"[^\n]*mean (\S+)$")
+            base = base or m
+            t.row(WORDS[tokens], words, *per, m, over(m, base) if kind != "arm" else "the baseline",
+                  history=HIST)  # fmt: skip
+    return t
+
+
+def pdl_four_run(r: Records) -> Table:
+    t = Table(
+        name="pdl_four_run",
+        caption=f"""\
+{H100}. The gated scenario with FP8's one-token dependent launch taken up to 4 tokens (seventh
+call: `DEADLINE=... PER_RUN_TIMEOUT=240 bash tools/gpu_run.sh OUT
+scenarios/gpt-oss-20b-decode-grouped.yaml`; every gate and integrity check passed, 952 pass and
+112 skip, `call7/checks_count.txt`). `moebench run` was stopped by its 219 s limit at 220 s, after
+its last case and its line "14 cases run" (`call7/run_tail.txt`), while it printed its closing
+summary: every case had been written, and the report is `moebench compare` over them. Derived as
+in `expert_ready_run`. Against the third call's run (`sparse_ready_run`, another machine), FP8
+sparse went from 47.84 to 45.79 us at 2 tokens and from 76.48 to 75.46 at 4, where it is FP8's
+best arm; at one token (36.45, 36.38) and 8 (138.6, 138.5), where nothing changed, the same within
+0.2%. Grouped beats dense and MXFP4's best arm beats FP8's at every count.""",
+        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
+                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+    )  # fmt: skip
+    run_rows(t, r, f"{DAY}/call7/report.md", HIST)
+    return t
+
+
+TABLES = (pdl_four_run, pdl_four_tokens, copy_share_today, sparse_ready_run, one_token_floor,
+          sparse_ready, ready_ablation, own_rows_prefetch)  # fmt: skip
