@@ -25,7 +25,6 @@ from moebench.arm import registry
 from moebench.arm.base import Stage
 from moebench.arm.decode import Workspace
 from moebench.gates.families import family_of
-from moebench.kernels.combine_topk import combine_topk
 from moebench.measure import bench
 from moebench.measure.clock import Clock
 from moebench.plan.cases import plan
@@ -39,26 +38,14 @@ Build = Callable[[Workspace], tuple[Stage, ...]]
 
 
 def steps_with(ws: Workspace, gemv) -> tuple[Stage, ...]:
-    """The arm's step (arms/decode/pipeline.py) with ``gemv`` for the package's GEMV (the same
-    arguments, the dependent launch as the arm has it for the precision and count)."""
-    p = ws.problem
-    off = p.expert_offset
-    pdl, trigger = pipeline.step_pdl(ws)
-    more = {"pdl_trigger": trigger} if trigger != "start" else {}  # older scratch GEMVs lack it
-
-    def fc1():
-        gemv(p.x_TD, p.topk_ids_TK, p.w13, p.w13_scale, p.b13_E2F, ws.a, expert_offset=off,
-             glu=p.activation, pdl=pdl, **more)  # fmt: skip
-
-    def fc2():
-        gemv(ws.a, p.topk_ids_TK, p.w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off, pdl=pdl,
-             **more)  # fmt: skip
-
-    def comb():
-        combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
-                     local_experts=p.local_experts, layout=ws.layout, pdl=pdl)  # fmt: skip
-
-    return tuple(Stage(name=n, run=f) for n, f in (("fc1", fc1), ("fc2", fc2), ("combine", comb)))
+    """The arm's step (arms/decode/pipeline.py) with ``gemv`` for the package's GEMV, called with
+    the arm's arguments: its weights (MXFP4's rotated copy with ``mx_rotated``), its token load
+    and its dependent launch for the precision and count (`pipeline.build_stages`'s ``gemv``).
+    Until 2026-12-06 this wrote its own calls, which had drifted from the arm's: natural MXFP4
+    weights and the broadcast token load at every count, so a kind built on it was timed against
+    other launches than the arm's wherever those defaults apply (MXFP4 at every count, FP8 from 2
+    tokens; docs/perf/HISTORY.md, twenty-fifth session)."""
+    return pipeline.build_stages(ws, gemv=gemv)
 
 
 def parser(tokens: str, seeds: str, precision: str, kinds: str) -> argparse.ArgumentParser:

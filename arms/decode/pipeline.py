@@ -81,16 +81,19 @@ def step_pdl(
 
 
 def build_stages(
-    ws: Workspace, *, pdl: bool | None = None, pdl_trigger: str | None = None
+    ws: Workspace, *, pdl: bool | None = None, pdl_trigger: str | None = None, gemv=None
 ) -> tuple[Stage, ...]:
     """The three stages as argument-free closures over the workspace (no allocation inside).
     The sparse GEMV reads MXFP4 weights in the rotated layout (`sparse_launch.MXFP4_ROTATED`)
     and the token's values as `sparse_launch.default_token_load` says; the same bits. ``pdl``
     and ``pdl_trigger`` (`sparse_gemv`'s; None: `step_pdl`'s) choose the dependent launch, for
-    benchmarks that time other choices; the same bits."""
+    benchmarks that time other choices; the same bits. ``gemv`` (None: `sparse_gemv`) stands in
+    for the sparse GEMV with the arm's arguments, for benchmarks that time another launch of it
+    against the arm's step (tools/sparse_ab.py)."""
     p = ws.problem
     E, off = p.local_experts, p.expert_offset
     pdl, pdl_trigger = step_pdl(ws, pdl, pdl_trigger)
+    gemv = gemv or sparse_gemv
 
     if ws.layout == "TKD":
         w13, w2, opts = p.w13, p.w2, {}
@@ -101,13 +104,12 @@ def build_stages(
         load1 = {"token_load": load} if token_quads_fit(p.x_TD, ws.a) else {}
 
         def run_fc1() -> None:
-            sparse_gemv(p.x_TD, p.topk_ids_TK, w13, p.w13_scale, p.b13_E2F, ws.a,
-                        expert_offset=off, glu=p.activation, pdl=pdl, pdl_trigger=pdl_trigger,
-                        **opts, **load1)  # fmt: skip
+            gemv(p.x_TD, p.topk_ids_TK, w13, p.w13_scale, p.b13_E2F, ws.a, expert_offset=off,
+                 glu=p.activation, pdl=pdl, pdl_trigger=pdl_trigger, **opts, **load1)  # fmt: skip
 
         def run_fc2() -> None:
-            sparse_gemv(ws.a, p.topk_ids_TK, w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off,
-                        pdl=pdl, pdl_trigger=pdl_trigger, **opts, **load1)  # fmt: skip
+            gemv(ws.a, p.topk_ids_TK, w2, p.w2_scale, p.b2_ED, ws.o, expert_offset=off, pdl=pdl,
+                 pdl_trigger=pdl_trigger, **opts, **load1)  # fmt: skip
 
     else:
 
