@@ -92,7 +92,12 @@ interleaved (one CUDA graph, L2 flushed). Cells: the slower rank's step per draw
 us, as the log prints them; "change" = the kind's mean / the arm's - 1. Slower at every count in
 both formats (FP8 +3.9% in draw A, rank 0, whose third slot is remote, the case it was built
 for): a remote slot's programs between the local ones cost less than every program's read of the
-whole routing. Built and kept off (`sparse_launch.default_local_first`).""",
+whole routing. Built and kept off (`sparse_launch.default_local_first`). Corrected in the
+twenty-fifth session: `sparse_ab.steps_with`, which built the local-first kind, had called its
+GEMV with natural MXFP4 weights and the broadcast token load at every count, where the arm reads
+rotated weights and quads (MXFP4) and quads from 2 tokens (FP8); so the MXFP4 rows and FP8's at
+2 and 4 tokens timed other launches than the arm's besides local-first, and only FP8's one-token
+row compares like with like (the launches the same there).""",
         columns=["format", "tokens", "kind", "A", "B", "C", "D", "mean", "change"],
     )  # fmt: skip
     for prec in ("w8a16", "w4a16"):
