@@ -60,16 +60,16 @@ expert-by-expert step is below the whole-grid one's. Faster in all eight: now th
 
 
 def _per_draw_ab(r: Records, t: Table, log: str, prec: str, kinds: tuple[str, ...],
-                 counts: tuple[int, ...], names: dict = KINDS,
-                 hist: str = HIST) -> None:  # fmt: skip
+                 counts: tuple[int, ...], names: dict = KINDS, hist: str = HIST,
+                 draws: int = 4) -> None:  # fmt: skip
     """Rows of a `sparse_ab` log's summary ("slowest rank per draw"): each kind's slower rank per
-    draw A-D and their mean, and the mean's change against the arm's; ``names`` the kinds' words
-    in the table, ``hist`` its history link."""
+    draw (the first ``draws``: A-D by default) and their mean, and the mean's change against the
+    arm's; ``names`` the kinds' words in the table, ``hist`` its history link."""
     for tokens in counts:
         base = None
         for kind in ("arm", *kinds):
             head = rf"^  {prec} {tokens:2d} {kind}: "
-            per = [r.text(log, head + r"(?:\S+ ){" + str(i) + r"}(\S+) ") for i in range(4)]
+            per = [r.text(log, head + r"(?:\S+ ){" + str(i) + r"}(\S+) ") for i in range(draws)]
             m = r.text(log, head + r"[^\n]*mean (\S+)$")
             base = base or m
             change = over(m, base) if kind != "arm" else "the baseline"

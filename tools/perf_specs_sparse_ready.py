@@ -230,25 +230,20 @@ mean / the plain one's - 1. Faster on the mean, -2.9% at 2 tokens (in five draws
 -1.2% at 4 (six of eight); draw C slower at both, as in the first call (`sparse_ready`) and the
 nineteenth session's (`pdl_one_token`: -0.6% and -1.2%). Taken: `sparse_launch.FP8_PDL_LOCAL_TOKENS`
 is now 4 (`pdl_four_run`).""",
-        columns=["tokens", "launch", *EIGHT, "mean", "change"],
+        columns=["format", "tokens", "launch", *EIGHT, "mean", "change"],
     )  # fmt: skip
-    _eight_draws(r, t, PDL_LOG, "w8a16", (2, 4), ("plain", "dependent, trigger once local"))
+    _per_draw_ab(
+        r,
+        t,
+        PDL_LOG,
+        "w8a16",
+        ("pdl_local",),
+        (2, 4),
+        {"arm": "plain", "pdl_local": "dependent, trigger once local"},
+        HIST,
+        draws=8,
+    )
     return t
-
-
-def _eight_draws(r: Records, t: Table, log: str, prec: str, counts: tuple[int, ...],
-                 words: tuple[str, str]) -> None:  # fmt: skip
-    """Rows of a `pdl_bench.py` log's summary: the arm's and ``pdl_local``'s slower rank per draw
-    A-H and their mean, and the mean's change against the arm's (``words`` their names)."""
-    for tokens in counts:
-        base = None
-        for kind, name in zip(("arm", "pdl_local"), words, strict=True):
-            head = rf"^  {prec} {tokens:2d} {kind}: "
-            per = [r.text(log, head + r"(?:\S+ ){" + str(i) + r"}(\S+) ") for i in range(8)]
-            m = r.text(log, head + r"[^\n]*mean (\S+)$")
-            base = base or m
-            t.row(WORDS[tokens], name, *per, m, over(m, base) if kind != "arm" else "the baseline",
-                  history=HIST)  # fmt: skip
 
 
 def mxfp4_trigger(r: Records) -> Table:
@@ -262,10 +257,11 @@ start, against the trigger once the slot is known local (FP8's), 1, 2 and 4 toke
 --tokens 1,2,4` (eighth call; eight draws, both ranks; each step checked and bitwise the arm's
 first). Cells and "change" as in `pdl_four_tokens`. The same within 0.2% at every count (MXFP4's
 GEMV has 16 rows on 4 warps a program, an eighth of FP8's programs): unchanged.""",
-        columns=["tokens", "trigger", *EIGHT, "mean", "change"],
+        columns=["format", "tokens", "trigger", *EIGHT, "mean", "change"],
     )  # fmt: skip
-    _eight_draws(r, t, f"{DAY}/call8/pdl_w4a16.log", "w4a16", (1, 2, 4),
-                 ("at the program's start", "once the slot is local"))  # fmt: skip
+    _per_draw_ab(r, t, f"{DAY}/call8/pdl_w4a16.log", "w4a16", ("pdl_local",), (1, 2, 4),
+                 {"arm": "at the program's start", "pdl_local": "once the slot is local"}, HIST,
+                 draws=8)  # fmt: skip
     return t
 
 

@@ -149,8 +149,10 @@ def default_pdl(fmt: str, tokens: int = 1) -> tuple[bool, str]:
 # most this many pairs (each program reads the whole routing: 64 ids, 256 bytes). Off: H100 80GB
 # HBM3, gpt-oss-20b EP2, the sparse step, four routing draws, both ranks, the slower rank's step
 # (docs/perf/2026-12-06-one-token/call1): slower at every count in both formats, FP8 +5.1% at one
-# token (35.02 against 33.31 us; +3.9% in the draw whose third slot of four is remote), +5.7% at 2,
-# +4.8% at 4; MXFP4 +16% to +23%. Every program's read of the whole routing costs more than the
+# token (35.02 against 33.31 us; +3.9% in the draw whose third slot of four is remote); measured
+# again against the arm's own launches (docs/perf/2026-12-06-sparse-ready/call9; the first call's
+# other rows had other launches besides), FP8 +2.5% at 2 tokens and +4.3% at 4, MXFP4 +1.7%,
+# +2.4% and +5.1% at 1, 2 and 4. Every program's read of the whole routing costs more than the
 # remote slots' programs between the local ones do. The same bits.
 LOCAL_FIRST_MAX_SLOTS = 64
 
