@@ -1,9 +1,9 @@
 """The Gluon probe compiled for sm_90a without a GPU (triton 3.6): registers, shared memory, the
 weight loop's instructions (tools/sass_grouped_decode.py's counting), its SASS written to OUT.
-Run: PYTHONPATH=$PWD:$PWD/tools:docs/perf/2026-12-06-gluon-tile/scratch python3 THIS OUT [BLOCK_M] [STAGES]"""
+Run: PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/compile_offline.py OUT [BLOCK_M] [STAGES], DIR
+this folder; BARRIER=1 in the environment for the explicit barrier."""
 
 import os
-import subprocess
 import sys
 from collections import Counter
 
@@ -18,14 +18,32 @@ block_m = int(sys.argv[2]) if len(sys.argv) > 2 else 16
 stages = int(sys.argv[3]) if len(sys.argv) > 3 else 4
 os.makedirs(out, exist_ok=True)
 fn = g.mx_probe_kernel
-sig = {"w_ptr": "*i32", "wt_ptr": "*i32", "s_ptr": "*i32", "st_ptr": "*i32", "x_ptr": "*bf16",
-       "idx_ptr": "*i32", "cnt_ptr": "*i32", "out_ptr": "*fp32", "N": "i32",
-       "R": "constexpr", "MAIN_STEPS": "constexpr", "BLOCK_M": "constexpr", "STAGES": "constexpr", "BARRIER": "constexpr",
-       "num_warps": "constexpr"}
-cx = {"R": 2880, "MAIN_STEPS": 22, "BLOCK_M": block_m, "STAGES": stages, "BARRIER": int(os.environ.get("BARRIER", "0")), "num_warps": 4}
+sig = {
+    "w_ptr": "*i32",
+    "wt_ptr": "*i32",
+    "s_ptr": "*i32",
+    "st_ptr": "*i32",
+    "x_ptr": "*bf16",
+    "idx_ptr": "*i32",
+    "cnt_ptr": "*i32",
+    "out_ptr": "*fp32",
+    "N": "i32",
+}
+sig.update(
+    {c: "constexpr" for c in ("R", "MAIN_STEPS", "BLOCK_M", "STAGES", "BARRIER", "num_warps")}
+)
+cx = {
+    "R": 2880,
+    "MAIN_STEPS": 22,
+    "BLOCK_M": block_m,
+    "STAGES": stages,
+    "BARRIER": int(os.environ.get("BARRIER", "0")),
+    "num_warps": 4,
+}
 attrs = {(i,): [["tt.divisibility", 16]] for i in range(9)}
-k = tcompile(GluonASTSource(fn, sig, cx, attrs), target=GPUTarget("cuda", 90, 32),
-             options={"num_warps": 4})
+k = tcompile(
+    GluonASTSource(fn, sig, cx, attrs), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}
+)
 name = f"probe_m{block_m}_s{stages}"
 with open(os.path.join(out, f"{name}.ttgir"), "w") as f:
     f.write(k.asm["ttgir"])
@@ -34,6 +52,8 @@ with open(os.path.join(out, f"{name}.ptx"), "w") as f:
 s.report(name, k, out, 32, 4)  # 2 rows x 16 bytes of weights a thread a step
 sass = open(os.path.join(out, f"{name}.sass")).read()
 body = s.weight_loop_body(sass)
-ops = Counter(t.split()[0].split(".")[0] if not t.startswith("@") else t.split()[1].split(".")[0]
-              for t in body)
+ops = Counter(
+    t.split()[0].split(".")[0] if not t.startswith("@") else t.split()[1].split(".")[0]
+    for t in body
+)
 print("loop mix:", ", ".join(f"{o} {n}" for o, n in ops.most_common()))

@@ -25,7 +25,6 @@ reference (`check`).
 from __future__ import annotations
 
 import torch
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
@@ -49,31 +48,33 @@ PAIR_NIBBLES = ((0, 2), (4, 6), (1, 3), (5, 7))
 # $2r (low) and $2r+1 (high)); $8 the word, $9 the row's step scale word, $10 the byte permute
 # selector putting this word's scale byte in bytes 0 and 2. Scale pair = 2^(s - 1) in bf16
 # (folded: s in 1..128), the placed values being value x 2^-126.
-DECODE_ASM = gl.constexpr("\n".join(
-    [
-        "{",
-        ".reg .b32 c, d;",
-        "prmt.b32 d, $9, 0, $10;",
-        "mad.lo.u32 d, d, 128, 0x3F003F00;",
-        f"and.b32 c, $8, {MASK:#x};",
-        "mul.rn.bf16x2 c, c, d;",
-        "mov.b32 {$0, $1}, c;",
-        "shf.l.wrap.b32 c, $8, $8, 10;",
-        f"and.b32 c, c, {MASK:#x};",
-        "mul.rn.bf16x2 c, c, d;",
-        "mov.b32 {$2, $3}, c;",
-        "shf.l.wrap.b32 c, $8, $8, 13;",
-        f"and.b32 c, c, {MASK:#x};",
-        "mul.rn.bf16x2 c, c, d;",
-        "mov.b32 {$4, $5}, c;",
-        "and.b32 c, $8, 0x001B001B;",
-        "mul.lo.u32 c, c, 0x1084;",
-        f"and.b32 c, c, {MASK:#x};",
-        "mul.rn.bf16x2 c, c, d;",
-        "mov.b32 {$6, $7}, c;",
-        "}",
-    ]
-))
+DECODE_ASM = gl.constexpr(
+    "\n".join(
+        [
+            "{",
+            ".reg .b32 c, d;",
+            "prmt.b32 d, $9, 0, $10;",
+            "mad.lo.u32 d, d, 128, 0x3F003F00;",
+            f"and.b32 c, $8, {MASK:#x};",
+            "mul.rn.bf16x2 c, c, d;",
+            "mov.b32 {$0, $1}, c;",
+            "shf.l.wrap.b32 c, $8, $8, 10;",
+            f"and.b32 c, c, {MASK:#x};",
+            "mul.rn.bf16x2 c, c, d;",
+            "mov.b32 {$2, $3}, c;",
+            "shf.l.wrap.b32 c, $8, $8, 13;",
+            f"and.b32 c, c, {MASK:#x};",
+            "mul.rn.bf16x2 c, c, d;",
+            "mov.b32 {$4, $5}, c;",
+            "and.b32 c, $8, 0x001B001B;",
+            "mul.lo.u32 c, c, 0x1084;",
+            f"and.b32 c, c, {MASK:#x};",
+            "mul.rn.bf16x2 c, c, d;",
+            "mov.b32 {$6, $7}, c;",
+            "}",
+        ]
+    )
+)
 
 
 @gluon.constexpr_function
@@ -153,7 +154,6 @@ def mx_probe_kernel(
     X_LOAD: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
     X_SMEM: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
     ROW_WORDS: gl.constexpr = MAIN_STEPS * STEP_WORDS
-    STEPS: gl.constexpr = MAIN_STEPS + 1
 
     nb = gl.program_id(0)
     e = gl.program_id(1)

@@ -111,7 +111,9 @@ def run_case(arm, cs, p, T, seed, rank, variants) -> None:
     scales_ok = all(
         1 <= int(t.min()) and int(t.max()) <= 128 for t in (prob.w13_scale, prob.w2_scale)
     )
-    head = f"T={T} seed={seed} rank={rank} slots={int(cnt.sum())} touched={touched} block_m={block_m}"
+    head = (
+        f"T={T} seed={seed} rank={rank} slots={int(cnt.sum())} touched={touched} block_m={block_m}"
+    )
     print(f"\n{head} scales_in_1_128={scales_ok}", flush=True)
     a_rows = ws.a.reshape(-1, F)
     work = {}
@@ -153,8 +155,11 @@ def run_case(arm, cs, p, T, seed, rank, variants) -> None:
             continue
         for name, packed, xin, idx, out, Rk in pair:
             names.append(f"probe s{st} b{bar} {name}")
-            fns.append(lambda packed=packed, xin=xin, idx=idx, out=out, Rk=Rk, st=st, bar=bar:
-                       g.launch(packed, xin, idx, cnt, out, Rk, stages=st, barrier=bar))
+            fns.append(
+                lambda packed=packed, xin=xin, idx=idx, out=out, Rk=Rk, st=st, bar=bar: g.launch(
+                    packed, xin, idx, cnt, out, Rk, stages=st, barrier=bar
+                )
+            )
     us = bench.time_interleaved(CLOCK, fns, rounds=8, reps=4)
     for n, t in zip(names, us, strict=True):
         nbytes = work[n.split()[-1]][5]
