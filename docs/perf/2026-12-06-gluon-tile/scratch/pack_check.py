@@ -1,7 +1,13 @@
-import sys, torch
+"""The probe's host packing (mx_gluon.pack_weights) decoded back on the CPU, word by word, against the
+dequantised weights: run from the repository root with PYTHONPATH=$PWD."""
+
+import sys
+
+import torch
 
 sys.path.insert(0, "docs/perf/2026-12-06-gluon-tile/scratch")
 import mx_gluon as g
+
 from moebench.kernels.mx_rotated import POSITIONS
 
 torch.manual_seed(0)
