@@ -1,5 +1,5 @@
-"""The probe's host packing (mx_gluon.pack_weights) decoded back on the CPU, word by word, against the
-dequantised weights: run from the repository root with PYTHONPATH=$PWD."""
+"""The probe's host packing (mx_gluon.pack_weights) decoded back on the CPU, word by word,
+against the dequantised weights: run from the repository root with PYTHONPATH=$PWD."""
 
 import sys
 
