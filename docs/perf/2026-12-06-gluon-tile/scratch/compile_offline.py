@@ -30,7 +30,10 @@ sig = {
     "N": "i32",
 }
 sig.update(
-    {c: "constexpr" for c in ("R", "MAIN_STEPS", "BLOCK_M", "STAGES", "BARRIER", "num_warps")}
+    {
+        c: "constexpr"
+        for c in ("R", "MAIN_STEPS", "BLOCK_M", "STAGES", "BARRIER", "RING", "num_warps")
+    }
 )
 cx = {
     "R": 2880,
@@ -38,13 +41,14 @@ cx = {
     "BLOCK_M": block_m,
     "STAGES": stages,
     "BARRIER": int(os.environ.get("BARRIER", "0")),
+    "RING": int(os.environ.get("RING", "0")),
     "num_warps": 4,
 }
 attrs = {(i,): [["tt.divisibility", 16]] for i in range(9)}
 k = tcompile(
     GluonASTSource(fn, sig, cx, attrs), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}
 )
-name = f"probe_m{block_m}_s{stages}"
+name = f"probe_m{block_m}_s{stages}_r{cx['RING']}"
 with open(os.path.join(out, f"{name}.ttgir"), "w") as f:
     f.write(k.asm["ttgir"])
 with open(os.path.join(out, f"{name}.ptx"), "w") as f:

@@ -141,10 +141,31 @@ def _copy_slots(x_smem, x_at, ok_main, ok_tail, q, MAIN_STEPS: gl.constexpr,
 
 
 @gluon.jit
+def _copy_step(x_smem, x_at, ok_main, ok_tail, w_smem, w_at, s_smem, s_ra, q,
+               MAIN_STEPS: gl.constexpr, STAGES: gl.constexpr, BLOCK_K: gl.constexpr,
+               STEP_WORDS: gl.constexpr):  # fmt: skip
+    """Step q's slots, weight words and scale words into stage q % STAGES, one copy group
+    (weights only for the main steps; the tail's are registers)."""
+    if q < MAIN_STEPS:
+        async_copy.async_copy_global_to_shared(w_smem.index(q % STAGES), w_at + q * STEP_WORDS)
+        async_copy.async_copy_global_to_shared(s_smem.index(q % STAGES), s_ra + q)
+    _copy_slots(x_smem, x_at, ok_main, ok_tail, q, MAIN_STEPS, STAGES, BLOCK_K)
+
+
+@gluon.jit
+def _ring_decode(w_smem, s_smem, stage, sel, LW: gl.constexpr, A_LAYOUT: gl.constexpr):
+    """A stage's weight words (each thread's own) decoded into the wgmma operand."""
+    w = w_smem.index(stage).load(LW)
+    s = s_smem.index(stage).load(gl.SliceLayout(1, LW))
+    sw = gl.broadcast(gl.expand_dims(s, 1), w)[0]
+    return _decode(w, sw, sel, A_LAYOUT)
+
+
+@gluon.jit
 def mx_probe_kernel(
     w_ptr, wt_ptr, s_ptr, st_ptr, x_ptr, idx_ptr, cnt_ptr, out_ptr, N,
     R: gl.constexpr, MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
-    BARRIER: gl.constexpr, num_warps: gl.constexpr,
+    BARRIER: gl.constexpr, RING: gl.constexpr, num_warps: gl.constexpr,
 ):  # fmt: skip
     LW: gl.constexpr = word_layout()
     MMA: gl.constexpr = gl.NVMMADistributedLayout(
@@ -190,45 +211,82 @@ def mx_probe_kernel(
 
     ok_main = gl.expand_dims(m_ok, 1) & gl.expand_dims(kk >= 0, 0)
     ok_tail = gl.expand_dims(m_ok, 1) & gl.expand_dims(MAIN_STEPS * BLOCK_K + kk < R, 0)
-    for p in gl.static_range(STAGES - 1):
-        _copy_slots(x_smem, x_at, ok_main, ok_tail, p, MAIN_STEPS, STAGES, BLOCK_K)
-
-    # Steps 0 and 1's weights and the tail's; step 0 decoded. Unrolled by two, so that the two
-    # steps' operands live in two register blocks and need no moves (an HGMMA reads its A from
-    # consecutive registers).
-    w0 = gl.load(w_at)
-    s0 = gl.load(s_at)
-    w1 = gl.load(w_at + STEP_WORDS)
-    s1 = gl.load(s_at + 1)
     wt = gl.load(wt_at, mask=wt_ok, other=0)
     st = gl.load(st_at)
-    a0 = _decode(w0, _rows(s0, w0), sel, A_LAYOUT)
-    a1 = gl.zeros([BLOCK_N, BLOCK_K], gl.bfloat16, A_LAYOUT)
     acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, MMA)
+    if not RING:
+        for p in gl.static_range(STAGES - 1):
+            _copy_slots(x_smem, x_at, ok_main, ok_tail, p, MAIN_STEPS, STAGES, BLOCK_K)
 
-    for it in range(MAIN_STEPS // 2):
-        i = 2 * it
-        # Past the last main step the loads read it again (an L2 hit; decoded, never used).
-        n0 = gl.minimum(i + 2, MAIN_STEPS - 1)
-        n1 = gl.minimum(i + 3, MAIN_STEPS - 1)
-        w0 = gl.load(w_at + n0 * STEP_WORDS)
-        s0 = gl.load(s_at + n0)
-        # Step i: its slots ready, its wgmma issued; the one before it (step i - 1, a1) done.
-        _slots_ready(STAGES, BARRIER)
-        acc = warpgroup_mma(a0, x_smem.index(i % STAGES).permute((1, 0)), acc, is_async=True)
-        acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
-        _copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES - 1, MAIN_STEPS, STAGES, BLOCK_K)
-        # Step i + 1 decoded while step i multiplies, then issued.
-        a1 = _decode(w1, _rows(s1, w1), sel, A_LAYOUT)
-        w1 = gl.load(w_at + n1 * STEP_WORDS)
-        s1 = gl.load(s_at + n1)
-        _slots_ready(STAGES, BARRIER)
-        acc = warpgroup_mma(a1, x_smem.index((i + 1) % STAGES).permute((1, 0)), acc,
-                            is_async=True)  # fmt: skip
-        acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
-        _copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES, MAIN_STEPS, STAGES, BLOCK_K)
-        # Step i + 2 decoded while step i + 1 multiplies (past the last main step: zeros).
+        # Steps 0 and 1's weights and the tail's; step 0 decoded. Unrolled by two, so that the two
+        # steps' operands live in two register blocks and need no moves (an HGMMA reads its A from
+        # consecutive registers).
+        w0 = gl.load(w_at)
+        s0 = gl.load(s_at)
+        w1 = gl.load(w_at + STEP_WORDS)
+        s1 = gl.load(s_at + 1)
         a0 = _decode(w0, _rows(s0, w0), sel, A_LAYOUT)
+        a1 = gl.zeros([BLOCK_N, BLOCK_K], gl.bfloat16, A_LAYOUT)
+
+        for it in range(MAIN_STEPS // 2):
+            i = 2 * it
+            # Past the last main step the loads read it again (an L2 hit; decoded, never used).
+            n0 = gl.minimum(i + 2, MAIN_STEPS - 1)
+            n1 = gl.minimum(i + 3, MAIN_STEPS - 1)
+            w0 = gl.load(w_at + n0 * STEP_WORDS)
+            s0 = gl.load(s_at + n0)
+            # Step i: its slots ready, its wgmma issued; the one before it (step i - 1, a1) done.
+            _slots_ready(STAGES, BARRIER)
+            acc = warpgroup_mma(a0, x_smem.index(i % STAGES).permute((1, 0)), acc, is_async=True)
+            acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
+            _copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES - 1, MAIN_STEPS, STAGES, BLOCK_K)
+            # Step i + 1 decoded while step i multiplies, then issued.
+            a1 = _decode(w1, _rows(s1, w1), sel, A_LAYOUT)
+            w1 = gl.load(w_at + n1 * STEP_WORDS)
+            s1 = gl.load(s_at + n1)
+            _slots_ready(STAGES, BARRIER)
+            acc = warpgroup_mma(a1, x_smem.index((i + 1) % STAGES).permute((1, 0)), acc,
+                                is_async=True)  # fmt: skip
+            acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
+            _copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES, MAIN_STEPS, STAGES, BLOCK_K)
+            # Step i + 2 decoded while step i + 1 multiplies (past the last main step: zeros).
+            a0 = _decode(w0, _rows(s0, w0), sel, A_LAYOUT)
+
+    else:
+        # RING: each step's weights and scale words come by cp.async too, in the step's copy
+        # group, into a ring of STAGES stages: STAGES - 2 steps ahead of their decode instead of
+        # one. Each thread copies and reads back only its own words (no barrier for them).
+        W_SMEM: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 2, 0])
+        S_SMEM: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        w_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BLOCK_N, 4, 4], W_SMEM)
+        s_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BLOCK_N, 4], S_SMEM)
+        rows_ra = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, gl.SliceLayout(1, LW)))
+        grow_ra = (e * N + nb * BLOCK_N + rows_ra).to(gl.int64)
+        s_ra = s_ptr + gl.expand_dims(grow_ra * MAIN_STEPS, 1) + gl.expand_dims(aa * 0, 0)
+        for p in gl.static_range(STAGES - 1):
+            _copy_step(x_smem, x_at, ok_main, ok_tail, w_smem, w_at, s_smem, s_ra, p,
+                       MAIN_STEPS, STAGES, BLOCK_K, STEP_WORDS)  # fmt: skip
+        async_copy.wait_group(STAGES - 2)
+        a0 = _ring_decode(w_smem, s_smem, 0, sel, LW, A_LAYOUT)
+        a1 = gl.zeros([BLOCK_N, BLOCK_K], gl.bfloat16, A_LAYOUT)
+        for it in range(MAIN_STEPS // 2):
+            i = 2 * it
+            _slots_ready(STAGES, BARRIER)
+            acc = warpgroup_mma(a0, x_smem.index(i % STAGES).permute((1, 0)), acc,
+                                is_async=True)  # fmt: skip
+            acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
+            _copy_step(x_smem, x_at, ok_main, ok_tail, w_smem, w_at, s_smem, s_ra,
+                       i + STAGES - 1, MAIN_STEPS, STAGES, BLOCK_K, STEP_WORDS)  # fmt: skip
+            async_copy.wait_group(STAGES - 2)  # step i + 1's group
+            a1 = _ring_decode(w_smem, s_smem, (i + 1) % STAGES, sel, LW, A_LAYOUT)
+            _slots_ready(STAGES, BARRIER)
+            acc = warpgroup_mma(a1, x_smem.index((i + 1) % STAGES).permute((1, 0)), acc,
+                                is_async=True)  # fmt: skip
+            acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
+            _copy_step(x_smem, x_at, ok_main, ok_tail, w_smem, w_at, s_smem, s_ra,
+                       i + STAGES, MAIN_STEPS, STAGES, BLOCK_K, STEP_WORDS)  # fmt: skip
+            async_copy.wait_group(STAGES - 2)  # step i + 2's group (past the main steps: stale)
+            a0 = _ring_decode(w_smem, s_smem, (i + 2) % STAGES, sel, LW, A_LAYOUT)
 
     # The tail step (64 values from its own array; the rest of its operand zeros).
     a0 = _decode(wt, _rows(st, wt), sel, A_LAYOUT)
@@ -307,7 +365,7 @@ def dequant(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     return v * s
 
 
-def launch(packed, x, idx, cnt, out, R, stages=4, barrier=1):
+def launch(packed, x, idx, cnt, out, R, stages=4, barrier=1, ring=0):
     """The probe over every local expert: ``out`` fp32 [E, BLOCK_M, N] (its BLOCK_M the slots a
     pass; rows past an expert's count untouched)."""
     w_main, w_tail, s_main, s_tail = packed
@@ -315,7 +373,7 @@ def launch(packed, x, idx, cnt, out, R, stages=4, barrier=1):
     grid = (N // ROWS, E)
     mx_probe_kernel[grid](w_main, w_tail, s_main, s_tail, x, idx, cnt, out, N, R=R,
                           MAIN_STEPS=R // STEP, BLOCK_M=block_m, STAGES=stages,
-                          BARRIER=barrier, num_warps=4)  # fmt: skip
+                          BARRIER=barrier, RING=ring, num_warps=4)  # fmt: skip
 
 
 def reference(codes, scales, x, idx, cnt, block_m):

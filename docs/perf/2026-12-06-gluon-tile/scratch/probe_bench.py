@@ -12,7 +12,7 @@ and e8m0 scales (the arm also reads its biases: 0.1%), "of copy" over the copy c
 on this GPU (tools/copy_ceiling.py).
 
 Usage: PYTHONPATH=$PWD:$PWD/tools:docs/perf/2026-12-06-gluon-tile/scratch python3 THIS
-[--tokens 32,64] [--seeds 0,1] [--rank 0] [--variants 4:1,3:1,4:0] (stages:barrier)
+[--tokens 32,64] [--seeds 0,1] [--rank 0] [--variants 4:1,3:1,4:0:1] (stages:barrier[:ring])
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--rank", default="0")
     ap.add_argument("--variants", default="4:1,3:1,4:0")
     a = ap.parse_args()
-    variants = [tuple(int(v) for v in s.split(":")) for s in a.variants.split(",")]
+    variants = [tuple(int(v) for v in (s + ":0").split(":")[:3]) for s in a.variants.split(",")]
     print(f"{torch.__version__} {torch.cuda.get_device_name(0)}")
     print(f"copy ceiling: {COPY_FROM}", flush=True)
     arm = registry.resolve("grouped_decode")
@@ -132,7 +132,7 @@ def run_case(arm, cs, p, T, seed, rank, variants) -> None:
         work[name] = (packed, xin, idx, out, codes.shape[-1], nbytes, err)
     names = ["arm fc1", "arm fc2"]
     fns = [stages[0].run, stages[1].run]
-    for st, bar in variants:
+    for st, bar, ring in variants:
         # Each variant checked on its own output before it is timed; one that fails to compile
         # or to match is reported and not timed.
         ok, pair = True, []
@@ -140,21 +140,21 @@ def run_case(arm, cs, p, T, seed, rank, variants) -> None:
             packed, xin, idx, out0, Rk, nbytes, err = work[name]
             out = torch.zeros_like(out0)
             try:
-                g.launch(packed, xin, idx, cnt, out, Rk, stages=st, barrier=bar)
+                g.launch(packed, xin, idx, cnt, out, Rk, stages=st, barrier=bar, ring=ring)
                 torch.cuda.synchronize()
                 same = torch.equal(out, out0)
             except Exception as exc:  # a compile or launch failure of this variant
-                print(f"probe s{st} b{bar} {name}: failed: {exc!r}"[:400], flush=True)
+                print(f"probe s{st} b{bar} r{ring} {name}: failed: {exc!r}"[:400], flush=True)
                 ok = False
                 break
-            print(f"probe s{st} b{bar} {name}: bitwise equal to s4 b1's output: {same}",
+            print(f"probe s{st} b{bar} r{ring} {name}: bitwise equal to s4 b1's output: {same}",
                   flush=True)  # fmt: skip
             ok = ok and err < 1e-4 and same
             pair.append((name, packed, xin, idx, out, Rk))
         if not ok:
             continue
         for name, packed, xin, idx, out, Rk in pair:
-            names.append(f"probe s{st} b{bar} {name}")
+            names.append(f"probe s{st} b{bar} r{ring} {name}")
             fns.append(
                 lambda packed=packed, xin=xin, idx=idx, out=out, Rk=Rk, st=st, bar=bar: g.launch(
                     packed, xin, idx, cnt, out, Rk, stages=st, barrier=bar
