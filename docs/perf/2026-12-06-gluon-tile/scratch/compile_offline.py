@@ -32,7 +32,16 @@ sig = {
 sig.update(
     {
         c: "constexpr"
-        for c in ("R", "MAIN_STEPS", "BLOCK_M", "STAGES", "BARRIER", "RING", "num_warps")
+        for c in (
+            "R",
+            "MAIN_STEPS",
+            "BLOCK_M",
+            "STAGES",
+            "BARRIER",
+            "RING",
+            "PLACE_ONLY",
+            "num_warps",
+        )
     }
 )
 cx = {
@@ -42,13 +51,21 @@ cx = {
     "STAGES": stages,
     "BARRIER": int(os.environ.get("BARRIER", "0")),
     "RING": int(os.environ.get("RING", "0")),
+    "PLACE_ONLY": int(os.environ.get("PLACE_ONLY", "0")),
     "num_warps": 4,
 }
 attrs = {(i,): [["tt.divisibility", 16]] for i in range(9)}
 k = tcompile(
-    GluonASTSource(fn, sig, cx, attrs), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}
+    GluonASTSource(fn, sig, cx, attrs),
+    target=GPUTarget("cuda", 90, 32),
+    options={
+        "num_warps": 4,
+        **({"maxnreg": int(os.environ["MAXNREG"])} if os.environ.get("MAXNREG") else {}),
+    },
 )
-name = f"probe_m{block_m}_s{stages}_r{cx['RING']}"
+name = (
+    f"probe_m{block_m}_s{stages}_r{cx['RING']}_p{cx['PLACE_ONLY']}_n{os.environ.get('MAXNREG', 0)}"
+)
 with open(os.path.join(out, f"{name}.ttgir"), "w") as f:
     f.write(k.asm["ttgir"])
 with open(os.path.join(out, f"{name}.ptx"), "w") as f:

@@ -77,6 +77,19 @@ DECODE_ASM = gl.constexpr(
 )
 
 
+# Timing-only ablation (wrong values): the placement alone, no scale and no multiply (8 of the 14
+# instructions a word), to tell whether the decode's instruction count holds the loop.
+PLACE_ONLY_ASM = gl.constexpr(
+    "\n".join(
+        ["{", ".reg .b32 c;", f"and.b32 c, $8, {MASK:#x};", "mov.b32 {$0, $1}, c;",
+         "shf.l.wrap.b32 c, $8, $8, 10;", f"and.b32 c, c, {MASK:#x};", "mov.b32 {$2, $3}, c;",
+         "shf.l.wrap.b32 c, $8, $8, 13;", f"and.b32 c, c, {MASK:#x};", "mov.b32 {$4, $5}, c;",
+         "and.b32 c, $8, 0x001B001B;", "mul.lo.u32 c, c, 0x1084;", f"and.b32 c, c, {MASK:#x};",
+         "mov.b32 {$6, $7}, c;", "}"]
+    )
+)  # fmt: skip
+
+
 @gluon.constexpr_function
 def word_layout():
     """[BLOCK_N rows, 4 words j, 4 lanes a] uint32: thread (warp w, lane l) holds rows 16w + l/4
@@ -91,11 +104,12 @@ def word_layout():
 
 
 @gluon.jit
-def _decode(words, sw, sel, LAYOUT: gl.constexpr):
+def _decode(words, sw, sel, LAYOUT: gl.constexpr, PLACE_ONLY: gl.constexpr = False):
     """Words [64, 4, 4] (Lw), the rows' scale words broadcast, the selectors: the A operand
     [64, 128] bf16 in the wgmma register layout."""
+    asm: gl.constexpr = PLACE_ONLY_ASM if PLACE_ONLY else DECODE_ASM
     v0, v1, v2, v3, v4, v5, v6, v7 = gl.inline_asm_elementwise(
-        DECODE_ASM, "=h,=h,=h,=h,=h,=h,=h,=h,r,r,r", [words, sw, sel],
+        asm, "=h,=h,=h,=h,=h,=h,=h,=h,r,r,r", [words, sw, sel],
         dtype=(gl.bfloat16,) * 8, is_pure=True, pack=1,
     )  # fmt: skip
     # pair r = 2 cp + sub: (v[2r], v[2r+1]) = (h 0, h 1)
@@ -165,7 +179,8 @@ def _ring_decode(w_smem, s_smem, stage, sel, LW: gl.constexpr, A_LAYOUT: gl.cons
 def mx_probe_kernel(
     w_ptr, wt_ptr, s_ptr, st_ptr, x_ptr, idx_ptr, cnt_ptr, out_ptr, N,
     R: gl.constexpr, MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
-    BARRIER: gl.constexpr, RING: gl.constexpr, num_warps: gl.constexpr,
+    BARRIER: gl.constexpr, RING: gl.constexpr, PLACE_ONLY: gl.constexpr,
+    num_warps: gl.constexpr,
 ):  # fmt: skip
     LW: gl.constexpr = word_layout()
     MMA: gl.constexpr = gl.NVMMADistributedLayout(
@@ -241,7 +256,7 @@ def mx_probe_kernel(
             acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
             _copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES - 1, MAIN_STEPS, STAGES, BLOCK_K)
             # Step i + 1 decoded while step i multiplies, then issued.
-            a1 = _decode(w1, _rows(s1, w1), sel, A_LAYOUT)
+            a1 = _decode(w1, _rows(s1, w1), sel, A_LAYOUT, PLACE_ONLY)
             w1 = gl.load(w_at + n1 * STEP_WORDS)
             s1 = gl.load(s_at + n1)
             _slots_ready(STAGES, BARRIER)
@@ -250,7 +265,7 @@ def mx_probe_kernel(
             acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
             _copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES, MAIN_STEPS, STAGES, BLOCK_K)
             # Step i + 2 decoded while step i + 1 multiplies (past the last main step: zeros).
-            a0 = _decode(w0, _rows(s0, w0), sel, A_LAYOUT)
+            a0 = _decode(w0, _rows(s0, w0), sel, A_LAYOUT, PLACE_ONLY)
 
     else:
         # RING: each step's weights and scale words come by cp.async too, in the step's copy
@@ -365,7 +380,7 @@ def dequant(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     return v * s
 
 
-def launch(packed, x, idx, cnt, out, R, stages=4, barrier=1, ring=0):
+def launch(packed, x, idx, cnt, out, R, stages=4, barrier=1, ring=0, place_only=0, maxnreg=None):
     """The probe over every local expert: ``out`` fp32 [E, BLOCK_M, N] (its BLOCK_M the slots a
     pass; rows past an expert's count untouched)."""
     w_main, w_tail, s_main, s_tail = packed
@@ -373,7 +388,8 @@ def launch(packed, x, idx, cnt, out, R, stages=4, barrier=1, ring=0):
     grid = (N // ROWS, E)
     mx_probe_kernel[grid](w_main, w_tail, s_main, s_tail, x, idx, cnt, out, N, R=R,
                           MAIN_STEPS=R // STEP, BLOCK_M=block_m, STAGES=stages,
-                          BARRIER=barrier, RING=ring, num_warps=4)  # fmt: skip
+                          BARRIER=barrier, RING=ring, PLACE_ONLY=place_only, num_warps=4,
+                          **({"maxnreg": maxnreg} if maxnreg else {}))  # fmt: skip
 
 
 def reference(codes, scales, x, idx, cnt, block_m):

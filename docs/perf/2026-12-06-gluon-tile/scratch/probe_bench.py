@@ -12,7 +12,8 @@ and e8m0 scales (the arm also reads its biases: 0.1%), "of copy" over the copy c
 on this GPU (tools/copy_ceiling.py).
 
 Usage: PYTHONPATH=$PWD:$PWD/tools:docs/perf/2026-12-06-gluon-tile/scratch python3 THIS
-[--tokens 32,64] [--seeds 0,1] [--rank 0] [--variants 4:1,3:1,4:0:1] (stages:barrier[:ring])
+[--tokens 32,64] [--seeds 0,1] [--rank 0] [--variants 4:1,3:1,4:0:1]
+(stages:barrier[:ring[:place_only[:maxnreg]]]; place_only: timing only, wrong values)
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def main() -> None:
     ap.add_argument("--rank", default="0")
     ap.add_argument("--variants", default="4:1,3:1,4:0")
     a = ap.parse_args()
-    variants = [tuple(int(v) for v in (s + ":0").split(":")[:3]) for s in a.variants.split(",")]
+    variants = [tuple(int(v) for v in (s + ":0:0:0").split(":")[:5]) for s in a.variants.split(",")]
     print(f"{torch.__version__} {torch.cuda.get_device_name(0)}")
     print(f"copy ceiling: {COPY_FROM}", flush=True)
     arm = registry.resolve("grouped_decode")
@@ -132,32 +133,38 @@ def run_case(arm, cs, p, T, seed, rank, variants) -> None:
         work[name] = (packed, xin, idx, out, codes.shape[-1], nbytes, err)
     names = ["arm fc1", "arm fc2"]
     fns = [stages[0].run, stages[1].run]
-    for st, bar, ring in variants:
+    for st, bar, ring, place, nreg in variants:
+        tag = (
+            f"s{st} b{bar} r{ring}"
+            + (" place-only" if place else "")
+            + (f" n{nreg}" if nreg else "")
+        )
+        opts = dict(stages=st, barrier=bar, ring=ring, place_only=place, maxnreg=nreg or None)
         # Each variant checked on its own output before it is timed; one that fails to compile
-        # or to match is reported and not timed.
+        # or to match is reported and not timed. The place-only ablation computes wrong values
+        # on purpose: timed, never checked.
         ok, pair = True, []
         for name in ("fc1", "fc2"):
             packed, xin, idx, out0, Rk, nbytes, err = work[name]
             out = torch.zeros_like(out0)
             try:
-                g.launch(packed, xin, idx, cnt, out, Rk, stages=st, barrier=bar, ring=ring)
+                g.launch(packed, xin, idx, cnt, out, Rk, **opts)
                 torch.cuda.synchronize()
                 same = torch.equal(out, out0)
             except Exception as exc:  # a compile or launch failure of this variant
-                print(f"probe s{st} b{bar} r{ring} {name}: failed: {exc!r}"[:400], flush=True)
+                print(f"probe {tag} {name}: failed: {exc!r}"[:400], flush=True)
                 ok = False
                 break
-            print(f"probe s{st} b{bar} r{ring} {name}: bitwise equal to s4 b1's output: {same}",
-                  flush=True)  # fmt: skip
-            ok = ok and err < 1e-4 and same
+            print(f"probe {tag} {name}: bitwise equal to s4 b1's output: {same}", flush=True)
+            ok = ok and (bool(place) or (err < 1e-4 and same))
             pair.append((name, packed, xin, idx, out, Rk))
         if not ok:
             continue
         for name, packed, xin, idx, out, Rk in pair:
-            names.append(f"probe s{st} b{bar} r{ring} {name}")
+            names.append(f"probe {tag} {name}")
             fns.append(
-                lambda packed=packed, xin=xin, idx=idx, out=out, Rk=Rk, st=st, bar=bar: g.launch(
-                    packed, xin, idx, cnt, out, Rk, stages=st, barrier=bar
+                lambda packed=packed, xin=xin, idx=idx, out=out, Rk=Rk, opts=opts: g.launch(
+                    packed, xin, idx, cnt, out, Rk, **opts
                 )
             )
     us = bench.time_interleaved(CLOCK, fns, rounds=8, reps=4)
