@@ -62,7 +62,8 @@ and still short of the 85% target.""",
 
 
 VARIANTS = (("s3 b1", "three stages, barrier"), ("s4 b1", "four stages, barrier"),
-            ("s6 b1", "six stages, barrier"), ("s4 b0", "four stages, no explicit barrier"))  # fmt: skip
+            ("s6 b1", "six stages, barrier"),
+            ("s4 b0", "four stages, no explicit barrier"))  # fmt: skip
 
 
 def gluon_probe_variants(r: Records) -> Table:
@@ -75,7 +76,8 @@ ring (stages) and whether the explicit barrier after the async-proxy fence is ke
 compiler's own barrier after the copies' wait stays either way). Cells: fc1+fc2 us as the log
 prints them; "change" = the variant's fc1+fc2 summed over the four cases / s3 b1's sum - 1.
 Within 3% of each other: the ring's depth and the barrier are not what holds the loop.""",
-        columns=["variant", "thirty-two, A", "sixty-four, A", "thirty-two, B", "sixty-four, B", "change"],
+        columns=["variant", "thirty-two, A", "sixty-four, A", "thirty-two, B", "sixty-four, B",
+                 "change"],
     )  # fmt: skip
 
     def total(tag: str, tokens: int, seed: int):
