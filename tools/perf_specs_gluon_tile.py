@@ -93,4 +93,78 @@ Within 3% of each other: the ring's depth and the barrier are not what holds the
     return t
 
 
-TABLES = (gluon_probe, gluon_probe_variants)
+CALL3 = f"{DAY}/call3/probe3.log"
+NCU = f"{DAY}/call3/ncu_fc1.txt"
+ABLATIONS = (("s3 b1 r0", "the probe (registers one step ahead)"),
+             ("s4 b1 r1", "weights by cp.async, four stages"),
+             ("s6 b1 r1", "weights by cp.async, six stages"),
+             ("s3 b1 r0 place-only", "decode's placement alone (timing only, wrong values)"),
+             ("s3 b1 r0 n96", "capped at ninety-six registers"))  # fmt: skip
+
+
+def gluon_probe_ablations(r: Records) -> Table:
+    t = Table(
+        name="gluon_probe_ablations",
+        caption=f"""\
+{H100}. What holds the probe, third call (`bash docs/perf/{DAY}/scratch/call3.sh`, the same cases,
+checks and timing as `gluon_probe`): each step's weights and scale words through a cp.async ring
+in the step's copy group, STAGES - 2 steps ahead of their decode (`RING`; offline 55 KB of shared
+memory, 4 programs an SM); the decode cut to its placement (no scale, no multiply: 8 of its 14
+instructions a word; wrong values, so timed without the check); and the probe capped at 96
+registers (5 programs an SM offline, no spills, but ptxas then waits on every wgmma). Every
+checked variant bitwise equal to the first's output. Cells: fc1+fc2 us as the log prints them;
+"change" = the variant's sum over the four cases / the probe's - 1. Nsight Compute on the
+probe's fc1 at 64 tokens (draw A) in the same call: `gluon_probe_ncu`.""",
+        columns=["variant", "thirty-two, A", "sixty-four, A", "thirty-two, B", "sixty-four, B",
+                 "change"],
+    )  # fmt: skip
+
+    def total(tag: str, tokens: int, seed: int):
+        pat = HEAD.format(tokens, seed) + rf"probe {tag} fc1\+fc2 (\S+) us"
+        return r.text(CALL3, pat)
+
+    base = [total("s3 b1 r0", tk, s) for tk, s in CASES]
+    for tag, words in ABLATIONS:
+        cells = [total(tag, tk, s) for tk, s in CASES]
+        change = derive(lambda *v: 100 * (sum(v[:4]) / sum(v[4:]) - 1), "{:+.1f}%",
+                        *cells, *base)  # fmt: skip
+        t.row(words, *cells, change, history=HIST)
+    return t
+
+
+NCU_ROWS = (("Duration", r"^\s+Duration\s+us\s+(\S+)$", "us"),
+            ("DRAM throughput", r"^\s+DRAM Throughput\s+%\s+(\S+)$", "% of peak"),
+            ("SM active cycles", r"^\s+SM Active Cycles\s+cycle\s+(\S+)$", "cycles"),
+            ("Elapsed cycles", r"^\s+Elapsed Cycles\s+cycle\s+(\S+)$", "cycles"),
+            ("Warps active a scheduler", r"of (\S+) active warps per scheduler", "warps"),
+            ("Warps eligible a scheduler", r"^\s+Eligible Warps Per Scheduler\s+warp\s+(\S+)$",
+             "warps"),
+            ("Issued a scheduler a cycle", r"^\s+Issued Warp Per Scheduler\s+(\S+)$", "warps"),
+            ("Cycles between two issues", r"^\s+Warp Cycles Per Issued Instruction\s+cycle\s+"
+             r"(\S+)$", "cycles"),
+            ("of which waiting on an L1TEX load", r"spends (\S+) cycles being stalled waiting "
+             r"for a scoreboard", "cycles"),
+            ("Theoretical occupancy", r"^\s+Theoretical Occupancy\s+%\s+(\S+)$", "%"),
+            ("Block limit by registers", r"^\s+Block Limit Registers\s+block\s+(\S+)$",
+             "programs"))  # fmt: skip
+
+
+def gluon_probe_ncu(r: Records) -> Table:
+    t = Table(
+        name="gluon_probe_ncu",
+        caption=f"""\
+{H100}. Nsight Compute on the probe's fc1 (its first launch, 64 tokens, draw A: `ncu
+--clock-control none -k regex:mx_probe --launch-count 1 --section WarpStateStats --section
+SchedulerStats --section Occupancy --section SpeedOfLight --section MemoryWorkloadAnalysis`, third
+call). Cells as the report prints them. Read: the warps wait on their loads (half of the cycles
+between two issues are a scoreboard wait on a global load), four warps a scheduler are too few to
+cover it (the registers allow 4 programs an SM), and the SMs sit idle for the last tenth of the
+launch (active against elapsed cycles: the partial last wave).""",
+        columns=["metric", "value", "unit"],
+    )  # fmt: skip
+    for name, pattern, unit in NCU_ROWS:
+        t.row(name, r.text(NCU, pattern), unit, history=HIST)
+    return t
+
+
+TABLES = (gluon_probe, gluon_probe_variants, gluon_probe_ablations, gluon_probe_ncu)
