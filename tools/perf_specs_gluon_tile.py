@@ -61,6 +61,21 @@ and still short of the 85% target.""",
     return t
 
 
+def _variant_rows(r: Records, t: Table, log: str, variants: tuple[tuple[str, str], ...]) -> None:
+    """A row a variant of ``log``: its fc1+fc2 in the four cases, and the change of their sum
+    against the first variant's."""
+
+    def total(tag: str, tokens: int, seed: int):
+        return r.text(log, HEAD.format(tokens, seed) + rf"probe {tag} fc1\+fc2 (\S+) us")
+
+    base = [total(variants[0][0], tk, s) for tk, s in CASES]
+    for tag, words in variants:
+        cells = [total(tag, tk, s) for tk, s in CASES]
+        change = derive(lambda *v: 100 * (sum(v[:4]) / sum(v[4:]) - 1), "{:+.1f}%",
+                        *cells, *base)  # fmt: skip
+        t.row(words, *cells, change, history=HIST)
+
+
 VARIANTS = (("s3 b1", "three stages, barrier"), ("s4 b1", "four stages, barrier"),
             ("s6 b1", "six stages, barrier"),
             ("s4 b0", "four stages, no explicit barrier"))  # fmt: skip
@@ -80,16 +95,7 @@ Within 3% of each other: the ring's depth and the barrier are not what holds the
                  "change"],
     )  # fmt: skip
 
-    def total(tag: str, tokens: int, seed: int):
-        pat = HEAD.format(tokens, seed) + rf"probe {tag} fc1\+fc2 (\S+) us"
-        return r.text(CALL1, pat)
-
-    base = [total("s3 b1", tk, s) for tk, s in CASES]
-    for tag, words in VARIANTS:
-        cells = [total(tag, tk, s) for tk, s in CASES]
-        change = derive(lambda *v: 100 * (sum(v[:4]) / sum(v[4:]) - 1), "{:+.1f}%",
-                        *cells, *base)  # fmt: skip
-        t.row(words, *cells, change, history=HIST)
+    _variant_rows(r, t, CALL1, VARIANTS)
     return t
 
 
@@ -119,16 +125,7 @@ probe's fc1 at 64 tokens (draw A) in the same call: `gluon_probe_ncu`.""",
                  "change"],
     )  # fmt: skip
 
-    def total(tag: str, tokens: int, seed: int):
-        pat = HEAD.format(tokens, seed) + rf"probe {tag} fc1\+fc2 (\S+) us"
-        return r.text(CALL3, pat)
-
-    base = [total("s3 b1 r0", tk, s) for tk, s in CASES]
-    for tag, words in ABLATIONS:
-        cells = [total(tag, tk, s) for tk, s in CASES]
-        change = derive(lambda *v: 100 * (sum(v[:4]) / sum(v[4:]) - 1), "{:+.1f}%",
-                        *cells, *base)  # fmt: skip
-        t.row(words, *cells, change, history=HIST)
+    _variant_rows(r, t, CALL3, ABLATIONS)
     return t
 
 
