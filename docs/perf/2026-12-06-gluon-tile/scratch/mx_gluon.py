@@ -34,6 +34,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from moebench.core.reference import dequant_weight_mxfp4
+
 ROWS, STEP = 64, 128  # host-side: weight rows a program (one warpgroup), values a step
 BLOCK_N = gl.constexpr(ROWS)
 BLOCK_K = gl.constexpr(STEP)
@@ -321,9 +323,6 @@ def mx_probe_kernel(
 # ---------------------------------------------------------------------------------------------
 # Host side: the layout, the launch, the reference.
 
-E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
-                     -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])  # fmt: skip
-
 
 def _k_of(j: int, nib: int, a: int) -> int:
     """K inside a step of the value in natural nibble ``nib`` of thread-lane a's word j."""
@@ -373,13 +372,6 @@ def pack_weights(codes: torch.Tensor, scales: torch.Tensor):
     return w_main.contiguous(), w_tail.contiguous(), s_main.contiguous(), s_tail.contiguous()
 
 
-def dequant(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """[E, N, R] fp32 weights."""
-    v = E2M1.to(codes.device)[codes.long()]
-    s = torch.exp2(scales.float() - 127).repeat_interleave(32, dim=-1)
-    return v * s
-
-
 def launch(packed, x, idx, cnt, out, R, stages=4, barrier=1, ring=0, place_only=0, maxnreg=None):
     """The probe over every local expert: ``out`` fp32 [E, BLOCK_M, N] (its BLOCK_M the slots a
     pass; rows past an expert's count untouched)."""
@@ -392,8 +384,10 @@ def launch(packed, x, idx, cnt, out, R, stages=4, barrier=1, ring=0, place_only=
                           **({"maxnreg": maxnreg} if maxnreg else {}))  # fmt: skip
 
 
-def reference(codes, scales, x, idx, cnt, block_m):
-    W = dequant(codes, scales)
+def reference(w, scales, x, idx, cnt, block_m):
+    """fp32 [E, block_m, N]: each expert's slots' rows of ``x`` times its weights (natural MXFP4
+    bytes ``w``, e8m0 ``scales``) dequantised by the project's reference."""
+    W = dequant_weight_mxfp4(w, scales)
     E, N, R = W.shape
     out = torch.zeros(E, block_m, N, dtype=torch.float32, device=x.device)
     for e in range(E):

@@ -8,6 +8,7 @@ import torch
 sys.path.insert(0, "docs/perf/2026-12-06-gluon-tile/scratch")
 import mx_gluon as g
 
+from moebench.core.reference import dequant_weight_mxfp4, e2m1_values, e8m0_to_scale
 from moebench.kernels.mx_rotated import POSITIONS
 
 torch.manual_seed(0)
@@ -27,7 +28,7 @@ def unrot(word):  # int64 tensor of rotated words -> natural words
 
 
 W = torch.zeros(E, N, R)
-ref = g.dequant(codes, scales)
+ref = dequant_weight_mxfp4(codes[..., 0::2] | (codes[..., 1::2] << 4), scales)
 wm64 = wm.to(torch.int64) & 0xFFFFFFFF
 wt64 = wt.to(torch.int64) & 0xFFFFFFFF
 for s in range(22):
@@ -37,12 +38,12 @@ for s in range(22):
             sc = ((sm[..., s].to(torch.int64) & 0xFFFFFFFF) >> (8 * j)) & 0xFF
             for nib in range(8):
                 c = (nat >> (4 * nib)) & 0xF
-                W[..., 128 * s + g._k_of(j, nib, a)] = g.E2M1[c] * torch.exp2(sc.float() - 127)
+                W[..., 128 * s + g._k_of(j, nib, a)] = e2m1_values(c) * e8m0_to_scale(sc)
 for a in range(4):
     for j in range(2):
         nat = unrot(wt64[..., 2 * a + j])
         sc = ((st.to(torch.int64) & 0xFFFFFFFF) >> (8 * j)) & 0xFF
         for nib in range(8):
             c = (nat >> (4 * nib)) & 0xF
-            W[..., 2816 + g._k_of(j, nib, a)] = g.E2M1[c] * torch.exp2(sc.float() - 127)
+            W[..., 2816 + g._k_of(j, nib, a)] = e2m1_values(c) * e8m0_to_scale(sc)
 print("equal:", torch.equal(W, ref))

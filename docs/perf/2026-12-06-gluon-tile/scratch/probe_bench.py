@@ -126,7 +126,7 @@ def run_case(arm, cs, p, T, seed, rank, variants) -> None:
         packed = g.pack_weights(codes, sc)
         out = torch.zeros(E, block_m, N, dtype=torch.float32, device=dev)
         g.launch(packed, xin, idx, cnt, out, codes.shape[-1])
-        ref = g.reference(codes, sc, xin, idx, cnt, block_m)
+        ref = g.reference(w, sc, xin, idx, cnt, block_m)
         err = rel_err(out, ref, cnt)
         nbytes = touched * N * (codes.shape[-1] // 2 + codes.shape[-1] // 32)
         print(f"{name}: probe max error / max |ref| = {err:.3g}", flush=True)
