@@ -88,6 +88,11 @@ _PLACED_WEIGHTS: dict[int, tuple[int, torch.Tensor]] = {}
 # `grouped_launch.FP8_PACKED`); tools/bench_grouped_decode.py times other launches (``packed``).
 _PACKED_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tensor]]] = {}
 
+# MXFP4 bytes packed box by box for the tile (`Launch.mx_packed`; rotated too where the launch
+# says so), one copy a weight tensor and (block_n, block_k, rotated) while it lives;
+# tools/bench_grouped_decode.py times it (``packed``).
+_MX_PACKED_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tensor]]] = {}
+
 
 def _scales_entry(w_scale: torch.Tensor) -> tuple[torch.Tensor | None, int | None]:
     padded = word_aligned_scales(w_scale)
@@ -114,8 +119,16 @@ def tiles_weights(w, launch: Launch) -> torch.Tensor:
     same, unchanged weights and with the sparse arm), for the FP8 tile in the placed layout
     (``launch.fp8_placed``) the copy `fp8_placed.place_e4m3` makes once, packed box by box
     (``launch.fp8_packed``, placed or not as the launch says) the copy `tile_packed.pack_tiles`
-    makes once for the launch's blocks, otherwise the problem's own tensor."""
+    makes once for the launch's blocks, for the MXFP4 tile packed box by box (``mx_packed``, of
+    the rotated copy where the launch is rotated; the last box ragged) likewise, otherwise the
+    problem's own tensor."""
     fmt = weight_format(w)
+    if launch.mx_packed and fmt == "mxfp4":
+        bn, bk, rotated = launch.block_n, launch.block_k, launch.mx_rotated
+        cache = _MX_PACKED_WEIGHTS.setdefault((bn, bk, rotated), {})
+        boxes = lambda t: pack_tiles(t, bn, bk // 2, ragged_last=True)
+        source = pipeline.rotated_weights(w) if rotated else w
+        return pipeline.made_once(cache, source, boxes)
     if launch.mx_rotated and fmt == "mxfp4":
         return pipeline.rotated_weights(w)
     if launch.fp8_packed and fmt == "fp8":

@@ -227,19 +227,19 @@ def _grouped_dot_fp8(
 
 
 @triton.jit
-def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET: tl.constexpr,
+def _mxfp4_step(acc, w_step, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET: tl.constexpr,
                 FOLD_SCALES: tl.constexpr, ROTATED: tl.constexpr):  # fmt: skip
-    """acc + one K step of the MXFP4 tile (byte pointers ``w_at`` [BLOCK_N, BLOCK_K / 2] and
-    this step's scale bytes ``s``, both in `loaded_rows` order; dot-order pointers ``x_at``
-    [BLOCK_K, BLOCK_M])."""
+    """acc + one K step of the MXFP4 tile (this step's byte pointers ``w_step`` [BLOCK_N,
+    BLOCK_K / 2], a row's bytes at unit stride, and its scale bytes ``s``, both in `loaded_rows`
+    order; dot-order pointers ``x_at`` [BLOCK_K, BLOCK_M])."""
     BK: tl.constexpr = x_at.shape[0]
     if MASKED:
-        b_ok = (k0 // 2 + tl.arange(0, BK // 2) < R // 2)[None, :]
-        w = tl.load(w_at + k0 // 2, mask=b_ok, other=0)
+        b_ok = (tl.arange(0, BK // 2) < (R - k0) // 2)[None, :]
+        w = tl.load(w_step, mask=b_ok, other=0)
         x_ok = m_ok[None, :] & (k0 + tl.arange(0, BK) < R)[:, None]
         xv = tl.load(x_at + k0, mask=x_ok, other=0.0)
     else:
-        w = tl.load(w_at + k0 // 2)
+        w = tl.load(w_step)
         xv = tl.load(x_at + k0, mask=m_ok[None, :], other=0.0)
     xv = dot_order_rows(mx_order_rows(xv))
     if INTERPRET:
@@ -250,17 +250,20 @@ def _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET
 
 @triton.jit
 def _mxfp4_pass(
-    x_ptr, ids_ptr, w_at, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64, count,
-    m0, n_block, stride_xt, stride_xk, stride_it, stride_ik, stride_be, stride_ot, stride_ok,
+    x_ptr, ids_ptr, w_at, w_last, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64,
+    count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik, stride_be, stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, SCALE_WORDS: tl.constexpr,
     FOLD_SCALES: tl.constexpr, EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr,
+    PACKED: tl.constexpr = False,
 ):  # fmt: skip
     """One pass of the MXFP4 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
-    column block ``n_block`` (bytes ``w_at``, scale bytes ``s_at``, in `loaded_rows` order; with
-    ``SCALE_WORDS`` also ``s_words``, the same rows' scales as 32-bit words, [BLOCK_N,
-    BLOCK_K / 128]), stored through the slot epilogue."""
+    column block ``n_block`` (bytes ``w_at`` of the first step and ``w_last`` of the step that
+    passes R, scale bytes ``s_at``, in `loaded_rows` order; with ``SCALE_WORDS`` also
+    ``s_words``, the same rows' scales as 32-bit words, [BLOCK_N, BLOCK_K / 128]), stored through
+    the slot epilogue. ``PACKED``: a step's bytes are BLOCK_N * BLOCK_K / 2 further on
+    (`tile_packed`), not BLOCK_K / 2."""
     kg = tl.arange(0, BLOCK_K // 32)
     t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
                             BLOCK_M, SCAN)  # fmt: skip
@@ -270,6 +273,7 @@ def _mxfp4_pass(
     x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
     acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     r_main = R // BLOCK_K * BLOCK_K
+    w_step = BLOCK_N if PACKED else 1  # a step's bytes further along the pointers, over k0 / 2
     if SCALE_WORDS:
         # A step's scale bytes of a row as whole 32-bit words, which the pipeline copies
         # asynchronously with the weights (module docstring: scales).
@@ -277,8 +281,8 @@ def _mxfp4_pass(
             words = tl.load(s_words + k0 // 128)
             s = tl.reshape((words[:, :, None] >> (8 * tl.arange(0, 4))[None, None, :]) & 0xFF,
                            [BLOCK_N, BLOCK_K // 32]).to(tl.uint8)  # fmt: skip
-            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET, FOLD_SCALES,
-                              ROTATED)  # fmt: skip
+            acc = _mxfp4_step(acc, w_at + k0 // 2 * w_step, s, x_at, k0, R, m_ok, False,
+                              INTERPRET, FOLD_SCALES, ROTATED)  # fmt: skip
         s_last = tl.load(s_at + r_main // 32, mask=(r_main // 32 + kg < R // 32)[None, :], other=0)
     else:
         # Byte loads (a row's step of scales at any offset), which the pipeline leaves
@@ -288,10 +292,10 @@ def _mxfp4_pass(
             s = s_last
             g_next = (k0 + BLOCK_K) // 32
             s_last = tl.load(s_at + g_next, mask=(g_next + kg < R // 32)[None, :], other=0)
-            acc = _mxfp4_step(acc, w_at, s, x_at, k0, R, m_ok, False, INTERPRET, FOLD_SCALES,
-                              ROTATED)  # fmt: skip
+            acc = _mxfp4_step(acc, w_at + k0 // 2 * w_step, s, x_at, k0, R, m_ok, False,
+                              INTERPRET, FOLD_SCALES, ROTATED)  # fmt: skip
     if not EVEN_K:
-        acc = _mxfp4_step(acc, w_at, s_last, x_at, r_main, R, m_ok, True, INTERPRET,
+        acc = _mxfp4_step(acc, w_last, s_last, x_at, r_main, R, m_ok, True, INTERPRET,
                           FOLD_SCALES, ROTATED)  # fmt: skip
     if not EARLY_BIAS:
         bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
@@ -310,6 +314,7 @@ def _grouped_dot_mxfp4(
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
     PASS_GRID: tl.constexpr, SCALE_WORDS: tl.constexpr, FOLD_SCALES: tl.constexpr,
     EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr, READY: tl.constexpr = 0,
+    PACKED: tl.constexpr = False,
 ):  # fmt: skip
     """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
     registers a thread against 116-137 for the expert loop, sm_90a). ``SCALE_WORDS``: the scale
@@ -317,7 +322,8 @@ def _grouped_dot_mxfp4(
     is whole words (BLOCK_K a multiple of 128), so a step's scales load as words.
     ``FOLD_SCALES``: every scale byte is at most 128 (the launcher's ``max_scale_byte``), so the
     decode multiplies once a pair of values (`tile_order`: folded scales). ``READY`` as in
-    `_grouped_dot_fp8`."""
+    `_grouped_dot_fp8`. ``PACKED``: the weight bytes in `tile_packed`'s order for BLOCK_N rows
+    and BLOCK_K / 2 bytes a box, the last box ragged (``Launch.mx_packed``)."""
     pdl_launch_dependents(GDC and READY != 1)
     e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
@@ -327,8 +333,18 @@ def _grouped_dot_mxfp4(
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
     rows64 = (n_block * BLOCK_N + loaded_rows(BLOCK_N)).to(tl.int64)
-    w_at = (w_ptr + e64 * stride_we + rows64[:, None] * stride_wn
-            + tl.arange(0, BLOCK_K // 2)[None, :])  # fmt: skip
+    b = tl.arange(0, BLOCK_K // 2)[None, :]
+    r_main = R // BLOCK_K * BLOCK_K
+    if PACKED:
+        # `tile_packed` (ragged last box): the program's boxes are one run from its first row's
+        # byte; a whole box's rows BLOCK_K / 2 bytes apart, the last box's (R - r_main) / 2.
+        run = w_ptr + e64 * stride_we + (n_block * BLOCK_N).to(tl.int64) * stride_wn
+        local = loaded_rows(BLOCK_N)[:, None]
+        w_at = run + local * (BLOCK_K // 2) + b
+        w_last = run + BLOCK_N * (r_main // 2) + local * ((R - r_main) // 2) + b
+    else:
+        w_at = w_ptr + e64 * stride_we + rows64[:, None] * stride_wn + b
+        w_last = w_at + r_main // 2
     s_rows = ws_ptr + e64 * stride_se + rows64 * stride_sn  # each row's first scale byte
     s_at = s_rows[:, None] + tl.arange(0, BLOCK_K // 32)[None, :]
     s_words = s_at
@@ -336,17 +352,17 @@ def _grouped_dot_mxfp4(
         s_words = (s_rows.to(tl.pointer_type(tl.int32))[:, None]
                    + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
     if PASS_GRID:
-        _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset, R,
-                    e, e64, count, m_first, n_block, stride_xt, stride_xk, stride_it, stride_ik,
-                    stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                    EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS, FOLD_SCALES,
-                    EARLY_BIAS, ROTATED)  # fmt: skip
+        _mxfp4_pass(x_ptr, ids_ptr, w_at, w_last, s_at, s_words, b_ptr, out_ptr, TK, K,
+                    expert_offset, R, e, e64, count, m_first, n_block, stride_xt, stride_xk,
+                    stride_it, stride_ik, stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N,
+                    BLOCK_K, EVEN_K, EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS,
+                    FOLD_SCALES, EARLY_BIAS, ROTATED, PACKED)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
-            _mxfp4_pass(x_ptr, ids_ptr, w_at, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset,
-                        R, e, e64, count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik,
-                        stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
-                        EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS, FOLD_SCALES,
-                        EARLY_BIAS, ROTATED)  # fmt: skip
+            _mxfp4_pass(x_ptr, ids_ptr, w_at, w_last, s_at, s_words, b_ptr, out_ptr, TK, K,
+                        expert_offset, R, e, e64, count, m0, n_block, stride_xt, stride_xk,
+                        stride_it, stride_ik, stride_be, stride_ot, stride_ok, GLU, BLOCK_M,
+                        BLOCK_N, BLOCK_K, EVEN_K, EXACT_RNE, SCAN, NUM_STAGES, INTERPRET,
+                        SCALE_WORDS, FOLD_SCALES, EARLY_BIAS, ROTATED, PACKED)  # fmt: skip
     if READY == 1:
         signal_done(ready_ptr, e, E)

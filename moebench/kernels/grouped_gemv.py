@@ -355,6 +355,10 @@ def grouped_gemv(
     _check(not L.fp8_packed or ((L.path, fmt) == ("dot", "fp8") and L.tma and R % L.block_k == 0),
            f"fp8_packed is for the FP8 dot path through TMA with R ({R}) a multiple of block_k "
            f"({L.block_k}) (weights in tile_packed's order)")  # fmt: skip
+    _check(not L.mx_packed or (L.path, fmt) == ("dot", "mxfp4"), "mx_packed is for the MXFP4 "
+           "dot path (weights in tile_packed's order, the last box ragged)")  # fmt: skip
+    _check(not L.mx_packed or w.is_contiguous(), "mx_packed weights must be contiguous (the "
+           "tile's boxes are one run a program)")  # fmt: skip
     most = PREFETCH_MAX_BOXES.value
     _check(0 <= L.fp8_prefetch <= most and (not L.fp8_prefetch or L.fp8_packed),
            f"fp8_prefetch must be 0 or, with fp8_packed, 1 to {most} boxes, got "
@@ -427,6 +431,7 @@ def grouped_gemv(
             SCALE_WORDS=scale_words(w_scale) and L.block_k % 128 == 0,
             FOLD_SCALES=fold,
             ROTATED=L.mx_rotated,
+            PACKED=L.mx_packed,
             **common,
         )
     elif fmt == "fp8":

@@ -29,9 +29,12 @@ class Launch:
     block_k; the same bits, each step's box one contiguous run), the first ``fp8_prefetch`` of
     a packed program's boxes asked of the L2 before it waits for the previous kernel (sm_90
     bulk prefetch; 0: none; the same bits: nothing is read from it), and at each K step the box
-    ``fp8_prefetch_ahead`` steps on (0: none), and fc2 waiting for fc1 expert by expert through
-    device counters (``expert_ready``: "signal" for fc1, "wait" for fc2, both or neither;
-    `expert_ready`) instead of for the whole of fc1; the same bits."""
+    ``fp8_prefetch_ahead`` steps on (0: none), the MXFP4 tile's bytes packed box by box
+    (``mx_packed``: the weights `tile_packed.pack_tiles` made for block_n rows and block_k / 2
+    bytes a box, the last box ragged; the same bits, each program's boxes one run), and fc2
+    waiting for fc1 expert by expert through device counters (``expert_ready``: "signal" for
+    fc1, "wait" for fc2, both or neither; `expert_ready`) instead of for the whole of fc1; the
+    same bits."""
 
     path: str
     block_m: int
@@ -50,6 +53,7 @@ class Launch:
     fp8_prefetch: int = 0
     fp8_prefetch_ahead: int = 0
     expert_ready: str = ""
+    mx_packed: bool = False
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the

@@ -13,6 +13,11 @@ The bytes are only moved, never changed: `pack_tiles` composes with `fp8_placed.
 either order, and the tile gives the same bits either way. Shape: the packed copy keeps the
 weights' shape [E, N, R] (the launcher checks its operands by shape), its storage in tile order;
 `unpack_tiles` undoes it.
+
+The MXFP4 tile (`Launch.mx_packed`) reads 64-byte boxes too (128 values a step, two a byte), and
+its R / 2 = 1,440 bytes a row at gpt-oss-20b are 22 whole boxes and half of one: with
+``ragged_last`` a row block's last box is [block_n, R % block_k], after its whole ones, so that the
+program's stream stays one run.
 """
 
 from __future__ import annotations
@@ -20,28 +25,42 @@ from __future__ import annotations
 import torch
 
 
-def _check(w: torch.Tensor, block_n: int, block_k: int) -> tuple[int, int, int]:
+def _check(w: torch.Tensor, block_n: int, block_k: int, ragged_last: bool) -> tuple[int, ...]:
     if w.dim() != 3 or not w.is_contiguous():
         raise ValueError(f"pack_tiles takes contiguous [E, N, R] weights, got {tuple(w.shape)}")
     E, N, R = w.shape
-    if N % block_n or R % block_k:
+    if N % block_n or (R % block_k and not ragged_last):
         raise ValueError(
             f"pack_tiles needs N ({N}) a multiple of block_n ({block_n}) and R ({R}) a multiple "
             f"of block_k ({block_k})"
         )
-    return E, N, R
+    return E, N, R, R // block_k * block_k
 
 
-def pack_tiles(w: torch.Tensor, block_n: int, block_k: int) -> torch.Tensor:
+def pack_tiles(
+    w: torch.Tensor, block_n: int, block_k: int, *, ragged_last: bool = False
+) -> torch.Tensor:
     """A new [E, N, R] tensor whose storage holds ``w``'s [block_n, block_k] boxes one after the
-    other: expert, row block, K step, then the box's rows (module docstring)."""
-    E, N, R = _check(w, block_n, block_k)
-    boxes = w.view(E, N // block_n, block_n, R // block_k, block_k).permute(0, 1, 3, 2, 4)
-    return boxes.contiguous().view(E, N, R)
+    other: expert, row block, K step, then the box's rows (module docstring). ``ragged_last``: R
+    need not be whole boxes; a row block's last box is then [block_n, R % block_k]."""
+    E, N, R, whole = _check(w, block_n, block_k, ragged_last)
+    rows = w.view(E, N // block_n, block_n, R)
+    boxes = rows[..., :whole].reshape(E, N // block_n, block_n, whole // block_k, block_k)
+    runs = [boxes.permute(0, 1, 3, 2, 4).reshape(E, N // block_n, block_n * whole)]
+    if whole < R:
+        runs.append(rows[..., whole:].reshape(E, N // block_n, block_n * (R - whole)))
+    return torch.cat(runs, dim=2).contiguous().view(E, N, R)
 
 
-def unpack_tiles(packed: torch.Tensor, block_n: int, block_k: int) -> torch.Tensor:
+def unpack_tiles(
+    packed: torch.Tensor, block_n: int, block_k: int, *, ragged_last: bool = False
+) -> torch.Tensor:
     """``pack_tiles``' inverse: the natural [E, N, R] order."""
-    E, N, R = _check(packed, block_n, block_k)
-    boxes = packed.view(E, N // block_n, R // block_k, block_n, block_k).permute(0, 1, 3, 2, 4)
-    return boxes.contiguous().view(E, N, R)
+    E, N, R, whole = _check(packed, block_n, block_k, ragged_last)
+    runs = packed.view(E, N // block_n, block_n * R)
+    boxes = runs[..., : block_n * whole].reshape(E, N // block_n, whole // block_k, block_n,
+                                                 block_k)  # fmt: skip
+    parts = [boxes.permute(0, 1, 3, 2, 4).reshape(E, N // block_n, block_n, whole)]
+    if whole < R:
+        parts.append(runs[..., block_n * whole :].reshape(E, N // block_n, block_n, R - whole))
+    return torch.cat(parts, dim=3).contiguous().view(E, N, R)

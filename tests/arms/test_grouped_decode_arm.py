@@ -348,6 +348,33 @@ def test_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
     assert grouped_decode.tiles_weights(mx.w13, mx_packed) is mx.w13
 
 
+def test_mxfp4_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
+    """A MXFP4 tile launch with ``mx_packed`` (rotated or not) reads a copy of the bytes packed
+    box by box for its blocks, the last box ragged (`tile_packed.pack_tiles`, of the rotated copy
+    where the launch is rotated), made once for each (blocks, layout) while the weights live; the
+    step writes the bits of the same launches unpacked."""
+    import dataclasses
+
+    from moebench.kernels.tile_packed import pack_tiles
+
+    ids, w = routing(16, seed=13)  # one pass a program
+    p = problem("w4a16", "swiglu_oai", ids, w)
+    fc1, fc2 = grouped_decode.launches(p)
+    assert fc1.path == fc2.path == "dot" and not fc1.mx_packed  # not the arm's default
+    for rotated in (True, False):
+        un1, un2 = (dataclasses.replace(f, mx_rotated=rotated) for f in (fc1, fc2))
+        pk1, pk2 = (dataclasses.replace(f, mx_packed=True) for f in (un1, un2))
+        copy = grouped_decode.tiles_weights(p.w13, pk1)
+        source = rotate_mxfp4(p.w13) if rotated else p.w13
+        want = pack_tiles(source, pk1.block_n, pk1.block_k // 2, ragged_last=True)
+        assert torch.equal(copy, want)
+        assert grouped_decode.tiles_weights(p.w13, pk1) is copy
+        assert torch.equal(step_bits(p, pk1, pk2), step_bits(p, un1, un2))
+    fp8 = problem("w8a16", "swiglu_oai", ids, w)
+    assert grouped_decode.tiles_weights(fp8.w13, dataclasses.replace(fc1, fp8_placed=False,
+                                        mx_rotated=False, mx_packed=True)) is fp8.w13  # fmt: skip
+
+
 def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():
     """The arm's launches with ``expert_ready`` (fc1 "signal", fc2 "wait"; the counters made when
     the stages are built; the default on the FP8 one-pass tiles) write the whole-grid wait's bits;

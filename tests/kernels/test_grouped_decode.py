@@ -621,6 +621,50 @@ def test_packed_weights_are_the_fp8_tma_tiles_with_whole_steps_only():
                     launch=dataclasses.replace(LAUNCHES[path], fp8_packed=True))  # fmt: skip
 
 
+@pytest.mark.parametrize("R", [288, 256], ids=["ragged-last-box", "whole-boxes"])
+@pytest.mark.parametrize("rotated", [False, True], ids=["natural", "rotated"])
+@pytest.mark.parametrize("path", ["dot", "dot-passes"])
+def test_mxfp4_tile_reads_packed_weights_as_the_natural_ones(path, rotated, R):
+    """Bytes in `tile_packed`'s order (``Launch.mx_packed``: block_n rows and block_k / 2 bytes a
+    box, the last box ragged where R is no multiple of block_k, here 288 = 2 x 128 + 32) give the
+    unpacked bytes' bits on the MXFP4 tile, looping over passes or one pass a program, natural or
+    rotated words (two row blocks an expert, an expert with two passes of slots, a GLU); unpacked
+    bytes read as packed do not."""
+    g = torch.Generator().manual_seed(29)
+    T, K, E, N = 17, 2, 2, 32
+    w, _, _ = exact_weights("mxfp4", E, N, R, g)
+    s = word_aligned_scales(torch.randint(100, 129, (E, N, R // 32), generator=g,
+                                          dtype=torch.uint8))  # fmt: skip
+    if rotated:
+        w = rotate_mxfp4(w)
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1]] * 16 + [[1, 5]], dtype=torch.int32)
+    launch = dataclasses.replace(LAUNCHES[path], block_k=128, mx_rotated=rotated)
+    packed = dataclasses.replace(launch, mx_packed=True)
+    tiles = pack_tiles(w, launch.block_n, launch.block_k // 2, ragged_last=True)
+    for glu, cols in (("none", N), ("swiglu_oai", N // 2)):
+        natural, got, wrong = poisoned(T, K, cols), poisoned(T, K, cols), poisoned(T, K, cols)
+        grouped(x, ids, w, s, b, natural, expert_offset=0, launch=launch, glu=glu)
+        grouped(x, ids, tiles, s, b, got, expert_offset=0, launch=packed, glu=glu)
+        assert torch.equal(got.view(torch.int16), natural.view(torch.int16))
+        assert torch.isfinite(got[:, 0].float()).all() and torch.isnan(got[16, 1].float()).all()
+        grouped(x, ids, w, s, b, wrong, expert_offset=0, launch=packed, glu=glu)
+        assert not torch.equal(wrong[:16].view(torch.int16), natural[:16].view(torch.int16))
+
+
+def test_mxfp4_packed_is_the_mxfp4_tiles_only():
+    """``mx_packed`` is refused for FP8 weights and for the GEMV path."""
+    w8, s8, _ = quantised("fp8", torch.randn(1, 16, 128))
+    wm, sm, _ = quantised("mxfp4", torch.randn(1, 16, 128))
+    out, b = poisoned(1, 1, 16), torch.zeros(1, 16).bfloat16()
+    x, ids = torch.zeros(1, 128).bfloat16(), torch.zeros(1, 1, dtype=torch.int32)
+    for w, s, path in ((w8, s8, "dot"), (wm, sm, "gemv")):
+        with pytest.raises(ValueError, match="mx_packed is for the MXFP4 dot path"):
+            grouped(x, ids, w, s, b, out, expert_offset=0,
+                    launch=dataclasses.replace(LAUNCHES[path], mx_packed=True))  # fmt: skip
+
+
 @pytest.mark.parametrize("glu", ["none", "swiglu_oai"])
 @pytest.mark.parametrize("path", ["dot-tma", "dot-tma-passes"])
 def test_fp8_tile_rows_past_n_are_masked_through_tma(path, glu):

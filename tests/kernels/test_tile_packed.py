@@ -31,6 +31,27 @@ def test_packing_keeps_the_shape_and_dtype_and_unpacking_undoes_it():
     assert torch.equal(unpack_tiles(packed, 8, 64).view(torch.uint8), w.view(torch.uint8))
 
 
+def test_a_ragged_last_box_follows_the_whole_ones_and_unpacking_undoes_it():
+    """``ragged_last`` (the MXFP4 tile's 1,440-byte rows in 64-byte boxes): a row block's run is
+    its whole boxes, then the [block_n, R % block_k] rest of its rows; R whole boxes pack as
+    without it."""
+    E, N, R, bn, bk = 2, 8, 14, 4, 4
+    w = torch.arange(E * N * R, dtype=torch.int32).view(E, N, R)
+    packed = pack_tiles(w, bn, bk, ragged_last=True)
+    flat, at = packed.view(-1), 0
+    for e in range(E):
+        for nb in range(N // bn):
+            rows = w[e, nb * bn : (nb + 1) * bn]
+            for k0, width in ((0, bk), (4, bk), (8, bk), (12, 2)):
+                box = rows[:, k0 : k0 + width].reshape(-1)
+                assert torch.equal(flat[at : at + box.numel()], box)
+                at += box.numel()
+    assert at == w.numel() and packed.shape == w.shape
+    assert torch.equal(unpack_tiles(packed, bn, bk, ragged_last=True), w)
+    whole = w[..., :12].contiguous()
+    assert torch.equal(pack_tiles(whole, bn, bk, ragged_last=True), pack_tiles(whole, bn, bk))
+
+
 @pytest.mark.parametrize(
     "shape, bn, bk, match",
     [

@@ -32,15 +32,16 @@ def test_the_placed_field_sets_the_fp8_tiles_layout_and_nothing_else(bench):
             assert same == base, (fmt, tokens, field)
 
 
-def test_the_packed_field_packs_the_fp8_tiles_weights_and_nothing_else(bench):
-    base, packed = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", "fp8", 64)
-    assert base.path == "dot" and not base.fp8_packed  # no default launch packs
-    assert packed == bench.dataclasses.replace(base, fp8_packed=True)
-    assert bench.describe(packed) == bench.describe(base) + " packed"
-    assert _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:0", "fp8", 64)[1] == base
-    for fmt, tokens in (("mxfp4", 64), ("fp8", 1)):  # MXFP4's tile, FP8's one-slot GEMV
-        base, same = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", fmt, tokens)
-        assert same == base, (fmt, tokens)
+def test_the_packed_field_packs_each_tiles_weights_and_nothing_else(bench):
+    for fmt, field in (("fp8", "fp8_packed"), ("mxfp4", "mx_packed")):
+        base, packed = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", fmt, 64)
+        assert base.path == "dot" and not getattr(base, field)  # no default launch packs
+        assert packed == bench.dataclasses.replace(base, **{field: True})
+        assert bench.describe(packed) == bench.describe(base) + " packed"
+        assert _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:0", fmt, 64)[1] == base
+    for fmt in ("mxfp4", "fp8"):  # the one-slot GEMV
+        base, same = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", fmt, 1)
+        assert same == base, fmt
 
 
 def test_the_ragged_field_keeps_a_block_n_past_n_for_the_fp8_tma_tile_only(bench):
