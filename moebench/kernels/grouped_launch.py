@@ -172,6 +172,14 @@ FP8_PLACED = True
 FP8_PACKED = True
 
 
+# The MXFP4 one-pass tile's bytes packed box by box (`tile_packed` with a ragged last box,
+# ``Launch.mx_packed``): [64 rows, 64 bytes] a box, gpt-oss-20b's 1,440-byte rows 22 boxes and a
+# half. H100, 2026-12-06 (docs/perf/2026-12-06-packed-mx/call1, two draws, both ranks, the slower
+# rank's step): gpt-oss-20b EP2 -17.6% at 16 tokens, -16.4% at 32, -14.7% at 64 on the mean,
+# faster in every draw and rank; fc1 alone -19% to -23%, fc2 -9% to -17%.
+MX_PACKED = True
+
+
 # fc2 waiting for fc1 expert by expert (`expert_ready`, ``Launch.expert_ready``) instead of for the
 # whole of fc1, where both are the tile with the dependent launch: from one slot an expert
 # (T * K / E; 4 tokens at gpt-oss-20b EP2) in both formats, and on MXFP4's one-pass tile at any
@@ -266,7 +274,8 @@ def default_launch(
     a second pass over an expert's tile reading it from L2. A tile needs 16 rows, so an N with
     fewer takes the GEMV. A GEMV of several slots a pass is never chosen (`grouped_gemv`'s
     docstring: budget). FP8's one-pass tile reads its weights packed box by box (FP8_PACKED)
-    where ``reduction`` (R, the stage's values a row; 0: not said) is whole steps of it."""
+    where ``reduction`` (R, the stage's values a row; 0: not said) is whole steps of it, MXFP4's
+    at any R, its last box ragged (MX_PACKED)."""
     slots = tokens * top_k
     many = tokens > 1 and slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts
     if many and columns & -columns >= 16:
@@ -275,6 +284,8 @@ def default_launch(
             one = one_pass_launch(tile, fmt)
             if fmt == "fp8" and FP8_PACKED and reduction and reduction % one.block_k == 0:
                 one = replace(one, fp8_packed=True)
+            if fmt == "mxfp4" and MX_PACKED:
+                one = replace(one, mx_packed=True)
             return one
         return tile
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)

@@ -349,8 +349,8 @@ def test_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
 
 
 def test_mxfp4_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
-    """A MXFP4 tile launch with ``mx_packed`` (rotated or not) reads a copy of the bytes packed
-    box by box for its blocks, the last box ragged (`tile_packed.pack_tiles`, of the rotated copy
+    """A MXFP4 tile launch with ``mx_packed`` (rotated or not; the arm's one-pass tile's
+    default) reads a copy of the bytes packed box by box for its blocks, the last box ragged (`tile_packed.pack_tiles`, of the rotated copy
     where the launch is rotated), made once for each (blocks, layout) while the weights live; the
     step writes the bits of the same launches unpacked."""
     import dataclasses
@@ -360,9 +360,9 @@ def test_mxfp4_packed_launches_read_a_packed_copy_made_once_and_write_the_same_b
     ids, w = routing(16, seed=13)  # one pass a program
     p = problem("w4a16", "swiglu_oai", ids, w)
     fc1, fc2 = grouped_decode.launches(p)
-    assert fc1.path == fc2.path == "dot" and not fc1.mx_packed  # not the arm's default
+    assert fc1.pass_grid and fc1.mx_packed and fc2.mx_packed  # the arm's one-pass default
     for rotated in (True, False):
-        un1, un2 = (dataclasses.replace(f, mx_rotated=rotated) for f in (fc1, fc2))
+        un1, un2 = (dataclasses.replace(f, mx_rotated=rotated, mx_packed=False) for f in (fc1, fc2))
         pk1, pk2 = (dataclasses.replace(f, mx_packed=True) for f in (un1, un2))
         copy = grouped_decode.tiles_weights(p.w13, pk1)
         source = rotate_mxfp4(p.w13) if rotated else p.w13

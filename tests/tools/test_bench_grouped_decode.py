@@ -33,12 +33,14 @@ def test_the_placed_field_sets_the_fp8_tiles_layout_and_nothing_else(bench):
 
 
 def test_the_packed_field_packs_each_tiles_weights_and_nothing_else(bench):
-    for fmt, field in (("fp8", "fp8_packed"), ("mxfp4", "mx_packed")):
+    # FP8 packs where R is said and whole steps (not here), MXFP4's one-pass tile at any R.
+    for fmt, field, default in (("fp8", "fp8_packed", False), ("mxfp4", "mx_packed", True)):
         base, packed = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", fmt, 64)
-        assert base.path == "dot" and not getattr(base, field)  # no default launch packs
+        unpacked = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:0", fmt, 64)[1]
+        assert base.path == "dot" and getattr(base, field) == default
         assert packed == bench.dataclasses.replace(base, **{field: True})
-        assert bench.describe(packed) == bench.describe(base) + " packed"
-        assert _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:0", fmt, 64)[1] == base
+        assert unpacked == bench.dataclasses.replace(base, **{field: False})
+        assert bench.describe(packed) == bench.describe(unpacked) + " packed"
     for fmt in ("mxfp4", "fp8"):  # the one-slot GEMV
         base, same = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", fmt, 1)
         assert same == base, fmt
