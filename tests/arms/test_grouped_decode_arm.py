@@ -350,9 +350,10 @@ def test_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
 
 def test_mxfp4_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
     """A MXFP4 tile launch with ``mx_packed`` (rotated or not; the arm's one-pass tile's
-    default) reads a copy of the bytes packed box by box for its blocks, the last box ragged (`tile_packed.pack_tiles`, of the rotated copy
-    where the launch is rotated), made once for each (blocks, layout) while the weights live; the
-    step writes the bits of the same launches unpacked."""
+    default) reads a copy of the bytes packed box by box for its blocks, the last box ragged
+    (`tile_packed.pack_tiles`, of the rotated copy where the launch is rotated), made once for
+    each (blocks, layout) while the weights live; the step writes the bits of the same launches
+    unpacked."""
     import dataclasses
 
     from moebench.kernels.tile_packed import pack_tiles
