@@ -1,6 +1,7 @@
-"""The FP8 tile's weights packed tile by tile (`Launch.fp8_packed`): each [block_n, block_k] box the
-tile reads in one TMA copy is one contiguous run of block_n x block_k bytes, and a program's boxes
-(its expert's rows n0 .. n0 + block_n - 1, K step after K step) follow each other.
+"""The grouped tile's weights packed tile by tile (`Launch.fp8_packed`, `Launch.mx_packed`):
+each [block_n, block_k] box the tile reads in one step (FP8: one TMA copy) is one contiguous run
+of block_n x block_k bytes, and a program's boxes (its expert's rows n0 .. n0 + block_n - 1, K
+step after K step) follow each other.
 
 Why: in natural order ([E, N, R] rows) a box is block_n pieces of block_k bytes, one a row, R bytes
 apart (64 pieces of 64 bytes, 2,880 apart, at gpt-oss-20b's one-pass tile), and a program comes
