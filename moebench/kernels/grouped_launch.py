@@ -172,11 +172,13 @@ FP8_PLACED = True
 FP8_PACKED = True
 
 
-# The MXFP4 one-pass tile's bytes packed box by box (`tile_packed` with a ragged last box,
-# ``Launch.mx_packed``): [64 rows, 64 bytes] a box, gpt-oss-20b's 1,440-byte rows 22 boxes and a
-# half. H100, 2026-12-06 (docs/perf/2026-12-06-packed-mx/call1, two draws, both ranks, the slower
-# rank's step): gpt-oss-20b EP2 -17.6% at 16 tokens, -16.4% at 32, -14.7% at 64 on the mean,
-# faster in every draw and rank; fc1 alone -19% to -23%, fc2 -9% to -17%.
+# The MXFP4 tile's bytes packed box by box (`tile_packed` with a ragged last box,
+# ``Launch.mx_packed``), one pass a program or its expert loop: [64 rows, 64 bytes] a box,
+# gpt-oss-20b's 1,440-byte rows 22 boxes and a half. H100, 2026-12-06 (docs/perf/
+# 2026-12-06-packed-mx/, two draws, both ranks, the slower rank's step), gpt-oss-20b EP2: the
+# one-pass tile (call1) -17.6% at 16 tokens, -16.4% at 32, -14.7% at 64 on the mean, faster in
+# every draw and rank, fc1 alone -19% to -23%, fc2 -9% to -17%; the expert loop (call2) -8.6% at 4
+# tokens, -9.5% at 8, faster in every draw.
 MX_PACKED = True
 
 
@@ -226,14 +228,16 @@ def path_launch(
     bias loaded before the K loop (TILE_EARLY_BIAS; `grouped_gemv`'s docstring: budget). Row
     blocks shrink to the largest power of two dividing N. MXFP4 on either path reads rotated
     weights (MXFP4_ROTATED; the GEMV then at most MXFP4_ROTATED_GEMV_REGISTERS registers), the
-    FP8 tile placed ones where FP8_PLACED says so."""
+    FP8 tile placed ones where FP8_PLACED says so, the MXFP4 tile packed ones where MX_PACKED
+    does."""
     fits = lambda bn: min(bn, columns & -columns)
     rotated = fmt == "mxfp4" and MXFP4_ROTATED
     if path == "dot":
         return Launch(path="dot", block_m=block_m or 16, block_n=fits(64), block_k=128,
                       num_warps=4, num_stages=4, pdl=pdl, tma=fmt == "fp8",
                       max_registers=TILE_MAX_REGISTERS, early_bias=TILE_EARLY_BIAS,
-                      mx_rotated=rotated, fp8_placed=fmt == "fp8" and FP8_PLACED)  # fmt: skip
+                      mx_rotated=rotated, fp8_placed=fmt == "fp8" and FP8_PLACED,
+                      mx_packed=fmt == "mxfp4" and MX_PACKED)  # fmt: skip
     n, warps = (2, 1) if fmt == "fp8" else (16, 4)
     m = block_m or 1
     return Launch(path="gemv", block_m=m, block_n=fits(n), block_k=max(64, 1024 // m),
@@ -274,8 +278,8 @@ def default_launch(
     a second pass over an expert's tile reading it from L2. A tile needs 16 rows, so an N with
     fewer takes the GEMV. A GEMV of several slots a pass is never chosen (`grouped_gemv`'s
     docstring: budget). FP8's one-pass tile reads its weights packed box by box (FP8_PACKED)
-    where ``reduction`` (R, the stage's values a row; 0: not said) is whole steps of it, MXFP4's
-    at any R, its last box ragged (MX_PACKED)."""
+    where ``reduction`` (R, the stage's values a row; 0: not said) is whole steps of it; MXFP4's
+    tile (one pass or the expert loop) at any R, its last box ragged (MX_PACKED)."""
     slots = tokens * top_k
     many = tokens > 1 and slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts
     if many and columns & -columns >= 16:
@@ -284,8 +288,6 @@ def default_launch(
             one = one_pass_launch(tile, fmt)
             if fmt == "fp8" and FP8_PACKED and reduction and reduction % one.block_k == 0:
                 one = replace(one, fp8_packed=True)
-            if fmt == "mxfp4" and MX_PACKED:
-                one = replace(one, mx_packed=True)
             return one
         return tile
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)

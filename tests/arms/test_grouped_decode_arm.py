@@ -264,7 +264,8 @@ def test_rotated_launches_read_a_rotated_copy_made_once_and_write_the_natural_bi
 
     ids, w = routing(tokens, seed=9)
     mx = problem("w4a16", "swiglu_oai", ids, w)
-    fc1, fc2 = grouped_decode.launches(mx)
+    # The tile's bytes are also packed by default (MX_PACKED; its own test below): unpacked here.
+    fc1, fc2 = (dataclasses.replace(f, mx_packed=False) for f in grouped_decode.launches(mx))
     assert fc1.path == ("gemv" if tokens == 1 else "dot") and fc1.mx_rotated and fc2.mx_rotated
     nat1, nat2 = (dataclasses.replace(f, mx_rotated=False) for f in (fc1, fc2))
     copy = grouped_decode.tiles_weights(mx.w13, fc1)
@@ -349,7 +350,7 @@ def test_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
 
 
 def test_mxfp4_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
-    """A MXFP4 tile launch with ``mx_packed`` (rotated or not; the arm's one-pass tile's
+    """A MXFP4 tile launch with ``mx_packed`` (rotated or not; the arm's tiles'
     default) reads a copy of the bytes packed box by box for its blocks, the last box ragged
     (`tile_packed.pack_tiles`, of the rotated copy where the launch is rotated), made once for
     each (blocks, layout) while the weights live; the step writes the bits of the same launches
@@ -361,7 +362,7 @@ def test_mxfp4_packed_launches_read_a_packed_copy_made_once_and_write_the_same_b
     ids, w = routing(16, seed=13)  # one pass a program
     p = problem("w4a16", "swiglu_oai", ids, w)
     fc1, fc2 = grouped_decode.launches(p)
-    assert fc1.pass_grid and fc1.mx_packed and fc2.mx_packed  # the arm's one-pass default
+    assert fc1.pass_grid and fc1.mx_packed and fc2.mx_packed  # the arm's default
     for rotated in (True, False):
         un1, un2 = (dataclasses.replace(f, mx_rotated=rotated, mx_packed=False) for f in (fc1, fc2))
         pk1, pk2 = (dataclasses.replace(f, mx_packed=True) for f in (un1, un2))
