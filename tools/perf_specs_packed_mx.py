@@ -12,6 +12,7 @@ import re
 
 from perf_cells import Table
 from perf_records import Records, over
+from perf_specs_confirm import run_rows
 from perf_specs_gluon_tile import CASES, HEAD
 from perf_specs_placed import WORDS
 
@@ -37,7 +38,8 @@ def _field(r: Records, log: str, tokens: int, seed: int, rank: int, variant: str
 
 def _mean(r: Records, log: str, tokens: int, variant: str):
     """The mean over draws of the slowest rank's step (the bench's summary line)."""
-    return r.text(log, rf"^  w4a16 {tokens} grouped_decode {re.escape(variant)}: [^\n]*mean {NUM}")
+    head = rf"^  w4a16 {tokens:>2} grouped_decode {re.escape(variant)}: "
+    return r.text(log, head + rf"[^\n]*mean {NUM}")
 
 
 def mx_packed_boxes(r: Records) -> Table:
@@ -134,4 +136,84 @@ slower on either layout.""",
     return t
 
 
-TABLES = (mx_packed_boxes, mx_packed_means, gluon_tiled)
+LOOP = f"{DAY}/call2/loop_packed.log"
+K256 = f"{DAY}/call2/k256.log"
+LOOP_PACKED = "dot m16 n64 k128 w4 s4 pdl r128 eb rot packed ready-signal"
+
+
+def _draw(r: Records, log: str, tokens: int, variant: str, seed: int):
+    """The slower rank's step in draw ``seed`` (the bench's summary line)."""
+    return r.text(log, rf"^  w4a16 {tokens:>2} grouped_decode {re.escape(variant)}: "
+                       rf"[^\n]*\b{seed}:{NUM}")  # fmt: skip
+
+
+def mx_packed_loop(r: Records) -> Table:
+    t = Table(
+        name="mx_packed_loop",
+        caption=f"""\
+{H100}. MXFP4's expert-loop tile (4 and 8 tokens, below the one-pass count; 4 stages, 128
+registers) with packed bytes against the arm's launch as it stood (unpacked): `python3
+tools/bench_grouped_decode.py OUT --precision w4a16 --tokens 4,8 --seeds 0,1 --rank 0,1 --variants
+dot:-:-:-:-:-:-:-:-:-:-:-:-:-:1 --variant-tokens 4,8` (second call, `scratch/call2.sh`, on
+d5f2185's tree: the one-pass tile packed, the loop not), every step checked first. Cells: the
+slower rank's step in each draw and their mean (us), as the bench's summary prints them.
+Derived: "change" = packed / arm's - 1. Faster in every draw: the expert loop takes packed bytes
+too (`grouped_launch.MX_PACKED`, 8dd4043).""",
+        columns=["tokens", "arm's, draw zero", "draw one", "mean", "packed, draw zero",
+                 "draw one ", "mean ", "change"],
+    )  # fmt: skip
+    for tokens in (8, 4):
+        cells = []
+        for variant in ("default", LOOP_PACKED):
+            cells += [_draw(r, LOOP, tokens, variant, 0), _draw(r, LOOP, tokens, variant, 1),
+                      _mean(r, LOOP, tokens, variant)]  # fmt: skip
+        t.row(WORDS[tokens], *cells, over(cells[5], cells[2]), history=HIST)
+    return t
+
+
+K256_LAUNCH = "dot m16 n64 k256 w4 {} pdl {} passes eb rot packed ready-signal"
+K256_VARIANTS = (
+    (K256_LAUNCH.format("s3", "r80"), "twice the values a step, three stages"),
+    (K256_LAUNCH.format("s4", "r80"), "twice the values a step, four stages"),
+    (K256_LAUNCH.format("s3", "r96"), "the same, three stages, ninety-six registers"),
+)
+
+
+def mx_k256(r: Records) -> Table:
+    t = Table(
+        name="mx_k256",
+        caption=f"""\
+{H100}. The packed one-pass MXFP4 tile on 256 values a step (a box 64 rows of 128 bytes, two
+scale words a row) against its 128 (the arm's, packed at that commit): `--tokens 32,64 --seeds
+0,1 --rank 0,1 --variants dot:-:-:256,dot:-:-:256:-:4,dot:-:-:256:-:-:-:-:96` (second call). The
+slower rank's step, mean of two draws (us). Derived: "change" = variant / arm's - 1. Two to
+three times slower: not taken. Why was not looked into (no SASS or register count was taken).""",
+        columns=["launch", "32 tokens", "change", "64 tokens", "change "],
+    )  # fmt: skip
+    base = {tk: _mean(r, K256, tk, "default") for tk in (32, 64)}
+    t.row("the arm's (packed)", base[32], "", base[64], "", history=HIST)
+    for variant, words in K256_VARIANTS:
+        v = {tk: _mean(r, K256, tk, variant) for tk in (32, 64)}
+        t.row(words, v[32], over(v[32], base[32]), v[64], over(v[64], base[64]), history=HIST)
+    return t
+
+
+def mx_packed_run(r: Records) -> Table:
+    t = Table(
+        name="mx_packed_run",
+        caption=f"""\
+{H100}. The gated scenario with MXFP4's one-pass tile packed (second call, d5f2185's tree, the
+expert loop still unpacked: `DEADLINE=... PER_RUN_TIMEOUT=260 bash tools/gpu_run.sh OUT
+scenarios/gpt-oss-20b-decode-grouped.yaml`, 231 s; every gate and integrity check passed, 952
+pass and 112 skip, `call2/checks_count.txt`): the step (`ffn`, one CUDA graph, the slowest
+rank's median over 13 blocks, us) of each arm. Derived: "grouped / dense" = FP8 grouped / FP8
+dense; "MXFP4 best / FP8 best" = the faster of MXFP4's sparse and grouped over the faster of
+FP8's. Grouped beats dense and MXFP4 beats FP8 at every count.""",
+        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
+                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+    )  # fmt: skip
+    run_rows(t, r, f"{DAY}/call2/report.md", HIST)
+    return t
+
+
+TABLES = (mx_packed_boxes, mx_packed_means, mx_packed_loop, mx_k256, mx_packed_run, gluon_tiled)
