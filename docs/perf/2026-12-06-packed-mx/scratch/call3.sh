@@ -1,13 +1,10 @@
 # Third call: MXFP4's tile reads packed bytes by default in both forms now (one pass a program and
-# the expert loop; grouped_launch.MX_PACKED after calls 1 and 2). The kernel tests of the packed
-# bytes compiled for the GPU (no interpreter); the copy shares at 1, 32 and 64 tokens (two draws,
-# both ranks); then the whole gated scenario on this tree.
+# the expert loop; grouped_launch.MX_PACKED after calls 1 and 2). The copy shares at 1, 32 and 64
+# tokens (two draws, both ranks); then the whole gated scenario on this tree. (The GPU run of the
+# packed kernel tests was dropped: failed starts left too little device time.)
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_grouped_decode.py \
-  -k "mxfp4_tile_reads_packed or mxfp4_reads_rotated" > $OUT/gpu_packed_tests.txt 2>&1
-echo "gpu tests rc=$?"; tail -3 $OUT/gpu_packed_tests.txt
 timeout 80 python3 tools/bench_grouped_decode.py /tmp/cs --precision w4a16 --tokens 1,32,64 --seeds 0,1 --rank 0,1 \
   > $OUT/copy_share_w4a16.log 2>&1; echo "copy share rc=$?"
 grep -A8 "^targets" $OUT/copy_share_w4a16.log | tail -8
