@@ -7,10 +7,12 @@
 - ``grouped`` / ``grouped-mxfp4``: the grouped decode's fc1 (with the GLU) and fc2 at gpt-oss-20b
   EP2 shapes (16 local experts of 32, top-4, D = F = 2,880), 64 tokens of random routing, random
   FP8 (or MXFP4) weights, each stage with the arm's launch and operands as the arm builds them
-  (FP8: placed words packed box by box, fc2 waiting for fc1 expert by expert; issue 28's 85% of
-  copy over the touched experts' bytes); ``grouped-natural`` the FP8 tile on the natural weights
-  with none of those, ``grouped-placed`` with placed words only (the form of the 2026-12-05
-  records).
+  (FP8: placed words packed box by box; MXFP4: rotated bytes packed box by box; fc2 waiting for
+  fc1 expert by expert; issue 28's 85% of copy over the touched experts' bytes);
+  ``grouped-natural`` the FP8 tile on the natural weights with none of those, ``grouped-placed``
+  with placed words only (the form of the 2026-12-05 records), ``grouped-mxfp4-natural`` the
+  MXFP4 tile on rotated bytes in their rows (not packed: the form before 2026-12-06's
+  twenty-seventh session).
 
 Each kernel runs three times (the first compiles); profile the later ones, e.g.
 
@@ -19,7 +21,8 @@ Each kernel runs three times (the first compiles); profile the later ones, e.g.
         python3 tools/ncu_kernels.py gemv
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/ncu_kernels.py KERNELS
-(KERNELS: gemv, act, grouped, grouped-mxfp4, grouped-natural or grouped-placed)
+(KERNELS: gemv, act, grouped, grouped-mxfp4, grouped-natural, grouped-placed or
+grouped-mxfp4-natural)
 """
 
 from __future__ import annotations
@@ -75,9 +78,9 @@ def act() -> None:
 def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
     """fc1 and fc2 of the grouped decode. ``form``: "arm", the launches and operands as the arm
     builds them (`grouped_decode.launches`' rules: placed and packed FP8 weights, MXFP4's rotated
-    weights and padded scales, fc2 waiting for fc1 expert by expert with its counters where the
-    launches pair them); "natural", the FP8 tile on the natural weights with none of those;
-    "placed", placed words only (the 2026-12-05 records' form)."""
+    and packed weights and padded scales, fc2 waiting for fc1 expert by expert with its counters
+    where the launches pair them); "natural", the tile on the natural weights with none of those
+    (MXFP4: rotated, not packed); "placed", placed words only (the 2026-12-05 records' form)."""
     from dataclasses import replace
 
     from arms.decode.grouped_decode import tiles_scales, tiles_weights
@@ -108,7 +111,8 @@ def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
     if form == "arm":
         l1, l2 = paired_launches(l1, l2, fmt, slots_per_expert=tokens * K / E)
     else:
-        l1, l2 = (replace(f, fp8_placed=form == "placed", fp8_packed=False) for f in (l1, l2))
+        l1, l2 = (replace(f, fp8_placed=form == "placed", fp8_packed=False, mx_packed=False)
+                  for f in (l1, l2))  # fmt: skip
     # The operands each launch reads, as the arm hands them (arms/decode/grouped_decode.py).
     (s1, m1), (s2, m2) = tiles_scales(w1, s1, l1), tiles_scales(w2, s2, l2)
     w1, w2 = tiles_weights(w1, l1), tiles_weights(w2, l2)
@@ -125,4 +129,5 @@ if __name__ == "__main__":
     {"gemv": gemv, "act": act, "grouped": grouped,
      "grouped-mxfp4": lambda: grouped("mxfp4"),
      "grouped-natural": lambda: grouped("fp8", form="natural"),
-     "grouped-placed": lambda: grouped("fp8", form="placed")}[sys.argv[1]]()  # fmt: skip
+     "grouped-placed": lambda: grouped("fp8", form="placed"),
+     "grouped-mxfp4-natural": lambda: grouped("mxfp4", form="natural")}[sys.argv[1]]()  # fmt: skip
