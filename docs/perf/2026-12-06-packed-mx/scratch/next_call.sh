@@ -1,7 +1,8 @@
 # Prepared for the next session (not run): where the packed MXFP4 tile's time goes now. Nsight
 # Compute on the arm's fc1 at 64 tokens, packed (the arm's) and natural (the form before this
 # session), then on the Gluon probe's tiled fc1 (draw A, 64 tokens), with the sections the
-# twenty-sixth session read on the natural probe (its call3/ncu_fc1.txt). About 3 minutes.
+# twenty-sixth session read on the natural probe (its call3/ncu_fc1.txt); the probe's third launch
+# is the tiled fc1 (the first two are the natural checks of fc1 and fc2). About 3 minutes.
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -12,6 +13,6 @@ for form in grouped-mxfp4 grouped-mxfp4-natural; do
   echo "$form rc=$?"; grep -i "dram throughput\|eligible\|issued warp\|stall\|achieved occupancy" $OUT/ncu_fc1_$form.txt | head -12
 done
 D=docs/perf/2026-12-06-packed-mx/scratch
-PYTHONPATH=$PYTHONPATH:$PWD/$D timeout 150 ncu --clock-control none -k regex:mx_probe --launch-skip 0 --launch-count 1 $S \
+PYTHONPATH=$PYTHONPATH:$PWD/$D timeout 150 ncu --clock-control none -k regex:mx_probe --launch-skip 2 --launch-count 1 $S \
   python3 $D/probe_bench.py --tokens 64 --seeds 0 --variants 3:1:0:0:0:1 > $OUT/ncu_probe_tiled_fc1.txt 2>&1
 echo "probe rc=$?"; grep -i "dram throughput\|eligible\|issued warp\|stall\|achieved occupancy" $OUT/ncu_probe_tiled_fc1.txt | head -12
