@@ -275,7 +275,9 @@ def _mxfp4_pass(
     x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
     acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     r_main = R // BLOCK_K * BLOCK_K
-    w_step = BLOCK_N if PACKED else 1  # a step's bytes further along the pointers, over k0 / 2
+    # Step k0's bytes lie k0 / 2 bytes on along a row (natural), BLOCK_N times that when the
+    # program's boxes follow each other (packed).
+    w_step = BLOCK_N if PACKED else 1
     if SCALE_WORDS:
         # A step's scale bytes of a row as whole 32-bit words, which the pipeline copies
         # asynchronously with the weights (module docstring: scales).
