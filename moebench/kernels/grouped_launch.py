@@ -177,7 +177,7 @@ FP8_PACKED = True
 # gpt-oss-20b's 1,440-byte rows 22 boxes and a half. H100, 2026-12-06 (docs/perf/
 # 2026-12-06-packed-mx/, two draws, both ranks, the slower rank's step), gpt-oss-20b EP2: the
 # one-pass tile (call1) -17.6% at 16 tokens, -16.4% at 32, -14.7% at 64 on the mean, faster in
-# every draw and rank, fc1 alone -19% to -23%, fc2 -9% to -17%; the expert loop (call2) -8.6% at 4
+# every draw and rank, fc1 alone -19% to -28%, fc2 -5% to -19%; the expert loop (call2) -8.6% at 4
 # tokens, -9.5% at 8, faster in every draw.
 MX_PACKED = True
 
