@@ -33,7 +33,7 @@ the grid gives it (`grouped_slots.program_work`).
   in `mx_rotated`'s layout (``ROTATED``, the arm's: a rotation and a mask a pair; sm_90a, the
   one-pass launch: 219 instructions a step against 276); with the bytes in `tile_packed`'s order
   (``PACKED``, the last box ragged) a program's steps are one run of DRAM instead of 64 pieces a
-  step (`grouped_launch.MX_PACKED`: the step 15-18% faster on an H100). Scale byte 255 (NaN in the
+  step (`grouped_launch.MX_PACKED`: the step 9-18% faster on an H100). Scale byte 255 (NaN in the
   format) gives a non-finite output and byte 0 gives 0, as `jit.e8m0_scale` in the GEMV.
   (``tl.dot_scaled``, the first version, ran at 4-7% of the copy ceiling on the H200: triton 3.6
   loads its bf16 operand synchronously every step, stores it to shared memory two bytes at a time
