@@ -187,7 +187,10 @@ def mx_k256(r: Records) -> Table:
 scale words a row) against its 128 (the arm's, packed at that commit): `--tokens 32,64 --seeds
 0,1 --rank 0,1 --variants dot:-:-:256,dot:-:-:256:-:4,dot:-:-:256:-:-:-:-:96` (second call). The
 slower rank's step, mean of two draws (us). Derived: "change" = variant / arm's - 1. Two to
-three times slower: not taken. Why was not looked into (no SASS or register count was taken).""",
+three times slower: not taken. Why, offline afterwards (sm_90a, `tools/sass_grouped_decode.py`):
+74,752 bytes of shared memory, so 3 programs an SM against the arm's 6, and spills: 328 bytes of
+stack and 150 local loads and stores at 80 registers, 216 and 93 at 96; 9.2 and 8.2 loop
+instructions a weight byte against 6.8.""",
         columns=["launch", "32 tokens", "change", "64 tokens", "change "],
     )  # fmt: skip
     base = {tk: _mean(r, K256, tk, "default") for tk in (32, 64)}
