@@ -25,17 +25,37 @@ WIDE_96 = "dot m16 n128 k64 w4 s5 pdl tma r96 passes eb placed"
 DRAWS = ("zero", "one")
 
 
-def _field(r: Records, tokens: int, seed: int, rank: int, variant: str, field: str):
-    """``field`` of the bench's row of the grouped arm's ``variant`` in one case."""
-    pat = (rf"^precision=w8a16 tokens={tokens} seed={seed} rank={rank} [^\n]*?"
+def bench_field(r: Records, log: str, prec: str, tokens: int, seed: int, rank: int,
+                variant: str, field: str):  # fmt: skip
+    """``field`` of the bench's row of the grouped arm's ``variant`` in one case of ``log``."""
+    pat = (rf"^precision={prec} tokens={tokens} seed={seed} rank={rank} [^\n]*?"
            rf"arm=grouped_decode variant={re.escape(variant)} weight_bytes"
            rf"[^\n]*?\b{field}={NUM}")  # fmt: skip
-    return r.text(LOG, pat)
+    return r.text(log, pat)
+
+
+def bench_mean(r: Records, log: str, prec: str, tokens: int, variant: str):
+    """The mean over draws of the slowest rank's step (the bench's summary line in ``log``)."""
+    head = rf"^  {prec} {tokens:>2} grouped_decode {re.escape(variant)}: "
+    return r.text(log, head + rf"[^\n]*mean {NUM}")
+
+
+def packed_rows(t: Table, r: Records, log: str, prec: str, packed: str, hist: str) -> None:
+    """A row each (tokens, draw, rank) of ``log``: the step, fc1 and fc2 of the arm's launch and
+    of the ``packed`` variant, and the change of each."""
+    for tokens in (64, 32, 16):
+        for seed in (0, 1):
+            for rank in (0, 1):
+                cells = []
+                for field in ("step_us", "fc1_us", "fc2_us"):
+                    arm = bench_field(r, log, prec, tokens, seed, rank, "default", field)
+                    pk = bench_field(r, log, prec, tokens, seed, rank, packed, field)
+                    cells += [arm, pk, over(pk, arm)]
+                t.row(f"{WORDS[tokens]}, {DRAWS[seed]}, {DRAWS[rank]}", *cells, history=hist)
 
 
 def _mean(r: Records, tokens: int, variant: str):
-    """The mean over draws of the slowest rank's step (the bench's summary line)."""
-    return r.text(LOG, rf"^  w8a16 {tokens} grouped_decode {re.escape(variant)}: [^\n]*mean {NUM}")
+    return bench_mean(r, LOG, "w8a16", tokens, variant)
 
 
 def packed_boxes(r: Records) -> Table:
@@ -55,15 +75,7 @@ the arm's launch where R is whole 64-value steps (`grouped_launch.FP8_PACKED`)."
         columns=["tokens, draw, rank", "step: arm's", "packed", "change", "fc1: arm's",
                  "packed ", "change ", "fc2: arm's", "packed  ", "change  "],
     )  # fmt: skip
-    for tokens in (64, 32, 16):
-        for seed in (0, 1):
-            for rank in (0, 1):
-                cells = []
-                for field in ("step_us", "fc1_us", "fc2_us"):
-                    arm = _field(r, tokens, seed, rank, "default", field)
-                    packed = _field(r, tokens, seed, rank, PACKED, field)
-                    cells += [arm, packed, over(packed, arm)]
-                t.row(f"{WORDS[tokens]}, {DRAWS[seed]}, {DRAWS[rank]}", *cells, history=HIST)
+    packed_rows(t, r, LOG, "w8a16", PACKED, HIST)
     return t
 
 

@@ -14,6 +14,7 @@ from perf_cells import Table
 from perf_records import Records, derive, over
 from perf_specs_confirm import run_rows
 from perf_specs_gluon_tile import CASES, HEAD
+from perf_specs_packed import DRAWS, bench_mean, packed_rows
 from perf_specs_placed import WORDS
 
 DAY = "2026-12-06-packed-mx"
@@ -25,21 +26,10 @@ NUM = r"([\d.]+)"
 ARM = "dot m16 n64 k128 w4 s3 pdl r80 passes eb rot ready-signal"
 PACKED = "dot m16 n64 k128 w4 s3 pdl r80 passes eb rot packed ready-signal"
 PACKED_5 = "dot m16 n64 k128 w4 s5 pdl r80 passes eb rot packed ready-signal"
-RANKS = ("zero", "one")
-
-
-def _field(r: Records, log: str, tokens: int, seed: int, rank: int, variant: str, field: str):
-    """``field`` of the bench's row of the grouped arm's ``variant`` in one case."""
-    pat = (rf"^precision=w4a16 tokens={tokens} seed={seed} rank={rank} [^\n]*?"
-           rf"arm=grouped_decode variant={re.escape(variant)} weight_bytes"
-           rf"[^\n]*?\b{field}={NUM}")  # fmt: skip
-    return r.text(log, pat)
 
 
 def _mean(r: Records, log: str, tokens: int, variant: str):
-    """The mean over draws of the slowest rank's step (the bench's summary line)."""
-    head = rf"^  w4a16 {tokens:>2} grouped_decode {re.escape(variant)}: "
-    return r.text(log, head + rf"[^\n]*mean {NUM}")
+    return bench_mean(r, log, "w4a16", tokens, variant)
 
 
 def mx_packed_boxes(r: Records) -> Table:
@@ -63,15 +53,7 @@ its step's 118): kept as recorded, not explained; that row's step is not affecte
         columns=["tokens, draw, rank", "step: arm's", "packed", "change", "fc1: arm's",
                  "packed ", "change ", "fc2: arm's", "packed  ", "change  "],
     )  # fmt: skip
-    for tokens in (64, 32, 16):
-        for seed in (0, 1):
-            for rank in (0, 1):
-                cells = []
-                for field in ("step_us", "fc1_us", "fc2_us"):
-                    arm = _field(r, LOG, tokens, seed, rank, "default", field)
-                    packed = _field(r, LOG, tokens, seed, rank, PACKED, field)
-                    cells += [arm, packed, over(packed, arm)]
-                t.row(f"{WORDS[tokens]}, {RANKS[seed]}, {RANKS[rank]}", *cells, history=HIST)
+    packed_rows(t, r, LOG, "w4a16", PACKED, HIST)
     return t
 
 
@@ -239,7 +221,7 @@ Target 85%: missed (67-72%; 55-58% at the session's start).""",
             for rank in (0, 1):
                 head = rf"^precision=w4a16 tokens={tokens} seed={seed} rank={rank} .* "
                 at = head + r"arm=grouped_decode variant=default .* {}=(\S+)"
-                t.row(WORDS[tokens], RANKS[seed], RANKS[rank], r.text(COPY, at.format("step_us")),
+                t.row(WORDS[tokens], DRAWS[seed], DRAWS[rank], r.text(COPY, at.format("step_us")),
                       derive(lambda v: 100 * v, "{:.1f}%", r.text(COPY, at.format("of_copy"))),
                       history=HIST)  # fmt: skip
     return t
