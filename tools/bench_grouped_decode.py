@@ -38,19 +38,19 @@ when it builds the stages; ignored for FP8 and the GEMV); placed 1 or 0: the FP8
 `fp8_placed`'s layout (`Launch.fp8_placed`; likewise a copy; ignored for MXFP4 and the GEMV); packed
 1 or 0: the tile's weights packed box by box (`tile_packed`; likewise a copy, for the launch's
 blocks; ignored for the GEMV): FP8's through TMA (`Launch.fp8_packed`; needs R a multiple of
-block_k), MXFP4's with a ragged last box (`Launch.mx_packed`); ragged 1 or 0: a block_n that
-does not divide N (fc2's 2,880 at 128) kept, the FP8 TMA tile masking an expert's last row
-block (`grouped_gemv`), or shrunk to one that divides N (the default; always for MXFP4, the
-GEMV and the pointer loads); prefetch: that many of a packed FP8 program's first boxes asked of
-the L2 before it waits for the previous kernel (`Launch.fp8_prefetch`; ignored unless packed);
-ahead: each K step's L2 prefetch of the box that many steps on (`Launch.fp8_prefetch_ahead`;
-likewise); ready 1 or 0: fc2 waiting for fc1 expert by expert (`Launch.expert_ready`, fc1
-"signal" and fc2 "wait", both the tile; ignored otherwise) or for the whole of fc1. A field left
-to the default of another path takes that path's (`grouped_launch.path_launch`). The arm's own
-launch always runs, as "default", and a variant equal to it is skipped. Cases run from the most
-tokens down, so that a run cut short by its time budget (variants are not started past
-TIME_BUDGET_S, 200 s or the environment's BENCH_TIME_BUDGET_S) loses the cheap cases' variants
-first.
+block_k), MXFP4's with a ragged last box (`Launch.mx_packed`), 2: MXFP4's scale bytes too
+(`Launch.mx_packed_scales`; block_k a multiple of 128; FP8 takes 2 as 1); ragged 1 or 0: a block_n
+that does not divide N (fc2's 2,880 at 128) kept, the FP8 TMA tile masking an expert's last row
+block (`grouped_gemv`), or shrunk to one that divides N (the default; always for MXFP4, the GEMV and
+the pointer loads); prefetch: that many of a packed FP8 program's first boxes asked of the L2 before
+it waits for the previous kernel (`Launch.fp8_prefetch`; ignored unless packed); ahead: each K
+step's L2 prefetch of the box that many steps on (`Launch.fp8_prefetch_ahead`; likewise); ready 1 or
+0: fc2 waiting for fc1 expert by expert (`Launch.expert_ready`, fc1 "signal" and fc2 "wait", both
+the tile; ignored otherwise) or for the whole of fc1. A field left to the default of another path
+takes that path's (`grouped_launch.path_launch`). The arm's own launch always runs, as "default",
+and a variant equal to it is skipped. Cases run from the most tokens down, so that a run cut short
+by its time budget (variants are not started past TIME_BUDGET_S, 200 s or the environment's
+BENCH_TIME_BUDGET_S) loses the cheap cases' variants first.
 
 Targets printed at the end: grouped faster than dense at every count, MXFP4 faster than FP8 at every
 count, and at 32 and 64 tokens >= 85% of the copy ceiling over the touched experts' bytes.
@@ -152,11 +152,13 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
         stage = None if f[11] in ("-", "") else int(f[11])
         rot = None if f[12] in ("-", "") else bool(int(f[12]))
         placed = None if f[13] in ("-", "") else bool(int(f[13]))
-        packed = None if f[14] in ("-", "") else bool(int(f[14]))
+        packed = None if f[14] in ("-", "") else int(f[14])
         ragged = None if f[15] in ("-", "") else bool(int(f[15]))
         prefetch = None if f[16] in ("-", "") else int(f[16])
         ahead = None if f[17] in ("-", "") else int(f[17])
         ready = None if f[18] in ("-", "") else bool(int(f[18]))
+        if packed not in (None, 0, 1, 2):
+            raise ValueError(f"variant {item!r}: packed must be 0, 1 or 2, got {packed}")
         if stage not in (None, 1, 2):
             raise ValueError(f"variant {item!r}: stage must be 1 (fc1) or 2 (fc2), got {stage}")
         out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage, rot, placed,
@@ -195,7 +197,9 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     if placed is not None and fmt == "fp8" and fields["path"] == "dot":
         fields["fp8_placed"] = placed
     if packed is not None and fields["path"] == "dot":
-        fields["fp8_packed" if fmt == "fp8" else "mx_packed"] = packed
+        fields["fp8_packed" if fmt == "fp8" else "mx_packed"] = bool(packed)
+        if fmt == "mxfp4":
+            fields["mx_packed_scales"] = packed == 2
     if prefetch is not None and fields["fp8_packed"]:
         fields["fp8_prefetch"] = prefetch
     if ahead is not None and fields["fp8_packed"]:
@@ -231,6 +235,7 @@ def describe(launch: Launch) -> str:
             + (" passes" if L.pass_grid else "") + (" eb" if L.early_bias else "")
             + (" rot" if L.mx_rotated else "") + (" placed" if L.fp8_placed else "")
             + (" packed" if L.fp8_packed or L.mx_packed else "")
+            + (" scales-packed" if L.mx_packed_scales else "")
             + (f" pf{L.fp8_prefetch}" if L.fp8_prefetch else "")
             + (f" ahead{L.fp8_prefetch_ahead}" if L.fp8_prefetch_ahead else "")
             + (f" ready-{L.expert_ready}" if L.expert_ready else ""))  # fmt: skip

@@ -12,7 +12,8 @@
   ``grouped-natural`` the FP8 tile on the natural weights with none of those, ``grouped-placed``
   with placed words only (the form of the 2026-12-05 records), ``grouped-mxfp4-natural`` the
   MXFP4 tile on rotated bytes in their rows (not packed: the form before 2026-12-06's
-  twenty-seventh session).
+  twenty-seventh session), ``grouped-mxfp4-scales`` the arm's MXFP4 launches with the scale bytes
+  packed box by box too (``Launch.mx_packed_scales``).
 
 Each kernel runs three times (the first compiles); profile the later ones, e.g.
 
@@ -21,8 +22,8 @@ Each kernel runs three times (the first compiles); profile the later ones, e.g.
         python3 tools/ncu_kernels.py gemv
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/ncu_kernels.py KERNELS
-(KERNELS: gemv, act, grouped, grouped-mxfp4, grouped-natural, grouped-placed or
-grouped-mxfp4-natural)
+(KERNELS: gemv, act, grouped, grouped-mxfp4, grouped-natural, grouped-placed,
+grouped-mxfp4-natural or grouped-mxfp4-scales)
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
     builds them (`grouped_decode.launches`' rules: placed and packed FP8 weights, MXFP4's rotated
     and packed weights and padded scales, fc2 waiting for fc1 expert by expert with its counters
     where the launches pair them); "natural", the tile on the natural weights with none of those
-    (MXFP4: rotated, not packed); "placed", placed words only (the 2026-12-05 records' form)."""
+    (MXFP4: rotated, not packed); "placed", placed words only (the 2026-12-05 records' form);
+    "scales", the arm's with MXFP4's scale bytes packed too."""
     from dataclasses import replace
 
     from arms.decode.grouped_decode import tiles_scales, tiles_weights
@@ -108,8 +110,10 @@ def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
     shape = dict(tokens=tokens, top_k=K, experts=E, pdl=True)
     l1 = default_launch(fmt, columns=2 * F, reduction=D, **shape)
     l2 = default_launch(fmt, columns=D, reduction=F, **shape)
-    if form == "arm":
+    if form in ("arm", "scales"):
         l1, l2 = paired_launches(l1, l2, fmt, slots_per_expert=tokens * K / E)
+        if form == "scales":
+            l1, l2 = (replace(f, mx_packed_scales=True) for f in (l1, l2))
     else:
         l1, l2 = (replace(f, fp8_placed=form == "placed", fp8_packed=False, mx_packed=False)
                   for f in (l1, l2))  # fmt: skip
@@ -130,4 +134,5 @@ if __name__ == "__main__":
      "grouped-mxfp4": lambda: grouped("mxfp4"),
      "grouped-natural": lambda: grouped("fp8", form="natural"),
      "grouped-placed": lambda: grouped("fp8", form="placed"),
-     "grouped-mxfp4-natural": lambda: grouped("mxfp4", form="natural")}[sys.argv[1]]()  # fmt: skip
+     "grouped-mxfp4-natural": lambda: grouped("mxfp4", form="natural"),
+     "grouped-mxfp4-scales": lambda: grouped("mxfp4", form="scales")}[sys.argv[1]]()  # fmt: skip

@@ -76,6 +76,12 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
 # with the sparse arm.
 _TILE_SCALES: dict[int, tuple[int, tuple[torch.Tensor | None, int | None]]] = {}
 
+# MXFP4 scales packed box by box for the tile (`Launch.mx_packed_scales`), one copy a scale tensor
+# and (block_n, block_k) while it lives, and their largest byte (read back once, at build), kept
+# apart from the padded copy, which a packed launch never reads.
+_PACKED_SCALES: dict[tuple[int, int], dict[int, tuple[int, torch.Tensor]]] = {}
+_LARGEST_SCALE: dict[int, tuple[int, int | None]] = {}
+
 # FP8 weights in `fp8_placed`'s layout for the tile (`Launch.fp8_placed`), one copy a weight tensor
 # while it lives (`pipeline.made_once`), shared by every build over the same, unchanged weights.
 # The copy doubles the FP8 expert weights held while both are alive (the one-slot GEMV and the
@@ -106,9 +112,17 @@ def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
     a padded copy made when the stages are built, if the problem's rows are not), so that the
     tile loads them as words inside its pipeline; both are made once and shared by every build
     over the same, unchanged scales (the largest byte is one read back from the device, at build).
-    The problem's own tensor and None otherwise."""
+    With ``launch.mx_packed_scales``, instead, the copy `tile_packed.pack_tiles` makes once for
+    the launch's blocks (block_k / 32 bytes a box, the last box ragged). The problem's own tensor
+    and None otherwise."""
     if weight_format(w) != "mxfp4" or launch.path != "dot":
         return w_scale, None
+    if launch.mx_packed_scales:
+        bn, bk = launch.block_n, launch.block_k
+        cache = _PACKED_SCALES.setdefault((bn, bk), {})
+        boxes = lambda t: pack_tiles(t.contiguous(), bn, bk // 32, ragged_last=True)
+        largest = pipeline.made_once(_LARGEST_SCALE, w_scale, max_scale_byte)
+        return pipeline.made_once(cache, w_scale, boxes), largest
     padded, largest = pipeline.made_once(_TILE_SCALES, w_scale, _scales_entry)
     return (w_scale if padded is None else padded), largest
 

@@ -258,14 +258,16 @@ def _mxfp4_pass(
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, SCALE_WORDS: tl.constexpr,
     FOLD_SCALES: tl.constexpr, EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr,
-    PACKED: tl.constexpr = False,
+    PACKED: tl.constexpr = False, s_last_at=None, PACKED_SCALES: tl.constexpr = False,
 ):  # fmt: skip
     """One pass of the MXFP4 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
     column block ``n_block`` (bytes ``w_at`` of the first step and ``w_last`` of the step that
-    passes R, scale bytes ``s_at``, in `loaded_rows` order; with ``SCALE_WORDS`` also
-    ``s_words``, the same rows' scales as 32-bit words, [BLOCK_N, BLOCK_K / 128]), stored through
-    the slot epilogue. ``PACKED``: a step's bytes are BLOCK_N * BLOCK_K / 2 further on
-    (`tile_packed`), not BLOCK_K / 2."""
+    passes R, scale bytes ``s_at`` of the first step and ``s_last_at`` of the step that passes R,
+    in `loaded_rows` order; with ``SCALE_WORDS`` also ``s_words``, the first step's scales as
+    32-bit words, [BLOCK_N, BLOCK_K / 128]), stored through the slot epilogue. ``PACKED``: a
+    step's bytes are BLOCK_N * BLOCK_K / 2 further on (`tile_packed`), not BLOCK_K / 2;
+    ``PACKED_SCALES``: a step's scale words BLOCK_N * BLOCK_K / 128 further on, not BLOCK_K /
+    128."""
     kg = tl.arange(0, BLOCK_K // 32)
     t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
                             BLOCK_M, SCAN)  # fmt: skip
@@ -278,16 +280,17 @@ def _mxfp4_pass(
     # Step k0's bytes lie k0 / 2 bytes on along a row (natural), BLOCK_N times that when the
     # program's boxes follow each other (packed).
     w_step = BLOCK_N if PACKED else 1
+    s_step = BLOCK_N if PACKED_SCALES else 1
     if SCALE_WORDS:
         # A step's scale bytes of a row as whole 32-bit words, which the pipeline copies
         # asynchronously with the weights (module docstring: scales).
         for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-            words = tl.load(s_words + k0 // 128)
+            words = tl.load(s_words + k0 // 128 * s_step)
             s = tl.reshape((words[:, :, None] >> (8 * tl.arange(0, 4))[None, None, :]) & 0xFF,
                            [BLOCK_N, BLOCK_K // 32]).to(tl.uint8)  # fmt: skip
             acc = _mxfp4_step(acc, w_at + k0 // 2 * w_step, s, x_at, k0, R, m_ok, False,
                               INTERPRET, FOLD_SCALES, ROTATED)  # fmt: skip
-        s_last = tl.load(s_at + r_main // 32, mask=(r_main // 32 + kg < R // 32)[None, :], other=0)
+        s_last = tl.load(s_last_at, mask=(kg < (R - r_main) // 32)[None, :], other=0)
     else:
         # Byte loads (a row's step of scales at any offset), which the pipeline leaves
         # synchronous: loaded a step ahead into registers, their latency behind a step of work.
@@ -318,7 +321,7 @@ def _grouped_dot_mxfp4(
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
     PASS_GRID: tl.constexpr, SCALE_WORDS: tl.constexpr, FOLD_SCALES: tl.constexpr,
     EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr, READY: tl.constexpr = 0,
-    PACKED: tl.constexpr = False,
+    PACKED: tl.constexpr = False, PACKED_SCALES: tl.constexpr = False,
 ):  # fmt: skip
     """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
     registers a thread against 116-137 for the expert loop, sm_90a). ``SCALE_WORDS``: the scale
@@ -327,7 +330,9 @@ def _grouped_dot_mxfp4(
     ``FOLD_SCALES``: every scale byte is at most 128 (the launcher's ``max_scale_byte``), so the
     decode multiplies once a pair of values (`tile_order`: folded scales). ``READY`` as in
     `_grouped_dot_fp8`. ``PACKED``: the weight bytes in `tile_packed`'s order for BLOCK_N rows
-    and BLOCK_K / 2 bytes a box, the last box ragged (``Launch.mx_packed``)."""
+    and BLOCK_K / 2 bytes a box, the last box ragged (``Launch.mx_packed``); ``PACKED_SCALES``
+    (with ``SCALE_WORDS``): the scale bytes likewise, BLOCK_K / 32 bytes a box
+    (``Launch.mx_packed_scales``)."""
     pdl_launch_dependents(GDC and READY != 1)
     e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
@@ -349,24 +354,37 @@ def _grouped_dot_mxfp4(
     else:
         w_at = w_ptr + e64 * stride_we + rows64[:, None] * stride_wn + b
         w_last = w_at + r_main // 2
-    s_rows = ws_ptr + e64 * stride_se + rows64 * stride_sn  # each row's first scale byte
-    s_at = s_rows[:, None] + tl.arange(0, BLOCK_K // 32)[None, :]
-    s_words = s_at
-    if SCALE_WORDS:
-        s_words = (s_rows.to(tl.pointer_type(tl.int32))[:, None]
+    kg = tl.arange(0, BLOCK_K // 32)[None, :]
+    if PACKED_SCALES:
+        # The scale bytes in the weights' box order: a step's are BLOCK_N whole words, one run.
+        s_run = ws_ptr + e64 * stride_se + (n_block * BLOCK_N).to(tl.int64) * stride_sn
+        local = loaded_rows(BLOCK_N)[:, None]
+        s_at = s_run + local * (BLOCK_K // 32) + kg
+        s_last_at = s_run + BLOCK_N * (r_main // 32) + local * ((R - r_main) // 32) + kg
+        s_words = (s_run.to(tl.pointer_type(tl.int32)) + local * (BLOCK_K // 128)
                    + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
+    else:
+        s_rows = ws_ptr + e64 * stride_se + rows64 * stride_sn  # each row's first scale byte
+        s_at = s_rows[:, None] + kg
+        s_last_at = s_at + r_main // 32
+        s_words = s_at
+        if SCALE_WORDS:
+            s_words = (s_rows.to(tl.pointer_type(tl.int32))[:, None]
+                       + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
     if PASS_GRID:
         _mxfp4_pass(x_ptr, ids_ptr, w_at, w_last, s_at, s_words, b_ptr, out_ptr, TK, K,
                     expert_offset, R, e, e64, count, m_first, n_block, stride_xt, stride_xk,
                     stride_it, stride_ik, stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N,
                     BLOCK_K, EVEN_K, EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS,
-                    FOLD_SCALES, EARLY_BIAS, ROTATED, PACKED)  # fmt: skip
+                    FOLD_SCALES, EARLY_BIAS, ROTATED, PACKED, s_last_at,
+                    PACKED_SCALES)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
             _mxfp4_pass(x_ptr, ids_ptr, w_at, w_last, s_at, s_words, b_ptr, out_ptr, TK, K,
                         expert_offset, R, e, e64, count, m0, n_block, stride_xt, stride_xk,
                         stride_it, stride_ik, stride_be, stride_ot, stride_ok, GLU, BLOCK_M,
                         BLOCK_N, BLOCK_K, EVEN_K, EXACT_RNE, SCAN, NUM_STAGES, INTERPRET,
-                        SCALE_WORDS, FOLD_SCALES, EARLY_BIAS, ROTATED, PACKED)  # fmt: skip
+                        SCALE_WORDS, FOLD_SCALES, EARLY_BIAS, ROTATED, PACKED, s_last_at,
+                        PACKED_SCALES)  # fmt: skip
     if READY == 1:
         signal_done(ready_ptr, e, E)

@@ -359,6 +359,12 @@ def grouped_gemv(
            "dot path (weights in tile_packed's order, the last box ragged)")  # fmt: skip
     _check(not L.mx_packed or w.is_contiguous(), "mx_packed weights must be contiguous (the "
            "tile's boxes are one run a program)")  # fmt: skip
+    _check(not L.mx_packed_scales or ((L.path, fmt) == ("dot", "mxfp4") and L.block_k % 128 == 0),
+           f"mx_packed_scales is for the MXFP4 dot path with block_k a multiple of 128, got "
+           f"{L.block_k} (scales in tile_packed's order, a box's rows whole words)")  # fmt: skip
+    _check(not L.mx_packed_scales or (w_scale.is_contiguous() and w_scale.data_ptr() % 4 == 0),
+           "mx_packed_scales scales must be contiguous on a 4-byte boundary (the tile reads "
+           "each step's as one run of words)")  # fmt: skip
     most = PREFETCH_MAX_BOXES.value
     _check(0 <= L.fp8_prefetch <= most and (not L.fp8_prefetch or L.fp8_packed),
            f"fp8_prefetch must be 0 or, with fp8_packed, 1 to {most} boxes, got "
@@ -428,10 +434,11 @@ def grouped_gemv(
             NUM_STAGES=L.num_stages,
             INTERPRET=not out.is_cuda,
             PASS_GRID=L.pass_grid,
-            SCALE_WORDS=scale_words(w_scale) and L.block_k % 128 == 0,
+            SCALE_WORDS=(L.mx_packed_scales or scale_words(w_scale)) and L.block_k % 128 == 0,
             FOLD_SCALES=fold,
             ROTATED=L.mx_rotated,
             PACKED=L.mx_packed,
+            PACKED_SCALES=L.mx_packed_scales,
             **common,
         )
     elif fmt == "fp8":

@@ -31,7 +31,10 @@ class Launch:
     bulk prefetch; 0: none; the same bits: nothing is read from it), and at each K step the box
     ``fp8_prefetch_ahead`` steps on (0: none), the MXFP4 tile's bytes packed box by box
     (``mx_packed``: the weights `tile_packed.pack_tiles` made for block_n rows and block_k / 2
-    bytes a box, the last box ragged; the same bits, each program's boxes one run), and fc2
+    bytes a box, the last box ragged; the same bits, each program's boxes one run), its scale
+    bytes likewise (``mx_packed_scales``: the scales `tile_packed.pack_tiles` made for block_n
+    rows and block_k / 32 bytes a box, block_k a multiple of 128 so that a box's rows are whole
+    words; the same bits, a step's scales one run of words), and fc2
     waiting for fc1 expert by expert through device counters (``expert_ready``: "signal" for
     fc1, "wait" for fc2, both or neither; `expert_ready`) instead of for the whole of fc1; the
     same bits."""
@@ -54,6 +57,7 @@ class Launch:
     fp8_prefetch_ahead: int = 0
     expert_ready: str = ""
     mx_packed: bool = False
+    mx_packed_scales: bool = False
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the

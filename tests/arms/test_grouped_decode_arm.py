@@ -377,6 +377,31 @@ def test_mxfp4_packed_launches_read_a_packed_copy_made_once_and_write_the_same_b
                                         mx_rotated=False, mx_packed=True)) is fp8.w13  # fmt: skip
 
 
+def test_mxfp4_packed_scales_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
+    """A MXFP4 tile launch with ``mx_packed_scales`` reads a copy of the scale bytes packed box by
+    box for its blocks, the last box ragged (`tile_packed.pack_tiles`), made once for each blocks
+    while the scales live, with the largest byte of the unpacked scales; the step writes the
+    bits of the same launches reading the padded rows, in both arms' passes (one pass a program at
+    16 tokens, the expert loop at 4)."""
+    import dataclasses
+
+    from moebench.kernels.tile_packed import pack_tiles
+
+    for tokens in (16, 4):
+        ids, w = routing(tokens, seed=17)
+        p = problem("w4a16", "swiglu_oai", ids, w)
+        fc1, fc2 = grouped_decode.launches(p)
+        assert fc1.path == "dot" and fc1.pass_grid == (tokens == 16)
+        pk1, pk2 = (dataclasses.replace(f, mx_packed_scales=True) for f in (fc1, fc2))
+        copy, largest = grouped_decode.tiles_scales(p.w13, p.w13_scale, pk1)
+        want = pack_tiles(p.w13_scale.contiguous(), pk1.block_n, pk1.block_k // 32,
+                          ragged_last=True)  # fmt: skip
+        assert torch.equal(copy, want) and largest == int(p.w13_scale.max())
+        assert grouped_decode.tiles_scales(p.w13, p.w13_scale, pk1)[0] is copy
+        assert grouped_decode.tiles_scales(p.w13, p.w13_scale, fc1)[0] is not copy
+        assert torch.equal(step_bits(p, pk1, pk2), step_bits(p, fc1, fc2)), tokens
+
+
 def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():
     """The arm's launches with ``expert_ready`` (fc1 "signal", fc2 "wait"; the counters made when
     the stages are built; the default on the FP8 one-pass tiles) write the whole-grid wait's bits;

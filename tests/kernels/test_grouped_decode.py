@@ -653,6 +653,42 @@ def test_mxfp4_tile_reads_packed_weights_as_the_natural_ones(path, rotated, R):
         assert not torch.equal(wrong[:16].view(torch.int16), natural[:16].view(torch.int16))
 
 
+@pytest.mark.parametrize("R", [288, 256], ids=["ragged-last-box", "whole-boxes"])
+@pytest.mark.parametrize("path", ["dot", "dot-passes"])
+def test_mxfp4_tile_reads_packed_scales_as_the_natural_ones(path, R):
+    """Scale bytes in `tile_packed`'s order (``Launch.mx_packed_scales``: block_n rows and
+    block_k / 32 bytes a box, whole words; the last box ragged where R is no multiple of block_k)
+    give the padded rows' bits on the MXFP4 tile, with the weights packed or not, looping over
+    passes or one pass a program (two row blocks an expert, an expert with two passes of slots, a
+    GLU, every scale of a row distinct enough to tell a misplaced one); unpacked scales read as
+    packed do not, and a block_k of 64 (half a word a row) is refused."""
+    g = torch.Generator().manual_seed(31)
+    T, K, E, N = 17, 2, 2, 32
+    w, _, _ = exact_weights("mxfp4", E, N, R, g)
+    raw = torch.randint(100, 129, (E, N, R // 32), generator=g, dtype=torch.uint8)
+    s = word_aligned_scales(raw)
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1]] * 16 + [[1, 5]], dtype=torch.int32)
+    launch = dataclasses.replace(LAUNCHES[path], block_k=128)
+    scales = pack_tiles(raw, launch.block_n, launch.block_k // 32, ragged_last=True)
+    tiles = pack_tiles(w, launch.block_n, launch.block_k // 2, ragged_last=True)
+    for glu, cols in (("none", N), ("swiglu_oai", N // 2)):
+        natural = poisoned(T, K, cols)
+        grouped(x, ids, w, s, b, natural, expert_offset=0, launch=launch, glu=glu)
+        assert torch.isfinite(natural[:, 0].float()).all()
+        for weights, mx_packed in ((w, False), (tiles, True)):
+            both = dataclasses.replace(launch, mx_packed=mx_packed, mx_packed_scales=True)
+            got, wrong = poisoned(T, K, cols), poisoned(T, K, cols)
+            grouped(x, ids, weights, scales, b, got, expert_offset=0, launch=both, glu=glu)
+            assert torch.equal(got.view(torch.int16), natural.view(torch.int16)), mx_packed
+            grouped(x, ids, weights, raw, b, wrong, expert_offset=0, launch=both, glu=glu)
+            assert not torch.equal(wrong[:16].view(torch.int16), natural[:16].view(torch.int16))
+    half_word = dataclasses.replace(launch, block_k=64, mx_packed_scales=True)
+    with pytest.raises(ValueError, match="mx_packed_scales is for the MXFP4 dot path with block_k"):
+        grouped(x, ids, w, raw, b, poisoned(T, K, N), expert_offset=0, launch=half_word)
+
+
 def test_mxfp4_packed_is_the_mxfp4_tiles_only():
     """``mx_packed`` is refused for FP8 weights and for the GEMV path."""
     w8, s8, _ = quantised("fp8", torch.randn(1, 16, 128))
@@ -663,6 +699,9 @@ def test_mxfp4_packed_is_the_mxfp4_tiles_only():
         with pytest.raises(ValueError, match="mx_packed is for the MXFP4 dot path"):
             grouped(x, ids, w, s, b, out, expert_offset=0,
                     launch=dataclasses.replace(LAUNCHES[path], mx_packed=True))  # fmt: skip
+        with pytest.raises(ValueError, match="mx_packed_scales is for the MXFP4 dot path"):
+            grouped(x, ids, w, s, b, out, expert_offset=0,
+                    launch=dataclasses.replace(LAUNCHES[path], mx_packed_scales=True))  # fmt: skip
 
 
 @pytest.mark.parametrize("glu", ["none", "swiglu_oai"])

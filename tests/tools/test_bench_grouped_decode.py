@@ -46,6 +46,19 @@ def test_the_packed_field_packs_each_tiles_weights_and_nothing_else(bench):
         assert same == base, fmt
 
 
+def test_packed_2_packs_the_mxfp4_tiles_scales_too(bench):
+    base, both = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:2", "mxfp4", 64)
+    assert not base.mx_packed_scales  # the default
+    assert both == bench.dataclasses.replace(base, mx_packed=True, mx_packed_scales=True)
+    assert bench.describe(both) == bench.describe(base) + " scales-packed"
+    # packed 1 and 0 leave the scales as the default has them; FP8 takes 2 as packed weights.
+    assert not _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", "mxfp4", 64)[1].mx_packed_scales
+    fp8 = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:2", "fp8", 64)[1]
+    assert fp8.fp8_packed and not fp8.mx_packed_scales
+    with pytest.raises(ValueError, match="packed must be 0, 1 or 2"):
+        bench.parse_variants("-:-:-:-:-:-:-:-:-:-:-:-:-:-:3", (64,))
+
+
 def test_the_ragged_field_keeps_a_block_n_past_n_for_the_fp8_tma_tile_only(bench):
     from moebench.kernels.grouped_launch import default_launch
 
