@@ -22,11 +22,13 @@ to 128, `grouped_dot` FOLD_SCALES, or not; default 1; early 1 or 0: the bias loa
 loop, `Launch.early_bias`, default 0; rotated 1 or 0: the MXFP4 tile's weights in `mx_rotated`'s
 layout, `Launch.mx_rotated` (the GEMV's too), default 0; placed 1 or 0: the FP8 tile's weights in
 `fp8_placed`'s layout, `Launch.fp8_placed`, default 0; packed 1 or 0: the FP8 tile's weights through
-TMA in `tile_packed`'s order, `Launch.fp8_packed`, default 0; prefetch: the packed program's first
-boxes asked of the L2 before the wait, `Launch.fp8_prefetch`, default 0; ahead: each step's L2
-prefetch that many steps on, `Launch.fp8_prefetch_ahead`, default 0; ready 1: fc1 signalling and fc2
-waiting expert by expert, `Launch.expert_ready`, compiled with the dependent launch, default 0),
-e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at 1, 8 and 64 tokens.
+TMA in `tile_packed`'s order, `Launch.fp8_packed`, or the MXFP4 tile's bytes, `Launch.mx_packed`, 2
+the MXFP4 tile's scale bytes too, `Launch.mx_packed_scales`, default 0; prefetch: the packed
+program's first boxes asked of the L2 before the wait, `Launch.fp8_prefetch`, default 0; ahead: each
+step's L2 prefetch that many steps on, `Launch.fp8_prefetch_ahead`, default 0; ready 1: fc1
+signalling and fc2 waiting expert by expert, `Launch.expert_ready`, compiled with the dependent
+launch, default 0), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at
+1, 8 and 64 tokens.
 """
 
 from __future__ import annotations
@@ -169,13 +171,14 @@ def grouped(spec: str, out: str) -> None:
     early = len(rest) > 5 and rest[5] == "1"
     rotated = len(rest) > 6 and rest[6] == "1"
     placed = len(rest) > 7 and rest[7] == "1"
-    packed = len(rest) > 8 and rest[8] == "1"
+    packed = len(rest) > 8 and rest[8] in ("1", "2")
+    packed_scales = len(rest) > 8 and rest[8] == "2" and fmt == "mxfp4"
     prefetch = int(rest[9]) if len(rest) > 9 else 0
     ahead = int(rest[10]) if len(rest) > 10 else 0
     ready = len(rest) > 11 and rest[11] == "1"
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
-        if words:  # the arm's padded scale rows (grouped_gemv.word_aligned_scales)
+        if words and not packed_scales:  # the arm's padded scale rows (grouped_gemv.word_aligned_scales)
             ints.update(stride_sn=96, stride_se=ints["N"] * 96)
         scan = scan_width(tokens * TOP_K, E, bm)
         c = dict(GLU=glu, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
@@ -190,6 +193,7 @@ def grouped(spec: str, out: str) -> None:
             c.update({"ROTATED": rotated} if "ROTATED" in fn.arg_names else {})
             c.update({"PLACED": placed} if "PLACED" in fn.arg_names else {})
             c.update({"PACKED": packed} if "PACKED" in fn.arg_names else {})
+            c.update({"PACKED_SCALES": packed_scales} if "PACKED_SCALES" in fn.arg_names else {})
             c.update({"PREFETCH": prefetch} if "PREFETCH" in fn.arg_names else {})
             c.update({"AHEAD": ahead} if "AHEAD" in fn.arg_names else {})
             role = (1 if stage == "fc1" else 2) if ready else 0
