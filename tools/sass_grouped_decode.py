@@ -178,7 +178,8 @@ def grouped(spec: str, out: str) -> None:
     ready = len(rest) > 11 and rest[11] == "1"
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
-        if words and not packed_scales:  # the arm's padded scale rows (grouped_gemv.word_aligned_scales)
+        # The arm's padded scale rows (grouped_gemv.word_aligned_scales), or packed ones.
+        if words and not packed_scales:
             ints.update(stride_sn=96, stride_se=ints["N"] * 96)
         scan = scan_width(tokens * TOP_K, E, bm)
         c = dict(GLU=glu, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
