@@ -12,8 +12,8 @@
   ``grouped-natural`` the FP8 tile on the natural weights with none of those, ``grouped-placed``
   with placed words only (the form of the 2026-12-05 records), ``grouped-mxfp4-natural`` the
   MXFP4 tile on rotated bytes in their rows (not packed: the form before 2026-12-06's
-  twenty-seventh session), ``grouped-mxfp4-scales`` the arm's MXFP4 launches with the scale bytes
-  packed box by box too (``Launch.mx_packed_scales``).
+  twenty-seventh session), ``grouped-mxfp4-padded`` the arm's MXFP4 launches with the scales in
+  padded rows (not packed: the form before 2026-12-06's twenty-eighth session).
 
 Each kernel runs three times (the first compiles); profile the later ones, e.g.
 
@@ -23,7 +23,7 @@ Each kernel runs three times (the first compiles); profile the later ones, e.g.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/ncu_kernels.py KERNELS
 (KERNELS: gemv, act, grouped, grouped-mxfp4, grouped-natural, grouped-placed,
-grouped-mxfp4-natural or grouped-mxfp4-scales)
+grouped-mxfp4-natural or grouped-mxfp4-padded)
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
     and packed weights and padded scales, fc2 waiting for fc1 expert by expert with its counters
     where the launches pair them); "natural", the tile on the natural weights with none of those
     (MXFP4: rotated, not packed); "placed", placed words only (the 2026-12-05 records' form);
-    "scales", the arm's with MXFP4's scale bytes packed too."""
+    "padded", the arm's with MXFP4's scales in padded rows, not packed."""
     from dataclasses import replace
 
     from arms.decode.grouped_decode import tiles_scales, tiles_weights
@@ -110,13 +110,13 @@ def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
     shape = dict(tokens=tokens, top_k=K, experts=E, pdl=True)
     l1 = default_launch(fmt, columns=2 * F, reduction=D, **shape)
     l2 = default_launch(fmt, columns=D, reduction=F, **shape)
-    if form in ("arm", "scales"):
+    if form in ("arm", "padded"):
         l1, l2 = paired_launches(l1, l2, fmt, slots_per_expert=tokens * K / E)
-        if form == "scales":
-            l1, l2 = (replace(f, mx_packed_scales=True) for f in (l1, l2))
+        if form == "padded":
+            l1, l2 = (replace(f, mx_packed_scales=False) for f in (l1, l2))
     else:
-        l1, l2 = (replace(f, fp8_placed=form == "placed", fp8_packed=False, mx_packed=False)
-                  for f in (l1, l2))  # fmt: skip
+        l1, l2 = (replace(f, fp8_placed=form == "placed", fp8_packed=False, mx_packed=False,
+                          mx_packed_scales=False) for f in (l1, l2))  # fmt: skip
     # The operands each launch reads, as the arm hands them (arms/decode/grouped_decode.py).
     (s1, m1), (s2, m2) = tiles_scales(w1, s1, l1), tiles_scales(w2, s2, l2)
     w1, w2 = tiles_weights(w1, l1), tiles_weights(w2, l2)
@@ -135,4 +135,4 @@ if __name__ == "__main__":
      "grouped-natural": lambda: grouped("fp8", form="natural"),
      "grouped-placed": lambda: grouped("fp8", form="placed"),
      "grouped-mxfp4-natural": lambda: grouped("mxfp4", form="natural"),
-     "grouped-mxfp4-scales": lambda: grouped("mxfp4", form="scales")}[sys.argv[1]]()  # fmt: skip
+     "grouped-mxfp4-padded": lambda: grouped("mxfp4", form="padded")}[sys.argv[1]]()  # fmt: skip

@@ -185,6 +185,14 @@ FP8_PACKED = True
 # tokens, -9.5% at 8, faster in every draw.
 MX_PACKED = True
 
+# The MXFP4 tile's scale bytes packed box by box too (``Launch.mx_packed_scales``: [64 rows, 4
+# bytes] a box, a step's scales one run of 256 bytes instead of 64 words 96 bytes apart), one pass
+# a program or its expert loop. H100, 2026-12-06 (docs/perf/2026-12-06-packed-scales/call1/, two draws,
+# both ranks, the slower rank's step), gpt-oss-20b EP2, against the packed bytes with padded scale
+# rows: -1.2% at 4 tokens, -1.8% at 8, -3.6% at 16, -1.9% at 32, -3.7% at 64 on the mean, faster
+# in every draw; sm_90a (offline): 217 and 221 instructions a step (fc1, fc2) against 224 and 225.
+MX_PACKED_SCALES = True
+
 
 # fc2 waiting for fc1 expert by expert (`expert_ready`, ``Launch.expert_ready``) instead of for the
 # whole of fc1, where both are the tile with the dependent launch: from one slot an expert
@@ -233,7 +241,7 @@ def path_launch(
     blocks shrink to the largest power of two dividing N. MXFP4 on either path reads rotated
     weights (MXFP4_ROTATED; the GEMV then at most MXFP4_ROTATED_GEMV_REGISTERS registers), the
     FP8 tile placed ones where FP8_PLACED says so, the MXFP4 tile packed ones where MX_PACKED
-    does."""
+    does, and its scales packed where MX_PACKED_SCALES does."""
     fits = lambda bn: min(bn, columns & -columns)
     rotated = fmt == "mxfp4" and MXFP4_ROTATED
     if path == "dot":
@@ -241,7 +249,8 @@ def path_launch(
                       num_warps=4, num_stages=4, pdl=pdl, tma=fmt == "fp8",
                       max_registers=TILE_MAX_REGISTERS, early_bias=TILE_EARLY_BIAS,
                       mx_rotated=rotated, fp8_placed=fmt == "fp8" and FP8_PLACED,
-                      mx_packed=fmt == "mxfp4" and MX_PACKED)  # fmt: skip
+                      mx_packed=fmt == "mxfp4" and MX_PACKED,
+                      mx_packed_scales=fmt == "mxfp4" and MX_PACKED_SCALES)  # fmt: skip
     n, warps = (2, 1) if fmt == "fp8" else (16, 4)
     m = block_m or 1
     return Launch(path="gemv", block_m=m, block_n=fits(n), block_k=max(64, 1024 // m),

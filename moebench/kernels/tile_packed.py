@@ -18,7 +18,9 @@ weights' shape [E, N, R] (the launcher checks its operands by shape), its storag
 The MXFP4 tile (`Launch.mx_packed`) reads 64-byte boxes too (128 values a step, two a byte), and
 its R / 2 = 1,440 bytes a row at gpt-oss-20b are 22 whole boxes and half of one: with
 ``ragged_last`` a row block's last box is [block_n, R % block_k], after its whole ones, so that the
-program's stream stays one run.
+program's stream stays one run. Its e8m0 scale bytes pack the same way
+(`Launch.mx_packed_scales`: block_k / 32 bytes a box, whole 32-bit words at block_k a multiple of
+128), so that a step's scales are one run of words too.
 """
 
 from __future__ import annotations

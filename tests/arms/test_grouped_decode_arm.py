@@ -4,6 +4,8 @@ and the other two decode arms (the decode cross-arm gate), NaN garbage in non-lo
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -15,6 +17,7 @@ from moebench.kernels.fp8_placed import place_e4m3
 from moebench.kernels.grouped_gemv import scale_words
 from moebench.kernels.grouped_launch import default_launch
 from moebench.kernels.mx_rotated import rotate_mxfp4
+from moebench.kernels.tile_packed import pack_tiles
 from moebench.plan import inputs
 
 ARMS = {n: registry.resolve(n) for n in ("dense_decode", "sparse_decode", "grouped_decode")}
@@ -148,13 +151,24 @@ def test_the_arm_declares_both_launches_to_the_dispatch_gate():
     assert arm.layout == "TKD" and arm.family == "decode" and arm.origin == "builtin"
 
 
+def padded_tile(tokens: int = 6) -> object:
+    """The MXFP4 tile's default launch with its scales in padded rows (not packed)."""
+    tile = default_launch("mxfp4", tokens=tokens, top_k=K, experts=E, columns=2 * F)
+    return dataclasses.replace(tile, mx_packed_scales=False)
+
+
+def packed_scales(s: torch.Tensor, launch) -> torch.Tensor:
+    return pack_tiles(s.contiguous(), launch.block_n, launch.block_k // 32, ragged_last=True)
+
+
 def test_mxfp4_tiles_read_scale_rows_padded_once_at_build():
-    """The MXFP4 tile reads its scales as words, which needs rows on 4-byte boundaries: the arm
-    hands it a padded copy made when the stages are built (the problem's own rows, 2 bytes here,
-    are not), holding the same scales; the GEMV and FP8 take the problem's tensors as they are."""
+    """The MXFP4 tile reads its scales as words, which needs rows on 4-byte boundaries: without
+    ``mx_packed_scales`` the arm hands it a padded copy made when the stages are built (the
+    problem's own rows, 2 bytes here, are not), holding the same scales; the GEMV and FP8 take the
+    problem's tensors as they are."""
     ids, w = routing(6, seed=5)
     mx = problem("w4a16", "swiglu_oai", ids, w)
-    tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
+    tile = padded_tile()
     assert tile.path == "dot" and not scale_words(mx.w13_scale)
     padded, largest = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
     assert scale_words(padded) and torch.equal(padded, mx.w13_scale)
@@ -167,34 +181,45 @@ def test_mxfp4_tiles_read_scale_rows_padded_once_at_build():
     assert grouped_decode.tiles_scales(fp8.w13, fp8.w13_scale, tile) == (fp8.w13_scale, None)
 
 
-def test_builds_over_the_same_scales_share_one_padded_copy_until_they_change():
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+def test_builds_over_the_same_scales_share_one_copy_until_they_change(packed):
     """Every build over the same MXFP4 scales (the model regime builds each layer once a token
-    count) reads one padded copy; scales written since the copy was made get a new one."""
+    count) reads one padded (or packed, the default) copy; scales written since the copy was made
+    get a new one, and a new largest byte."""
     ids, w = routing(6, seed=6)
     mx = problem("w4a16", "swiglu_oai", ids, w)
-    tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
+    tile = dataclasses.replace(padded_tile(), mx_packed_scales=packed)
+    as_read = (lambda t: packed_scales(t, tile)) if packed else (lambda t: t)
     first, largest = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
     assert grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)[0] is first
     mx.w13_scale[0, 0, 0] = largest + 1  # a new largest byte, which the next build must see
     again, now = grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
-    assert again is not first and torch.equal(again, mx.w13_scale) and now == largest + 1
+    assert again is not first and torch.equal(again, as_read(mx.w13_scale)) and now == largest + 1
     other = problem("w4a16", "swiglu_oai", ids, w)  # equal values, another tensor
     assert grouped_decode.tiles_scales(other.w13, other.w13_scale, tile)[0] is not again
 
 
-def test_a_padded_copy_goes_with_its_scales():
-    """The shared copy is dropped with the scales it was made from (no copy outlives them)."""
+def test_a_padded_or_packed_copy_goes_with_its_scales():
+    """The shared copies (and the largest byte kept beside the packed one) are dropped with the
+    scales they were made from (no copy outlives them)."""
     import gc
 
     ids, w = routing(6, seed=7)
     mx = problem("w4a16", "swiglu_oai", ids, w)
-    tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
-    before = len(grouped_decode._TILE_SCALES)
-    grouped_decode.tiles_scales(mx.w13, mx.w13_scale, tile)
-    assert len(grouped_decode._TILE_SCALES) == before + 1
+    padded = padded_tile()
+    packed = dataclasses.replace(padded, mx_packed_scales=True)
+    caches = (
+        grouped_decode._TILE_SCALES,
+        grouped_decode._LARGEST_SCALE,
+        grouped_decode._PACKED_SCALES.setdefault((packed.block_n, packed.block_k), {}),
+    )
+    before = [len(c) for c in caches]
+    grouped_decode.tiles_scales(mx.w13, mx.w13_scale, padded)
+    grouped_decode.tiles_scales(mx.w13, mx.w13_scale, packed)
+    assert [len(c) for c in caches] == [n + 1 for n in before]
     del mx
     gc.collect()
-    assert len(grouped_decode._TILE_SCALES) == before
+    assert [len(c) for c in caches] == before
 
 
 def test_scales_already_aligned_are_read_as_they_are():
@@ -204,7 +229,7 @@ def test_scales_already_aligned_are_read_as_they_are():
 
     s = torch.randint(120, 130, (E, 2 * F, 32), dtype=torch.uint8)
     w13 = torch.zeros(E, 2 * F, 512, dtype=torch.uint8)
-    tile = default_launch("mxfp4", tokens=6, top_k=K, experts=E, columns=2 * F)
+    tile = padded_tile()
     before = len(grouped_decode._TILE_SCALES)
     assert grouped_decode.tiles_scales(w13, s, tile) == (s, int(s.max()))
     assert len(grouped_decode._TILE_SCALES) == before + 1
@@ -259,7 +284,6 @@ def test_rotated_launches_read_a_rotated_copy_made_once_and_write_the_natural_bi
     later builds over the same, unchanged weights (and the sparse arm's), dropped with them; the
     step writes the bits of the same launches on the natural layout. FP8 and launches without the
     flag read the problem's own tensors."""
-    import dataclasses
     import gc
 
     ids, w = routing(tokens, seed=9)
@@ -290,7 +314,6 @@ def test_placed_launches_read_a_placed_copy_made_once_and_write_the_natural_bits
     same, unchanged weights, dropped with them; the step writes the bits of the same launches on
     the natural layout. MXFP4 weights and launches without the flag read the problem's own
     tensors."""
-    import dataclasses
     import gc
 
     ids, w = routing(tokens, seed=11)
@@ -320,9 +343,6 @@ def test_packed_launches_read_a_packed_copy_made_once_and_write_the_same_bits():
     made once for each (blocks, layout) while the weights live; the step writes the bits of the
     same launches unpacked (32 values a step here: F = 32 is no multiple of the arm's 64). MXFP4
     weights do not take it."""
-    import dataclasses
-
-    from moebench.kernels.tile_packed import pack_tiles
 
     ids, w = routing(16, seed=13)  # one pass a program
     p = problem("w8a16", "swiglu_oai", ids, w)
@@ -355,9 +375,6 @@ def test_mxfp4_packed_launches_read_a_packed_copy_made_once_and_write_the_same_b
     (`tile_packed.pack_tiles`, of the rotated copy where the launch is rotated), made once for
     each (blocks, layout) while the weights live; the step writes the bits of the same launches
     unpacked."""
-    import dataclasses
-
-    from moebench.kernels.tile_packed import pack_tiles
 
     ids, w = routing(16, seed=13)  # one pass a program
     p = problem("w4a16", "swiglu_oai", ids, w)
@@ -383,19 +400,15 @@ def test_mxfp4_packed_scales_launches_read_a_packed_copy_made_once_and_write_the
     while the scales live, with the largest byte of the unpacked scales; the step writes the
     bits of the same launches reading the padded rows, in both arms' passes (one pass a program at
     16 tokens, the expert loop at 4)."""
-    import dataclasses
-
-    from moebench.kernels.tile_packed import pack_tiles
-
     for tokens in (16, 4):
         ids, w = routing(tokens, seed=17)
         p = problem("w4a16", "swiglu_oai", ids, w)
-        fc1, fc2 = grouped_decode.launches(p)
-        assert fc1.path == "dot" and fc1.pass_grid == (tokens == 16)
-        pk1, pk2 = (dataclasses.replace(f, mx_packed_scales=True) for f in (fc1, fc2))
+        pk1, pk2 = grouped_decode.launches(p)
+        assert pk1.path == "dot" and pk1.pass_grid == (tokens == 16)
+        assert pk1.mx_packed_scales and pk2.mx_packed_scales  # the arm's default
+        fc1, fc2 = (dataclasses.replace(f, mx_packed_scales=False) for f in (pk1, pk2))
         copy, largest = grouped_decode.tiles_scales(p.w13, p.w13_scale, pk1)
-        want = pack_tiles(p.w13_scale.contiguous(), pk1.block_n, pk1.block_k // 32,
-                          ragged_last=True)  # fmt: skip
+        want = packed_scales(p.w13_scale, pk1)
         assert torch.equal(copy, want) and largest == int(p.w13_scale.max())
         assert grouped_decode.tiles_scales(p.w13, p.w13_scale, pk1)[0] is copy
         assert grouped_decode.tiles_scales(p.w13, p.w13_scale, fc1)[0] is not copy
@@ -406,8 +419,6 @@ def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():
     """The arm's launches with ``expert_ready`` (fc1 "signal", fc2 "wait"; the counters made when
     the stages are built; the default on the FP8 one-pass tiles) write the whole-grid wait's bits;
     a lone role is refused."""
-    import dataclasses
-
     ids, w = routing(16, seed=17)
     p = problem("w8a16", "swiglu_oai", ids, w)
     r1, r2 = grouped_decode.launches(p)  # the one-pass FP8 tiles: paired by default

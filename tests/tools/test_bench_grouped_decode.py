@@ -34,12 +34,14 @@ def test_the_placed_field_sets_the_fp8_tiles_layout_and_nothing_else(bench):
 
 def test_the_packed_field_packs_each_tiles_weights_and_nothing_else(bench):
     # FP8 packs where R is said and whole steps (not here), MXFP4's one-pass tile at any R.
+    # (MXFP4: 1 and 0 with the scales in padded rows; 2 packs them too, the default.)
     for fmt, field, default in (("fp8", "fp8_packed", False), ("mxfp4", "mx_packed", True)):
         base, packed = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", fmt, 64)
         unpacked = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:0", fmt, 64)[1]
         assert base.path == "dot" and getattr(base, field) == default
-        assert packed == bench.dataclasses.replace(base, **{field: True})
-        assert unpacked == bench.dataclasses.replace(base, **{field: False})
+        padded = bench.dataclasses.replace(base, mx_packed_scales=False)
+        assert packed == bench.dataclasses.replace(padded, **{field: True})
+        assert unpacked == bench.dataclasses.replace(padded, **{field: False})
         assert bench.describe(packed) == bench.describe(unpacked) + " packed"
     for fmt in ("mxfp4", "fp8"):  # the one-slot GEMV
         base, same = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", fmt, 1)
@@ -48,11 +50,11 @@ def test_the_packed_field_packs_each_tiles_weights_and_nothing_else(bench):
 
 def test_packed_2_packs_the_mxfp4_tiles_scales_too(bench):
     base, both = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:2", "mxfp4", 64)
-    assert not base.mx_packed_scales  # the default
-    assert both == bench.dataclasses.replace(base, mx_packed=True, mx_packed_scales=True)
-    assert bench.describe(both) == bench.describe(base) + " scales-packed"
-    # packed 1 and 0 leave the scales as the default has them; FP8 takes 2 as packed weights.
-    assert not _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", "mxfp4", 64)[1].mx_packed_scales
+    assert base.mx_packed and base.mx_packed_scales and both == base  # the default
+    # packed 1 and 0 leave the scales padded; FP8 takes 2 as packed weights.
+    bytes_only = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", "mxfp4", 64)[1]
+    assert bytes_only == bench.dataclasses.replace(base, mx_packed_scales=False)
+    assert bench.describe(base) == bench.describe(bytes_only) + " scales-packed"
     fp8 = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:2", "fp8", 64)[1]
     assert fp8.fp8_packed and not fp8.mx_packed_scales
     with pytest.raises(ValueError, match="packed must be 0, 1 or 2"):
