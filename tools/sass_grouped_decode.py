@@ -12,7 +12,8 @@ torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run he
 
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
 SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens
-[:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed[:prefetch[:ahead[:ready]]]]]]]]]]]]
+[:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed[:prefetch[:ahead[:ready
+[:dot]]]]]]]]]]]]]
 (block_k in values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none,
 default the tile's cap; passes 1 for the tile's one pass a program, `Launch.pass_grid`, default 0;
 words 1 or 0: the MXFP4 tile's scales read as 32-bit words from rows padded to 96 bytes, as the arm
@@ -27,7 +28,8 @@ the MXFP4 tile's scale bytes too, `Launch.mx_packed_scales`, default 0; prefetch
 program's first boxes asked of the L2 before the wait, `Launch.fp8_prefetch`, default 0; ahead: each
 step's L2 prefetch that many steps on, `Launch.fp8_prefetch_ahead`, default 0; ready 1: fc1
 signalling and fc2 waiting expert by expert, `Launch.expert_ready`, compiled with the dependent
-launch, default 0), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at
+launch, default 0; dot 1: the MXFP4 tile's bytes in `mx_dot_order`'s layout, `Launch.mx_dot_order`,
+default 0), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at
 1, 8 and 64 tokens.
 """
 
@@ -176,6 +178,7 @@ def grouped(spec: str, out: str) -> None:
     prefetch = int(rest[9]) if len(rest) > 9 else 0
     ahead = int(rest[10]) if len(rest) > 10 else 0
     ready = len(rest) > 11 and rest[11] == "1"
+    dot_order = len(rest) > 12 and rest[12] == "1" and fmt == "mxfp4"
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
         # The arm's padded scale rows (grouped_gemv.word_aligned_scales), or packed ones.
@@ -195,6 +198,8 @@ def grouped(spec: str, out: str) -> None:
             c.update({"PLACED": placed} if "PLACED" in fn.arg_names else {})
             c.update({"PACKED": packed} if "PACKED" in fn.arg_names else {})
             c.update({"PACKED_SCALES": packed_scales} if "PACKED_SCALES" in fn.arg_names else {})
+            if "DOT_ORDER" in fn.arg_names:
+                c.update(DOT_ORDER=dot_order, TAIL_K=ints["R"] % bk)
             c.update({"PREFETCH": prefetch} if "PREFETCH" in fn.arg_names else {})
             c.update({"AHEAD": ahead} if "AHEAD" in fn.arg_names else {})
             role = (1 if stage == "fc1" else 2) if ready else 0

@@ -35,6 +35,8 @@ from moebench.kernels.fp8_placed import place_e4m3
 from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
 from moebench.kernels.grouped_launch import Launch, default_launch, paired_launches
 from moebench.kernels.launch import weight_format
+from moebench.kernels.mx_dot_order import dot_order_mxfp4
+from moebench.kernels.mx_rotated import rotate_mxfp4
 from moebench.kernels.tile_packed import pack_tiles
 
 # Programmatic dependent launch of the grouped kernels and the combine, per precision: on in both.
@@ -99,6 +101,11 @@ _PACKED_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tensor]]
 # tools/bench_grouped_decode.py times it (``packed``).
 _MX_PACKED_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tensor]]] = {}
 
+# MXFP4 bytes with each step's values in the tile's K order (`Launch.mx_dot_order`, rotated;
+# packed box by box where the launch says so), one copy a weight tensor and (block_n, block_k,
+# packed) while it lives.
+_MX_DOT_ORDER_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tensor]]] = {}
+
 
 def _scales_entry(w_scale: torch.Tensor) -> tuple[torch.Tensor | None, int | None]:
     padded = word_aligned_scales(w_scale)
@@ -134,9 +141,19 @@ def tiles_weights(w, launch: Launch) -> torch.Tensor:
     (``launch.fp8_placed``) the copy `fp8_placed.place_e4m3` makes once, packed box by box
     (``launch.fp8_packed``, placed or not as the launch says) the copy `tile_packed.pack_tiles`
     makes once for the launch's blocks, for the MXFP4 tile packed box by box (``mx_packed``, of
-    the rotated copy where the launch is rotated; the last box ragged) likewise, otherwise the
-    problem's own tensor."""
+    the rotated copy where the launch is rotated; the last box ragged) likewise, for the MXFP4
+    tile in its K order (``mx_dot_order``: `mx_dot_order.dot_order_mxfp4` for the launch's block_k,
+    rotated, packed where the launch is) likewise, otherwise the problem's own tensor."""
     fmt = weight_format(w)
+    if launch.mx_dot_order and fmt == "mxfp4":
+        bn, bk, packed = launch.block_n, launch.block_k, launch.mx_packed
+        cache = _MX_DOT_ORDER_WEIGHTS.setdefault((bn, bk, packed), {})
+
+        def dot_ordered(t: torch.Tensor) -> torch.Tensor:
+            words = rotate_mxfp4(dot_order_mxfp4(t, bk))
+            return pack_tiles(words, bn, bk // 2, ragged_last=True) if packed else words
+
+        return pipeline.made_once(cache, w, dot_ordered)
     if launch.mx_packed and fmt == "mxfp4":
         bn, bk, rotated = launch.block_n, launch.block_k, launch.mx_rotated
         cache = _MX_PACKED_WEIGHTS.setdefault((bn, bk, rotated), {})

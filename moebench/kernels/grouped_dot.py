@@ -234,10 +234,13 @@ def _grouped_dot_fp8(
 
 @triton.jit
 def _mxfp4_step(acc, w_step, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPRET: tl.constexpr,
-                FOLD_SCALES: tl.constexpr, ROTATED: tl.constexpr):  # fmt: skip
+                FOLD_SCALES: tl.constexpr, ROTATED: tl.constexpr,
+                DOT_ORDER: tl.constexpr = False):  # fmt: skip
     """acc + one K step of the MXFP4 tile (this step's byte pointers ``w_step`` [BLOCK_N,
     BLOCK_K / 2], a row's bytes at unit stride, and its scale bytes ``s``, both in `loaded_rows`
-    order; dot-order pointers ``x_at`` [BLOCK_K, BLOCK_M])."""
+    order; natural-order pointers ``x_at`` [BLOCK_K, BLOCK_M], put in the dot's order here unless
+    the bytes are in it already, ``DOT_ORDER``: `mx_dot_order`). BLOCK_K is the step's, x_at's
+    first dimension."""
     BK: tl.constexpr = x_at.shape[0]
     if MASKED:
         b_ok = (tl.arange(0, BK // 2) < (R - k0) // 2)[None, :]
@@ -247,10 +250,11 @@ def _mxfp4_step(acc, w_step, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPR
     else:
         w = tl.load(w_step)
         xv = tl.load(x_at + k0, mask=m_ok[None, :], other=0.0)
-    xv = dot_order_rows(mx_order_rows(xv))
+    if not DOT_ORDER:
+        xv = dot_order_rows(mx_order_rows(xv))
     if INTERPRET:
         xv = xv.to(tl.float32)
-    wv = mx_tile(operand_rows(w), operand_rows(s), INTERPRET, FOLD_SCALES, ROTATED)
+    wv = mx_tile(operand_rows(w), operand_rows(s), INTERPRET, FOLD_SCALES, ROTATED, DOT_ORDER)
     return tl.dot(dot_order(wv), xv, acc, out_dtype=tl.float32)
 
 
@@ -263,6 +267,7 @@ def _mxfp4_pass(
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, SCALE_WORDS: tl.constexpr,
     FOLD_SCALES: tl.constexpr, EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr,
     PACKED: tl.constexpr = False, s_last_at=None, PACKED_SCALES: tl.constexpr = False,
+    DOT_ORDER: tl.constexpr = False, TAIL_K: tl.constexpr = 0, w_tail=None, s_tail_at=None,
 ):  # fmt: skip
     """One pass of the MXFP4 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
     column block ``n_block`` (bytes ``w_at`` of the first step and ``w_last`` of the step that
@@ -271,7 +276,9 @@ def _mxfp4_pass(
     32-bit words, [BLOCK_N, BLOCK_K / 128]), stored through the slot epilogue. ``PACKED``: a
     step's bytes are BLOCK_N * BLOCK_K / 2 further on (`tile_packed`), not BLOCK_K / 2;
     ``PACKED_SCALES``: a step's scale words BLOCK_N * BLOCK_K / 128 further on, not BLOCK_K /
-    128."""
+    128. ``DOT_ORDER`` (`mx_dot_order`'s bytes): the last step, R - TAIL_K .. R - 1 when R is no
+    multiple of BLOCK_K, is a step of its own TAIL_K values (bytes ``w_tail``, scale bytes
+    ``s_tail_at``), not a masked BLOCK_K one."""
     kg = tl.arange(0, BLOCK_K // 32)
     t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
                             BLOCK_M, SCAN)  # fmt: skip
@@ -293,7 +300,7 @@ def _mxfp4_pass(
             s = tl.reshape((words[:, :, None] >> (8 * tl.arange(0, 4))[None, None, :]) & 0xFF,
                            [BLOCK_N, BLOCK_K // 32]).to(tl.uint8)  # fmt: skip
             acc = _mxfp4_step(acc, w_at + k0 // 2 * w_step, s, x_at, k0, R, m_ok, False,
-                              INTERPRET, FOLD_SCALES, ROTATED)  # fmt: skip
+                              INTERPRET, FOLD_SCALES, ROTATED, DOT_ORDER)  # fmt: skip
         s_last = tl.load(s_last_at, mask=(kg < (R - r_main) // 32)[None, :], other=0)
     else:
         # Byte loads (a row's step of scales at any offset), which the pipeline leaves
@@ -304,8 +311,13 @@ def _mxfp4_pass(
             g_next = (k0 + BLOCK_K) // 32
             s_last = tl.load(s_at + g_next, mask=(g_next + kg < R // 32)[None, :], other=0)
             acc = _mxfp4_step(acc, w_at + k0 // 2 * w_step, s, x_at, k0, R, m_ok, False,
-                              INTERPRET, FOLD_SCALES, ROTATED)  # fmt: skip
-    if not EVEN_K:
+                              INTERPRET, FOLD_SCALES, ROTATED, DOT_ORDER)  # fmt: skip
+    if not EVEN_K and DOT_ORDER:
+        x_tail = (x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :]
+                  + (r_main + tl.arange(0, TAIL_K))[:, None])  # fmt: skip
+        acc = _mxfp4_step(acc, w_tail, tl.load(s_tail_at), x_tail, 0, R, m_ok, False, INTERPRET,
+                          FOLD_SCALES, ROTATED, True)  # fmt: skip
+    elif not EVEN_K:
         acc = _mxfp4_step(acc, w_last, s_last, x_at, r_main, R, m_ok, True, INTERPRET,
                           FOLD_SCALES, ROTATED)  # fmt: skip
     if not EARLY_BIAS:
@@ -326,6 +338,7 @@ def _grouped_dot_mxfp4(
     PASS_GRID: tl.constexpr, SCALE_WORDS: tl.constexpr, FOLD_SCALES: tl.constexpr,
     EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr, READY: tl.constexpr = 0,
     PACKED: tl.constexpr = False, PACKED_SCALES: tl.constexpr = False,
+    DOT_ORDER: tl.constexpr = False, TAIL_K: tl.constexpr = 0,
 ):  # fmt: skip
     """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
     registers a thread against 116-137 for the expert loop, sm_90a). ``SCALE_WORDS``: the scale
@@ -336,7 +349,8 @@ def _grouped_dot_mxfp4(
     `_grouped_dot_fp8`. ``PACKED``: the weight bytes in `tile_packed`'s order for BLOCK_N rows
     and BLOCK_K / 2 bytes a box, the last box ragged (``Launch.mx_packed``); ``PACKED_SCALES``
     (with ``SCALE_WORDS``): the scale bytes likewise, BLOCK_K / 32 bytes a box
-    (``Launch.mx_packed_scales``)."""
+    (``Launch.mx_packed_scales``). ``DOT_ORDER``: the bytes in `mx_dot_order`'s layout (rotated),
+    the last TAIL_K = R % BLOCK_K values a step of their own (``Launch.mx_dot_order``)."""
     pdl_launch_dependents(GDC and READY != 1)
     e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
@@ -375,13 +389,32 @@ def _grouped_dot_mxfp4(
         if SCALE_WORDS:
             s_words = (s_rows.to(tl.pointer_type(tl.int32))[:, None]
                        + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
+    w_tail = w_last
+    s_tail_at = s_last_at
+    if DOT_ORDER and not EVEN_K:
+        # The last step's TAIL_K values as a step of their own: the masked step's first TAIL_K / 2
+        # bytes and TAIL_K / 32 scale bytes of each row (packed: the row block's last, narrower
+        # box).
+        rows_of_box = loaded_rows(BLOCK_N)[:, None]
+        bt = tl.arange(0, TAIL_K // 2)[None, :]
+        gt = tl.arange(0, TAIL_K // 32)[None, :]
+        if PACKED:
+            run_t = w_ptr + e64 * stride_we + (n_block * BLOCK_N).to(tl.int64) * stride_wn
+            w_tail = run_t + BLOCK_N * (r_main // 2) + rows_of_box * (TAIL_K // 2) + bt
+        else:
+            w_tail = w_ptr + e64 * stride_we + rows64[:, None] * stride_wn + r_main // 2 + bt
+        if PACKED_SCALES:
+            s_run_t = ws_ptr + e64 * stride_se + (n_block * BLOCK_N).to(tl.int64) * stride_sn
+            s_tail_at = s_run_t + BLOCK_N * (r_main // 32) + rows_of_box * (TAIL_K // 32) + gt
+        else:
+            s_tail_at = ws_ptr + e64 * stride_se + rows64[:, None] * stride_sn + r_main // 32 + gt
     if PASS_GRID:
         _mxfp4_pass(x_ptr, ids_ptr, w_at, w_last, s_at, s_words, b_ptr, out_ptr, TK, K,
                     expert_offset, R, e, e64, count, m_first, n_block, stride_xt, stride_xk,
                     stride_it, stride_ik, stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N,
                     BLOCK_K, EVEN_K, EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS,
                     FOLD_SCALES, EARLY_BIAS, ROTATED, PACKED, s_last_at,
-                    PACKED_SCALES)  # fmt: skip
+                    PACKED_SCALES, DOT_ORDER, TAIL_K, w_tail, s_tail_at)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
             _mxfp4_pass(x_ptr, ids_ptr, w_at, w_last, s_at, s_words, b_ptr, out_ptr, TK, K,
@@ -389,6 +422,6 @@ def _grouped_dot_mxfp4(
                         stride_it, stride_ik, stride_be, stride_ot, stride_ok, GLU, BLOCK_M,
                         BLOCK_N, BLOCK_K, EVEN_K, EXACT_RNE, SCAN, NUM_STAGES, INTERPRET,
                         SCALE_WORDS, FOLD_SCALES, EARLY_BIAS, ROTATED, PACKED, s_last_at,
-                        PACKED_SCALES)  # fmt: skip
+                        PACKED_SCALES, DOT_ORDER, TAIL_K, w_tail, s_tail_at)  # fmt: skip
     if READY == 1:
         signal_done(ready_ptr, e, E)

@@ -104,6 +104,7 @@ from moebench.kernels.jit import (
     pdl_wait,
 )
 from moebench.kernels.launch import check_slot_operands, checker
+from moebench.kernels.mx_dot_order import fits as fits_dot_order
 from moebench.kernels.mx_rotated import rotated_word_values
 
 
@@ -365,6 +366,13 @@ def grouped_gemv(
     _check(not L.mx_packed_scales or (w_scale.is_contiguous() and w_scale.data_ptr() % 4 == 0),
            "mx_packed_scales scales must be contiguous on a 4-byte boundary (the tile reads "
            "each step's as one run of words)")  # fmt: skip
+    _check(
+        not L.mx_dot_order or ((L.path, fmt) == ("dot", "mxfp4") and L.mx_rotated),
+        "mx_dot_order is for the MXFP4 dot path on rotated bytes (mx_dot_order's layout)",
+    )
+    _check(not L.mx_dot_order or fits_dot_order(R, L.block_k), f"mx_dot_order needs R ({R}) "
+           f"a multiple of block_k ({L.block_k}) or its last step a power of two of at least 32 "
+           "values")  # fmt: skip
     most = PREFETCH_MAX_BOXES.value
     _check(0 <= L.fp8_prefetch <= most and (not L.fp8_prefetch or L.fp8_packed),
            f"fp8_prefetch must be 0 or, with fp8_packed, 1 to {most} boxes, got "
@@ -439,6 +447,8 @@ def grouped_gemv(
             ROTATED=L.mx_rotated,
             PACKED=L.mx_packed,
             PACKED_SCALES=L.mx_packed_scales,
+            DOT_ORDER=L.mx_dot_order,
+            TAIL_K=R % L.block_k,
             **common,
         )
     elif fmt == "fp8":

@@ -34,7 +34,10 @@ class Launch:
     bytes a box, the last box ragged; the same bits, each program's boxes one run), its scale
     bytes likewise (``mx_packed_scales``: the scales `tile_packed.pack_tiles` made for block_n
     rows and block_k / 32 bytes a box, block_k a multiple of 128 so that a box's rows are whole
-    words; the same bits, a step's scales one run of words), and fc2
+    words; the same bits, a step's scales one run of words), the MXFP4 tile's values stored in
+    its K order (``mx_dot_order``: the rotated bytes `mx_dot_order.dot_order_mxfp4` made for
+    block_k, so that the slots' operand is read as it lies; the same products, summed in another
+    order), and fc2
     waiting for fc1 expert by expert through device counters (``expert_ready``: "signal" for
     fc1, "wait" for fc2, both or neither; `expert_ready`) instead of for the whole of fc1; the
     same bits."""
@@ -58,6 +61,7 @@ class Launch:
     expert_ready: str = ""
     mx_packed: bool = False
     mx_packed_scales: bool = False
+    mx_dot_order: bool = False
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the

@@ -197,19 +197,43 @@ def _per_word(t):
 
 
 @triton.jit
-def rotated_tile(w, s, FOLD_SCALES: tl.constexpr, INTERPRET: tl.constexpr):
+def _cyclic_per_word(t):
+    """[BN, G] values of a row's groups as one a memory word, word j taking group j % G: [BN,
+    G * 4] (`mx_dot_order`: a stored word of a step holds one group's values, the groups in
+    turn)."""
+    BN: tl.constexpr = t.shape[0]
+    G: tl.constexpr = t.shape[1]
+    return tl.reshape(tl.broadcast_to(tl.reshape(t, [BN, 1, G]), [BN, 4, G]), [BN, G * 4])
+
+
+@triton.jit
+def _word_scales(t, DOT_ORDER: tl.constexpr):
+    """A row's group values [BN, G] as one a memory word (`_per_word`, or `_cyclic_per_word` for
+    `mx_dot_order`'s layout)."""
+    if DOT_ORDER:
+        out = _cyclic_per_word(t)
+    else:
+        out = _per_word(t)
+    return out
+
+
+@triton.jit
+def rotated_tile(w, s, FOLD_SCALES: tl.constexpr, INTERPRET: tl.constexpr,
+                 DOT_ORDER: tl.constexpr = False):  # fmt: skip
     """`tile_order.mx_tile` for rotated bytes ``w`` [BLOCK_N, BLOCK_K / 2] and their scale bytes
     ``s`` [BLOCK_N, BLOCK_K / 32]: one decode (`E2M1_BF16_ROTATED_ASM`) a memory word of a row,
     the words built from the bytes, the values bf16 (fp32 under the interpreter) in mx_tile's K
     order (values 4i, 4i + 2, 4i + 1, 4i + 3). The word building and the split back into bf16
     pairs are ops the compiler turns into register names (sm_90a: the decode reads the
     shared-memory loads' words, and its pairs are the dot's operand). Under the interpreter the
-    same steps but the PTX, which runs as its integer steps and an exact fp32 multiply."""
+    same steps but the PTX, which runs as its integer steps and an exact fp32 multiply.
+    ``DOT_ORDER``: the bytes in `mx_dot_order`'s layout, word j of a step scaled by its group j %
+    G (G = BLOCK_K / 32) instead of j // 4."""
     BN: tl.constexpr = w.shape[0]
     KB: tl.constexpr = w.shape[1]
     word = row_words(w)
     if INTERPRET:
-        sc = _per_word(e8m0_scale(s))
+        sc = _word_scales(e8m0_scale(s), DOT_ORDER)
         p0, p1, p2, p3 = _placed(word)
         r0, r1, r2, r3 = _scaled(p0, sc), _scaled(p1, sc), _scaled(p2, sc), _scaled(p3, sc)
     else:
@@ -221,7 +245,7 @@ def rotated_tile(w, s, FOLD_SCALES: tl.constexpr, INTERPRET: tl.constexpr):
             bits = s32 << 7  # 2^(s - 127); 0 and inf as jit.e8m0_scale
             asm: tl.constexpr = E2M1_BF16_ROTATED_ASM
         r0, r1, r2, r3 = tl.inline_asm_elementwise(
-            asm, "=r,=r,=r,=r,r,r", [word, _per_word(bits | (bits << 16))],
+            asm, "=r,=r,=r,=r,r,r", [word, _word_scales(bits | (bits << 16), DOT_ORDER)],
             dtype=(tl.uint32,) * 4, is_pure=True, pack=1,
         )  # fmt: skip
     # A word's values in mx_tile's order: $0 (values 0, 2), $2 (1, 3), $1 (4, 6), $3 (5, 7).

@@ -157,18 +157,21 @@ def dot_order_rows(x):
 
 
 @triton.jit
-def mx_tile(w, s, INTERPRET: tl.constexpr, FOLD_SCALES: tl.constexpr, ROTATED: tl.constexpr):
+def mx_tile(w, s, INTERPRET: tl.constexpr, FOLD_SCALES: tl.constexpr, ROTATED: tl.constexpr,
+            DOT_ORDER: tl.constexpr = False):  # fmt: skip
     """Packed e2m1 bytes ``w`` [BLOCK_N, BLOCK_K / 2] (value 2j of a row in the low nibble of byte
     j; with ``ROTATED`` each 4-byte word in `mx_rotated`'s layout) with their e8m0 scale bytes
     ``s`` [BLOCK_N, BLOCK_K / 32] as the [BLOCK_N, BLOCK_K] values in natural order: bf16 on the
     GPU (exact: an e2m1 value times a power of two), fp32 under the interpreter. ``FOLD_SCALES``:
     every scale byte is at most 128, so the decode multiplies once (module docstring: folded
-    scales); the same values."""
+    scales); the same values. ``DOT_ORDER`` (``ROTATED`` only): the bytes in `mx_dot_order`'s
+    layout, each word scaled by its own group (`mx_rotated.rotated_tile`)."""
+    tl.static_assert(ROTATED or not DOT_ORDER, "mx_dot_order's layout is decoded rotated")
     BN: tl.constexpr = w.shape[0]
     KB: tl.constexpr = w.shape[1]
     G: tl.constexpr = KB // 16
     if ROTATED:
-        out = rotated_tile(w, s, FOLD_SCALES, INTERPRET)
+        out = rotated_tile(w, s, FOLD_SCALES, INTERPRET, DOT_ORDER)
     else:
         w3 = tl.reshape(w, [BN, G, 16])
         s3 = tl.broadcast_to(tl.reshape(s, [BN, G, 1]), [BN, G, 16])
