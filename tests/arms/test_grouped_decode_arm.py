@@ -415,6 +415,27 @@ def test_mxfp4_packed_scales_launches_read_a_packed_copy_made_once_and_write_the
         assert torch.equal(step_bits(p, pk1, pk2), step_bits(p, fc1, fc2)), tokens
 
 
+def test_mxfp4_dot_order_launches_read_a_copy_made_once_and_write_the_same_step():
+    """A MXFP4 tile launch with ``mx_dot_order`` reads a copy of the bytes with each step's values
+    in the tile's K order, rotated and (as the arm's launches are) packed box by box
+    (`mx_dot_order.dot_order_mxfp4`, `mx_rotated.rotate_mxfp4`, `tile_packed.pack_tiles`), made once
+    for each (blocks, packed) while the weights live; the step writes the bits of the same
+    launches on the natural order (its sums are exact at these sizes), one pass a program or the
+    expert loop."""
+    from moebench.kernels.mx_dot_order import dot_order_mxfp4
+
+    for tokens in (16, 4):
+        ids, w = routing(tokens, seed=19)
+        p = problem("w4a16", "swiglu_oai", ids, w)
+        fc1, fc2 = grouped_decode.launches(p)
+        do1, do2 = (dataclasses.replace(f, mx_dot_order=True) for f in (fc1, fc2))
+        copy = grouped_decode.tiles_weights(p.w13, do1)
+        words = rotate_mxfp4(dot_order_mxfp4(p.w13, do1.block_k))
+        assert torch.equal(copy, pack_tiles(words, do1.block_n, do1.block_k // 2, ragged_last=True))
+        assert grouped_decode.tiles_weights(p.w13, do1) is copy
+        assert torch.equal(step_bits(p, do1, do2), step_bits(p, fc1, fc2)), tokens
+
+
 def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():
     """The arm's launches with ``expert_ready`` (fc1 "signal", fc2 "wait"; the counters made when
     the stages are built; the default on the FP8 one-pass tiles) write the whole-grid wait's bits;

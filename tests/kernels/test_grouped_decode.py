@@ -21,6 +21,7 @@ from moebench.kernels.grouped_gemv import grouped_gemv, scale_words, word_aligne
 from moebench.kernels.grouped_launch import Launch
 from moebench.kernels.mx_rotated import rotate_mxfp4
 from moebench.kernels.sparse_gemv import sparse_gemv
+from moebench.kernels.mx_dot_order import dot_order_mxfp4
 from moebench.kernels.tile_packed import pack_tiles
 
 grouped, sparse, dense = on_device(grouped_gemv), on_device(sparse_gemv), on_device(batched_gemm)
@@ -687,6 +688,63 @@ def test_mxfp4_tile_reads_packed_scales_as_the_natural_ones(path, R):
     half_word = dataclasses.replace(launch, block_k=64, mx_packed_scales=True)
     with pytest.raises(ValueError, match="mx_packed_scales is for the MXFP4 dot path with block_k"):
         grouped(x, ids, w, raw, b, poisoned(T, K, N), expert_offset=0, launch=half_word)
+
+
+@pytest.mark.parametrize("R", [288, 320, 256], ids=["tail-32", "tail-64", "whole-steps"])
+@pytest.mark.parametrize("path", ["dot", "dot-passes"])
+def test_mxfp4_tile_reads_values_in_its_k_order_as_the_natural_ones(path, R):
+    """Rotated bytes in `mx_dot_order`'s layout (``Launch.mx_dot_order``: each 128-value step's
+    values in the dot's K order, a last step of 32 or 64 values a step of its own) give the
+    natural rotated bytes' bits on the MXFP4 tile, packed or not, scales packed or padded,
+    looping over passes or one pass a program (two row blocks an expert, an expert with two
+    passes of slots, a GLU; every sum exact, so the sum's order cannot show); natural bytes read
+    as in K order do not."""
+    g = torch.Generator().manual_seed(37)
+    T, K, E, N = 17, 2, 2, 32
+    w, _, _ = exact_weights("mxfp4", E, N, R, g)
+    raw = torch.randint(100, 129, (E, N, R // 32), generator=g, dtype=torch.uint8)
+    s = word_aligned_scales(raw)
+    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1]] * 16 + [[1, 5]], dtype=torch.int32)
+    launch = dataclasses.replace(LAUNCHES[path], block_k=128, mx_rotated=True)
+    natural_words, words = rotate_mxfp4(w), rotate_mxfp4(dot_order_mxfp4(w, 128))
+    for glu, cols in (("none", N), ("swiglu_oai", N // 2)):
+        natural = poisoned(T, K, cols)
+        grouped(x, ids, natural_words, s, b, natural, expert_offset=0, launch=launch, glu=glu)
+        assert torch.isfinite(natural[:, 0].float()).all()
+        for packed, packed_scales in ((False, False), (True, False), (True, True)):
+            ordered = dataclasses.replace(launch, mx_dot_order=True, mx_packed=packed,
+                                          mx_packed_scales=packed_scales)  # fmt: skip
+            box = lambda t: pack_tiles(t, launch.block_n, 64, ragged_last=True) if packed else t
+            scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True) if packed_scales else s
+            got, wrong = poisoned(T, K, cols), poisoned(T, K, cols)
+            grouped(x, ids, box(words), scales, b, got, expert_offset=0, launch=ordered, glu=glu)
+            assert torch.equal(got.view(torch.int16), natural.view(torch.int16)), ordered
+            grouped(x, ids, box(natural_words), scales, b, wrong, expert_offset=0,
+                    launch=ordered, glu=glu)  # fmt: skip
+            assert not torch.equal(wrong[:16].view(torch.int16), natural[:16].view(torch.int16))
+
+
+def test_mxfp4_dot_order_is_the_rotated_mxfp4_tiles_only():
+    """``mx_dot_order`` is refused for FP8 weights, the GEMV path, bytes not rotated and rows
+    whose last step is no power of two of at least 32 values (R = 352: 96 left at 128 a step)."""
+    w8, s8, _ = quantised("fp8", torch.randn(1, 16, 128))
+    wm, sm, _ = quantised("mxfp4", torch.randn(1, 16, 128))
+    w352, s352, _ = quantised("mxfp4", torch.randn(1, 16, 352))
+    out, b = poisoned(1, 1, 16), torch.zeros(1, 16).bfloat16()
+    ids = torch.zeros(1, 1, dtype=torch.int32)
+    rotated = lambda path: dataclasses.replace(LAUNCHES[path], mx_rotated=True, block_k=128)
+    for w, s, launch, why in (
+        (w8, s8, LAUNCHES["dot"], "is for the MXFP4 dot path on rotated bytes"),
+        (wm, sm, rotated("gemv"), "is for the MXFP4 dot path on rotated bytes"),
+        (wm, sm, dataclasses.replace(LAUNCHES["dot"], block_k=128), "is for .* on rotated bytes"),
+        (w352, s352, rotated("dot"), "needs R \\(352\\) a multiple of block_k"),
+    ):
+        x = torch.zeros(1, w.shape[2] * (2 if w.dtype == torch.uint8 else 1)).bfloat16()
+        with pytest.raises(ValueError, match=f"mx_dot_order {why}"):
+            grouped(x, ids, w, s, b, out, expert_offset=0,
+                    launch=dataclasses.replace(launch, mx_dot_order=True))  # fmt: skip
 
 
 def test_mxfp4_packed_is_the_mxfp4_tiles_only():

@@ -145,3 +145,16 @@ def test_a_precision_that_is_no_decode_precision_is_refused(tmp_path):
     )  # fmt: skip
     assert out.returncode == 2 and "--precision: 'bf16' is neither decode precision" in out.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_the_dot_field_stores_the_mxfp4_tiles_values_in_its_k_order(bench):
+    item = "dot" + ":-" * 18 + ":{}"
+    base, ordered = _launches(bench, item.format(1), "mxfp4", 64)
+    assert not base.mx_dot_order  # the default
+    assert ordered == bench.dataclasses.replace(base, mx_dot_order=True)
+    assert bench.describe(ordered) == bench.describe(base) + " dot-order"
+    assert _launches(bench, item.format(0), "mxfp4", 64)[1] == base
+    assert _launches(bench, item.format(1), "fp8", 64)[1].mx_dot_order is False
+    # Only rotated bytes take the layout (field 12: rot).
+    unrotated = "dot" + ":-" * 11 + ":0" + ":-" * 6 + ":1"
+    assert not _launches(bench, unrotated, "mxfp4", 64)[1].mx_dot_order
