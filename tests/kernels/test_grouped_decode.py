@@ -19,9 +19,9 @@ from moebench.kernels.batched_gemm import batched_gemm
 from moebench.kernels.fp8_placed import place_e4m3
 from moebench.kernels.grouped_gemv import grouped_gemv, scale_words, word_aligned_scales
 from moebench.kernels.grouped_launch import Launch
+from moebench.kernels.mx_dot_order import dot_order_mxfp4
 from moebench.kernels.mx_rotated import rotate_mxfp4
 from moebench.kernels.sparse_gemv import sparse_gemv
-from moebench.kernels.mx_dot_order import dot_order_mxfp4
 from moebench.kernels.tile_packed import pack_tiles
 
 grouped, sparse, dense = on_device(grouped_gemv), on_device(sparse_gemv), on_device(batched_gemm)
