@@ -716,7 +716,7 @@ def test_mxfp4_tile_reads_values_in_its_k_order_as_the_natural_ones(path, R):
         for packed, packed_scales in ((False, False), (True, False), (True, True)):
             ordered = dataclasses.replace(launch, mx_dot_order=True, mx_packed=packed,
                                           mx_packed_scales=packed_scales)  # fmt: skip
-            box = lambda t: pack_tiles(t, launch.block_n, 64, ragged_last=True) if packed else t
+            box = lambda t, p=packed: pack_tiles(t, launch.block_n, 64, ragged_last=True) if p else t
             scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True) if packed_scales else s
             got, wrong = poisoned(T, K, cols), poisoned(T, K, cols)
             grouped(x, ids, box(words), scales, b, got, expert_offset=0, launch=ordered, glu=glu)
