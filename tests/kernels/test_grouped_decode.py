@@ -716,12 +716,12 @@ def test_mxfp4_tile_reads_values_in_its_k_order_as_the_natural_ones(path, R):
         for packed, packed_scales in ((False, False), (True, False), (True, True)):
             ordered = dataclasses.replace(launch, mx_dot_order=True, mx_packed=packed,
                                           mx_packed_scales=packed_scales)  # fmt: skip
-            box = lambda t, p=packed: pack_tiles(t, launch.block_n, 64, ragged_last=True) if p else t
+            boxed = lambda t, p=packed: pack_tiles(t, 16, 64, ragged_last=True) if p else t
             scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True) if packed_scales else s
             got, wrong = poisoned(T, K, cols), poisoned(T, K, cols)
-            grouped(x, ids, box(words), scales, b, got, expert_offset=0, launch=ordered, glu=glu)
+            grouped(x, ids, boxed(words), scales, b, got, expert_offset=0, launch=ordered, glu=glu)
             assert torch.equal(got.view(torch.int16), natural.view(torch.int16)), ordered
-            grouped(x, ids, box(natural_words), scales, b, wrong, expert_offset=0,
+            grouped(x, ids, boxed(natural_words), scales, b, wrong, expert_offset=0,
                     launch=ordered, glu=glu)  # fmt: skip
             assert not torch.equal(wrong[:16].view(torch.int16), natural[:16].view(torch.int16))
 
