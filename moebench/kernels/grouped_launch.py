@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from moebench.kernels.mx_dot_order import fits
+
 PATHS = ("gemv", "dot")
 
 
@@ -198,6 +200,12 @@ MX_PACKED = True
 # against 224 and 225.
 MX_PACKED_SCALES = True
 
+# The MXFP4 tile's values stored in its K order (``Launch.mx_dot_order``,
+# `mx_dot_order.dot_order_mxfp4`), where the stage's R allows it (whole steps, or a last step of
+# a power of two of at least 32 values): the slots' operand is then read as the pipeline copies
+# it, instead of loaded, permuted and stored again every step. Not measured yet: off.
+MX_DOT_ORDER = False
+
 
 # fc2 waiting for fc1 expert by expert (`expert_ready`, ``Launch.expert_ready``) instead of for the
 # whole of fc1, where both are the tile with the dependent launch: from one slot an expert
@@ -275,6 +283,14 @@ def one_pass_launch(tile: Launch, fmt: str) -> Launch:
                    max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
 
 
+def _dot_ordered(tile: Launch, reduction: int) -> Launch:
+    """The MXFP4 tile with its values in its K order where MX_DOT_ORDER says so and the stage's
+    R (``reduction``, 0: not said) takes the layout."""
+    if not (MX_DOT_ORDER and tile.mx_rotated and reduction and fits(reduction, tile.block_k)):
+        return tile
+    return replace(tile, mx_dot_order=True)
+
+
 def default_launch(
     fmt: str,
     *,
@@ -297,7 +313,8 @@ def default_launch(
     fewer takes the GEMV. A GEMV of several slots a pass is never chosen (`grouped_gemv`'s
     docstring: budget). FP8's one-pass tile reads its weights packed box by box (FP8_PACKED)
     where ``reduction`` (R, the stage's values a row; 0: not said) is whole steps of it; MXFP4's
-    tile (one pass or the expert loop) at any R, its last box ragged (MX_PACKED)."""
+    tile (one pass or the expert loop) at any R, its last box ragged (MX_PACKED), its values in
+    its K order where MX_DOT_ORDER says so and R allows it."""
     slots = tokens * top_k
     many = tokens > 1 and slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts
     if many and columns & -columns >= 16:
@@ -306,6 +323,6 @@ def default_launch(
             one = one_pass_launch(tile, fmt)
             if fmt == "fp8" and FP8_PACKED and reduction and reduction % one.block_k == 0:
                 one = replace(one, fp8_packed=True)
-            return one
-        return tile
+            return _dot_ordered(one, reduction)
+        return _dot_ordered(tile, reduction)
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)

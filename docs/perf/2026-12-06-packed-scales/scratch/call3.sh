@@ -3,12 +3,36 @@
 # pipeline's copy lays it, no longer loaded, permuted and stored again every step) against the
 # arm (packed bytes and scales), on its stages and on 4 stages (the one-pass tile takes 3; the
 # expert loop 4 already: that variant is skipped there), at 4, 8, 16, 32 and 64 tokens, two
-# draws, both ranks.
+# draws, both ranks. If the arm's stages in K order are faster on the mean at every count, this
+# call turns it on in its copy of the tree (grouped_launch.MX_DOT_ORDER = True, the one line the
+# next commit changes), runs the whole gated scenario on it and reads the stall reasons of its
+# fc1 (as call 2).
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 D=":-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:1"
-BENCH_TIME_BUDGET_S=200 timeout 280 python3 tools/bench_grouped_decode.py /tmp/do --precision w4a16 \
-  --tokens 4,8,16,32,64 --seeds 0,1 --rank 0,1 --variants "dot$D,dot:-:-:-:-:4$(printf ":-%.0s" $(seq 1 13)):1" --variant-tokens 4,8,16,32,64 \
-  > $OUT/dot_order.log 2>&1
-echo "bench rc=$?"; grep -A20 "^slowest" $OUT/dot_order.log
+D4=":-:-:-:-:4:-:-:-:-:-:-:-:-:-:-:-:-:1"
+BENCH_TIME_BUDGET_S=120 timeout 180 python3 tools/bench_grouped_decode.py /tmp/do --precision w4a16 \
+  --tokens 4,8,16,32,64 --seeds 0,1 --rank 0,1 --variants "dot$D,dot$D4" \
+  --variant-tokens 4,8,16,32,64 > $OUT/dot_order.log 2>&1
+echo "bench rc=$?"; grep -A24 "^slowest" $OUT/dot_order.log | grep grouped_decode
+python3 - $OUT/dot_order.log > $OUT/decision.txt <<'PY'
+import re, sys
+rows = re.findall(r"^\s+w4a16\s+(\d+) grouped_decode dot m16 n64 k128 w4 (s\d) .*dot-order[^\n]*"
+                  r"mean ([\d.]+)\s+([+-][\d.]+)%", open(sys.argv[1]).read(), re.M)
+own = {int(t): float(c) for t, s, _, c in rows if (s == "s3") == (int(t) >= 16)}
+print(own)
+print("TAKE" if sorted(own) == [4, 8, 16, 32, 64] and all(c < 0 for c in own.values()) else "KEEP")
+PY
+cat $OUT/decision.txt
+if grep -q TAKE $OUT/decision.txt; then
+  sed -i 's/^MX_DOT_ORDER = False$/MX_DOT_ORDER = True/' moebench/kernels/grouped_launch.py
+  grep -n "^MX_DOT_ORDER" moebench/kernels/grouped_launch.py
+  DEADLINE=$(( $(date +%s) + 290 )) PER_RUN_TIMEOUT=260 bash tools/gpu_run.sh /tmp/g scenarios/gpt-oss-20b-decode-grouped.yaml > $OUT/gpu_run.log 2>&1
+  echo "gated rc=$?"; tail -2 $OUT/gpu_run.log; cp /tmp/g/gpu_run.tgz /tmp/g/summary.txt $OUT/
+  timeout 60 ncu --clock-control none --launch-skip 2 --launch-count 1 -k regex:_grouped_dot_mxfp4 \
+    --section WarpStateStats --section SpeedOfLight \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+    python3 tools/ncu_kernels.py grouped-mxfp4 > $OUT/ncu_stalls_dot_order_fc1.txt 2>&1
+  echo "ncu rc=$?"; grep -E "issue_stalled|Duration|DRAM Throughput" $OUT/ncu_stalls_dot_order_fc1.txt | awk '$NF+0 >= 0.3 || /Duration|DRAM/'
+fi
