@@ -123,7 +123,7 @@ K256 = f"{DAY}/call2/k256.log"
 LOOP_PACKED = "dot m16 n64 k128 w4 s4 pdl r128 eb rot packed ready-signal"
 
 
-def _draw(r: Records, log: str, tokens: int, variant: str, seed: int):
+def slower_rank_step(r: Records, log: str, tokens: int, variant: str, seed: int):
     """The slower rank's step in draw ``seed`` (the bench's summary line)."""
     return r.text(log, rf"^  w4a16 {tokens:>2} grouped_decode {re.escape(variant)}: "
                        rf"[^\n]*\b{seed}:{NUM}")  # fmt: skip
@@ -147,7 +147,8 @@ too (`grouped_launch.MX_PACKED`, 8dd4043).""",
     for tokens in (8, 4):
         cells = []
         for variant in ("default", LOOP_PACKED):
-            cells += [_draw(r, LOOP, tokens, variant, 0), _draw(r, LOOP, tokens, variant, 1),
+            cells += [slower_rank_step(r, LOOP, tokens, variant, 0),
+                      slower_rank_step(r, LOOP, tokens, variant, 1),
                       _mean(r, LOOP, tokens, variant)]  # fmt: skip
         t.row(WORDS[tokens], *cells, over(cells[5], cells[2]), history=HIST)
     return t

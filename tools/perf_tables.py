@@ -39,6 +39,7 @@ import perf_specs_model
 import perf_specs_one_token
 import perf_specs_packed
 import perf_specs_packed_mx
+import perf_specs_packed_scales
 import perf_specs_passes
 import perf_specs_passes16
 import perf_specs_placed
@@ -63,6 +64,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-04's, 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and issue 19),
 # then the areas, then the runs of issues 15-18.
 SPECS = [
+    perf_specs_packed_scales,
     perf_specs_packed_mx,
     perf_specs_gluon_tile,
     perf_specs_sparse_ready,

@@ -195,7 +195,7 @@ MX_PACKED = True
 # bytes] a box, a step's scales one run of 256 bytes instead of 64 words 96 bytes apart), one pass
 # a program or its expert loop. H100, 2026-12-06 (docs/perf/2026-12-06-packed-scales/call1/, two
 # draws, both ranks, the slower rank's step), gpt-oss-20b EP2, against the packed bytes with
-# padded scale rows: -1.2% at 4 tokens, -1.8% at 8, -3.6% at 16, -1.9% at 32, -3.7% at 64 on the
+# padded scale rows: -1.2% at 4 tokens, -1.9% at 8, -3.7% at 16, -1.9% at 32, -3.7% at 64 on the
 # mean, faster in every draw; sm_90a (offline): 217 and 221 instructions a step (fc1, fc2)
 # against 224 and 225.
 MX_PACKED_SCALES = True
