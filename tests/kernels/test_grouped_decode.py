@@ -622,6 +622,24 @@ def test_packed_weights_are_the_fp8_tma_tiles_with_whole_steps_only():
                     launch=dataclasses.replace(LAUNCHES[path], fp8_packed=True))  # fmt: skip
 
 
+# The MXFP4 tile's layout tests: 17 tokens, top-2, two local experts of 32 rows (two row blocks),
+# expert 1 holding 17 slots (two passes of 16), expert 5 not local.
+MX_T, MX_K, MX_E, MX_N = 17, 2, 2, 32
+
+
+def mxfp4_layout_case(R: int, seed: int):
+    """Exact MXFP4 weights [E, N, R / 2] (natural bytes), their scale bytes (unpadded), the same
+    in padded rows, biases, integer activations and the routing: every sum exact, so a layout
+    that reads each value where it belongs gives the natural layout's bits."""
+    g = torch.Generator().manual_seed(seed)
+    w, _, _ = exact_weights("mxfp4", MX_E, MX_N, R, g)
+    raw = torch.randint(100, 129, (MX_E, MX_N, R // 32), generator=g, dtype=torch.uint8)
+    b = (torch.randint(-64, 64, (MX_E, MX_N), generator=g) + 0.3).bfloat16()
+    x = torch.randint(-8, 9, (MX_T, R), generator=g).bfloat16()
+    ids = torch.tensor([[0, 1]] * 16 + [[1, 5]], dtype=torch.int32)
+    return w, raw, word_aligned_scales(raw), b, x, ids
+
+
 @pytest.mark.parametrize("R", [288, 256], ids=["ragged-last-box", "whole-boxes"])
 @pytest.mark.parametrize("rotated", [False, True], ids=["natural", "rotated"])
 @pytest.mark.parametrize("path", ["dot", "dot-passes"])
@@ -631,16 +649,10 @@ def test_mxfp4_tile_reads_packed_weights_as_the_natural_ones(path, rotated, R):
     unpacked bytes' bits on the MXFP4 tile, looping over passes or one pass a program, natural or
     rotated words (two row blocks an expert, an expert with two passes of slots, a GLU); unpacked
     bytes read as packed do not."""
-    g = torch.Generator().manual_seed(29)
-    T, K, E, N = 17, 2, 2, 32
-    w, _, _ = exact_weights("mxfp4", E, N, R, g)
-    s = word_aligned_scales(torch.randint(100, 129, (E, N, R // 32), generator=g,
-                                          dtype=torch.uint8))  # fmt: skip
+    T, K, N = MX_T, MX_K, MX_N
+    w, _, s, b, x, ids = mxfp4_layout_case(R, seed=29)
     if rotated:
         w = rotate_mxfp4(w)
-    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
-    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
-    ids = torch.tensor([[0, 1]] * 16 + [[1, 5]], dtype=torch.int32)
     launch = dataclasses.replace(LAUNCHES[path], block_k=128, mx_rotated=rotated)
     packed = dataclasses.replace(launch, mx_packed=True)
     tiles = pack_tiles(w, launch.block_n, launch.block_k // 2, ragged_last=True)
@@ -663,14 +675,8 @@ def test_mxfp4_tile_reads_packed_scales_as_the_natural_ones(path, R):
     passes or one pass a program (two row blocks an expert, an expert with two passes of slots, a
     GLU, every scale of a row distinct enough to tell a misplaced one); unpacked scales read as
     packed do not, and a block_k of 64 (half a word a row) is refused."""
-    g = torch.Generator().manual_seed(31)
-    T, K, E, N = 17, 2, 2, 32
-    w, _, _ = exact_weights("mxfp4", E, N, R, g)
-    raw = torch.randint(100, 129, (E, N, R // 32), generator=g, dtype=torch.uint8)
-    s = word_aligned_scales(raw)
-    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
-    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
-    ids = torch.tensor([[0, 1]] * 16 + [[1, 5]], dtype=torch.int32)
+    T, K, N = MX_T, MX_K, MX_N
+    w, raw, s, b, x, ids = mxfp4_layout_case(R, seed=31)
     launch = dataclasses.replace(LAUNCHES[path], block_k=128)
     scales = pack_tiles(raw, launch.block_n, launch.block_k // 32, ragged_last=True)
     tiles = pack_tiles(w, launch.block_n, launch.block_k // 2, ragged_last=True)
@@ -699,14 +705,8 @@ def test_mxfp4_tile_reads_values_in_its_k_order_as_the_natural_ones(path, R):
     looping over passes or one pass a program (two row blocks an expert, an expert with two
     passes of slots, a GLU; every sum exact, so the sum's order cannot show); natural bytes read
     as in K order do not."""
-    g = torch.Generator().manual_seed(37)
-    T, K, E, N = 17, 2, 2, 32
-    w, _, _ = exact_weights("mxfp4", E, N, R, g)
-    raw = torch.randint(100, 129, (E, N, R // 32), generator=g, dtype=torch.uint8)
-    s = word_aligned_scales(raw)
-    b = (torch.randint(-64, 64, (E, N), generator=g) + 0.3).bfloat16()
-    x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
-    ids = torch.tensor([[0, 1]] * 16 + [[1, 5]], dtype=torch.int32)
+    T, K, N = MX_T, MX_K, MX_N
+    w, raw, s, b, x, ids = mxfp4_layout_case(R, seed=37)
     launch = dataclasses.replace(LAUNCHES[path], block_k=128, mx_rotated=True)
     natural_words, words = rotate_mxfp4(w), rotate_mxfp4(dot_order_mxfp4(w, 128))
     for glu, cols in (("none", N), ("swiglu_oai", N // 2)):
