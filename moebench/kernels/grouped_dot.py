@@ -368,46 +368,38 @@ def _grouped_dot_mxfp4(
         run = w_ptr + e64 * stride_we + (n_block * BLOCK_N).to(tl.int64) * stride_wn
         local = loaded_rows(BLOCK_N)[:, None]
         w_at = run + local * (BLOCK_K // 2) + b
-        w_last = run + BLOCK_N * (r_main // 2) + local * ((R - r_main) // 2) + b
+        last_rows = run + BLOCK_N * (r_main // 2) + local * ((R - r_main) // 2)
     else:
-        w_at = w_ptr + e64 * stride_we + rows64[:, None] * stride_wn + b
-        w_last = w_at + r_main // 2
+        w_rows = w_ptr + e64 * stride_we + rows64[:, None] * stride_wn  # each row's first byte
+        w_at = w_rows + b
+        last_rows = w_rows + r_main // 2
+    w_last = last_rows + b  # each row's bytes of the step that passes R
     kg = tl.arange(0, BLOCK_K // 32)[None, :]
     if PACKED_SCALES:
         # The scale bytes in the weights' box order: a step's are BLOCK_N whole words, one run.
         s_run = ws_ptr + e64 * stride_se + (n_block * BLOCK_N).to(tl.int64) * stride_sn
         local = loaded_rows(BLOCK_N)[:, None]
         s_at = s_run + local * (BLOCK_K // 32) + kg
-        s_last_at = s_run + BLOCK_N * (r_main // 32) + local * ((R - r_main) // 32) + kg
+        s_last_rows = s_run + BLOCK_N * (r_main // 32) + local * ((R - r_main) // 32)
         s_words = (s_run.to(tl.pointer_type(tl.int32)) + local * (BLOCK_K // 128)
                    + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
     else:
         s_rows = ws_ptr + e64 * stride_se + rows64 * stride_sn  # each row's first scale byte
         s_at = s_rows[:, None] + kg
-        s_last_at = s_at + r_main // 32
+        s_last_rows = s_rows[:, None] + r_main // 32
         s_words = s_at
         if SCALE_WORDS:
             s_words = (s_rows.to(tl.pointer_type(tl.int32))[:, None]
                        + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
+    s_last_at = s_last_rows + kg
     w_tail = w_last
     s_tail_at = s_last_at
     if DOT_ORDER and not EVEN_K:
-        # The last step's TAIL_K values as a step of their own: the masked step's first TAIL_K / 2
-        # bytes and TAIL_K / 32 scale bytes of each row (packed: the row block's last, narrower
-        # box).
-        rows_of_box = loaded_rows(BLOCK_N)[:, None]
-        bt = tl.arange(0, TAIL_K // 2)[None, :]
-        gt = tl.arange(0, TAIL_K // 32)[None, :]
-        if PACKED:
-            run_t = w_ptr + e64 * stride_we + (n_block * BLOCK_N).to(tl.int64) * stride_wn
-            w_tail = run_t + BLOCK_N * (r_main // 2) + rows_of_box * (TAIL_K // 2) + bt
-        else:
-            w_tail = w_ptr + e64 * stride_we + rows64[:, None] * stride_wn + r_main // 2 + bt
-        if PACKED_SCALES:
-            s_run_t = ws_ptr + e64 * stride_se + (n_block * BLOCK_N).to(tl.int64) * stride_sn
-            s_tail_at = s_run_t + BLOCK_N * (r_main // 32) + rows_of_box * (TAIL_K // 32) + gt
-        else:
-            s_tail_at = ws_ptr + e64 * stride_se + rows64[:, None] * stride_sn + r_main // 32 + gt
+        # The last step's TAIL_K values as a step of their own: each row's first TAIL_K / 2 bytes
+        # and TAIL_K / 32 scale bytes of the step that passes R (packed: the row block's last,
+        # narrower box, whole).
+        w_tail = last_rows + tl.arange(0, TAIL_K // 2)[None, :]
+        s_tail_at = s_last_rows + tl.arange(0, TAIL_K // 32)[None, :]
     if PASS_GRID:
         _mxfp4_pass(x_ptr, ids_ptr, w_at, w_last, s_at, s_words, b_ptr, out_ptr, TK, K,
                     expert_offset, R, e, e64, count, m_first, n_block, stride_xt, stride_xk,
