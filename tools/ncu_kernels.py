@@ -13,7 +13,9 @@
   with placed words only (the form of the 2026-12-05 records), ``grouped-mxfp4-natural`` the
   MXFP4 tile on rotated bytes in their rows (not packed: the form before 2026-12-06's
   twenty-seventh session), ``grouped-mxfp4-padded`` the arm's MXFP4 launches with the scales in
-  padded rows (not packed: the form before 2026-12-06's twenty-eighth session).
+  padded rows (not packed: the form before 2026-12-06's twenty-eighth session),
+  ``grouped-mxfp4-dot`` the arm's MXFP4 launches with the values in the tile's K order
+  (``Launch.mx_dot_order``).
 
 Each kernel runs three times (the first compiles); profile the later ones, e.g.
 
@@ -23,7 +25,7 @@ Each kernel runs three times (the first compiles); profile the later ones, e.g.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/ncu_kernels.py KERNELS
 (KERNELS: gemv, act, grouped, grouped-mxfp4, grouped-natural, grouped-placed,
-grouped-mxfp4-natural or grouped-mxfp4-padded)
+grouped-mxfp4-natural, grouped-mxfp4-padded or grouped-mxfp4-dot)
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
     and packed weights and padded scales, fc2 waiting for fc1 expert by expert with its counters
     where the launches pair them); "natural", the tile on the natural weights with none of those
     (MXFP4: rotated, not packed); "placed", placed words only (the 2026-12-05 records' form);
-    "padded", the arm's with MXFP4's scales in padded rows, not packed."""
+    "padded", the arm's with MXFP4's scales in padded rows, not packed; "dot", the arm's with
+    MXFP4's values in the tile's K order."""
     from dataclasses import replace
 
     from arms.decode.grouped_decode import tiles_scales, tiles_weights
@@ -110,10 +113,12 @@ def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
     shape = dict(tokens=tokens, top_k=K, experts=E, pdl=True)
     l1 = default_launch(fmt, columns=2 * F, reduction=D, **shape)
     l2 = default_launch(fmt, columns=D, reduction=F, **shape)
-    if form in ("arm", "padded"):
+    if form in ("arm", "padded", "dot"):
         l1, l2 = paired_launches(l1, l2, fmt, slots_per_expert=tokens * K / E)
         if form == "padded":
             l1, l2 = (replace(f, mx_packed_scales=False) for f in (l1, l2))
+        if form == "dot":
+            l1, l2 = (replace(f, mx_dot_order=True) for f in (l1, l2))
     else:
         l1, l2 = (replace(f, fp8_placed=form == "placed", fp8_packed=False, mx_packed=False,
                           mx_packed_scales=False) for f in (l1, l2))  # fmt: skip
@@ -135,4 +140,5 @@ if __name__ == "__main__":
      "grouped-natural": lambda: grouped("fp8", form="natural"),
      "grouped-placed": lambda: grouped("fp8", form="placed"),
      "grouped-mxfp4-natural": lambda: grouped("mxfp4", form="natural"),
-     "grouped-mxfp4-padded": lambda: grouped("mxfp4", form="padded")}[sys.argv[1]]()  # fmt: skip
+     "grouped-mxfp4-padded": lambda: grouped("mxfp4", form="padded"),
+     "grouped-mxfp4-dot": lambda: grouped("mxfp4", form="dot")}[sys.argv[1]]()  # fmt: skip

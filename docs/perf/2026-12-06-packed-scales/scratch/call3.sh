@@ -5,8 +5,8 @@
 # both ranks.
 # If the arm's stages in K order are faster on the mean at every count, this
 # call turns it on in its copy of the tree (grouped_launch.MX_DOT_ORDER = True, the one line the
-# next commit changes), reads the stall reasons of its fc1 (as call 2) and, where the call's time
-# allows, runs the whole gated scenario on it.
+# next commit changes) and, where the call's time allows, runs the whole gated scenario on it.
+# The stall reasons of its fc1 are read either way (as call 2).
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -24,14 +24,15 @@ print(own)
 print("TAKE" if sorted(own) == [4, 8, 16, 32, 64] and all(c < 0 for c in own.values()) else "KEEP")
 PY
 cat $OUT/decision.txt
+# The stall reasons of its fc1 either way (as call 2's of the arm's).
+timeout 60 ncu --clock-control none --launch-skip 2 --launch-count 1 -k regex:_grouped_dot_mxfp4 \
+  --section WarpStateStats --section SpeedOfLight \
+  --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+  python3 tools/ncu_kernels.py grouped-mxfp4-dot > $OUT/ncu_stalls_dot_order_fc1.txt 2>&1
+echo "ncu rc=$?"; grep -E "issue_stalled|Duration|DRAM Throughput" $OUT/ncu_stalls_dot_order_fc1.txt | awk '$NF+0 >= 0.3 || /Duration|DRAM/'
 if grep -q TAKE $OUT/decision.txt; then
   sed -i 's/^MX_DOT_ORDER = False$/MX_DOT_ORDER = True/' moebench/kernels/grouped_launch.py
   grep -n "^MX_DOT_ORDER" moebench/kernels/grouped_launch.py
-  timeout 60 ncu --clock-control none --launch-skip 2 --launch-count 1 -k regex:_grouped_dot_mxfp4 \
-    --section WarpStateStats --section SpeedOfLight \
-    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-    python3 tools/ncu_kernels.py grouped-mxfp4 > $OUT/ncu_stalls_dot_order_fc1.txt 2>&1
-  echo "ncu rc=$?"; grep -E "issue_stalled|Duration|DRAM Throughput" $OUT/ncu_stalls_dot_order_fc1.txt | awk '$NF+0 >= 0.3 || /Duration|DRAM/'
   # The gated scenario only where the call's device time (CALL_END, seconds since the epoch)
   # leaves room for it (about 230 s on an H100).
   if [ $(( ${CALL_END:-0} - $(date +%s) )) -gt 250 ]; then
