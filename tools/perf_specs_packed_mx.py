@@ -129,6 +129,13 @@ def slower_rank_step(r: Records, log: str, tokens: int, variant: str, seed: int)
                        rf"[^\n]*\b{seed}:{NUM}")  # fmt: skip
 
 
+def draw_cells(r: Records, log: str, tokens: int, variant: str) -> list:
+    """The slower rank's step in draws zero and one and their mean (MXFP4 bench summary)."""
+    return [slower_rank_step(r, log, tokens, variant, 0),
+            slower_rank_step(r, log, tokens, variant, 1),
+            _mean(r, log, tokens, variant)]  # fmt: skip
+
+
 def mx_packed_loop(r: Records) -> Table:
     t = Table(
         name="mx_packed_loop",
@@ -147,9 +154,7 @@ too (`grouped_launch.MX_PACKED`, 8dd4043).""",
     for tokens in (8, 4):
         cells = []
         for variant in ("default", LOOP_PACKED):
-            cells += [slower_rank_step(r, LOOP, tokens, variant, 0),
-                      slower_rank_step(r, LOOP, tokens, variant, 1),
-                      _mean(r, LOOP, tokens, variant)]  # fmt: skip
+            cells += draw_cells(r, LOOP, tokens, variant)
         t.row(WORDS[tokens], *cells, over(cells[5], cells[2]), history=HIST)
     return t
 

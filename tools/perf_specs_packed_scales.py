@@ -13,7 +13,7 @@ from perf_cells import Table
 from perf_records import Records, over
 from perf_specs_confirm import run_rows
 from perf_specs_packed import bench_mean, packed_rows
-from perf_specs_packed_mx import slower_rank_step
+from perf_specs_packed_mx import draw_cells
 from perf_specs_placed import WORDS
 
 DAY = "2026-12-06-packed-scales"
@@ -53,9 +53,7 @@ rank's step in each draw and their mean (us), as the bench's summary prints them
     for tokens in (64, 32, 16, 8, 4):
         cells = []
         for variant in ("default", _scales_variant(tokens)):
-            cells += [slower_rank_step(r, LOG, tokens, variant, 0),
-                      slower_rank_step(r, LOG, tokens, variant, 1),
-                      bench_mean(r, LOG, "w4a16", tokens, variant)]  # fmt: skip
+            cells += draw_cells(r, LOG, tokens, variant)
         t.row(WORDS[tokens], *cells, over(cells[5], cells[2]), history=HIST)
     return t
 

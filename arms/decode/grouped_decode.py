@@ -72,15 +72,14 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
 
 # What the MXFP4 tile reads of a scale tensor (`tiles_scales`), one entry per tensor while it
 # lives (`pipeline.made_once`): a padded copy (None when the rows are aligned already: the tensor
-# itself, not kept alive here) and their largest byte. The model regime builds stages for every
-# token count of every layer over the same weights (gpt-oss-120b: about 107 MB of padded scales a
-# layer), and they share one entry. The rotated weights are `pipeline.rotated_weights`', shared
-# with the sparse arm.
-_TILE_SCALES: dict[int, tuple[int, tuple[torch.Tensor | None, int | None]]] = {}
+# itself, not kept alive here). The model regime builds stages for every token count of every
+# layer over the same weights (gpt-oss-120b: about 107 MB of padded scales a layer), and they
+# share one entry. The rotated weights are `pipeline.rotated_weights`', shared with the sparse arm.
+_TILE_SCALES: dict[int, tuple[int, torch.Tensor | None]] = {}
 
 # MXFP4 scales packed box by box for the tile (`Launch.mx_packed_scales`), one copy a scale tensor
-# and (block_n, block_k) while it lives, and their largest byte (read back once, at build), kept
-# apart from the padded copy, which a packed launch never reads.
+# and (block_n, block_k) while it lives; and the scales' largest byte (read back once, at build),
+# whichever copy the launch reads.
 _PACKED_SCALES: dict[tuple[int, int], dict[int, tuple[int, torch.Tensor]]] = {}
 _LARGEST_SCALE: dict[int, tuple[int, int | None]] = {}
 
@@ -107,9 +106,9 @@ _MX_PACKED_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tenso
 _MX_DOT_ORDER_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tensor]]] = {}
 
 
-def _scales_entry(w_scale: torch.Tensor) -> tuple[torch.Tensor | None, int | None]:
+def _padded_entry(w_scale: torch.Tensor) -> torch.Tensor | None:
     padded = word_aligned_scales(w_scale)
-    return (None if padded is w_scale else padded), max_scale_byte(w_scale)
+    return None if padded is w_scale else padded
 
 
 def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
@@ -124,13 +123,13 @@ def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
     and None otherwise."""
     if weight_format(w) != "mxfp4" or launch.path != "dot":
         return w_scale, None
+    largest = pipeline.made_once(_LARGEST_SCALE, w_scale, max_scale_byte)
     if launch.mx_packed_scales:
         bn, bk = launch.block_n, launch.block_k
         cache = _PACKED_SCALES.setdefault((bn, bk), {})
         boxes = lambda t: pack_tiles(t.contiguous(), bn, bk // 32, ragged_last=True)
-        largest = pipeline.made_once(_LARGEST_SCALE, w_scale, max_scale_byte)
         return pipeline.made_once(cache, w_scale, boxes), largest
-    padded, largest = pipeline.made_once(_TILE_SCALES, w_scale, _scales_entry)
+    padded = pipeline.made_once(_TILE_SCALES, w_scale, _padded_entry)
     return (w_scale if padded is None else padded), largest
 
 

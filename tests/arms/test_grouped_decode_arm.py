@@ -224,7 +224,7 @@ def test_a_padded_or_packed_copy_goes_with_its_scales():
 
 def test_scales_already_aligned_are_read_as_they_are():
     """Scale rows already on 16-byte boundaries are the tile's as they are: no copy is made or
-    kept alive (the entry holds their largest byte only, and goes with them)."""
+    kept alive (the entry holds no copy, and goes with them)."""
     import gc
 
     s = torch.randint(120, 130, (E, 2 * F, 32), dtype=torch.uint8)
