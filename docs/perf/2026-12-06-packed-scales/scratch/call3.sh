@@ -10,7 +10,7 @@
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-D=":-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:1"
+D=":-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:1"
 BENCH_TIME_BUDGET_S=90 timeout 150 python3 tools/bench_grouped_decode.py /tmp/do --precision w4a16 \
   --tokens 4,8,16,32,64 --seeds 0,1 --rank 0,1 --variants "dot$D" \
   --variant-tokens 4,8,16,32,64 > $OUT/dot_order.log 2>&1
