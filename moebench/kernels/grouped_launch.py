@@ -201,17 +201,17 @@ MX_PACKED = True
 MX_PACKED_SCALES = True
 
 # The MXFP4 tile's values stored in its K order (``Launch.mx_dot_order``,
-# `mx_dot_order.dot_order_mxfp4`), where the stage's R allows it (whole steps, or a last step of
-# a power of two of at least 32 values): the slots' operand is then read as the pipeline copies
-# it, instead of loaded, permuted and stored again every step. Off: built on 2026-12-06 (twenty-
-# eighth session) and not yet timed on a GPU (no device time was left). Offline (sm_90a,
-# docs/perf/2026-12-06-packed-scales/offline/): the one-pass tile's loop loses its 8 STS, its
-# memory barrier and its wait for the tensor cores (their 8 HGMMA now overlap the decode, each
-# waiting with 7 in flight), at 261 instructions a step against 218 (more descriptor and
-# predicate arithmetic). The prepared measurement: docs/perf/2026-12-06-packed-scales/scratch/
-# call3.sh (the bench at 4-64 tokens, then, if faster at every count, this set True and the gated
-# scenario).
-MX_DOT_ORDER = False
+# `mx_dot_order.dot_order_mxfp4`), one pass a program or its expert loop, where the stage's R
+# allows it (whole steps, or a last step of a power of two of at least 32 values): the slots'
+# operand is then read as the pipeline copies it, instead of loaded, permuted and stored again
+# every step. H100, 2026-12-06 (docs/perf/2026-12-06-packed-scales/call3/, two draws, both ranks,
+# the slower rank's step), gpt-oss-20b EP2, against the packed bytes and scales in the natural
+# order: -3.3% at 4 tokens, -8.4% at 8, -2.7% at 16, -1.5% at 32, -1.8% at 64 on the mean, faster
+# in all 20 draw-and-rank cells. Offline (sm_90a, docs/perf/2026-12-06-packed-scales/offline/):
+# the one-pass loop loses its 8 STS, its memory barrier and its wait for the tensor cores (its 8
+# HGMMA overlap the next decode, each waiting with 7 in flight), at 261 instructions a step
+# against 218 (descriptor, warpgroup and scale arithmetic).
+MX_DOT_ORDER = True
 
 
 # fc2 waiting for fc1 expert by expert (`expert_ready`, ``Launch.expert_ready``) instead of for the

@@ -65,6 +65,16 @@ def test_default_launch_follows_the_shapes():
             for r, whole in ((2880, True), (2848, False), (0, False)):
                 L = default_launch(fmt, tokens=t, reduction=r, **gpt)
                 assert L.fp8_packed == (fmt == "fp8" and t >= 16 and whole), (fmt, t, r)
+    # MXFP4's tile (one pass or the expert loop) stores its values in its K order (MX_DOT_ORDER)
+    # where R is whole steps or its last step a power of two of at least 32 values (gpt-oss-20b's
+    # 2,880: 22 steps and 64); never FP8, the GEMV or a caller that does not say R.
+    for fmt in FORMATS:
+        for t in (1, 4, 8, 16, 32, 64):
+            for r, fits in ((2880, True), (2816, True), (2848, True), (2912, False), (0, False)):
+                L = default_launch(fmt, tokens=t, reduction=r, **gpt)
+                want = fmt == "mxfp4" and L.path == "dot" and fits
+                assert L.mx_dot_order == want, (fmt, t, r)
+                assert L.path == ("gemv" if t == 1 else "dot"), (fmt, t)
     # The one-slot GEMV keeps the bias after its loop (mixed on the H200: TILE_EARLY_BIAS).
     assert not default_launch("fp8", tokens=1, **gpt).early_bias
 

@@ -150,7 +150,7 @@ def test_a_precision_that_is_no_decode_precision_is_refused(tmp_path):
 def test_the_dot_field_stores_the_mxfp4_tiles_values_in_its_k_order(bench):
     item = "dot" + ":-" * 18 + ":{}"
     base, ordered = _launches(bench, item.format(1), "mxfp4", 64)
-    assert not base.mx_dot_order  # the default
+    assert not base.mx_dot_order  # no R given (default_launch takes it only where R fits)
     assert ordered == bench.dataclasses.replace(base, mx_dot_order=True)
     assert bench.describe(ordered) == bench.describe(base) + " dot-order"
     assert _launches(bench, item.format(0), "mxfp4", 64)[1] == base
