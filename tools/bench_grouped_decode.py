@@ -25,8 +25,8 @@ Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by de
 in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one item each,
 comma separated, at every count of ``--variant-tokens``:
 path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage[:rot
-[:placed[:packed[:ragged[:prefetch[:ahead[:ready[:dot]]]]]]]]]]]]]]]] (one item, no spaces), "-" for
-the arm's default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
+[:placed[:packed[:ragged[:prefetch[:ahead[:ready[:dot[:biased]]]]]]]]]]]]]]]]] (one item, no
+spaces), "-" for the arm's default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
 "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
 (`Launch.pass_grid`, `grouped_launch.one_pass_launch`) or its expert loop (4 stages, 128 registers),
 other fields then from there; registers: the cap a thread (0: none); tma 1 or 0: the FP8 tile's
@@ -47,8 +47,11 @@ it waits for the previous kernel (`Launch.fp8_prefetch`; ignored unless packed);
 step's L2 prefetch of the box that many steps on (`Launch.fp8_prefetch_ahead`; likewise); ready 1 or
 0: fc2 waiting for fc1 expert by expert (`Launch.expert_ready`, fc1 "signal" and fc2 "wait", both
 the tile; ignored otherwise) or for the whole of fc1; dot 1 or 0: the MXFP4 tile's values in its K
-order (`Launch.mx_dot_order`; rotated launches only; a copy made when the stages are built). A field
-left to the default of another path takes that path's (`grouped_launch.path_launch`). The arm's own
+order (`Launch.mx_dot_order`; rotated launches only; a copy made when the stages are built; kept as
+the arm's launch has it where a variant takes the path's defaults again); biased 1 or 0: the MXFP4
+tile's scale bytes biased (`Launch.mx_biased_scales`; rotated launches only, dropped by the arm
+where a scale byte is above 128). A field left to the default of another path takes that path's
+(`grouped_launch.path_launch`). The arm's own
 launch always runs, as "default", and a variant equal to it is skipped. Cases run from the most
 tokens down, so that a run cut short by its time budget (variants are not started past
 TIME_BUDGET_S, 200 s or the environment's BENCH_TIME_BUDGET_S) loses the cheap cases' variants
@@ -144,7 +147,7 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (20 - len(f))
+        f += ["-"] * (21 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
@@ -160,12 +163,13 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
         ahead = None if f[17] in ("-", "") else int(f[17])
         ready = None if f[18] in ("-", "") else bool(int(f[18]))
         dot = None if f[19] in ("-", "") else bool(int(f[19]))
+        biased = None if f[20] in ("-", "") else bool(int(f[20]))
         if packed not in (None, 0, 1, 2):
             raise ValueError(f"variant {item!r}: packed must be 0, 1 or 2, got {packed}")
         if stage not in (None, 1, 2):
             raise ValueError(f"variant {item!r}: stage must be 1 (fc1) or 2 (fc2), got {stage}")
         out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage, rot, placed,
-                             packed, ragged, prefetch, ahead, ready, dot)))  # fmt: skip
+                             packed, ragged, prefetch, ahead, ready, dot, biased)))  # fmt: skip
     return out
 
 
@@ -174,10 +178,14 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
-    fields12 = (*extra, *[None] * 12)[:12]
+    fields13 = (*extra, *[None] * 13)[:13]
     registers, tma, early, _stage, rot, placed, packed, ragged, prefetch, ahead, _ready, dot = (
-        fields12
+        fields13[:12]
     )
+    biased = fields13[12]
+    # The arm's K order where its launch takes it (default_launch, from R), kept when the path's
+    # or the passes' defaults are taken again below (path_launch does not know R).
+    ordered = base.mx_dot_order
     if path is not None and (path != base.path or (bm is not None and path == "gemv")):
         # That path's own blocks (a GEMV's step follows its slots a pass).
         base = path_launch(path, fmt, columns=columns, block_m=bm, pdl=base.pdl)
@@ -205,8 +213,13 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
         fields["fp8_packed" if fmt == "fp8" else "mx_packed"] = bool(packed)
         if fmt == "mxfp4":
             fields["mx_packed_scales"] = packed == 2
-    if dot is not None and fmt == "mxfp4" and fields["path"] == "dot":
-        fields["mx_dot_order"] = dot and fields["mx_rotated"]
+    if fmt == "mxfp4" and fields["path"] == "dot":
+        fields["mx_dot_order"] = ordered if dot is None else dot
+        if biased is not None:
+            fields["mx_biased_scales"] = biased
+    # Both layouts are of rotated bytes.
+    fields["mx_dot_order"] = fields["mx_dot_order"] and fields["mx_rotated"]
+    fields["mx_biased_scales"] = fields["mx_biased_scales"] and fields["mx_rotated"]
     if prefetch is not None and fields["fp8_packed"]:
         fields["fp8_prefetch"] = prefetch
     if ahead is not None and fields["fp8_packed"]:
@@ -244,6 +257,7 @@ def describe(launch: Launch) -> str:
             + (" packed" if L.fp8_packed or L.mx_packed else "")
             + (" scales-packed" if L.mx_packed_scales else "")
             + (" dot-order" if L.mx_dot_order else "")
+            + (" biased" if L.mx_biased_scales else "")
             + (f" pf{L.fp8_prefetch}" if L.fp8_prefetch else "")
             + (f" ahead{L.fp8_prefetch_ahead}" if L.fp8_prefetch_ahead else "")
             + (f" ready-{L.expert_ready}" if L.expert_ready else ""))  # fmt: skip

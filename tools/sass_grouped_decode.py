@@ -19,7 +19,8 @@ default the tile's cap; passes 1 for the tile's one pass a program, `Launch.pass
 words 1 or 0: the MXFP4 tile's scales read as 32-bit words from rows padded to 96 bytes, as the arm
 builds them, `grouped_gemv.word_aligned_scales`, or as bytes from unpadded rows; default 1 where a
 step is whole words; fold 1 or 0: the MXFP4 tile's decode with its scales folded, for scale bytes up
-to 128, `grouped_dot` FOLD_SCALES, or not; default 1; early 1 or 0: the bias loaded before the K
+to 128, `grouped_dot` FOLD_SCALES, or not, 2: folded with the bytes biased (rotated only,
+`Launch.mx_biased_scales`); default 1; early 1 or 0: the bias loaded before the K
 loop, `Launch.early_bias`, default 0; rotated 1 or 0: the MXFP4 tile's weights in `mx_rotated`'s
 layout, `Launch.mx_rotated` (the GEMV's too), default 0; placed 1 or 0: the FP8 tile's weights in
 `fp8_placed`'s layout, `Launch.fp8_placed`, default 0; packed 1 or 0: the FP8 tile's weights through
@@ -169,7 +170,12 @@ def grouped(spec: str, out: str) -> None:
     maxnreg = int(rest[1]) if len(rest) > 1 else TILE_MAX_REGISTERS if path == "dot" else 0
     passes = len(rest) > 2 and rest[2] == "1"
     words = (rest[3] == "1" if len(rest) > 3 else True) and fmt == "mxfp4" and bk % 128 == 0
-    fold = (rest[4] == "1" if len(rest) > 4 else True) and fmt == "mxfp4"
+    # 2: folded with biased scale bytes (`mx_rotated.biased_scales`, ``Launch.mx_biased_scales``).
+    fold = (
+        {"0": False, "1": True, "2": 2}[rest[4] if len(rest) > 4 else "1"]
+        if fmt == "mxfp4"
+        else False
+    )
     early = len(rest) > 5 and rest[5] == "1"
     rotated = len(rest) > 6 and rest[6] == "1"
     placed = len(rest) > 7 and rest[7] == "1"

@@ -21,6 +21,7 @@ but for the order of fp32 sums: bitwise where the sums are exact, within the pre
 tolerance otherwise (the decode cross-arm gate).
 """
 
+import dataclasses
 import functools
 
 import torch
@@ -36,7 +37,7 @@ from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_ali
 from moebench.kernels.grouped_launch import Launch, default_launch, paired_launches
 from moebench.kernels.launch import weight_format
 from moebench.kernels.mx_dot_order import dot_order_mxfp4
-from moebench.kernels.mx_rotated import rotate_mxfp4
+from moebench.kernels.mx_rotated import BIASED_UP_TO, biased_scales, rotate_mxfp4
 from moebench.kernels.tile_packed import pack_tiles
 
 # Programmatic dependent launch of the grouped kernels and the combine, per precision: on in both.
@@ -77,10 +78,11 @@ def launches(p: Problem) -> tuple[Launch, Launch]:
 # share one entry. The rotated weights are `pipeline.rotated_weights`', shared with the sparse arm.
 _TILE_SCALES: dict[int, tuple[int, torch.Tensor | None]] = {}
 
-# MXFP4 scales packed box by box for the tile (`Launch.mx_packed_scales`), one copy a scale tensor
-# and (block_n, block_k) while it lives; and the scales' largest byte (read back once, at build),
+# MXFP4 scales packed box by box for the tile (`Launch.mx_packed_scales`) or biased
+# (`Launch.mx_biased_scales`, padded rows where not packed), one copy a scale tensor and (block_n,
+# block_k, packed, biased) while it lives; and the scales' largest byte (read back once, at build),
 # whichever copy the launch reads.
-_PACKED_SCALES: dict[tuple[int, int], dict[int, tuple[int, torch.Tensor]]] = {}
+_PACKED_SCALES: dict[tuple[int, int, bool, bool], dict[int, tuple[int, torch.Tensor]]] = {}
 _LARGEST_SCALE: dict[int, tuple[int, int | None]] = {}
 
 # FP8 weights in `fp8_placed`'s layout for the tile (`Launch.fp8_placed`), one copy a weight tensor
@@ -119,18 +121,35 @@ def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
     tile loads them as words inside its pipeline; both are made once and shared by every build
     over the same, unchanged scales (the largest byte is one read back from the device, at build).
     With ``launch.mx_packed_scales``, instead, the copy `tile_packed.pack_tiles` makes once for
-    the launch's blocks (block_k / 32 bytes a box, the last box ragged). The problem's own tensor
-    and None otherwise."""
+    the launch's blocks (block_k / 32 bytes a box, the last box ragged), of the bytes
+    `mx_rotated.biased_scales` makes where ``launch.mx_biased_scales`` and the largest byte allow
+    it (`scales_launch`). The problem's own tensor and None otherwise."""
     if weight_format(w) != "mxfp4" or launch.path != "dot":
         return w_scale, None
     largest = pipeline.made_once(_LARGEST_SCALE, w_scale, max_scale_byte)
-    if launch.mx_packed_scales:
-        bn, bk = launch.block_n, launch.block_k
-        cache = _PACKED_SCALES.setdefault((bn, bk), {})
-        boxes = lambda t: pack_tiles(t.contiguous(), bn, bk // 32, ragged_last=True)
-        return pipeline.made_once(cache, w_scale, boxes), largest
+    biased = scales_launch(launch, largest).mx_biased_scales
+    if launch.mx_packed_scales or biased:
+        bn, bk, packed = launch.block_n, launch.block_k, launch.mx_packed_scales
+        cache = _PACKED_SCALES.setdefault((bn, bk, packed, biased), {})
+
+        def copy(t: torch.Tensor) -> torch.Tensor:
+            t = biased_scales(t) if biased else t
+            if packed:
+                return pack_tiles(t.contiguous(), bn, bk // 32, ragged_last=True)
+            return word_aligned_scales(t)
+
+        return pipeline.made_once(cache, w_scale, copy), largest
     padded = pipeline.made_once(_TILE_SCALES, w_scale, _padded_entry)
     return (w_scale if padded is None else padded), largest
+
+
+def scales_launch(launch: Launch, largest: int | None) -> Launch:
+    """``launch`` as it reads scales whose largest byte is ``largest`` (`tiles_scales`): without
+    ``mx_biased_scales`` where a byte is above `mx_rotated.BIASED_UP_TO` (or none is known), the
+    folded decode then not being taken."""
+    if launch.mx_biased_scales and (largest is None or largest > BIASED_UP_TO):
+        return dataclasses.replace(launch, mx_biased_scales=False)
+    return launch
 
 
 def tiles_weights(w, launch: Launch) -> torch.Tensor:
@@ -183,6 +202,7 @@ def build_stages(
     fc1, fc2 = fc1 or default1, fc2 or default2
     s13, max13 = tiles_scales(p.w13, p.w13_scale, fc1)
     s2, max2 = tiles_scales(p.w2, p.w2_scale, fc2)
+    fc1, fc2 = scales_launch(fc1, max13), scales_launch(fc2, max2)
     w13, w2 = tiles_weights(p.w13, fc1), tiles_weights(p.w2, fc2)
     # fc2 waiting for fc1 expert by expert (`expert_ready`): fc1 signals, fc2 waits, on counters
     # made here, never in a step.

@@ -345,7 +345,8 @@ def _grouped_dot_mxfp4(
     rows are 4-byte aligned (row and expert strides multiples of 4 bytes, the base too) and a step
     is whole words (BLOCK_K a multiple of 128), so a step's scales load as words.
     ``FOLD_SCALES``: every scale byte is at most 128 (the launcher's ``max_scale_byte``), so the
-    decode multiplies once a pair of values (`tile_order`: folded scales). ``READY`` as in
+    decode multiplies once a pair of values (`tile_order`: folded scales); 2: folded, the scale
+    bytes `mx_rotated.biased_scales`' (``Launch.mx_biased_scales``, rotated). ``READY`` as in
     `_grouped_dot_fp8`. ``PACKED``: the weight bytes in `tile_packed`'s order for BLOCK_N rows
     and BLOCK_K / 2 bytes a box, the last box ragged (``Launch.mx_packed``); ``PACKED_SCALES``
     (with ``SCALE_WORDS``): the scale bytes likewise, BLOCK_K / 32 bytes a box

@@ -373,6 +373,8 @@ def grouped_gemv(
     _check(not L.mx_dot_order or fits_dot_order(R, L.block_k), f"mx_dot_order needs R ({R}) "
            f"a multiple of block_k ({L.block_k}) or its last step a power of two of at least 32 "
            "values")  # fmt: skip
+    _check(not L.mx_biased_scales or ((L.path, fmt) == ("dot", "mxfp4") and L.mx_rotated),
+           "mx_biased_scales is for the MXFP4 dot path on rotated bytes")  # fmt: skip
     most = PREFETCH_MAX_BOXES.value
     _check(0 <= L.fp8_prefetch <= most and (not L.fp8_prefetch or L.fp8_packed),
            f"fp8_prefetch must be 0 or, with fp8_packed, 1 to {most} boxes, got "
@@ -388,8 +390,12 @@ def grouped_gemv(
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     fold = fmt == "mxfp4" and max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
+    _check(not L.mx_biased_scales or fold, f"mx_biased_scales needs max_scale_byte (of the scales "
+           f"before biasing) at most {FOLD_SCALES_UP_TO}, got {max_scale_byte}")  # fmt: skip
     if max_scale_byte is not None and not w_scale.is_cuda and fmt == "mxfp4":
         largest = int(w_scale.max())
+        if L.mx_biased_scales:  # the bytes before biasing (byte 0 kept)
+            largest = max(largest - 126, 0)
         _check(largest <= max_scale_byte, f"max_scale_byte ({max_scale_byte}) is below w_scale's "
                f"largest byte ({largest})")  # fmt: skip
     # TMA needs the weights as packed [E * N, R] rows on a 16-byte boundary (R is a multiple of
@@ -443,7 +449,7 @@ def grouped_gemv(
             INTERPRET=not out.is_cuda,
             PASS_GRID=L.pass_grid,
             SCALE_WORDS=(L.mx_packed_scales or scale_words(w_scale)) and L.block_k % 128 == 0,
-            FOLD_SCALES=fold,
+            FOLD_SCALES=2 if L.mx_biased_scales else fold,
             ROTATED=L.mx_rotated,
             PACKED=L.mx_packed,
             PACKED_SCALES=L.mx_packed_scales,

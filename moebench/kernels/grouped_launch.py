@@ -39,7 +39,9 @@ class Launch:
     words; the same bits, a step's scales one run of words), the MXFP4 tile's values stored in
     its K order (``mx_dot_order``: the rotated bytes `mx_dot_order.dot_order_mxfp4` made for
     block_k, so that the slots' operand is read as it lies; the same products, summed in another
-    order), and fc2
+    order), the MXFP4 tile's scale bytes biased (``mx_biased_scales``: the scales
+    `mx_rotated.biased_scales` made, s + 126, for the rotated tile with every byte at most 128;
+    the same bits, a scale's multiplier one shift), and fc2
     waiting for fc1 expert by expert through device counters (``expert_ready``: "signal" for
     fc1, "wait" for fc2, both or neither; `expert_ready`) instead of for the whole of fc1; the
     same bits."""
@@ -64,6 +66,7 @@ class Launch:
     mx_packed: bool = False
     mx_packed_scales: bool = False
     mx_dot_order: bool = False
+    mx_biased_scales: bool = False
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the
@@ -213,6 +216,13 @@ MX_PACKED_SCALES = True
 # against 218 (descriptor, warpgroup and scale arithmetic).
 MX_DOT_ORDER = True
 
+# The MXFP4 tile's scale bytes biased (``Launch.mx_biased_scales``, `mx_rotated.biased_scales`:
+# s + 126, so that the folded decode's multiplier is one shift of the byte), where the rotated
+# tile folds its scales (every byte at most 128; the arm drops it otherwise,
+# `grouped_decode.scales_launch`). Offline (sm_90a): the one-pass loop 249 instructions a step
+# against 261 in the K order, 216 against 218 in the natural one. Off until measured.
+MX_BIASED_SCALES = False
+
 
 # fc2 waiting for fc1 expert by expert (`expert_ready`, ``Launch.expert_ready``) instead of for the
 # whole of fc1, where both are the tile with the dependent launch: from one slot an expert
@@ -261,7 +271,7 @@ def path_launch(
     blocks shrink to the largest power of two dividing N. MXFP4 on either path reads rotated
     weights (MXFP4_ROTATED; the GEMV then at most MXFP4_ROTATED_GEMV_REGISTERS registers), the
     FP8 tile placed ones where FP8_PLACED says so, the MXFP4 tile packed ones where MX_PACKED
-    does, and its scales packed where MX_PACKED_SCALES does."""
+    does, its scales packed where MX_PACKED_SCALES does and biased where MX_BIASED_SCALES does."""
     fits = lambda bn: min(bn, columns & -columns)
     rotated = fmt == "mxfp4" and MXFP4_ROTATED
     if path == "dot":
@@ -270,7 +280,8 @@ def path_launch(
                       max_registers=TILE_MAX_REGISTERS, early_bias=TILE_EARLY_BIAS,
                       mx_rotated=rotated, fp8_placed=fmt == "fp8" and FP8_PLACED,
                       mx_packed=fmt == "mxfp4" and MX_PACKED,
-                      mx_packed_scales=fmt == "mxfp4" and MX_PACKED_SCALES)  # fmt: skip
+                      mx_packed_scales=fmt == "mxfp4" and MX_PACKED_SCALES,
+                      mx_biased_scales=rotated and MX_BIASED_SCALES)  # fmt: skip
     n, warps = (2, 1) if fmt == "fp8" else (16, 4)
     m = block_m or 1
     return Launch(path="gemv", block_m=m, block_n=fits(n), block_k=max(64, 1024 // m),

@@ -131,6 +131,23 @@ def rotate_mxfp4(w: torch.Tensor) -> torch.Tensor:
     )
 
 
+# The largest e8m0 byte the folded decode takes (2^(s - 1) a normal bf16), and so `biased_scales`.
+BIASED_UP_TO = 128
+
+
+def biased_scales(s: torch.Tensor) -> torch.Tensor:
+    """MXFP4 scale bytes ``s`` (uint8, each at most BIASED_UP_TO) as the folded decode's exponent
+    fields: s + 126 (2^(s - 1) as a bf16's exponent), byte 0 (which the decode maps to 0) kept 0; a
+    new tensor of the same shape. The rotated tile reads them with ``FOLD_SCALES`` 2
+    (`rotated_tile`; ``Launch.mx_biased_scales``)."""
+    if s.dtype != torch.uint8:
+        raise ValueError(f"biased_scales takes uint8 scale bytes, got {s.dtype}")
+    if s.numel() and int(s.max()) > BIASED_UP_TO:
+        raise ValueError(f"biased_scales takes scale bytes up to {BIASED_UP_TO}, got "
+                         f"{int(s.max())}")  # fmt: skip
+    return torch.where(s == 0, s, s + 126)
+
+
 @triton.jit
 def _rotl(word, n: tl.constexpr):
     return (word << n) | (word >> (32 - n))
@@ -228,17 +245,24 @@ def rotated_tile(w, s, FOLD_SCALES: tl.constexpr, INTERPRET: tl.constexpr,
     shared-memory loads' words, and its pairs are the dot's operand). Under the interpreter the
     same steps but the PTX, which runs as its integer steps and an exact fp32 multiply.
     ``DOT_ORDER``: the bytes in `mx_dot_order`'s layout, word j of a step scaled by its group j %
-    G (G = BLOCK_K / 32) instead of j // 4."""
+    G (G = BLOCK_K / 32) instead of j // 4. ``FOLD_SCALES`` 2: folded, and the scale bytes are
+    `biased_scales`' (s + 126, the exponent field of 2^(s - 1), 0 kept), so that a scale's bf16
+    pair is one shift and one multiply-add instead of an add, a compare and a select more."""
     BN: tl.constexpr = w.shape[0]
     KB: tl.constexpr = w.shape[1]
     word = row_words(w)
     if INTERPRET:
+        if FOLD_SCALES == 2:
+            s = tl.where(s == 0, 0, s.to(tl.int32) - 126)  # the e8m0 bytes again
         sc = _word_scales(e8m0_scale(s), DOT_ORDER)
         p0, p1, p2, p3 = _placed(word)
         r0, r1, r2, r3 = _scaled(p0, sc), _scaled(p1, sc), _scaled(p2, sc), _scaled(p3, sc)
     else:
         s32 = s.to(tl.uint32)
-        if FOLD_SCALES:
+        if FOLD_SCALES == 2:
+            bits = s32 << 7  # biased bytes: 2^(s - 1), byte 0 still 0
+            asm: tl.constexpr = E2M1_BF16_ROTATED_FOLDED_ASM
+        elif FOLD_SCALES:
             bits = tl.where(s32 == 0, 0, (s32 + 126) << 7)  # 2^(s - 1); byte 0 gives 0
             asm: tl.constexpr = E2M1_BF16_ROTATED_FOLDED_ASM
         else:

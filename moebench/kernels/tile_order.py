@@ -165,8 +165,10 @@ def mx_tile(w, s, INTERPRET: tl.constexpr, FOLD_SCALES: tl.constexpr, ROTATED: t
     GPU (exact: an e2m1 value times a power of two), fp32 under the interpreter. ``FOLD_SCALES``:
     every scale byte is at most 128, so the decode multiplies once (module docstring: folded
     scales); the same values. ``DOT_ORDER`` (``ROTATED`` only): the bytes in `mx_dot_order`'s
-    layout, each word scaled by its own group (`mx_rotated.rotated_tile`)."""
+    layout, each word scaled by its own group (`mx_rotated.rotated_tile`). ``FOLD_SCALES`` 2
+    (``ROTATED`` only): folded, the scale bytes `mx_rotated.biased_scales`'."""
     tl.static_assert(ROTATED or not DOT_ORDER, "mx_dot_order's layout is decoded rotated")
+    tl.static_assert(ROTATED or FOLD_SCALES != 2, "biased scale bytes are decoded rotated")
     BN: tl.constexpr = w.shape[0]
     KB: tl.constexpr = w.shape[1]
     G: tl.constexpr = KB // 16

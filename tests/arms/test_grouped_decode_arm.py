@@ -211,7 +211,7 @@ def test_a_padded_or_packed_copy_goes_with_its_scales():
     caches = (
         grouped_decode._TILE_SCALES,
         grouped_decode._LARGEST_SCALE,
-        grouped_decode._PACKED_SCALES.setdefault((packed.block_n, packed.block_k), {}),
+        grouped_decode._PACKED_SCALES.setdefault((packed.block_n, packed.block_k, True, False), {}),
     )
     before = [len(c) for c in caches]
     grouped_decode.tiles_scales(mx.w13, mx.w13_scale, padded)

@@ -20,7 +20,7 @@ from moebench.kernels.fp8_placed import place_e4m3
 from moebench.kernels.grouped_gemv import grouped_gemv, scale_words, word_aligned_scales
 from moebench.kernels.grouped_launch import Launch
 from moebench.kernels.mx_dot_order import dot_order_mxfp4
-from moebench.kernels.mx_rotated import rotate_mxfp4
+from moebench.kernels.mx_rotated import biased_scales, rotate_mxfp4
 from moebench.kernels.sparse_gemv import sparse_gemv
 from moebench.kernels.tile_packed import pack_tiles
 
@@ -724,6 +724,68 @@ def test_mxfp4_tile_reads_values_in_its_k_order_as_the_natural_ones(path, R):
             grouped(x, ids, boxed(natural_words), scales, b, wrong, expert_offset=0,
                     launch=ordered, glu=glu)  # fmt: skip
             assert not torch.equal(wrong[:16].view(torch.int16), natural[:16].view(torch.int16))
+
+
+@pytest.mark.parametrize("path", ["dot", "dot-passes"])
+def test_mxfp4_tile_reads_biased_scales_as_the_e8m0_ones(path):
+    """Scale bytes stored biased (``Launch.mx_biased_scales``, `mx_rotated.biased_scales`: s + 126,
+    byte 0 kept) give the e8m0 bytes' bits on the rotated MXFP4 tile with its scales folded, in the
+    natural K order or its own, scales packed or padded, looping over passes or one pass a program
+    (bytes 0, 1 and 128 among them, a GLU); e8m0 bytes read as biased do not. Under the
+    interpreter the tile undoes the bias before its fp32 decode; compiled, its multiplier is the
+    byte shifted (tests/kernels/test_mx_decode_ptx.py holds the PTX's own check)."""
+    T, K, N, R = MX_T, MX_K, MX_N, 288
+    w, raw, s, b, x, ids = mxfp4_layout_case(R, seed=41)
+    raw[0, :4, 0], raw[1, 3, 2] = torch.tensor([0, 1, 2, 128], dtype=torch.uint8), 0
+    s = word_aligned_scales(raw)
+    largest = int(raw.max())
+    launch = dataclasses.replace(LAUNCHES[path], block_k=128, mx_rotated=True)
+    natural_words, ordered_words = rotate_mxfp4(w), rotate_mxfp4(dot_order_mxfp4(w, 128))
+    for glu, cols in (("none", N), ("swiglu_oai", N // 2)):
+        natural = poisoned(T, K, cols)
+        grouped(x, ids, natural_words, s, b, natural, expert_offset=0, launch=launch, glu=glu,
+                max_scale_byte=largest)  # fmt: skip
+        for ordered, packed in ((False, False), (True, False), (True, True)):
+            biased = dataclasses.replace(launch, mx_biased_scales=True, mx_dot_order=ordered,
+                                         mx_packed_scales=packed)  # fmt: skip
+            # Packed from the unpadded bytes, padded rows otherwise.
+            lay = lambda t, p=packed: (pack_tiles(t, launch.block_n, 4, ragged_last=True) if p
+                                       else word_aligned_scales(t))  # fmt: skip
+            words = ordered_words if ordered else natural_words
+            got, wrong = poisoned(T, K, cols), poisoned(T, K, cols)
+            grouped(x, ids, words, lay(biased_scales(raw)), b, got, expert_offset=0,
+                    launch=biased, glu=glu, max_scale_byte=largest)  # fmt: skip
+            assert torch.equal(got.view(torch.int16), natural.view(torch.int16)), biased
+            grouped(x, ids, words, lay(raw), b, wrong, expert_offset=0, launch=biased, glu=glu,
+                    max_scale_byte=largest)  # fmt: skip
+            assert not torch.equal(wrong[:16].view(torch.int16), natural[:16].view(torch.int16))
+
+
+def test_mxfp4_biased_scales_are_the_rotated_folded_tiles_only():
+    """``mx_biased_scales`` is refused for FP8 weights, the GEMV path and bytes not rotated, and
+    where the scales' largest byte (before biasing) is not given or above 128 (no folded decode);
+    `biased_scales` refuses bytes above 128 and keeps byte 0."""
+    w8, s8, _ = quantised("fp8", torch.randn(1, 16, 128))
+    wm, sm, _ = quantised("mxfp4", torch.randn(1, 16, 128))
+    out, b = poisoned(1, 1, 16), torch.zeros(1, 16).bfloat16()
+    ids = torch.zeros(1, 1, dtype=torch.int32)
+    rotated = lambda path: dataclasses.replace(LAUNCHES[path], mx_rotated=True, block_k=128)
+    small = int(sm.max())
+    for w, s, launch, largest, why in (
+        (w8, s8, LAUNCHES["dot"], None, "is for the MXFP4 dot path on rotated bytes"),
+        (wm, sm, rotated("gemv"), small, "is for the MXFP4 dot path on rotated bytes"),
+        (wm, sm, dataclasses.replace(LAUNCHES["dot"], block_k=128), small, "is for .* rotated"),
+        (wm, sm, rotated("dot"), None, "needs max_scale_byte .* at most 128, got None"),
+        (wm, sm, rotated("dot"), 130, "needs max_scale_byte .* at most 128, got 130"),
+    ):
+        x = torch.zeros(1, w.shape[2] * (2 if w.dtype == torch.uint8 else 1)).bfloat16()
+        with pytest.raises(ValueError, match=f"mx_biased_scales {why}"):
+            grouped(x, ids, w, s, b, out, expert_offset=0, max_scale_byte=largest,
+                    launch=dataclasses.replace(launch, mx_biased_scales=True))  # fmt: skip
+    raw = torch.tensor([0, 1, 127, 128], dtype=torch.uint8)
+    assert biased_scales(raw).tolist() == [0, 127, 253, 254]
+    with pytest.raises(ValueError, match="up to 128, got 129"):
+        biased_scales(torch.tensor([129], dtype=torch.uint8))
 
 
 def test_mxfp4_dot_order_is_the_rotated_mxfp4_tiles_only():
