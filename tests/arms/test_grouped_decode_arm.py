@@ -427,13 +427,43 @@ def test_mxfp4_dot_order_launches_read_a_copy_made_once_and_write_the_same_step(
     for tokens in (16, 4):
         ids, w = routing(tokens, seed=19)
         p = problem("w4a16", "swiglu_oai", ids, w)
-        fc1, fc2 = grouped_decode.launches(p)
-        do1, do2 = (dataclasses.replace(f, mx_dot_order=True) for f in (fc1, fc2))
+        do1, do2 = grouped_decode.launches(p)
+        assert do1.mx_dot_order and do2.mx_dot_order  # the arm's default (MX_DOT_ORDER)
+        fc1, fc2 = (dataclasses.replace(f, mx_dot_order=False) for f in (do1, do2))
         copy = grouped_decode.tiles_weights(p.w13, do1)
         words = rotate_mxfp4(dot_order_mxfp4(p.w13, do1.block_k))
         assert torch.equal(copy, pack_tiles(words, do1.block_n, do1.block_k // 2, ragged_last=True))
         assert grouped_decode.tiles_weights(p.w13, do1) is copy
         assert torch.equal(step_bits(p, do1, do2), step_bits(p, fc1, fc2)), tokens
+
+
+def test_mxfp4_biased_scales_are_a_copy_made_once_taken_only_where_the_scales_fold():
+    """A MXFP4 tile launch with ``mx_biased_scales`` reads a copy of the scales biased
+    (`mx_rotated.biased_scales`) and, as the arm's launches are, packed box by box, made once while
+    the scales live, with the largest byte of the e8m0 scales; the step writes the bits of the
+    same launches on the e8m0 bytes, one pass a program or the expert loop. Scales with a byte
+    above 128 (no folded decode) keep their bytes, and the launch drops the bias
+    (`scales_launch`)."""
+    from moebench.kernels.mx_rotated import biased_scales
+
+    for tokens in (16, 4):
+        ids, w = routing(tokens, seed=23)
+        p = problem("w4a16", "swiglu_oai", ids, w)
+        fc1, fc2 = grouped_decode.launches(p)
+        b1, b2 = (dataclasses.replace(f, mx_biased_scales=True) for f in (fc1, fc2))
+        copy, largest = grouped_decode.tiles_scales(p.w13, p.w13_scale, b1)
+        assert largest == int(p.w13_scale.max()) <= 128
+        assert torch.equal(copy, packed_scales(biased_scales(p.w13_scale), b1))
+        assert grouped_decode.tiles_scales(p.w13, p.w13_scale, b1)[0] is copy
+        assert grouped_decode.tiles_scales(p.w13, p.w13_scale, fc1)[0] is not copy
+        assert grouped_decode.scales_launch(b1, largest) == b1
+        assert torch.equal(step_bits(p, b1, b2), step_bits(p, fc1, fc2)), tokens
+    past = p.w13_scale.clone()
+    past[0, 0, 0] = 130
+    same, largest = grouped_decode.tiles_scales(p.w13, past, b1)
+    assert largest == 130 and torch.equal(same, packed_scales(past, b1))
+    assert grouped_decode.scales_launch(b1, largest) == fc1
+    assert grouped_decode.scales_launch(b1, None) == fc1
 
 
 def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():
