@@ -1,7 +1,7 @@
 """docs/PERF.md's generated tables of the twenty-eighth session (2026-12-06, issue 28), on an H100
 80GB HBM3 (asked for an H200 or an H100; the device lent an H100): the MXFP4 tile's scale bytes
 packed box by box (taken), where its time goes (Nsight Compute), and its values stored in its K
-order.
+order (timed in the twenty-ninth session, the same day: taken).
 
 As in perf_specs_latest.py: every figure a lookup in a stored record, every derived number a
 ``derive`` with its formula in the caption, no number of a cell's own.
@@ -10,14 +10,15 @@ As in perf_specs_latest.py: every figure a lookup in a stored record, every deri
 from __future__ import annotations
 
 from perf_cells import Table
-from perf_records import Records, over
+from perf_records import Records, derive, over
 from perf_specs_confirm import run_rows
-from perf_specs_packed import bench_mean, packed_rows
+from perf_specs_packed import DRAWS, bench_field, bench_mean, packed_rows
 from perf_specs_packed_mx import draw_cells
 from perf_specs_placed import WORDS
 
 DAY = "2026-12-06-packed-scales"
 HIST = "[issue 28][h-i28ps]"
+HIST_DO = "[issue 28][h-i28do]"  # the values in K order, timed in the twenty-ninth session
 H100 = "**H100 80GB HBM3** (the device lent an H100), driver 580.159.04"
 LOG = f"{DAY}/call1/packed_scales.log"
 ROWS128 = f"{DAY}/call1/rows128.log"
@@ -210,4 +211,141 @@ unchanged. Grouped beats dense and MXFP4 beats FP8 at every count.""",
     return t
 
 
-TABLES = (mx_scales_run, mx_scales, mx_scales_cells, mx_stalls, mx_ncu, mx_rows128)
+DOT_LOG = f"{DAY}/call3/dot_order.log"
+DOT = " scales-packed dot-order"
+
+
+def _dot_variant(tokens: int) -> str:
+    """The bench's name of the arm's launch with its values in K order at ``tokens``."""
+    return (ONE_PASS if tokens >= 16 else LOOP).format(DOT)
+
+
+def mx_dot(r: Records) -> Table:
+    t = Table(
+        name="mx_dot",
+        caption=f"""\
+{H100}, torch 2.11.0+cu130, triton 3.6.0. The MXFP4 tile's values stored in its K order
+(`Launch.mx_dot_order`, `mx_dot_order.dot_order_mxfp4`: each step's values where the tile's
+decode and `dot_order` put natural value k at position k, so that the slots' operand is read as
+the pipeline copies it instead of loaded, permuted and stored again every step; a last step of 64
+values its own step) against the arm's launch as it stood (bytes and scales packed, natural K
+order), gpt-oss-20b EP2, routing draws zero and one, both ranks: `python3
+tools/bench_grouped_decode.py OUT --precision w4a16 --tokens 4,8,16,32,64 --seeds 0,1 --rank 0,1
+--variants dot:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:1 --variant-tokens 4,8,16,32,64` (third call,
+run in the twenty-ninth session, `docs/perf/{DAY}/scratch/call3.sh`; the expert loop at 4 and 8
+tokens, one pass a program from 16). Every step checked against the reference and the sentinels
+first. Cells: the slower rank's step in each draw and their mean (us), as the bench's summary
+prints them. Derived: "change" = K order / arm's - 1. Faster at every count on the mean and in
+all 20 draw-and-rank cases (`mx_dot_cells`): now the arm's launch
+(`grouped_launch.MX_DOT_ORDER`).""",
+        columns=["tokens", "arm's, draw zero", "draw one", "mean", "K order, draw zero",
+                 "draw one ", "mean ", "change"],
+    )  # fmt: skip
+    for tokens in (64, 32, 16, 8, 4):
+        cells = []
+        for variant in ("default", _dot_variant(tokens)):
+            cells += draw_cells(r, DOT_LOG, tokens, variant)
+        t.row(WORDS[tokens], *cells, over(cells[5], cells[2]), history=HIST_DO)
+    return t
+
+
+def mx_dot_cells(r: Records) -> Table:
+    t = Table(
+        name="mx_dot_cells",
+        caption=f"""\
+{H100}. The same call as `mx_dot`, the one-pass tile's cases one by one (each draw and rank): the
+step, fc1 alone and fc2 alone (us; fc1 and fc2 each timed as its own CUDA graph, L2 flushed).
+Derived: "change" = K order / arm's - 1. The expert loop's cases (4 and 8 tokens) are in the
+log: -2.6% to -12.5% on the step.""",
+        columns=["tokens, draw, rank", "step: arm's", "K order", "change", "fc1: arm's",
+                 "K order ", "change ", "fc2: arm's", "K order  ", "change  "],
+    )  # fmt: skip
+    packed_rows(t, r, DOT_LOG, "w4a16", ONE_PASS.format(DOT), HIST_DO)
+    return t
+
+
+def mx_dot_copy_share(r: Records) -> Table:
+    t = Table(
+        name="mx_dot_copy_share",
+        caption=f"""\
+{H100}. The share of copy of the grouped MXFP4 step in K order, as the arm now launches it (the
+same call as `mx_dot`): the step (us) and its share as the bench's rows give them (the touched
+experts' weight bytes over the step, over the copy ceiling measured at the call's start, 3.00
+TB/s). Target 85%: missed (67-72%).""",
+        columns=["tokens", "draw", "rank", "step", "of copy"],
+    )  # fmt: skip
+    for tokens in (64, 32):
+        for seed in (0, 1):
+            for rank in (0, 1):
+                field = lambda f: bench_field(r, DOT_LOG, "w4a16", tokens, seed, rank,
+                                              _dot_variant(tokens), f)  # fmt: skip
+                share = derive(lambda v: 100 * v, "{:.1f}%", field("of_copy"))
+                t.row(WORDS[tokens], DRAWS[seed], DRAWS[rank], field("step_us"), share,
+                      history=HIST_DO)  # fmt: skip
+    return t
+
+
+DOT_STALLS = (
+    (f"{DAY}/call2/ncu_stalls_grouped-mxfp4_fc1.txt", "natural K order (second call)"),
+    (f"{DAY}/call3/ncu_stalls_dot_order_fc1.txt", "K order (third call)"),
+)
+
+
+def mx_dot_stalls(r: Records) -> Table:
+    t = Table(
+        name="mx_dot_stalls",
+        caption=f"""\
+{H100}. Where the warps of MXFP4's fc1 wait at 64 tokens, in the natural K order and in its own
+(`tools/ncu_kernels.py grouped-mxfp4` in the second call, `grouped-mxfp4-dot` in the third; the
+kernel's third launch; metrics as in `mx_stalls`, with the reasons the K order adds: `gmma`,
+waiting for the tensor cores). In K order a warp spends 7.8 cycles an issued instruction
+against 8.9: less on the block barrier, on shared memory and on its queue, more waiting for
+issue slots and the math pipes. DRAM at 64% of peak against 62%.""",
+        columns=["reason", "what the warp waits for", *[words for _, words in DOT_STALLS]],
+    )  # fmt: skip
+    reasons = (*STALLS[:7], ("gmma", "the tensor cores (wgmma)"), *STALLS[7:])
+    for reason, words in reasons:
+        pat = rf"smsp__average_warps_issue_stalled_{reason}_per_issue_active\.ratio\s+inst\s+(\S+)"
+        t.row(f"`{reason}`", words, *[r.text(path, pat) for path, _ in DOT_STALLS], history=HIST_DO)
+    for metric, words in (
+        (
+            r"Warp Cycles Per Issued Instruction\s+cycle\s+(\S+)",
+            "all (cycles a warp per issued instruction)",
+        ),
+        (r"^\s+DRAM Throughput\s+%\s+(\S+)", "DRAM throughput (% of peak)"),
+        (r"^\s+Duration\s+us\s+(\S+)", "duration (us)"),
+    ):
+        t.row(words, "", *[r.text(path, metric) for path, _ in DOT_STALLS], history=HIST_DO)
+    return t
+
+
+def mx_dot_run(r: Records) -> Table:
+    t = Table(
+        name="mx_dot_run",
+        caption=f"""\
+{H100}. The gated scenario with the MXFP4 tile's values in K order (third call, 4374baa's tree
+with `MX_DOT_ORDER = True` set by the call, 185 s; every gate and integrity check passed, 952
+pass and 112 skip, `call3/checks_count.txt`): the step (`ffn`, one CUDA graph, the slowest rank's
+median over 13 blocks, us) of each arm. Derived as in `mx_packed_run`. Grouped beats dense and
+MXFP4 beats FP8 at every count; against `mx_scales_run` MXFP4 grouped is faster from 4 tokens up
+(1 and 2 tokens take the GEMV, unchanged).""",
+        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
+                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+    )  # fmt: skip
+    run_rows(t, r, f"{DAY}/call3/report.md", HIST_DO)
+    return t
+
+
+TABLES = (
+    mx_dot_run,
+    mx_dot,
+    mx_dot_cells,
+    mx_dot_copy_share,
+    mx_dot_stalls,
+    mx_scales_run,
+    mx_scales,
+    mx_scales_cells,
+    mx_stalls,
+    mx_ncu,
+    mx_rows128,
+)
