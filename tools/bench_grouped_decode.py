@@ -337,9 +337,18 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
                 ready = v[18] if len(v) > 18 else None
                 per_expert = T * prob.topk_ids_TK.shape[1] / prob.local_experts
                 l1, l2 = expert_ready_pair(l1, l2, ready, fmt, per_expert)
+                # As the arm will run them (the scale bias dropped where a byte is above 128), so
+                # that the name says what is timed.
+                l1, l2 = (grouped_decode.scales_launch(f, grouped_decode.tiles_scales(w, s, f)[1])
+                          for f, w, s in ((l1, prob.w13, prob.w13_scale),
+                                          (l2, prob.w2, prob.w2_scale)))  # fmt: skip
                 name = f"grouped {describe(l1 if only != 2 else l2)}"
                 name += f" fc{only}" if only else ""
                 if (l1, l2) == (base1, base2) or name in steps:
+                    # Said, so that a variant spelled wrong does not pass unnoticed.
+                    same = "the arm's launch" if (l1, l2) == (base1, base2) else "another variant"
+                    print(f"variant {describe(l1)} / {describe(l2)} at {T} tokens: {same}, not "
+                          "timed again")  # fmt: skip
                     continue
                 ws = Workspace(prob, layout="TKD")
                 stages = grouped_decode.build_stages(ws, fc1=l1, fc2=l2)

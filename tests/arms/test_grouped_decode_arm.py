@@ -288,8 +288,10 @@ def test_rotated_launches_read_a_rotated_copy_made_once_and_write_the_natural_bi
 
     ids, w = routing(tokens, seed=9)
     mx = problem("w4a16", "swiglu_oai", ids, w)
-    # The tile's bytes are also packed by default (MX_PACKED; its own test below): unpacked here.
-    fc1, fc2 = (dataclasses.replace(f, mx_packed=False) for f in grouped_decode.launches(mx))
+    # The tile's bytes are also packed and in its K order by default (MX_PACKED, MX_DOT_ORDER;
+    # their own tests below): neither here.
+    fc1, fc2 = (dataclasses.replace(f, mx_packed=False, mx_dot_order=False)
+                for f in grouped_decode.launches(mx))  # fmt: skip
     assert fc1.path == ("gemv" if tokens == 1 else "dot") and fc1.mx_rotated and fc2.mx_rotated
     nat1, nat2 = (dataclasses.replace(f, mx_rotated=False) for f in (fc1, fc2))
     copy = grouped_decode.tiles_weights(mx.w13, fc1)
@@ -301,10 +303,15 @@ def test_rotated_launches_read_a_rotated_copy_made_once_and_write_the_natural_bi
     assert grouped_decode.tiles_weights(fp8.w13, fc1) is fp8.w13
 
     _writes_the_arms_bits(mx, nat1, nat2)
+    # The copies of this problem's weights go with the weights: w13's (made above) and, where the
+    # arm's own step reads rotated weights as they are (the GEMV), w2's; the tile's step reads its
+    # own copy in K order (`tiles_weights`, MX_DOT_ORDER), made from the natural bytes.
     before = len(pipeline._ROTATED_WEIGHTS)
+    made = sum(id(t) in pipeline._ROTATED_WEIGHTS for t in (mx.w13, mx.w2))
+    assert made == (2 if fc1.path == "gemv" else 1)
     del mx, copy
     gc.collect()
-    assert len(pipeline._ROTATED_WEIGHTS) == before - 2
+    assert len(pipeline._ROTATED_WEIGHTS) == before - made
 
 
 @pytest.mark.parametrize("tokens", [6, 16])  # the tile's expert loop, one pass a program
@@ -381,7 +388,9 @@ def test_mxfp4_packed_launches_read_a_packed_copy_made_once_and_write_the_same_b
     fc1, fc2 = grouped_decode.launches(p)
     assert fc1.pass_grid and fc1.mx_packed and fc2.mx_packed  # the arm's default
     for rotated in (True, False):
-        un1, un2 = (dataclasses.replace(f, mx_rotated=rotated, mx_packed=False) for f in (fc1, fc2))
+        # In the natural K order (MX_DOT_ORDER's own test below), which unrotated bytes take.
+        un1, un2 = (dataclasses.replace(f, mx_rotated=rotated, mx_packed=False, mx_dot_order=False)
+                    for f in (fc1, fc2))  # fmt: skip
         pk1, pk2 = (dataclasses.replace(f, mx_packed=True) for f in (un1, un2))
         copy = grouped_decode.tiles_weights(p.w13, pk1)
         source = rotate_mxfp4(p.w13) if rotated else p.w13

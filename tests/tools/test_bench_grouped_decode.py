@@ -158,3 +158,33 @@ def test_the_dot_field_stores_the_mxfp4_tiles_values_in_its_k_order(bench):
     # Only rotated bytes take the layout (field 12: rot).
     unrotated = "dot" + ":-" * 11 + ":0" + ":-" * 6 + ":1"
     assert not _launches(bench, unrotated, "mxfp4", 64)[1].mx_dot_order
+
+
+TINY = """\
+name: tiny-decode
+model: {id: tiny, hidden: 128, intermediate: 64, experts: 8, top_k: 2}
+topology: {ep: 2, dp: 1, tp: 2, mode: simulated}
+routing: {family: uniform, seed: 0}
+shape: {tokens_per_rank: 8}
+arms: [dense_decode, sparse_decode, grouped_decode]
+precision: w4a16
+activation: swiglu_oai
+"""
+
+
+def test_a_variant_equal_to_the_arms_launch_is_said_and_the_others_checked(bench, tmp_path,
+                                                                           capsys):  # fmt: skip
+    """On the CPU (the interpreter: checks, no timing) a variant that is the arm's own launch (here
+    field 19, ready, set as the arm sets it: the slip that once cost a device call) is said to be
+    skipped, not passed over in silence; a variant that differs (the scale bytes biased, field 21)
+    is built, checked against the reference and reported under its own name."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    items = "dot" + ":-" * 18 + ":1," + "dot" + ":-" * 19 + ":1"
+    rows = bench.main(str(tmp_path / "out"), [8], bench.parse_variants(items, (8,)), set(),
+                      scenario=str(path), precisions={"w4a16"})  # fmt: skip
+    out = capsys.readouterr().out
+    assert "at 8 tokens: the arm's launch, not timed again" in out
+    grouped = [r for r in rows if r["arm"] == "grouped_decode"]
+    assert ["biased" in r["variant"].split() for r in grouped] == [False, True]
+    assert all(r["ok"] for r in grouped)
