@@ -32,6 +32,17 @@ def _scales_variant(tokens: int) -> str:
     return (ONE_PASS if tokens >= 16 else LOOP).format(SCALES)
 
 
+def _draw_rows(t: Table, r: Records, log: str, variant_at, hist: str) -> None:
+    """A row a token count of ``log``: the slower rank's step in each draw and their mean, of the
+    arm's launch and of its variant (``variant_at(tokens)``, the bench's name), and the change of
+    the means."""
+    for tokens in (64, 32, 16, 8, 4):
+        cells = []
+        for variant in ("default", variant_at(tokens)):
+            cells += draw_cells(r, log, tokens, variant)
+        t.row(WORDS[tokens], *cells, over(cells[5], cells[2]), history=hist)
+
+
 def mx_scales(r: Records) -> Table:
     t = Table(
         name="mx_scales",
@@ -51,11 +62,7 @@ rank's step in each draw and their mean (us), as the bench's summary prints them
         columns=["tokens", "arm's, draw zero", "draw one", "mean", "scales packed, draw zero",
                  "draw one ", "mean ", "change"],
     )  # fmt: skip
-    for tokens in (64, 32, 16, 8, 4):
-        cells = []
-        for variant in ("default", _scales_variant(tokens)):
-            cells += draw_cells(r, LOG, tokens, variant)
-        t.row(WORDS[tokens], *cells, over(cells[5], cells[2]), history=HIST)
+    _draw_rows(t, r, LOG, _scales_variant, HIST)
     return t
 
 
@@ -241,11 +248,7 @@ all 20 draw-and-rank cases (`mx_dot_cells`): now the arm's launch
         columns=["tokens", "arm's, draw zero", "draw one", "mean", "K order, draw zero",
                  "draw one ", "mean ", "change"],
     )  # fmt: skip
-    for tokens in (64, 32, 16, 8, 4):
-        cells = []
-        for variant in ("default", _dot_variant(tokens)):
-            cells += draw_cells(r, DOT_LOG, tokens, variant)
-        t.row(WORDS[tokens], *cells, over(cells[5], cells[2]), history=HIST_DO)
+    _draw_rows(t, r, DOT_LOG, _dot_variant, HIST_DO)
     return t
 
 

@@ -3,7 +3,7 @@ launch they name, a field a launch has no use for is ignored (so the variant equ
 and the bench skips it), and a bad item is refused with its field named."""
 
 import pytest
-from tool_modules import REPO, tool
+from tool_modules import REPO, tiny_decode, tool
 
 
 @pytest.fixture(scope="module")
@@ -160,16 +160,7 @@ def test_the_dot_field_stores_the_mxfp4_tiles_values_in_its_k_order(bench):
     assert not _launches(bench, unrotated, "mxfp4", 64)[1].mx_dot_order
 
 
-TINY = """\
-name: tiny-decode
-model: {id: tiny, hidden: 128, intermediate: 64, experts: 8, top_k: 2}
-topology: {ep: 2, dp: 1, tp: 2, mode: simulated}
-routing: {family: uniform, seed: 0}
-shape: {tokens_per_rank: 8}
-arms: [dense_decode, sparse_decode, grouped_decode]
-precision: w4a16
-activation: swiglu_oai
-"""
+TINY = tiny_decode(8, "dense_decode, sparse_decode, grouped_decode")
 
 
 def test_a_variant_equal_to_the_arms_launch_is_said_and_the_others_checked(bench, tmp_path,

@@ -5,18 +5,9 @@ bit with the arm's, and a kind that writes other bits is reported so (and would 
 import functools
 
 import pytest
-from tool_modules import tool
+from tool_modules import tiny_decode, tool
 
-SCENARIO = """\
-name: tiny-decode
-model: {id: tiny, hidden: 128, intermediate: 64, experts: 8, top_k: 2}
-topology: {ep: 2, dp: 1, tp: 2, mode: simulated}
-routing: {family: uniform, seed: 0}
-shape: {tokens_per_rank: 2}
-arms: [dense_decode, sparse_decode]
-precision: w4a16
-activation: swiglu_oai
-"""
+SCENARIO = tiny_decode(2, "dense_decode, sparse_decode")
 
 
 @pytest.fixture(scope="module")
