@@ -24,7 +24,9 @@ instead of one byte a group of four words. Scales are unchanged.
 Offline (sm_90a, triton 3.6.0; docs/perf/2026-12-06-packed-scales/offline/dot_order_loops.txt):
 the one-pass tile's loop has no STS and no memory barrier left, and its 8 HGMMA overlap the next
 decode (each waits with 7 in flight, where the natural order waited for all of them), at 261
-instructions a step against 218. Not yet timed on a GPU (`grouped_launch.MX_DOT_ORDER`).
+instructions a step against 218. Measured on an H100 (docs/perf/2026-12-06-packed-scales/call3/),
+the grouped MXFP4 step is 1.5-8.4% faster at 4-64 tokens: the MXFP4 tiles' default where R allows
+it (`grouped_launch.MX_DOT_ORDER`).
 
 The values are only moved: `dot_order_mxfp4` works on natural bytes (value 2i in the low nibble
 of byte i), before `mx_rotated.rotate_mxfp4` and `tile_packed.pack_tiles`, and
