@@ -30,8 +30,8 @@ program's first boxes asked of the L2 before the wait, `Launch.fp8_prefetch`, de
 step's L2 prefetch that many steps on, `Launch.fp8_prefetch_ahead`, default 0; ready 1: fc1
 signalling and fc2 waiting expert by expert, `Launch.expert_ready`, compiled with the dependent
 launch, default 0; dot 1: the MXFP4 tile's bytes in `mx_dot_order`'s layout, `Launch.mx_dot_order`,
-default 0), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's launches at
-1, 8 and 64 tokens.
+default 0), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's fc1 launches at
+1, 8 and 64 tokens, from `grouped_launch` as it stands (`arm_specs`).
 """
 
 from __future__ import annotations
@@ -46,15 +46,45 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from moebench.kernels import grouped_dot, grouped_gemv, sparse_gemv, sparse_launch
-from moebench.kernels.grouped_launch import TILE_MAX_REGISTERS
+from moebench.kernels.grouped_launch import (
+    TILE_MAX_REGISTERS,
+    Launch,
+    default_launch,
+    paired_launches,
+)
 from moebench.kernels.grouped_slots import scan_width
 
 D = F = 2880
 E, TOP_K = 16, 4
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
-DEFAULTS = ["gemv:fp8:1:2:1024:1:0:1", "gemv:mxfp4:1:16:1024:4:0:1",
-            "dot:fp8:16:64:128:4:4:8", "dot:mxfp4:16:64:128:4:4:8",
-            "dot:fp8:16:64:128:4:3:64:tma:80:1", "dot:mxfp4:16:64:128:4:3:64:ptr:80:1"]  # fmt: skip
+
+
+def launch_spec(L: Launch, fmt: str, tokens: int) -> str:
+    """The SPEC (module docstring) of launch ``L`` at ``tokens``, every field spelled out, as the
+    arm builds it: scales read as words where a step is whole words, folded (random weights'
+    scale bytes are below 129), biased where the launch says so."""
+    words = int(fmt == "mxfp4" and L.block_k % 128 == 0)
+    packed = 2 if L.mx_packed_scales else int(L.fp8_packed or L.mx_packed)
+    fields = (L.path, fmt, L.block_m, L.block_n, L.block_k, L.num_warps, L.num_stages, tokens,
+              "tma" if L.tma else "ptr", L.max_registers, int(L.pass_grid), words,
+              2 if L.mx_biased_scales else 1, int(L.early_bias), int(L.mx_rotated),
+              int(L.fp8_placed), packed, L.fp8_prefetch, L.fp8_prefetch_ahead,
+              int(bool(L.expert_ready)), int(L.mx_dot_order))  # fmt: skip
+    return ":".join(map(str, fields))
+
+
+def arm_specs(tokens: tuple[int, ...] = (1, 8, 64)) -> list[str]:
+    """The arm's fc1 launches (`grouped_launch.default_launch` and `paired_launches`, with the
+    dependent launch, as `grouped_decode.launches` gives them) at ``tokens``, both formats."""
+    specs = []
+    for fmt in ("fp8", "mxfp4"):
+        for t in tokens:
+            shape = dict(tokens=t, top_k=TOP_K, experts=E, pdl=True)
+            fc1 = default_launch(fmt, columns=2 * F, reduction=D, **shape)
+            fc2 = default_launch(fmt, columns=D, reduction=F, **shape)
+            fc1, _ = paired_launches(fc1, fc2, fmt, slots_per_expert=t * TOP_K / E)
+            specs.append(launch_spec(fc1, fmt, t))
+    return specs
 
 
 def values(stage: str, tokens: int) -> dict:
@@ -259,4 +289,4 @@ def main(out: str, specs: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:] or DEFAULTS)
+    main(sys.argv[1], sys.argv[2:] or arm_specs())
