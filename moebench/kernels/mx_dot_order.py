@@ -98,7 +98,14 @@ def dot_order_mxfp4(w: torch.Tensor, block_k: int) -> torch.Tensor:
     steps of ``block_k`` values (module docstring): a new tensor of the same shape."""
     _check(w, block_k)
     perm = _order(2 * w.shape[-1], block_k).to(w.device)
-    return _bytes(_codes(w)[..., perm])
+    if w.dim() < 3:
+        return _bytes(_codes(w)[..., perm])
+    # A leading slice (an expert) at a time, so that the codes (twice the bytes, twice again
+    # permuted) are never a whole layer's.
+    out = torch.empty_like(w)
+    for i in range(w.shape[0]):
+        out[i] = _bytes(_codes(w[i])[..., perm])
+    return out
 
 
 def natural_order_mxfp4(w: torch.Tensor, block_k: int) -> torch.Tensor:

@@ -118,6 +118,14 @@ def rotate_mxfp4(w: torch.Tensor) -> torch.Tensor:
     if w.dtype != torch.uint8 or w.shape[-1] % 4:
         raise ValueError(f"rotate_mxfp4 takes uint8 rows of a multiple of 4 bytes, got {w.dtype} "
                          f"{tuple(w.shape)}")  # fmt: skip
+    if w.dim() > 2:
+        # A leading slice (an expert) at a time: the int64 steps below hold about 12 times the
+        # bytes they repack, which whole layers of a large model (gpt-oss-120b: 1 GB a tensor)
+        # would need on the device at once.
+        out = torch.empty_like(w)
+        for i in range(w.shape[0]):
+            out[i] = rotate_mxfp4(w[i])
+        return out
     b = w.reshape(*w.shape[:-1], w.shape[-1] // 4, 4).to(torch.int64)
     word = sum(b[..., i] << (8 * i) for i in range(4))
     out = torch.zeros_like(word)

@@ -50,3 +50,19 @@ def test_rows_whose_last_step_is_no_power_of_two_are_refused():
         dot_order_mxfp4(torch.zeros(1, 176, dtype=torch.uint8), 128)  # R = 352: 96 left
     with pytest.raises(ValueError, match="power-of-two block_k"):
         dot_order_mxfp4(torch.zeros(1, 64, dtype=torch.uint8), 96)
+
+
+def test_the_repacks_of_a_layer_go_an_expert_at_a_time_to_the_rows_bits():
+    """`dot_order_mxfp4` and `mx_rotated.rotate_mxfp4` repack a 3-D (or deeper) tensor a leading
+    slice at a time, so that their temporaries are one expert's, not a layer's: the bytes are those
+    of the same rows repacked as one 2-D tensor."""
+    from moebench.kernels.mx_rotated import rotate_mxfp4
+
+    g = torch.Generator().manual_seed(5)
+    w = torch.randint(0, 256, (3, 16, 144), generator=g, dtype=torch.uint8)
+    rows = w.reshape(48, 144)
+    assert torch.equal(rotate_mxfp4(w), rotate_mxfp4(rows).reshape(w.shape))
+    assert torch.equal(dot_order_mxfp4(w, 128), dot_order_mxfp4(rows, 128).reshape(w.shape))
+    deeper = w.reshape(3, 2, 8, 144)
+    assert torch.equal(rotate_mxfp4(deeper), rotate_mxfp4(rows).reshape(deeper.shape))
+    assert torch.equal(natural_order_mxfp4(dot_order_mxfp4(deeper, 128), 128), deeper)
