@@ -37,7 +37,7 @@ from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_ali
 from moebench.kernels.grouped_launch import Launch, default_launch, paired_launches
 from moebench.kernels.launch import weight_format
 from moebench.kernels.mx_dot_order import dot_order_mxfp4
-from moebench.kernels.mx_rotated import BIASED_UP_TO, biased_scales, rotate_mxfp4
+from moebench.kernels.mx_rotated import FOLD_SCALES_UP_TO, biased_scales, rotate_mxfp4
 from moebench.kernels.tile_packed import pack_tiles
 
 # Programmatic dependent launch of the grouped kernels and the combine, per precision: on in both.
@@ -145,9 +145,9 @@ def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
 
 def scales_launch(launch: Launch, largest: int | None) -> Launch:
     """``launch`` as it reads scales whose largest byte is ``largest`` (`tiles_scales`): without
-    ``mx_biased_scales`` where a byte is above `mx_rotated.BIASED_UP_TO` (or none is known), the
-    folded decode then not being taken."""
-    if launch.mx_biased_scales and (largest is None or largest > BIASED_UP_TO):
+    ``mx_biased_scales`` where a byte is above `mx_rotated.FOLD_SCALES_UP_TO` (or none is
+    known), the folded decode then not being taken."""
+    if launch.mx_biased_scales and (largest is None or largest > FOLD_SCALES_UP_TO):
         return dataclasses.replace(launch, mx_biased_scales=False)
     return launch
 

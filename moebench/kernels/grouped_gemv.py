@@ -105,7 +105,7 @@ from moebench.kernels.jit import (
 )
 from moebench.kernels.launch import check_slot_operands, checker
 from moebench.kernels.mx_dot_order import fits as fits_dot_order
-from moebench.kernels.mx_rotated import rotated_word_values
+from moebench.kernels.mx_rotated import FOLD_SCALES_UP_TO, rotated_word_values
 
 
 @triton.jit
@@ -274,12 +274,6 @@ def word_aligned_scales(w_scale: torch.Tensor) -> torch.Tensor:
     padded = torch.zeros(E, N, -(-G // 16) * 16, dtype=w_scale.dtype, device=w_scale.device)
     padded[:, :, :G] = w_scale
     return padded[:, :, :G]
-
-
-# The largest e8m0 scale byte (scale 2^(s - 127)) for which the MXFP4 tile folds its decode's
-# constant 2^126 into the scale: 2^(s - 1) is a bf16 number up to s = 128 (`grouped_dot`,
-# FOLD_SCALES). A scale above 2 (a byte past 128) means a group of 32 weights reaching past 12.
-FOLD_SCALES_UP_TO = 128
 
 
 def max_scale_byte(w_scale: torch.Tensor) -> int | None:

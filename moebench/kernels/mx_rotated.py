@@ -139,19 +139,22 @@ def rotate_mxfp4(w: torch.Tensor) -> torch.Tensor:
     )
 
 
-# The largest e8m0 byte the folded decode takes (2^(s - 1) a normal bf16), and so `biased_scales`.
-BIASED_UP_TO = 128
+# The largest e8m0 scale byte (scale 2^(s - 127)) for which the MXFP4 tile folds its decode's
+# constant 2^126 into the scale: 2^(s - 1) is a bf16 number up to s = 128 (`grouped_dot`,
+# FOLD_SCALES; the launcher's bound, and `biased_scales`'). A scale above 2 (a byte past 128)
+# means a group of 32 weights reaching past 12.
+FOLD_SCALES_UP_TO = 128
 
 
 def biased_scales(s: torch.Tensor) -> torch.Tensor:
-    """MXFP4 scale bytes ``s`` (uint8, each at most BIASED_UP_TO) as the folded decode's exponent
-    fields: s + 126 (2^(s - 1) as a bf16's exponent), byte 0 (which the decode maps to 0) kept 0; a
-    new tensor of the same shape. The rotated tile reads them with ``FOLD_SCALES`` 2
+    """MXFP4 scale bytes ``s`` (uint8, each at most FOLD_SCALES_UP_TO) as the folded decode's
+    exponent fields: s + 126 (2^(s - 1) as a bf16's exponent), byte 0 (which the decode maps to 0)
+    kept 0; a new tensor of the same shape. The rotated tile reads them with ``FOLD_SCALES`` 2
     (`rotated_tile`; ``Launch.mx_biased_scales``)."""
     if s.dtype != torch.uint8:
         raise ValueError(f"biased_scales takes uint8 scale bytes, got {s.dtype}")
-    if s.numel() and int(s.max()) > BIASED_UP_TO:
-        raise ValueError(f"biased_scales takes scale bytes up to {BIASED_UP_TO}, got "
+    if s.numel() and int(s.max()) > FOLD_SCALES_UP_TO:
+        raise ValueError(f"biased_scales takes scale bytes up to {FOLD_SCALES_UP_TO}, got "
                          f"{int(s.max())}")  # fmt: skip
     return torch.where(s == 0, s, s + 126)
 
