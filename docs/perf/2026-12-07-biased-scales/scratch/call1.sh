@@ -1,0 +1,42 @@
+# Call 1 of the thirtieth session (2026-12-07): the MXFP4 tile's scale bytes biased
+# (`Launch.mx_biased_scales`; the twenty-ninth session's call4.sh, which never found a machine)
+# against the arm (values in K order, packed bytes and scales) at 4-64 tokens, two draws, both
+# ranks; then how evenly fc1's and fc2's programs load the SMs (Nsight Compute: each SM's active
+# cycles, the longest against the mean; fc2's 720 programs at 64 tokens are 5.45 an SM, so 60 SMs
+# run 6 and 72 run 5); then, if the biased bytes were faster at every count, the gated scenario
+# on them where the call's time allows (CALL_END, seconds since the epoch).
+set -u
+export PYTHONPATH=$PWD:$PWD/tools
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+B=":-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:-:1"
+BENCH_TIME_BUDGET_S=90 timeout 150 python3 tools/bench_grouped_decode.py /tmp/bs --precision w4a16 \
+  --tokens 4,8,16,32,64 --seeds 0,1 --rank 0,1 --variants "dot$B" \
+  --variant-tokens 4,8,16,32,64 > $OUT/biased.log 2>&1
+echo "bench rc=$?"; grep -A24 "^slowest" $OUT/biased.log | grep grouped_decode
+python3 - $OUT/biased.log > $OUT/decision.txt <<'PY'
+import re, sys
+rows = re.findall(r"^\s+w4a16\s+(\d+) grouped_decode dot m16 n64 k128 w4 (s\d) .*biased[^\n]*"
+                  r"mean ([\d.]+)\s+([+-][\d.]+)%", open(sys.argv[1]).read(), re.M)
+own = {int(t): float(c) for t, s, _, c in rows if (s == "s3") == (int(t) >= 16)}
+print(own)
+print("TAKE" if sorted(own) == [4, 8, 16, 32, 64] and all(c < 0 for c in own.values()) else "KEEP")
+PY
+cat $OUT/decision.txt
+M="gpu__time_duration.sum,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min"
+M="$M,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size"
+M="$M,launch__occupancy_limit_registers,sm__warps_active.avg.pct_of_peak_sustained_active"
+for k in grouped-mxfp4:_grouped_dot_mxfp4 grouped:_grouped_dot_fp8; do
+  timeout 60 ncu --clock-control none --launch-skip 2 --launch-count 2 -k regex:${k#*:} \
+    --metrics $M python3 tools/ncu_kernels.py ${k%%:*} > $OUT/ncu_balance_${k%%:*}.txt 2>&1
+  echo "ncu ${k%%:*} rc=$?"; grep -E "^\s+(gpu__|sm__|dram__|launch__)" $OUT/ncu_balance_${k%%:*}.txt
+done
+if grep -q TAKE $OUT/decision.txt; then
+  sed -i 's/^MX_BIASED_SCALES = False$/MX_BIASED_SCALES = True/' moebench/kernels/grouped_launch.py
+  grep -n "^MX_BIASED_SCALES" moebench/kernels/grouped_launch.py
+  if [ $(( ${CALL_END:-0} - $(date +%s) )) -gt 250 ]; then
+    DEADLINE=$(( $(date +%s) + 245 )) PER_RUN_TIMEOUT=240 bash tools/gpu_run.sh /tmp/g scenarios/gpt-oss-20b-decode-grouped.yaml > $OUT/gpu_run.log 2>&1
+    echo "gated rc=$?"; tail -2 $OUT/gpu_run.log; cp /tmp/g/gpu_run.tgz /tmp/g/summary.txt $OUT/
+  else
+    echo "gated: no time left in this call"
+  fi
+fi
