@@ -3,7 +3,7 @@
 # against the arm (values in K order, packed bytes and scales) at 4-64 tokens, two draws, both
 # ranks; then how evenly fc1's and fc2's programs load the SMs (Nsight Compute: each SM's active
 # cycles, the longest against the mean; fc2's 720 programs at 64 tokens are 5.45 an SM, so 60 SMs
-# run 6 and 72 run 5); then, if the biased bytes were faster at every count, the gated scenario
+# run 6 and 72 run 5), and where their warps wait; then, if the biased bytes were faster at every count, the gated scenario
 # on them where the call's time allows (CALL_END, seconds since the epoch).
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
@@ -26,9 +26,17 @@ M="gpu__time_duration.sum,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles
 M="$M,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size"
 M="$M,launch__occupancy_limit_registers,sm__warps_active.avg.pct_of_peak_sustained_active"
 for k in grouped-mxfp4:_grouped_dot_mxfp4 grouped:_grouped_dot_fp8; do
+  f=$OUT/ncu_balance_${k%%:*}.txt
   timeout 60 ncu --clock-control none --launch-skip 2 --launch-count 2 -k regex:${k#*:} \
-    --metrics $M python3 tools/ncu_kernels.py ${k%%:*} > $OUT/ncu_balance_${k%%:*}.txt 2>&1
-  echo "ncu ${k%%:*} rc=$?"; grep -E "^\s+(gpu__|sm__|dram__|launch__)" $OUT/ncu_balance_${k%%:*}.txt
+    --metrics $M python3 tools/ncu_kernels.py ${k%%:*} > $f 2>&1
+  echo "ncu balance ${k%%:*} rc=$?"; grep -E "^\s+(gpu__|sm__|dram__|launch__)" $f
+  f=$OUT/ncu_stalls_${k%%:*}.txt
+  timeout 90 ncu --clock-control none --launch-skip 2 --launch-count 2 -k regex:${k#*:} \
+    --section WarpStateStats --section SpeedOfLight --section Occupancy \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+    python3 tools/ncu_kernels.py ${k%%:*} > $f 2>&1
+  echo "ncu stalls ${k%%:*} rc=$?"
+  grep -E "issue_stalled|Duration|DRAM Throughput|Achieved Occupancy" $f | awk '$NF+0 >= 0.3 || !/issue_stalled/'
 done
 if grep -q TAKE $OUT/decision.txt; then
   sed -i 's/^MX_BIASED_SCALES = False$/MX_BIASED_SCALES = True/' moebench/kernels/grouped_launch.py
