@@ -4,7 +4,8 @@
 # ranks; then how evenly fc1's and fc2's programs load the SMs (Nsight Compute: each SM's active
 # cycles, the longest against the mean; fc2's 720 programs at 64 tokens are 5.45 an SM, so 60 SMs
 # run 6 and 72 run 5), and where their warps wait; then, if the biased bytes were faster at every count, the gated scenario
-# on them where the call's time allows (CALL_END, seconds since the epoch).
+# on them where the call's time allows (CALL_END, seconds since the epoch); last, 4 and 5 stages
+# on the one-pass MXFP4 tile.
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -47,4 +48,16 @@ if grep -q TAKE $OUT/decision.txt; then
   else
     echo "gated: no time left in this call"
   fi
+fi
+# Deeper pipelines for the arm's one-pass MXFP4 tile (16-64 tokens): 4 and 5 stages against its 3
+# (28 and 35 KB of shared memory a program, still 6 programs an SM at 80 registers), last, in
+# whatever time the call has left.
+left=$(( ${CALL_END:-0} - $(date +%s) - 15 ))
+if [ $left -gt 40 ]; then
+  BENCH_TIME_BUDGET_S=$(( left - 25 )) timeout $left python3 tools/bench_grouped_decode.py /tmp/st \
+    --precision w4a16 --tokens 16,32,64 --seeds 0,1 --rank 0,1 --variants "dot:-:-:-:-:4,dot:-:-:-:-:5" \
+    --variant-tokens 16,32,64 > $OUT/stages.log 2>&1
+  echo "stages rc=$?"; grep -A12 "^slowest" $OUT/stages.log | grep grouped_decode
+else
+  echo "stages: no time left in this call"
 fi
