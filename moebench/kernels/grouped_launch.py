@@ -220,8 +220,11 @@ MX_DOT_ORDER = True
 # s + 126, so that the folded decode's multiplier is one shift of the byte), where the rotated
 # tile folds its scales (every byte at most 128; the arm drops it otherwise,
 # `grouped_decode.scales_launch`). Offline (sm_90a): the one-pass loop 249 instructions a step
-# against 261 in the K order, 216 against 218 in the natural one. Off until measured.
-MX_BIASED_SCALES = False
+# against 261 in the K order, 216 against 218 in the natural one. H100, 2026-12-07
+# (docs/perf/2026-12-07-biased-scales/call1/, two draws, both ranks, the slower rank's step),
+# gpt-oss-20b EP2, against the unbiased bytes in K order: -2.5% at 4 tokens, -1.7% at 8, -2.0% at
+# 16, -1.9% at 32, -2.0% at 64 on the mean. The same bits.
+MX_BIASED_SCALES = True
 
 
 # fc2 waiting for fc1 expert by expert (`expert_ready`, ``Launch.expert_ready``) instead of for the

@@ -152,9 +152,10 @@ def test_the_arm_declares_both_launches_to_the_dispatch_gate():
 
 
 def padded_tile(tokens: int = 6) -> object:
-    """The MXFP4 tile's default launch with its scales in padded rows (not packed)."""
+    """The MXFP4 tile's default launch with its scales in padded rows (not packed) and their e8m0
+    bytes as they are (not biased: `test_mxfp4_biased_scales_are_a_copy_made_once...`)."""
     tile = default_launch("mxfp4", tokens=tokens, top_k=K, experts=E, columns=2 * F)
-    return dataclasses.replace(tile, mx_packed_scales=False)
+    return dataclasses.replace(tile, mx_packed_scales=False, mx_biased_scales=False)
 
 
 def packed_scales(s: torch.Tensor, launch) -> torch.Tensor:
@@ -288,9 +289,9 @@ def test_rotated_launches_read_a_rotated_copy_made_once_and_write_the_natural_bi
 
     ids, w = routing(tokens, seed=9)
     mx = problem("w4a16", "swiglu_oai", ids, w)
-    # The tile's bytes are also packed and in its K order by default (MX_PACKED, MX_DOT_ORDER;
-    # their own tests below): neither here.
-    fc1, fc2 = (dataclasses.replace(f, mx_packed=False, mx_dot_order=False)
+    # The tile's bytes are also packed and in its K order, and its scale bytes biased, by default
+    # (MX_PACKED, MX_DOT_ORDER, MX_BIASED_SCALES; their own tests below): none here.
+    fc1, fc2 = (dataclasses.replace(f, mx_packed=False, mx_dot_order=False, mx_biased_scales=False)
                 for f in grouped_decode.launches(mx))  # fmt: skip
     assert fc1.path == ("gemv" if tokens == 1 else "dot") and fc1.mx_rotated and fc2.mx_rotated
     nat1, nat2 = (dataclasses.replace(f, mx_rotated=False) for f in (fc1, fc2))
@@ -388,9 +389,10 @@ def test_mxfp4_packed_launches_read_a_packed_copy_made_once_and_write_the_same_b
     fc1, fc2 = grouped_decode.launches(p)
     assert fc1.pass_grid and fc1.mx_packed and fc2.mx_packed  # the arm's default
     for rotated in (True, False):
-        # In the natural K order (MX_DOT_ORDER's own test below), which unrotated bytes take.
-        un1, un2 = (dataclasses.replace(f, mx_rotated=rotated, mx_packed=False, mx_dot_order=False)
-                    for f in (fc1, fc2))  # fmt: skip
+        # In the natural K order and on e8m0 scale bytes (MX_DOT_ORDER's and MX_BIASED_SCALES'
+        # own tests below), which unrotated bytes take.
+        un1, un2 = (dataclasses.replace(f, mx_rotated=rotated, mx_packed=False, mx_dot_order=False,
+                                        mx_biased_scales=False) for f in (fc1, fc2))  # fmt: skip
         pk1, pk2 = (dataclasses.replace(f, mx_packed=True) for f in (un1, un2))
         copy = grouped_decode.tiles_weights(p.w13, pk1)
         source = rotate_mxfp4(p.w13) if rotated else p.w13
@@ -412,7 +414,9 @@ def test_mxfp4_packed_scales_launches_read_a_packed_copy_made_once_and_write_the
     for tokens in (16, 4):
         ids, w = routing(tokens, seed=17)
         p = problem("w4a16", "swiglu_oai", ids, w)
-        pk1, pk2 = grouped_decode.launches(p)
+        # On e8m0 bytes (the biased bytes, also the arm's default: their own test below).
+        pk1, pk2 = (dataclasses.replace(f, mx_biased_scales=False)
+                    for f in grouped_decode.launches(p))  # fmt: skip
         assert pk1.path == "dot" and pk1.pass_grid == (tokens == 16)
         assert pk1.mx_packed_scales and pk2.mx_packed_scales  # the arm's default
         fc1, fc2 = (dataclasses.replace(f, mx_packed_scales=False) for f in (pk1, pk2))
@@ -458,8 +462,9 @@ def test_mxfp4_biased_scales_are_a_copy_made_once_taken_only_where_the_scales_fo
     for tokens in (16, 4):
         ids, w = routing(tokens, seed=23)
         p = problem("w4a16", "swiglu_oai", ids, w)
-        fc1, fc2 = grouped_decode.launches(p)
-        b1, b2 = (dataclasses.replace(f, mx_biased_scales=True) for f in (fc1, fc2))
+        b1, b2 = grouped_decode.launches(p)
+        assert b1.mx_biased_scales and b2.mx_biased_scales  # the arm's default (MX_BIASED_SCALES)
+        fc1, fc2 = (dataclasses.replace(f, mx_biased_scales=False) for f in (b1, b2))
         copy, largest = grouped_decode.tiles_scales(p.w13, p.w13_scale, b1)
         assert largest == int(p.w13_scale.max()) <= 128
         assert torch.equal(copy, packed_scales(biased_scales(p.w13_scale), b1))

@@ -20,6 +20,13 @@ def _launches(bench, item: str, fmt: str, tokens: int):
     return base, bench.variant_launch(base, v, fmt, 5760)
 
 
+def _named(bench, launch) -> str:
+    """The bench's name of ``launch`` as if its MXFP4 scale bytes were not biased (" biased", the
+    name's last word, is the MXFP4 tile's default: `grouped_launch.MX_BIASED_SCALES`), so that the
+    word a field adds is the name's last."""
+    return bench.describe(bench.dataclasses.replace(launch, mx_biased_scales=False))
+
+
 def test_the_placed_field_sets_the_fp8_tiles_layout_and_nothing_else(bench):
     base, natural = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:0", "fp8", 64)
     assert base.path == "dot" and base.fp8_placed  # the default (grouped_launch.FP8_PLACED)
@@ -42,7 +49,7 @@ def test_the_packed_field_packs_each_tiles_weights_and_nothing_else(bench):
         padded = bench.dataclasses.replace(base, mx_packed_scales=False)
         assert packed == bench.dataclasses.replace(padded, **{field: True})
         assert unpacked == bench.dataclasses.replace(padded, **{field: False})
-        assert bench.describe(packed) == bench.describe(unpacked) + " packed"
+        assert _named(bench, packed) == _named(bench, unpacked) + " packed"
     for fmt in ("mxfp4", "fp8"):  # the one-slot GEMV
         base, same = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", fmt, 1)
         assert same == base, fmt
@@ -54,7 +61,7 @@ def test_packed_2_packs_the_mxfp4_tiles_scales_too(bench):
     # packed 1 and 0 leave the scales padded; FP8 takes 2 as packed weights.
     bytes_only = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:1", "mxfp4", 64)[1]
     assert bytes_only == bench.dataclasses.replace(base, mx_packed_scales=False)
-    assert bench.describe(base) == bench.describe(bytes_only) + " scales-packed"
+    assert _named(bench, base) == _named(bench, bytes_only) + " scales-packed"
     fp8 = _launches(bench, "-:-:-:-:-:-:-:-:-:-:-:-:-:-:2", "fp8", 64)[1]
     assert fp8.fp8_packed and not fp8.mx_packed_scales
     with pytest.raises(ValueError, match="packed must be 0, 1 or 2"):
@@ -152,12 +159,25 @@ def test_the_dot_field_stores_the_mxfp4_tiles_values_in_its_k_order(bench):
     base, ordered = _launches(bench, item.format(1), "mxfp4", 64)
     assert not base.mx_dot_order  # no R given (default_launch takes it only where R fits)
     assert ordered == bench.dataclasses.replace(base, mx_dot_order=True)
-    assert bench.describe(ordered) == bench.describe(base) + " dot-order"
+    assert _named(bench, ordered) == _named(bench, base) + " dot-order"
     assert _launches(bench, item.format(0), "mxfp4", 64)[1] == base
     assert _launches(bench, item.format(1), "fp8", 64)[1].mx_dot_order is False
     # Only rotated bytes take the layout (field 12: rot).
     unrotated = "dot" + ":-" * 11 + ":0" + ":-" * 6 + ":1"
     assert not _launches(bench, unrotated, "mxfp4", 64)[1].mx_dot_order
+
+
+def test_the_biased_field_biases_the_rotated_mxfp4_tiles_scale_bytes_and_nothing_else(bench):
+    item = "dot" + ":-" * 19 + ":{}"
+    base, unbiased = _launches(bench, item.format(0), "mxfp4", 64)
+    assert base.mx_rotated and base.mx_biased_scales  # the default (MX_BIASED_SCALES)
+    assert unbiased == bench.dataclasses.replace(base, mx_biased_scales=False)
+    assert bench.describe(base) == bench.describe(unbiased) + " biased"
+    assert _launches(bench, item.format(1), "mxfp4", 64)[1] == base
+    assert _launches(bench, item.format(1), "fp8", 64)[1].mx_biased_scales is False
+    # Only rotated bytes take it (field 12: rot).
+    unrotated = "dot" + ":-" * 11 + ":0" + ":-" * 7 + ":1"
+    assert not _launches(bench, unrotated, "mxfp4", 64)[1].mx_biased_scales
 
 
 TINY = tiny_decode(8, "dense_decode, sparse_decode, grouped_decode")
@@ -167,15 +187,17 @@ def test_a_variant_equal_to_the_arms_launch_is_said_and_the_others_checked(bench
                                                                            capsys):  # fmt: skip
     """On the CPU (the interpreter: checks, no timing) a variant that is the arm's own launch (here
     field 19, ready, set as the arm sets it: the slip that once cost a device call) is said to be
-    skipped, not passed over in silence; a variant that differs (the scale bytes biased, field 21)
-    is built, checked against the reference and reported under its own name."""
+    skipped, not passed over in silence; a variant that differs (the scale bytes not biased, field
+    21 at 0; biased is the arm's default) is built, checked against the reference and reported
+    under its own name."""
     path = tmp_path / "tiny.yaml"
     path.write_text(TINY)
-    items = "dot" + ":-" * 18 + ":1," + "dot" + ":-" * 19 + ":1"
+    items = "dot" + ":-" * 18 + ":1," + "dot" + ":-" * 19 + ":0"
     rows = bench.main(str(tmp_path / "out"), [8], bench.parse_variants(items, (8,)), set(),
                       scenario=str(path), precisions={"w4a16"})  # fmt: skip
     out = capsys.readouterr().out
     assert "at 8 tokens: the arm's launch, not timed again" in out
     grouped = [r for r in rows if r["arm"] == "grouped_decode"]
-    assert ["biased" in r["variant"].split() for r in grouped] == [False, True]
+    assert [r["variant"] == "default" for r in grouped] == [True, False]
+    assert ["biased" in r["fc1_launch"].split() for r in grouped] == [True, False]
     assert all(r["ok"] for r in grouped)
