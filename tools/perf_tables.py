@@ -20,6 +20,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import perf_specs_biased
 import perf_specs_confirm
 import perf_specs_decode
 import perf_specs_earlyloads
@@ -60,10 +61,11 @@ from perf_cells import Table
 from perf_records import REPO, RecordError, Records
 
 PERF_MD = REPO / "docs" / "PERF.md"
-# PERF.md's order: the latest sessions first, newest on top (2026-12-06's, 2026-12-05's,
-# 2026-12-04's, 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and issue 19),
-# then the areas, then the runs of issues 15-18.
+# PERF.md's order: the latest sessions first, newest on top (2026-12-07's, 2026-12-06's,
+# 2026-12-05's, 2026-12-04's, 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and
+# issue 19), then the areas, then the runs of issues 15-18.
 SPECS = [
+    perf_specs_biased,
     perf_specs_packed_scales,
     perf_specs_packed_mx,
     perf_specs_gluon_tile,
