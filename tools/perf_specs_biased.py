@@ -12,8 +12,8 @@ from __future__ import annotations
 from perf_cells import Table
 from perf_records import Records, derive, over
 from perf_specs_confirm import run_rows
-from perf_specs_packed import DRAWS, bench_field, packed_rows
-from perf_specs_packed_scales import LOOP, ONE_PASS, STALLS, _draw_rows
+from perf_specs_packed import packed_rows
+from perf_specs_packed_scales import LOOP, ONE_PASS, copy_share_rows, draw_rows, stall_rows
 from perf_specs_placed import WORDS
 
 DAY = "2026-12-07-biased-scales"
@@ -95,7 +95,7 @@ cases (`mx_biased_cells`): now the arm's launch (`grouped_launch.MX_BIASED_SCALE
         columns=["tokens", "arm's, draw zero", "draw one", "mean", "biased, draw zero",
                  "draw one ", "mean ", "change"],
     )  # fmt: skip
-    _draw_rows(t, r, LOG, _biased_variant, HIST)
+    draw_rows(t, r, LOG, _biased_variant, HIST)
     return t
 
 
@@ -124,14 +124,7 @@ them (the touched experts' weight bytes over the step, over the copy ceiling mea
 call's start). Target 85%: missed (68-72%).""",
         columns=["tokens", "draw", "rank", "step", "of copy"],
     )  # fmt: skip
-    for tokens in (64, 32):
-        for seed in (0, 1):
-            for rank in (0, 1):
-                field = lambda f: bench_field(r, LOG, "w4a16", tokens, seed, rank,
-                                              _biased_variant(tokens), f)  # fmt: skip
-                share = derive(lambda v: 100 * v, "{:.1f}%", field("of_copy"))
-                t.row(WORDS[tokens], DRAWS[seed], DRAWS[rank], field("step_us"), share,
-                      history=HIST)  # fmt: skip
+    copy_share_rows(t, r, LOG, _biased_variant, HIST)
     return t
 
 
@@ -189,21 +182,8 @@ barrier, global memory and fixed latencies, a cycle or so each; FP8's wait on gl
 (long scoreboard) five to six cycles of ten.""",
         columns=["reason", "what the warp waits for", *[w for _, w, _ in _launches()]],
     )  # fmt: skip
-    reasons = (*STALLS[:7], ("gmma", "the tensor cores (wgmma)"), *STALLS[7:])
-    for reason, words in reasons:
-        pat = rf"smsp__average_warps_issue_stalled_{reason}_per_issue_active\.ratio\s+inst\s+(\S+)"
-        t.row(f"`{reason}`", words,
-              *[r.text(f"{DAY}/call1/ncu_stalls_{form}.txt", at + pat)
-                for form, _, at in _launches()], history=HIST)  # fmt: skip
-    for metric, words in (
-        (r"Warp Cycles Per Issued Instruction\s+cycle\s+(\S+)",
-         "all (cycles a warp per issued instruction)"),
-        (r"^\s+DRAM Throughput\s+%\s+(\S+)", "DRAM throughput (% of peak)"),
-        (r"^\s+Duration\s+us\s+(\S+)", "duration (us)"),
-    ):  # fmt: skip
-        t.row(words, "",
-              *[r.text(f"{DAY}/call1/ncu_stalls_{form}.txt", at + metric)
-                for form, _, at in _launches()], history=HIST)  # fmt: skip
+    sources = [(f"{DAY}/call1/ncu_stalls_{form}.txt", at) for form, _, at in _launches()]
+    stall_rows(t, r, sources, HIST)
     return t
 
 

@@ -32,7 +32,7 @@ def _scales_variant(tokens: int) -> str:
     return (ONE_PASS if tokens >= 16 else LOOP).format(SCALES)
 
 
-def _draw_rows(t: Table, r: Records, log: str, variant_at, hist: str) -> None:
+def draw_rows(t: Table, r: Records, log: str, variant_at, hist: str) -> None:
     """A row a token count of ``log``: the slower rank's step in each draw and their mean, of the
     arm's launch and of its variant (``variant_at(tokens)``, the bench's name), and the change of
     the means."""
@@ -41,6 +41,37 @@ def _draw_rows(t: Table, r: Records, log: str, variant_at, hist: str) -> None:
         for variant in ("default", variant_at(tokens)):
             cells += draw_cells(r, log, tokens, variant)
         t.row(WORDS[tokens], *cells, over(cells[5], cells[2]), history=hist)
+
+
+def copy_share_rows(t: Table, r: Records, log: str, variant_at, hist: str) -> None:
+    """A row a case of ``log`` at 64 and 32 tokens (each draw and rank): the step of the variant
+    ``variant_at(tokens)`` (the bench's name) and its share of copy as the bench's row gives it."""
+    for tokens in (64, 32):
+        for seed in (0, 1):
+            for rank in (0, 1):
+                field = lambda f: bench_field(r, log, "w4a16", tokens, seed, rank,
+                                              variant_at(tokens), f)  # fmt: skip
+                share = derive(lambda v: 100 * v, "{:.1f}%", field("of_copy"))
+                t.row(WORDS[tokens], DRAWS[seed], DRAWS[rank], field("step_us"), share,
+                      history=hist)  # fmt: skip
+
+
+def stall_rows(t: Table, r: Records, sources, hist: str) -> None:
+    """A row a stall reason (STALLS, with the tensor cores' ``gmma``), then the cycles a warp
+    spends per issued instruction, the DRAM throughput and the duration, a column a report of
+    ``sources``: (path, prefix), the prefix a regex that picks which kernel of the report."""
+    figure = lambda pattern: [r.text(path, at + pattern) for path, at in sources]  # noqa: E731
+    reasons = (*STALLS[:7], ("gmma", "the tensor cores (wgmma)"), *STALLS[7:])
+    for reason, words in reasons:
+        pat = rf"smsp__average_warps_issue_stalled_{reason}_per_issue_active\.ratio\s+inst\s+(\S+)"
+        t.row(f"`{reason}`", words, *figure(pat), history=hist)
+    for metric, words in (
+        (r"Warp Cycles Per Issued Instruction\s+cycle\s+(\S+)",
+         "all (cycles a warp per issued instruction)"),
+        (r"^\s+DRAM Throughput\s+%\s+(\S+)", "DRAM throughput (% of peak)"),
+        (r"^\s+Duration\s+us\s+(\S+)", "duration (us)"),
+    ):  # fmt: skip
+        t.row(words, "", *figure(metric), history=hist)
 
 
 def mx_scales(r: Records) -> Table:
@@ -62,7 +93,7 @@ rank's step in each draw and their mean (us), as the bench's summary prints them
         columns=["tokens", "arm's, draw zero", "draw one", "mean", "scales packed, draw zero",
                  "draw one ", "mean ", "change"],
     )  # fmt: skip
-    _draw_rows(t, r, LOG, _scales_variant, HIST)
+    draw_rows(t, r, LOG, _scales_variant, HIST)
     return t
 
 
@@ -248,7 +279,7 @@ all 20 draw-and-rank cases (`mx_dot_cells`): now the arm's launch
         columns=["tokens", "arm's, draw zero", "draw one", "mean", "K order, draw zero",
                  "draw one ", "mean ", "change"],
     )  # fmt: skip
-    _draw_rows(t, r, DOT_LOG, _dot_variant, HIST_DO)
+    draw_rows(t, r, DOT_LOG, _dot_variant, HIST_DO)
     return t
 
 
@@ -277,14 +308,7 @@ experts' weight bytes over the step, over the copy ceiling measured at the call'
 TB/s). Target 85%: missed (67-72%).""",
         columns=["tokens", "draw", "rank", "step", "of copy"],
     )  # fmt: skip
-    for tokens in (64, 32):
-        for seed in (0, 1):
-            for rank in (0, 1):
-                field = lambda f: bench_field(r, DOT_LOG, "w4a16", tokens, seed, rank,
-                                              _dot_variant(tokens), f)  # fmt: skip
-                share = derive(lambda v: 100 * v, "{:.1f}%", field("of_copy"))
-                t.row(WORDS[tokens], DRAWS[seed], DRAWS[rank], field("step_us"), share,
-                      history=HIST_DO)  # fmt: skip
+    copy_share_rows(t, r, DOT_LOG, _dot_variant, HIST_DO)
     return t
 
 
@@ -306,19 +330,7 @@ against 8.9: less on the block barrier, on shared memory and on its queue, more 
 issue slots and the math pipes. DRAM at 64% of peak against 62%.""",
         columns=["reason", "what the warp waits for", *[words for _, words in DOT_STALLS]],
     )  # fmt: skip
-    reasons = (*STALLS[:7], ("gmma", "the tensor cores (wgmma)"), *STALLS[7:])
-    for reason, words in reasons:
-        pat = rf"smsp__average_warps_issue_stalled_{reason}_per_issue_active\.ratio\s+inst\s+(\S+)"
-        t.row(f"`{reason}`", words, *[r.text(path, pat) for path, _ in DOT_STALLS], history=HIST_DO)
-    for metric, words in (
-        (
-            r"Warp Cycles Per Issued Instruction\s+cycle\s+(\S+)",
-            "all (cycles a warp per issued instruction)",
-        ),
-        (r"^\s+DRAM Throughput\s+%\s+(\S+)", "DRAM throughput (% of peak)"),
-        (r"^\s+Duration\s+us\s+(\S+)", "duration (us)"),
-    ):
-        t.row(words, "", *[r.text(path, metric) for path, _ in DOT_STALLS], history=HIST_DO)
+    stall_rows(t, r, [(path, "") for path, _ in DOT_STALLS], HIST_DO)
     return t
 
 
