@@ -13,7 +13,7 @@ torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run he
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
 SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens
 [:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed[:prefetch[:ahead[:ready
-[:dot]]]]]]]]]]]]]
+[:dot[:split]]]]]]]]]]]]]]
 (block_k in values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none,
 default the tile's cap; passes 1 for the tile's one pass a program, `Launch.pass_grid`, default 0;
 words 1 or 0: the MXFP4 tile's scales read as 32-bit words from rows padded to 96 bytes, as the arm
@@ -30,7 +30,8 @@ program's first boxes asked of the L2 before the wait, `Launch.fp8_prefetch`, de
 step's L2 prefetch that many steps on, `Launch.fp8_prefetch_ahead`, default 0; ready 1: fc1
 signalling and fc2 waiting expert by expert, `Launch.expert_ready`, compiled with the dependent
 launch, default 0; dot 1: the MXFP4 tile's bytes in `mx_dot_order`'s layout, `Launch.mx_dot_order`,
-default 0), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's fc1 launches at
+default 0; split: fc2's K steps over that many programs a row block, `Launch.split_k`, default
+1), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's fc1 launches at
 1, 8 and 64 tokens, from `grouped_launch` as it stands (`arm_specs`).
 """
 
@@ -69,7 +70,7 @@ def launch_spec(L: Launch, fmt: str, tokens: int) -> str:
               "tma" if L.tma else "ptr", L.max_registers, int(L.pass_grid), words,
               2 if L.mx_biased_scales else 1, int(L.early_bias), int(L.mx_rotated),
               int(L.fp8_placed), packed, L.fp8_prefetch, L.fp8_prefetch_ahead,
-              int(bool(L.expert_ready)), int(L.mx_dot_order))  # fmt: skip
+              int(bool(L.expert_ready)), int(L.mx_dot_order), L.split_k)  # fmt: skip
     return ":".join(map(str, fields))
 
 
@@ -108,7 +109,7 @@ def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int, maxnr
                 "x_ptr": "*bf16", "ids_ptr": "*i32", "b_ptr": "*bf16", "out_ptr": "*bf16",
                 "part_ptr": "*fp32", "w_ptr": "*fp8e4nv" if fmt == "fp8" else "*u8",
                 "w": "*fp8e4nv" if fmt == "fp8" else "*u8", "w_bytes": "*fp8e4nv",
-                "ready_ptr": "*i32",
+                "ready_ptr": "*i32", "split_ptr": "*fp32", "count_ptr": "*i32",
                 "ws_ptr": "*fp32" if fmt == "fp8" else "*u8"}  # fmt: skip
     sig, attrs, cx = {}, {}, {}
     for i, name in enumerate(fn.arg_names):
@@ -215,6 +216,7 @@ def grouped(spec: str, out: str) -> None:
     ahead = int(rest[10]) if len(rest) > 10 else 0
     ready = len(rest) > 11 and rest[11] == "1"
     dot_order = len(rest) > 12 and rest[12] == "1" and fmt == "mxfp4"
+    split_k = int(rest[13]) if len(rest) > 13 else 1  # fc2's (a stage with no GLU)
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
         # The arm's padded scale rows (grouped_gemv.word_aligned_scales), or packed ones.
@@ -238,6 +240,8 @@ def grouped(spec: str, out: str) -> None:
                 c.update(DOT_ORDER=dot_order, TAIL_K=ints["R"] % bk)
             c.update({"PREFETCH": prefetch} if "PREFETCH" in fn.arg_names else {})
             c.update({"AHEAD": ahead} if "AHEAD" in fn.arg_names else {})
+            if "SPLIT_K" in fn.arg_names:
+                c.update(SPLIT_K=split_k if stage == "fc2" else 1)
             role = (1 if stage == "fc1" else 2) if ready else 0
             c.update({"READY": role} if "READY" in fn.arg_names else {})
             # A block_n not dividing N: the tile's ragged rows (a 3-D descriptor, `grouped_gemv`).

@@ -33,11 +33,17 @@ from moebench.core.vocabulary import DECODE_STAGES
 from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.expert_ready import ready_counters
 from moebench.kernels.fp8_placed import place_e4m3
-from moebench.kernels.grouped_gemv import grouped_gemv, max_scale_byte, word_aligned_scales
+from moebench.kernels.grouped_gemv import (
+    grouped_gemv,
+    max_scale_byte,
+    split_pairs,
+    word_aligned_scales,
+)
 from moebench.kernels.grouped_launch import Launch, default_launch, paired_launches
 from moebench.kernels.launch import weight_format
 from moebench.kernels.mx_dot_order import dot_order_mxfp4
 from moebench.kernels.mx_rotated import FOLD_SCALES_UP_TO, biased_scales, rotate_mxfp4
+from moebench.kernels.split_k import split_scratch
 from moebench.kernels.tile_packed import pack_tiles
 
 # Programmatic dependent launch of the grouped kernels and the combine, per precision: on in both.
@@ -195,7 +201,9 @@ def build_stages(
 ) -> tuple[Stage, ...]:
     """fc1, fc2 and the combine as argument-free closures over the workspace (nothing allocated
     inside). The launches are `launches`' unless given (tools/bench_grouped_decode.py times
-    others); the combine is a programmatic dependent launch when fc2 is."""
+    others); the combine is a programmatic dependent launch when fc2 is. The counters of fc2
+    waiting for fc1 (`expert_ready`) and the scratch of fc2's K split (`split_k`) are made
+    here."""
     p = ws.problem
     E, off = p.local_experts, p.expert_offset
     default1, default2 = launches(p)
@@ -211,6 +219,12 @@ def build_stages(
         raise ValueError(f"grouped_decode: expert_ready must be fc1 'signal' with fc2 'wait', or "
                          f"neither, got fc1 {roles[0]!r} and fc2 {roles[1]!r}")  # fmt: skip
     ready = ready_counters(E, p.x_TD.device) if roles[0] else None
+    # fc2's K split (`split_k`): its parts' sums and counters, made here, never in a step.
+    split = None
+    if fc2.split_k > 1:
+        T, K = p.topk_ids_TK.shape
+        pairs = split_pairs(T, K, E, p.w2.shape[1], fc2)
+        split = split_scratch(pairs, fc2.split_k, fc2.block_n, fc2.block_m, p.x_TD.device)
 
     def run_fc1() -> None:
         grouped_gemv(p.x_TD, p.topk_ids_TK, w13, s13, p.b13_E2F, ws.a, expert_offset=off,
@@ -218,7 +232,7 @@ def build_stages(
 
     def run_fc2() -> None:
         grouped_gemv(ws.a, p.topk_ids_TK, w2, s2, p.b2_ED, ws.o, expert_offset=off,
-                     launch=fc2, max_scale_byte=max2, ready=ready)  # fmt: skip
+                     launch=fc2, max_scale_byte=max2, ready=ready, split=split)  # fmt: skip
 
     def run_combine() -> None:
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,

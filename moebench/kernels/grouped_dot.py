@@ -78,6 +78,7 @@ from moebench.kernels.jit import (
     prefetch_l2,
     prefetch_l2_box,
 )
+from moebench.kernels.split_k import store_part, sum_parts
 from moebench.kernels.tile_order import (
     dot_order,
     dot_order_rows,
@@ -268,6 +269,7 @@ def _mxfp4_pass(
     FOLD_SCALES: tl.constexpr, EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr,
     PACKED: tl.constexpr = False, s_last_at=None, PACKED_SCALES: tl.constexpr = False,
     DOT_ORDER: tl.constexpr = False, TAIL_K: tl.constexpr = 0, w_tail=None, s_tail_at=None,
+    SPLIT_K: tl.constexpr = 1, part=0, pair_at=None, counter_at=None,
 ):  # fmt: skip
     """One pass of the MXFP4 tile: expert ``e``'s slots m0 .. m0 + BLOCK_M - 1 times its weights'
     column block ``n_block`` (bytes ``w_at`` of the first step and ``w_last`` of the step that
@@ -278,7 +280,10 @@ def _mxfp4_pass(
     ``PACKED_SCALES``: a step's scale words BLOCK_N * BLOCK_K / 128 further on, not BLOCK_K /
     128. ``DOT_ORDER`` (`mx_dot_order`'s bytes): the last step, R - TAIL_K .. R - 1 when R is no
     multiple of BLOCK_K, is a step of its own TAIL_K values (bytes ``w_tail``, scale bytes
-    ``s_tail_at``), not a masked BLOCK_K one."""
+    ``s_tail_at``), not a masked BLOCK_K one. ``SPLIT_K`` > 1 (`split_k`; with ``SCALE_WORDS``):
+    this program is part ``part`` of the pair's whole steps (the last part also the step past
+    them), its sums stored at ``pair_at`` and counted on ``counter_at``; the pair's last part adds
+    the parts and runs the epilogue."""
     kg = tl.arange(0, BLOCK_K // 32)
     t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
                             BLOCK_M, SCAN)  # fmt: skip
@@ -292,10 +297,19 @@ def _mxfp4_pass(
     # program's boxes follow each other (packed).
     w_step = BLOCK_N if PACKED else 1
     s_step = BLOCK_N if PACKED_SCALES else 1
+    if SPLIT_K == 1:
+        k_lo = 0
+        k_hi = r_main
+        tail = True
+    else:  # this part's whole steps (`split_k`)
+        steps = R // BLOCK_K
+        k_lo = part * steps // SPLIT_K * BLOCK_K
+        k_hi = (part + 1) * steps // SPLIT_K * BLOCK_K
+        tail = part == SPLIT_K - 1
     if SCALE_WORDS:
         # A step's scale bytes of a row as whole 32-bit words, which the pipeline copies
         # asynchronously with the weights (module docstring: scales).
-        for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+        for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
             words = tl.load(s_words + k0 // 128 * s_step)
             s = tl.reshape((words[:, :, None] >> (8 * tl.arange(0, 4))[None, None, :]) & 0xFF,
                            [BLOCK_N, BLOCK_K // 32]).to(tl.uint8)  # fmt: skip
@@ -313,17 +327,29 @@ def _mxfp4_pass(
             acc = _mxfp4_step(acc, w_at + k0 // 2 * w_step, s, x_at, k0, R, m_ok, False,
                               INTERPRET, FOLD_SCALES, ROTATED, DOT_ORDER)  # fmt: skip
     if not EVEN_K and DOT_ORDER:
-        x_tail = (x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :]
-                  + (r_main + tl.arange(0, TAIL_K))[:, None])  # fmt: skip
-        acc = _mxfp4_step(acc, w_tail, tl.load(s_tail_at), x_tail, 0, R, m_ok, False, INTERPRET,
-                          FOLD_SCALES, ROTATED, True)  # fmt: skip
+        if tail:
+            x_tail = (x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :]
+                      + (r_main + tl.arange(0, TAIL_K))[:, None])  # fmt: skip
+            acc = _mxfp4_step(acc, w_tail, tl.load(s_tail_at), x_tail, 0, R, m_ok, False,
+                              INTERPRET, FOLD_SCALES, ROTATED, True)  # fmt: skip
     elif not EVEN_K:
-        acc = _mxfp4_step(acc, w_last, s_last, x_at, r_main, R, m_ok, True, INTERPRET,
-                          FOLD_SCALES, ROTATED)  # fmt: skip
+        if tail:
+            acc = _mxfp4_step(acc, w_last, s_last, x_at, r_main, R, m_ok, True, INTERPRET,
+                              FOLD_SCALES, ROTATED)  # fmt: skip
     if not EARLY_BIAS:
         bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
-    slot_epilogue(tl.trans(acc), bias, n_block, t64, k64, m_ok, out_ptr, stride_ot, stride_ok,
-                  GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+    if SPLIT_K == 1:
+        slot_epilogue(tl.trans(acc), bias, n_block, t64, k64, m_ok, out_ptr, stride_ot,
+                      stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+    else:
+        step = BLOCK_N * BLOCK_M
+        before = store_part(acc, pair_at + part * step, counter_at, BLOCK_N, BLOCK_M)
+        # The pair's last part (`split_k`); SPLIT_K a power of two, so the low bits hold the
+        # count across the counter's wrap.
+        if (before & (SPLIT_K - 1)) == SPLIT_K - 1:
+            total = sum_parts(pair_at, SPLIT_K, BLOCK_N, BLOCK_M)
+            slot_epilogue(tl.trans(total), bias, n_block, t64, k64, m_ok, out_ptr, stride_ot,
+                          stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
 
 
 @triton.jit
@@ -331,14 +357,14 @@ def _grouped_dot_mxfp4(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
     TK, K, expert_offset, E, R,
     stride_xt, stride_xk, stride_it, stride_ik, stride_we, stride_wn, stride_se, stride_sn,
-    stride_be, stride_ot, stride_ok, ready_ptr,
+    stride_be, stride_ot, stride_ok, ready_ptr, split_ptr, count_ptr,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr, GDC: tl.constexpr,
     PASS_GRID: tl.constexpr, SCALE_WORDS: tl.constexpr, FOLD_SCALES: tl.constexpr,
     EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr, READY: tl.constexpr = 0,
     PACKED: tl.constexpr = False, PACKED_SCALES: tl.constexpr = False,
-    DOT_ORDER: tl.constexpr = False, TAIL_K: tl.constexpr = 0,
+    DOT_ORDER: tl.constexpr = False, TAIL_K: tl.constexpr = 0, SPLIT_K: tl.constexpr = 1,
 ):  # fmt: skip
     """The MXFP4 tile; ``PASS_GRID`` as in `_grouped_dot_fp8` (one pass a program: 90-91
     registers a thread against 116-137 for the expert loop, sm_90a). ``SCALE_WORDS``: the scale
@@ -351,7 +377,10 @@ def _grouped_dot_mxfp4(
     and BLOCK_K / 2 bytes a box, the last box ragged (``Launch.mx_packed``); ``PACKED_SCALES``
     (with ``SCALE_WORDS``): the scale bytes likewise, BLOCK_K / 32 bytes a box
     (``Launch.mx_packed_scales``). ``DOT_ORDER``: the bytes in `mx_dot_order`'s layout (rotated),
-    the last TAIL_K = R % BLOCK_K values a step of their own (``Launch.mx_dot_order``)."""
+    the last TAIL_K = R % BLOCK_K values a step of their own (``Launch.mx_dot_order``).
+    ``SPLIT_K`` > 1 (``PASS_GRID``, ``SCALE_WORDS``, no GLU; ``Launch.split_k``): the grid's first
+    axis SPLIT_K programs a row block, each a part of its K steps, their sums added through
+    ``split_ptr`` (fp32) and ``count_ptr`` (int32 counters), `split_k`."""
     pdl_launch_dependents(GDC and READY != 1)
     e, count, m_first = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
                                      BLOCK_E, SCAN, BLOCK_M, PASS_GRID)  # fmt: skip
@@ -359,7 +388,17 @@ def _grouped_dot_mxfp4(
         return
     wait_for_inputs(ready_ptr, e, E, READY, GDC)
     e64 = e.to(tl.int64)
-    n_block = tl.program_id(0)
+    if SPLIT_K == 1:
+        n_block = tl.program_id(0)
+        part = 0
+        pair_at = split_ptr
+        counter_at = count_ptr
+    else:  # SPLIT_K programs a row block, each a part of its steps (`split_k`)
+        n_block = tl.program_id(0) // SPLIT_K
+        part = tl.program_id(0) % SPLIT_K
+        pair = tl.program_id(1) * (tl.num_programs(0) // SPLIT_K) + n_block
+        pair_at = split_ptr + pair.to(tl.int64) * (SPLIT_K * BLOCK_N * BLOCK_M)
+        counter_at = count_ptr + pair
     rows64 = (n_block * BLOCK_N + loaded_rows(BLOCK_N)).to(tl.int64)
     b = tl.arange(0, BLOCK_K // 2)[None, :]
     r_main = R // BLOCK_K * BLOCK_K
@@ -407,7 +446,8 @@ def _grouped_dot_mxfp4(
                     stride_it, stride_ik, stride_be, stride_ot, stride_ok, GLU, BLOCK_M, BLOCK_N,
                     BLOCK_K, EVEN_K, EXACT_RNE, SCAN, NUM_STAGES, INTERPRET, SCALE_WORDS,
                     FOLD_SCALES, EARLY_BIAS, ROTATED, PACKED, s_last_at,
-                    PACKED_SCALES, DOT_ORDER, TAIL_K, w_tail, s_tail_at)  # fmt: skip
+                    PACKED_SCALES, DOT_ORDER, TAIL_K, w_tail, s_tail_at, SPLIT_K, part, pair_at,
+                    counter_at)  # fmt: skip
     else:
         for m0 in range(0, count, BLOCK_M):
             _mxfp4_pass(x_ptr, ids_ptr, w_at, w_last, s_at, s_words, b_ptr, out_ptr, TK, K,

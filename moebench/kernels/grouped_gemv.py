@@ -106,6 +106,7 @@ from moebench.kernels.jit import (
 from moebench.kernels.launch import check_slot_operands, checker
 from moebench.kernels.mx_dot_order import fits as fits_dot_order
 from moebench.kernels.mx_rotated import FOLD_SCALES_UP_TO, rotated_word_values
+from moebench.kernels.split_k import check_split, pairs_of
 
 
 @triton.jit
@@ -287,6 +288,18 @@ def max_scale_byte(w_scale: torch.Tensor) -> int | None:
 _check = checker("grouped_gemv")
 
 
+def grid_programs(T: int, K: int, E: int, launch: Launch) -> int:
+    """The grid's second axis: one program a touched expert (at most min(E, T * K) of them) or,
+    with pass_grid, one a pass of block_m slots: at most one a touched expert plus one for every
+    further block_m slots."""
+    return min(E, T * K) + (T * K // launch.block_m if launch.pass_grid else 0)
+
+
+def split_pairs(T: int, K: int, E: int, N: int, launch: Launch) -> int:
+    """The (pass, row block) pairs a ``split_k`` launch over N rows sums (`split_k`)."""
+    return pairs_of(grid_programs(T, K, E, launch), N, launch.block_n)
+
+
 def grouped_gemv(
     x: torch.Tensor,
     topk_ids_TK: torch.Tensor,
@@ -300,6 +313,7 @@ def grouped_gemv(
     glu: str = "none",
     max_scale_byte: int | None = None,
     ready: torch.Tensor | None = None,
+    split: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> None:
     """Every touched local expert times all of its slots (module docstring). ``x`` is [T, R]
     (fc1: each slot reads its token) or [T, K, R] (fc2: each slot its own row); ``out`` is
@@ -313,7 +327,8 @@ def grouped_gemv(
     the launcher checks where no device is read (tensors on the CPU).
 
     ``ready``: the counters (`expert_ready.ready_counters`) fc1 and fc2 share when their launches
-    set ``expert_ready``."""
+    set ``expert_ready``. ``split``: (partials, counters), `split_k.split_scratch`'s for the
+    launch's pairs (`split_pairs`), where ``launch.split_k`` > 1."""
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
     stride_xt, stride_xk = ops.stride_xt, ops.stride_xk
@@ -381,6 +396,17 @@ def grouped_gemv(
     if L.expert_ready:
         _check(L.path == "dot", "expert_ready is for the dot path")
         check_ready(ready, E, out.device, _check)
+    if L.split_k != 1:
+        _check(
+            pow2(L.split_k) and (L.path, fmt) == ("dot", "mxfp4") and L.pass_grid
+            and L.mx_packed_scales and glu == "none" and L.expert_ready != "signal"
+            and R // L.block_k >= L.split_k,
+            f"split_k must be 1 or, for the MXFP4 one-pass tile with packed scales on a stage with "
+            f"no GLU (not signalling), a power of two up to its whole steps ({R // L.block_k}), "
+            f"got {L.split_k}",
+        )  # fmt: skip
+        check_split(split, split_pairs(T, K, E, N, L), L.split_k, L.block_n, L.block_m,
+                    out.device, _check)  # fmt: skip
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
     fold = fmt == "mxfp4" and max_scale_byte is not None and max_scale_byte <= FOLD_SCALES_UP_TO
@@ -423,10 +449,8 @@ def grouped_gemv(
         stride_xt, stride_xk, *topk_ids_TK.stride(), w.stride(0), w.stride(1), *scale_strides,
         bias_EN.stride(0), out.stride(0), out.stride(1),
     )  # fmt: skip
-    # One program a touched expert (at most min(E, T * K) of them) or, with pass_grid, one a pass
-    # of block_m slots: at most one a touched expert plus one for every further block_m slots.
-    programs = min(E, T * K) + (T * K // L.block_m if L.pass_grid else 0)
-    grid = (triton.cdiv(N, L.block_n), programs)
+    programs = grid_programs(T, K, E, L)
+    grid = (triton.cdiv(N, L.block_n) * L.split_k, programs)
     ready_arg = w if ready is None else ready  # any pointer: unread without expert_ready
     if L.path == "dot" and fmt == "fp8":
         _grouped_dot_fp8[grid](*args, w, ready_arg, NUM_STAGES=L.num_stages,
@@ -435,9 +459,12 @@ def grouped_gemv(
                                PREFETCH=L.fp8_prefetch, AHEAD=L.fp8_prefetch_ahead,
                                READY=READY_ROLES[L.expert_ready], **common)  # fmt: skip
     elif L.path == "dot":
+        split_args = (w, w) if split is None else split  # any pointers: unread without split_k
         _grouped_dot_mxfp4[grid](
             *args,
             ready_arg,
+            *split_args,
+            SPLIT_K=L.split_k,
             READY=READY_ROLES[L.expert_ready],
             NUM_STAGES=L.num_stages,
             INTERPRET=not out.is_cuda,

@@ -41,10 +41,12 @@ class Launch:
     block_k, so that the slots' operand is read as it lies; the same products, summed in another
     order), the MXFP4 tile's scale bytes biased (``mx_biased_scales``: the scales
     `mx_rotated.biased_scales` made, s + 126, for the rotated tile with every byte at most 128;
-    the same bits, a scale's multiplier one shift), and fc2
+    the same bits, a scale's multiplier one shift), fc2
     waiting for fc1 expert by expert through device counters (``expert_ready``: "signal" for
-    fc1, "wait" for fc2, both or neither; `expert_ready`) instead of for the whole of fc1; the
-    same bits."""
+    fc1, "wait" for fc2, both or neither; `expert_ready`) instead of for the whole of fc1 (the
+    same bits), and the MXFP4 one-pass tile's K steps split over ``split_k`` programs a row block
+    (a stage with no GLU; `split_k`: the parts' sums added on the device in a fixed order, 1:
+    none; the fp32 sums grouped by part)."""
 
     path: str
     block_m: int
@@ -67,6 +69,7 @@ class Launch:
     mx_packed_scales: bool = False
     mx_dot_order: bool = False
     mx_biased_scales: bool = False
+    split_k: int = 1
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the

@@ -26,10 +26,12 @@ K, E_ALL, D, F = 2, 8, 64, 32
 E = 4  # local experts: this is rank 1 of two, global experts [4, 8)
 
 
-def problem(precision: str, activation: str, ids: torch.Tensor, weights: torch.Tensor):
+def problem(precision: str, activation: str, ids: torch.Tensor, weights: torch.Tensor,
+            intermediate: int = F):  # fmt: skip
     w13, b13, w2, b2 = inputs.make_decode_weights(
-        experts=range(E, 2 * E), hidden=D, intermediate=F, seed=3, device=torch.device("cpu")
-    )
+        experts=range(E, 2 * E), hidden=D, intermediate=intermediate, seed=3,
+        device=torch.device("cpu"),
+    )  # fmt: skip
     x = inputs.make_tokens(tokens=ids.shape[0], hidden=D, seed=3, device=torch.device("cpu"))
     return inputs.build_decode_problem(
         x_TD=x, topk_ids_TK=ids, topk_weights_TK=weights, w13_E2FD=w13, b13_E2F=b13, w2_EDF=w2,
@@ -478,6 +480,20 @@ def test_mxfp4_biased_scales_are_a_copy_made_once_taken_only_where_the_scales_fo
     assert largest == 130 and torch.equal(same, packed_scales(past, b1))
     assert grouped_decode.scales_launch(b1, largest) == fc1
     assert grouped_decode.scales_launch(b1, None) == fc1
+
+
+def test_fc2_split_in_k_writes_the_same_step_on_scratch_made_at_build():
+    """fc2's one-pass MXFP4 tile with its K steps split over 2 programs a row block
+    (``Launch.split_k``) writes the step of the unsplit launches (its sums are exact at these
+    sizes), its scratch made when the stages are built; fc1 (the GLU) is refused a split."""
+    ids, w = routing(16, seed=29)  # one pass a program
+    p = problem("w4a16", "swiglu_oai", ids, w, intermediate=256)  # fc2: 2 steps of 128 values
+    fc1, fc2 = grouped_decode.launches(p)
+    assert fc2.pass_grid and fc2.split_k == 1  # the arm's default: not split
+    split = dataclasses.replace(fc2, split_k=2)
+    assert torch.equal(step_bits(p, fc1, split), step_bits(p, fc1, fc2))
+    with pytest.raises(ValueError, match="split_k must be 1 or"):
+        step_bits(p, dataclasses.replace(fc1, split_k=2), fc2)
 
 
 def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():

@@ -876,3 +876,82 @@ def test_a_largest_scale_byte_below_the_scales_is_refused():
     with pytest.raises(ValueError, match="max_scale_byte"):
         grouped_gemv(x, ids, w, s, b, poisoned(1, 1, 16), expert_offset=0,
                      launch=LAUNCHES["dot"], max_scale_byte=int(s.max()) - 1)  # fmt: skip
+
+
+@pytest.mark.parametrize(("R", "splits"), [(288, (2,)), (512, (2, 4))],
+                         ids=["tail-32", "whole-steps"])  # fmt: skip
+@pytest.mark.parametrize("ordered", [False, True], ids=["natural-order", "k-order"])
+def test_mxfp4_tile_split_in_k_gives_the_unsplit_bits(ordered, R, splits):
+    """The one-pass MXFP4 tile with its K steps split over 2 or 4 programs a row block
+    (``Launch.split_k``, `split_k`: each part's fp32 sums stored, the pair's last part adding them
+    in part order) gives the unsplit tile's bits where every sum is exact (two row blocks an
+    expert, an expert with two passes of slots, the last part also taking the 32-value step past
+    R's whole steps), in the natural K order or its own, launched twice on the same counters (they
+    only grow: SPLIT_K a launch on every pair whose pass has slots, none on the others), and twice
+    more across their int32 wrap."""
+    from moebench.kernels.grouped_gemv import split_pairs
+    from moebench.kernels.split_k import split_scratch
+
+    T, K, E, N = MX_T, MX_K, MX_E, MX_N
+    w, raw, _, b, x, ids = mxfp4_layout_case(R, seed=43)
+    launch = dataclasses.replace(LAUNCHES["dot-passes"], block_k=128, mx_rotated=True,
+                                 mx_packed=True, mx_packed_scales=True,
+                                 mx_dot_order=ordered)  # fmt: skip
+    words = rotate_mxfp4(dot_order_mxfp4(w, 128) if ordered else w)
+    tiles = pack_tiles(words, launch.block_n, 64, ragged_last=True)
+    scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True)
+    whole = poisoned(T, K, N)
+    grouped(x, ids, tiles, scales, b, whole, expert_offset=0, launch=launch)
+    assert torch.isfinite(whole[:, 0].float()).all() and torch.isnan(whole[16, 1].float()).all()
+    for split_k in splits:
+        split = dataclasses.replace(launch, split_k=split_k)
+        pairs = split_pairs(T, K, E, N, split)
+        scratch = split_scratch(pairs, split_k, split.block_n, split.block_m, "cpu")
+        for launches in (1, 2):
+            got = poisoned(T, K, N)
+            grouped(x, ids, tiles, scales, b, got, expert_offset=0, launch=split, split=scratch)
+            assert torch.equal(got.view(torch.int16), whole.view(torch.int16)), (split_k, launches)
+            # Three passes have slots (expert 0: 16 slots; expert 1: 17), each over two row blocks.
+            counts = scratch[1].tolist()
+            assert sorted(counts, reverse=True)[:6] == [split_k * launches] * 6
+            assert sum(counts) == 6 * split_k * launches
+        # Across the counters' int32 wrap: started a launch short of it, two launches later.
+        scratch[1].fill_(2**31 - split_k)
+        for launches in (1, 2):
+            got = poisoned(T, K, N)
+            grouped(x, ids, tiles, scales, b, got, expert_offset=0, launch=split, split=scratch)
+            assert torch.equal(got.view(torch.int16), whole.view(torch.int16)), (split_k, launches)
+        assert sorted(scratch[1].tolist())[:6] == [-(2**31) + split_k] * 6
+
+
+def test_split_k_is_the_mxfp4_one_pass_tiles_with_packed_scales_and_no_glu():
+    """``split_k`` is refused but for the MXFP4 one-pass tile with packed scales on a stage with
+    no GLU, as a power of two up to its whole steps, with scratch for its pairs."""
+    from moebench.kernels.grouped_gemv import split_pairs
+    from moebench.kernels.split_k import split_scratch
+
+    T, K, E, N, R = MX_T, MX_K, MX_E, MX_N, 512
+    w, raw, _, b, x, ids = mxfp4_layout_case(R, seed=47)
+    launch = dataclasses.replace(LAUNCHES["dot-passes"], block_k=128, mx_packed_scales=True,
+                                 split_k=2)  # fmt: skip
+    scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True)
+    scratch = split_scratch(split_pairs(T, K, E, N, launch), 2, 16, 16, "cpu")
+    small = split_scratch(split_pairs(T, K, E, N, launch) - 1, 2, 16, 16, "cpu")
+    w8, s8, _ = quantised("fp8", torch.randn(E, N, R))
+    refused = "split_k must be 1 or, for the MXFP4 one-pass tile"
+    for case, why in (
+        (dict(glu="swiglu_oai"), refused),
+        (dict(launch=dataclasses.replace(launch, pass_grid=False)), refused),
+        (dict(launch=dataclasses.replace(launch, mx_packed_scales=False), s=raw), refused),
+        (dict(launch=dataclasses.replace(launch, split_k=3)), refused),
+        (dict(launch=dataclasses.replace(launch, split_k=8)), refused),  # 4 whole steps
+        # FP8 (mx_packed_scales is MXFP4's alone, refused on its own)
+        (dict(w=w8, s=s8, launch=dataclasses.replace(launch, mx_packed_scales=False)), refused),
+        (dict(split=None), "split_k 2 needs \\(partials, counters\\)"),
+        (dict(split=small), "split_k 2 needs \\(partials, counters\\)"),
+    ):
+        args = dict(w=w, s=scales, launch=launch, glu="none", split=scratch) | case
+        out = poisoned(T, K, N // 2 if args["glu"] != "none" else N)
+        with pytest.raises(ValueError, match=why):
+            grouped(x, ids, args["w"], args["s"], b, out, expert_offset=0, launch=args["launch"],
+                    glu=args["glu"], split=args["split"])  # fmt: skip

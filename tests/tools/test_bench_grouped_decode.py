@@ -180,6 +180,17 @@ def test_the_biased_field_biases_the_rotated_mxfp4_tiles_scale_bytes_and_nothing
     assert not _launches(bench, unrotated, "mxfp4", 64)[1].mx_biased_scales
 
 
+def test_the_split_field_splits_the_mxfp4_tiles_k_steps_and_is_named(bench):
+    item = "dot" + ":-" * 20 + ":{}"
+    base, split = _launches(bench, item.format(2), "mxfp4", 64)
+    assert base.split_k == 1 and split == bench.dataclasses.replace(base, split_k=2)
+    assert bench.describe(split) == bench.describe(base) + " split2"
+    assert _launches(bench, item.format(2), "fp8", 64)[1].split_k == 1  # MXFP4's tile only
+    gemv = "-" + ":-" * 20 + ":2"  # the arm's path at one token: the GEMV
+    base, same = _launches(bench, gemv, "mxfp4", 1)
+    assert base.path == "gemv" and same == base
+
+
 TINY = tiny_decode(8, "dense_decode, sparse_decode, grouped_decode")
 
 
