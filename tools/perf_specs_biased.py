@@ -13,7 +13,7 @@ from perf_cells import Table
 from perf_records import Records, derive, over
 from perf_specs_confirm import run_rows
 from perf_specs_packed import packed_rows
-from perf_specs_packed_scales import LOOP, ONE_PASS, copy_share_rows, draw_rows, stall_rows
+from perf_specs_packed_scales import ONE_PASS, arm_variant, copy_share_rows, draw_rows, stall_rows
 from perf_specs_placed import WORDS
 
 DAY = "2026-12-07-biased-scales"
@@ -21,11 +21,7 @@ HIST = "[issue 28][h-i28bs]"
 H100 = "**H100 80GB HBM3** (the device lent an H100), driver 580.159.04"
 LOG = f"{DAY}/call1/biased.log"
 BIASED = " scales-packed dot-order biased"
-
-
-def _biased_variant(tokens: int) -> str:
-    """The bench's name of the arm's launch with its scale bytes biased at ``tokens``."""
-    return (ONE_PASS if tokens >= 16 else LOOP).format(BIASED)
+_biased_variant = arm_variant(BIASED)  # the scale bytes biased
 
 
 def mx_biased_run(r: Records) -> Table:

@@ -27,9 +27,13 @@ LOOP = "dot m16 n64 k128 w4 s4 pdl r128 eb rot packed{} ready-signal"
 SCALES = " scales-packed"
 
 
-def _scales_variant(tokens: int) -> str:
-    """The bench's name of the arm's launch with its scales packed at ``tokens``."""
-    return (ONE_PASS if tokens >= 16 else LOOP).format(SCALES)
+def arm_variant(words: str):
+    """The bench's name at a token count of the arm's launch with ``words`` after "packed" (its
+    one-pass tile from 16 tokens, its expert loop below)."""
+    return lambda tokens: (ONE_PASS if tokens >= 16 else LOOP).format(words)
+
+
+_scales_variant = arm_variant(SCALES)  # the scales packed
 
 
 def draw_rows(t: Table, r: Records, log: str, variant_at, hist: str) -> None:
@@ -253,9 +257,7 @@ DOT_LOG = f"{DAY}/call3/dot_order.log"
 DOT = " scales-packed dot-order"
 
 
-def _dot_variant(tokens: int) -> str:
-    """The bench's name of the arm's launch with its values in K order at ``tokens``."""
-    return (ONE_PASS if tokens >= 16 else LOOP).format(DOT)
+_dot_variant = arm_variant(DOT)  # the values in K order
 
 
 def mx_dot(r: Records) -> Table:

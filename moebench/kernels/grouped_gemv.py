@@ -106,7 +106,7 @@ from moebench.kernels.jit import (
 from moebench.kernels.launch import check_slot_operands, checker
 from moebench.kernels.mx_dot_order import fits as fits_dot_order
 from moebench.kernels.mx_rotated import FOLD_SCALES_UP_TO, rotated_word_values
-from moebench.kernels.split_k import check_split, pairs_of
+from moebench.kernels.split_k import check_split
 
 
 @triton.jit
@@ -297,7 +297,7 @@ def grid_programs(T: int, K: int, E: int, launch: Launch) -> int:
 
 def split_pairs(T: int, K: int, E: int, N: int, launch: Launch) -> int:
     """The (pass, row block) pairs a ``split_k`` launch over N rows sums (`split_k`)."""
-    return pairs_of(grid_programs(T, K, E, launch), N, launch.block_n)
+    return grid_programs(T, K, E, launch) * triton.cdiv(N, launch.block_n)
 
 
 def grouped_gemv(

@@ -75,8 +75,3 @@ def check_split(split, pairs: int, split_k: int, block_n: int, block_m: int, dev
     got = None if split is None else [(t.dtype, tuple(t.shape), str(t.device)) for t in split]
     check(ok, f"split_k {split_k} needs (partials, counters) for {pairs} pairs on {device} "
           f"(split_k.split_scratch), got {got}")  # fmt: skip
-
-
-def pairs_of(programs: int, n: int, block_n: int) -> int:
-    """The (pass, row block) pairs of a grid of ``programs`` passes over ``n`` rows."""
-    return programs * triton.cdiv(n, block_n)
