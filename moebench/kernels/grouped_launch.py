@@ -105,6 +105,10 @@ DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 # TMA's mean 78.6 us against 80.2 and worst 87.4 against 95.8, the two equal over all twelve (71.1
 # and 71.4).
 TILE_MAX_REGISTERS = 128
+# MXFP4's expert-loop tile (2-8 tokens) on its own register cap and stages, so that each format's
+# can be measured and set apart; the same as FP8's until measured otherwise.
+TILE_MXFP4_MAX_REGISTERS = 128
+TILE_MXFP4_STAGES = 4
 
 # From PASS_GRID_FROM_SLOTS_PER_EXPERT slots an expert (16 tokens at gpt-oss-20b EP2) the tile
 # runs one pass of 16 slots a program (`Launch.pass_grid`) on 3 stages (FP8 since 2026-12-05 on 64-
@@ -124,6 +128,8 @@ TILE_MAX_REGISTERS = 128
 PASS_GRID_FROM_SLOTS_PER_EXPERT = 4
 PASS_GRID_STAGES = 3
 PASS_GRID_MAX_REGISTERS = 80
+# MXFP4's one-pass tile's register cap (its stages: PASS_GRID_STAGES), apart from FP8's.
+PASS_GRID_MXFP4_MAX_REGISTERS = 80
 # The FP8 one-pass tile steps 64 values at a time on 6 stages (PASS_GRID_FP8_BLOCK_K,
 # PASS_GRID_FP8_STAGES) where it took 128 on 3: five steps' weights in flight behind the one in use
 # (20 KB a program) against two (16 KB), at the same 6 programs an SM. sm_90a (offline,
@@ -272,7 +278,8 @@ def path_launch(
     slot a pass unless ``block_m`` says more, 1,024 values a step divided by the slots (at least
     64), so that the slots' widened values fit in registers (`grouped_gemv`'s docstring: budget).
     ``dot``: 64 weight rows and 128 values a step, 16 slots a pass unless ``block_m`` says more,
-    4 warps, 4 pipeline stages, at most 128 registers a thread, FP8 weights through TMA, the
+    4 warps, 4 pipeline stages, at most 128 registers a thread (MXFP4: TILE_MXFP4_STAGES and
+    TILE_MXFP4_MAX_REGISTERS), FP8 weights through TMA, the
     bias loaded before the K loop (TILE_EARLY_BIAS; `grouped_gemv`'s docstring: budget). Row
     blocks shrink to the largest power of two dividing N. MXFP4 on either path reads rotated
     weights (MXFP4_ROTATED; the GEMV then at most MXFP4_ROTATED_GEMV_REGISTERS registers), the
@@ -281,9 +288,11 @@ def path_launch(
     fits = lambda bn: min(bn, columns & -columns)
     rotated = fmt == "mxfp4" and MXFP4_ROTATED
     if path == "dot":
+        mx = fmt == "mxfp4"
         return Launch(path="dot", block_m=block_m or 16, block_n=fits(64), block_k=128,
-                      num_warps=4, num_stages=4, pdl=pdl, tma=fmt == "fp8",
-                      max_registers=TILE_MAX_REGISTERS, early_bias=TILE_EARLY_BIAS,
+                      num_warps=4, num_stages=TILE_MXFP4_STAGES if mx else 4, pdl=pdl,
+                      tma=fmt == "fp8", early_bias=TILE_EARLY_BIAS,
+                      max_registers=TILE_MXFP4_MAX_REGISTERS if mx else TILE_MAX_REGISTERS,
                       mx_rotated=rotated, fp8_placed=fmt == "fp8" and FP8_PLACED,
                       mx_packed=fmt == "mxfp4" and MX_PACKED,
                       mx_packed_scales=fmt == "mxfp4" and MX_PACKED_SCALES,
@@ -298,13 +307,14 @@ def path_launch(
 def one_pass_launch(tile: Launch, fmt: str) -> Launch:
     """The ``fmt`` tile ``tile`` running one pass a program, on the steps, stages and register
     cap measured for it: FP8's PASS_GRID_FP8_BLOCK_K values a step on PASS_GRID_FP8_STAGES
-    stages, MXFP4's its own step on PASS_GRID_STAGES; both capped at PASS_GRID_MAX_REGISTERS."""
+    stages, MXFP4's its own step on PASS_GRID_STAGES; capped at PASS_GRID_MAX_REGISTERS (FP8) and
+    PASS_GRID_MXFP4_MAX_REGISTERS."""
     if fmt == "fp8":
         return replace(tile, pass_grid=True, block_k=PASS_GRID_FP8_BLOCK_K,
                        num_stages=PASS_GRID_FP8_STAGES,
                        max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
     return replace(tile, pass_grid=True, num_stages=PASS_GRID_STAGES,
-                   max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
+                   max_registers=PASS_GRID_MXFP4_MAX_REGISTERS)  # fmt: skip
 
 
 def _dot_ordered(tile: Launch, reduction: int) -> Launch:
