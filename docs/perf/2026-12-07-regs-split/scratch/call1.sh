@@ -17,13 +17,13 @@
 #    variant faster at every count of it with the lowest mean change, set in the device's copy of
 #    grouped_launch.py; none: the arm as it is).
 # 4. fc2 split in K over 2 programs a row block (`Launch.split_k`), at 80 and 64 registers, last.
-# A call shorter than 520 s skips part 1 and runs part 2's new line on its own first.
+# A call shorter than 400 s skips part 1 and runs part 2's new line on its own first.
 set -u
 export PYTHONPATH=$PWD:$PWD/tools
 CALL_END=${CALL_END:-$(( $(date +%s) + 590 ))}
 left() { echo $(( CALL_END - $(date +%s) )); }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-if [ $(left) -ge 520 ]; then
+if [ $(left) -ge 400 ]; then
   BENCH_TIME_BUDGET_S=${BUDGET:-115} timeout ${LIMIT:-165} python3 tools/bench_grouped_decode.py /tmp/rg \
     --precision w4a16 --tokens 4,8,16,32,64 --seeds 0,1 --rank 0,1 \
     --variants "dot:-:-:-:-:-:-:-:80,dot:-:-:-:-:-:-:-:64,dot:-:-:-:-:2:-:-:64" \
