@@ -105,8 +105,9 @@ DOT_FROM_SLOTS_PER_EXPERT = {"fp8": 0.25, "mxfp4": 0.5}
 # TMA's mean 78.6 us against 80.2 and worst 87.4 against 95.8, the two equal over all twelve (71.1
 # and 71.4).
 TILE_MAX_REGISTERS = 128
-# MXFP4's expert-loop tile (2-8 tokens) on its own register cap and stages, so that each format's
-# can be measured and set apart; the same as FP8's until measured otherwise.
+# MXFP4's expert-loop tile (4 and 8 tokens at gpt-oss-20b EP2) on its own register cap and
+# stages, so that each format's can be measured and set apart; the same as FP8's until measured
+# otherwise (docs/perf/2026-12-07-regs-split/: 80 registers holds 6 programs an SM, not 4).
 TILE_MXFP4_MAX_REGISTERS = 128
 TILE_MXFP4_STAGES = 4
 

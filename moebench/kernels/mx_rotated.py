@@ -258,7 +258,7 @@ def rotated_tile(w, s, FOLD_SCALES: tl.constexpr, INTERPRET: tl.constexpr,
     ``DOT_ORDER``: the bytes in `mx_dot_order`'s layout, word j of a step scaled by its group j %
     G (G = BLOCK_K / 32) instead of j // 4. ``FOLD_SCALES`` 2: folded, and the scale bytes are
     `biased_scales`' (s + 126, the exponent field of 2^(s - 1), 0 kept), so that a scale's bf16
-    pair is one shift and one multiply-add instead of an add, a compare and a select more."""
+    pair is one multiply instead of an add, a compare and a select more."""
     BN: tl.constexpr = w.shape[0]
     KB: tl.constexpr = w.shape[1]
     word = row_words(w)
