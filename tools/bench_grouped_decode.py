@@ -25,9 +25,9 @@ Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by de
 in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one item each,
 comma separated, at every count of ``--variant-tokens``:
 path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage[:rot
-[:placed[:packed[:ragged[:prefetch[:ahead[:ready[:dot[:biased[:split]]]]]]]]]]]]]]]]]] (one item, no
-spaces), "-" for the arm's default of a field, block_k in values (FP8 one a byte, MXFP4 two), e.g.
-"dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
+[:placed[:packed[:ragged[:prefetch[:ahead[:ready[:dot[:biased[:split[:stream]]]]]]]]]]]]]]]]]]]
+(one item, no spaces), "-" for the arm's default of a field, block_k in values (FP8 one a byte,
+MXFP4 two), e.g. "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
 (`Launch.pass_grid`, `grouped_launch.one_pass_launch`) or its expert loop (4 stages, 128 registers),
 other fields then from there; registers: the cap a thread (0: none); tma 1 or 0: the FP8 tile's
 weights through a TMA descriptor or pointer loads (ignored for MXFP4); early 1 or 0: the epilogue's
@@ -52,7 +52,10 @@ the arm's launch has it where a variant takes the path's defaults again); biased
 tile's scale bytes biased (`Launch.mx_biased_scales`; rotated launches only, dropped by the arm
 where a scale byte is above 128); split: fc2's K steps over that many programs a row block
 (`Launch.split_k`, `split_k`; MXFP4's one-pass tile only, the launcher refuses it elsewhere; fc1
-never: its GLU; the name then ends in " fc2-split" and the count). A field left to the default of
+never: its GLU; the name then ends in " fc2-split" and the count); stream: that many programs an SM
+on the persistent grid that splits every tile's K steps evenly (`Launch.stream_k`, `stream_k`;
+MXFP4's one-pass tile only, the launcher refuses it elsewhere; both stages unless stage says one;
+fc2 then waits for the whole of fc1, ready dropped). A field left to the default of
 another path takes that path's
 (`grouped_launch.path_launch`). The arm's own
 launch always runs, as "default", and a variant equal to it is skipped. Cases run from the most
@@ -150,7 +153,7 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (22 - len(f))
+        f += ["-"] * (23 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
@@ -168,13 +171,14 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
         dot = None if f[19] in ("-", "") else bool(int(f[19]))
         biased = None if f[20] in ("-", "") else bool(int(f[20]))
         split = None if f[21] in ("-", "") else int(f[21])
+        stream = None if f[22] in ("-", "") else int(f[22])
         if packed not in (None, 0, 1, 2):
             raise ValueError(f"variant {item!r}: packed must be 0, 1 or 2, got {packed}")
         if stage not in (None, 1, 2):
             raise ValueError(f"variant {item!r}: stage must be 1 (fc1) or 2 (fc2), got {stage}")
         out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage, rot, placed,
                              packed, ragged, prefetch, ahead, ready, dot, biased,
-                             split)))  # fmt: skip
+                             split, stream)))  # fmt: skip
     return out
 
 
@@ -183,11 +187,11 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
-    fields14 = (*extra, *[None] * 14)[:14]
+    fields14 = (*extra, *[None] * 15)[:15]
     registers, tma, early, _stage, rot, placed, packed, ragged, prefetch, ahead, _ready, dot = (
         fields14[:12]
     )
-    biased, split = fields14[12:14]
+    biased, split, stream = fields14[12:15]
     # The arm's K order where its launch takes it (default_launch, from R), kept when the path's
     # or the passes' defaults are taken again below (path_launch does not know R).
     ordered = base.mx_dot_order
@@ -227,6 +231,8 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     fields["mx_biased_scales"] = fields["mx_biased_scales"] and fields["mx_rotated"]
     if split is not None and fmt == "mxfp4" and fields["path"] == "dot":
         fields["split_k"] = split  # the launcher refuses it off the one-pass tile
+    if stream is not None and fmt == "mxfp4" and fields["path"] == "dot":
+        fields["stream_k"] = stream  # likewise
     if prefetch is not None and fields["fp8_packed"]:
         fields["fp8_prefetch"] = prefetch
     if ahead is not None and fields["fp8_packed"]:
@@ -266,6 +272,7 @@ def describe(launch: Launch) -> str:
             + (" dot-order" if L.mx_dot_order else "")
             + (" biased" if L.mx_biased_scales else "")
             + (f" split{L.split_k}" if L.split_k > 1 else "")
+            + (f" stream{L.stream_k}" if L.stream_k else "")
             + (f" pf{L.fp8_prefetch}" if L.fp8_prefetch else "")
             + (f" ahead{L.fp8_prefetch_ahead}" if L.fp8_prefetch_ahead else "")
             + (f" ready-{L.expert_ready}" if L.expert_ready else ""))  # fmt: skip
@@ -344,6 +351,8 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
                 l1 = dataclasses.replace(l1, split_k=1)  # split_k is fc2's (fc1 has the GLU)
                 l2 = variant_launch(base2, v, fmt, prob.w2.shape[1]) if only != 1 else base2
                 ready = v[18] if len(v) > 18 else None
+                if l1.stream_k or l2.stream_k:
+                    ready = False  # the persistent grid takes no expert_ready (`stream_k`)
                 per_expert = T * prob.topk_ids_TK.shape[1] / prob.local_experts
                 l1, l2 = expert_ready_pair(l1, l2, ready, fmt, per_expert)
                 # As the arm will run them (the scale bias dropped where a byte is above 128), so

@@ -13,7 +13,7 @@ torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run he
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
 SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens
 [:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed[:prefetch[:ahead[:ready
-[:dot[:split]]]]]]]]]]]]]]
+[:dot[:split[:stream]]]]]]]]]]]]]]]
 (block_k in values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none,
 default the tile's cap; passes 1 for the tile's one pass a program, `Launch.pass_grid`, default 0;
 words 1 or 0: the MXFP4 tile's scales read as 32-bit words from rows padded to 96 bytes, as the arm
@@ -31,8 +31,10 @@ step's L2 prefetch that many steps on, `Launch.fp8_prefetch_ahead`, default 0; r
 signalling and fc2 waiting expert by expert, `Launch.expert_ready`, compiled with the dependent
 launch, default 0; dot 1: the MXFP4 tile's bytes in `mx_dot_order`'s layout, `Launch.mx_dot_order`,
 default 0; split: fc2's K steps over that many programs a row block, `Launch.split_k`, default
-1), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default list is the arm's fc1 launches at
-1, 8 and 64 tokens, from `grouped_launch` as it stands (`arm_specs`).
+1; stream: both stages on the persistent grid of that many programs an SM, `Launch.stream_k`,
+compiled with the dependent launch, default 0), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default
+list is the arm's fc1 launches at 1, 8 and 64 tokens, from `grouped_launch` as it stands
+(`arm_specs`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from moebench.kernels import grouped_dot, grouped_gemv, sparse_gemv, sparse_launch
+from moebench.kernels import stream_k as stream_k_kernels
 from moebench.kernels.grouped_launch import (
     TILE_MAX_REGISTERS,
     Launch,
@@ -70,7 +73,8 @@ def launch_spec(L: Launch, fmt: str, tokens: int) -> str:
               "tma" if L.tma else "ptr", L.max_registers, int(L.pass_grid), words,
               2 if L.mx_biased_scales else 1, int(L.early_bias), int(L.mx_rotated),
               int(L.fp8_placed), packed, L.fp8_prefetch, L.fp8_prefetch_ahead,
-              int(bool(L.expert_ready)), int(L.mx_dot_order), L.split_k)  # fmt: skip
+              int(bool(L.expert_ready)), int(L.mx_dot_order), L.split_k,
+              L.stream_k)  # fmt: skip
     return ":".join(map(str, fields))
 
 
@@ -217,6 +221,7 @@ def grouped(spec: str, out: str) -> None:
     ready = len(rest) > 11 and rest[11] == "1"
     dot_order = len(rest) > 12 and rest[12] == "1" and fmt == "mxfp4"
     split_k = int(rest[13]) if len(rest) > 13 else 1  # fc2's (a stage with no GLU)
+    stream_k = int(rest[14]) if len(rest) > 14 else 0  # both stages'
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
         # The arm's padded scale rows (grouped_gemv.word_aligned_scales), or packed ones.
@@ -227,6 +232,10 @@ def grouped(spec: str, out: str) -> None:
                  EXACT_RNE=False, BLOCK_E=E, SCAN=scan, GDC=ready, EARLY_BIAS=early)  # fmt: skip
         if path == "dot":
             fn = grouped_dot._grouped_dot_fp8 if fmt == "fp8" else grouped_dot._grouped_dot_mxfp4
+            if stream_k:  # the persistent grid (`stream_k`), compiled with the dependent launch
+                fn = stream_k_kernels._grouped_dot_mxfp4_stream
+                ints.update(NB=ints["N"] // bn)
+                c.update(GDC=True)
             c.update(NUM_STAGES=ns, **({"INTERPRET": False} if "INTERPRET" in fn.arg_names else {}))
             c.update({"TMA": tma} if "TMA" in fn.arg_names else {})
             c.update({"PASS_GRID": passes} if "PASS_GRID" in fn.arg_names else {})

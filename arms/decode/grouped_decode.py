@@ -37,6 +37,7 @@ from moebench.kernels.grouped_gemv import (
     grouped_gemv,
     max_scale_byte,
     split_pairs,
+    stream_tiles,
     word_aligned_scales,
 )
 from moebench.kernels.grouped_launch import Launch, default_launch, paired_launches
@@ -44,6 +45,7 @@ from moebench.kernels.launch import weight_format
 from moebench.kernels.mx_dot_order import dot_order_mxfp4
 from moebench.kernels.mx_rotated import FOLD_SCALES_UP_TO, biased_scales, rotate_mxfp4
 from moebench.kernels.split_k import split_scratch
+from moebench.kernels.stream_k import stream_programs, stream_scratch
 from moebench.kernels.tile_packed import pack_tiles
 
 # Programmatic dependent launch of the grouped kernels and the combine, per precision: on in both.
@@ -202,8 +204,8 @@ def build_stages(
     """fc1, fc2 and the combine as argument-free closures over the workspace (nothing allocated
     inside). The launches are `launches`' unless given (tools/bench_grouped_decode.py times
     others); the combine is a programmatic dependent launch when fc2 is. The counters of fc2
-    waiting for fc1 (`expert_ready`) and the scratch of fc2's K split (`split_k`) are made
-    here."""
+    waiting for fc1 (`expert_ready`), the scratch of fc2's K split (`split_k`) and of a
+    stage's persistent grid (`stream_k`) are made here."""
     p = ws.problem
     E, off = p.local_experts, p.expert_offset
     default1, default2 = launches(p)
@@ -225,14 +227,18 @@ def build_stages(
         T, K = p.topk_ids_TK.shape
         pairs = split_pairs(T, K, E, p.w2.shape[1], fc2)
         split = split_scratch(pairs, fc2.split_k, fc2.block_n, fc2.block_m, p.x_TD.device)
+    # Each stage's persistent grid (`stream_k`): its parts' sums and counters, likewise.
+    stream1, stream2 = (_stream_scratch(p, f, w.shape[1]) for f, w in ((fc1, p.w13), (fc2, p.w2)))
 
     def run_fc1() -> None:
         grouped_gemv(p.x_TD, p.topk_ids_TK, w13, s13, p.b13_E2F, ws.a, expert_offset=off,
-                     launch=fc1, glu=p.activation, max_scale_byte=max13, ready=ready)  # fmt: skip
+                     launch=fc1, glu=p.activation, max_scale_byte=max13, ready=ready,
+                     stream=stream1)  # fmt: skip
 
     def run_fc2() -> None:
         grouped_gemv(ws.a, p.topk_ids_TK, w2, s2, p.b2_ED, ws.o, expert_offset=off,
-                     launch=fc2, max_scale_byte=max2, ready=ready, split=split)  # fmt: skip
+                     launch=fc2, max_scale_byte=max2, ready=ready, split=split,
+                     stream=stream2)  # fmt: skip
 
     def run_combine() -> None:
         combine_topk(ws.o, p.topk_ids_TK, p.topk_weights_TK, ws.y_TD, expert_offset=off,
@@ -240,6 +246,17 @@ def build_stages(
 
     fns = (run_fc1, run_fc2, run_combine)
     return tuple(Stage(name=n, run=f) for n, f in zip(DECODE_STAGES, fns, strict=True))
+
+
+def _stream_scratch(p: Problem, launch: Launch, columns: int):
+    """The scratch of a stage's persistent grid (`stream_k`), None without one."""
+    if not launch.stream_k:
+        return None
+    T, K = p.topk_ids_TK.shape
+    device = p.x_TD.device
+    tiles = stream_tiles(T, K, p.local_experts, columns, launch)
+    programs = stream_programs(device, launch.stream_k)
+    return stream_scratch(programs, tiles, launch.block_n, launch.block_m, device)
 
 
 ARM = Arm(

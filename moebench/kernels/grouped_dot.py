@@ -260,6 +260,62 @@ def _mxfp4_step(acc, w_step, s, x_at, k0, R, m_ok, MASKED: tl.constexpr, INTERPR
 
 
 @triton.jit
+def mxfp4_sums(
+    x_rows, m_ok, w_at, w_last, s_at, s_words, s_last_at, w_tail, s_tail_at, R, k_lo, k_len,
+    tail, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr, NUM_STAGES: tl.constexpr, INTERPRET: tl.constexpr,
+    SCALE_WORDS: tl.constexpr, FOLD_SCALES: tl.constexpr, ROTATED: tl.constexpr,
+    PACKED: tl.constexpr, PACKED_SCALES: tl.constexpr, DOT_ORDER: tl.constexpr,
+    TAIL_K: tl.constexpr,
+):  # fmt: skip
+    """The fp32 sums [BLOCK_N, BLOCK_M] of the MXFP4 tile's whole K steps k_lo .. k_lo + k_len
+    - 1 (values; multiples of BLOCK_K; with ``SCALE_WORDS``, else every whole step) and, where
+    ``tail``, the step past them that passes R (`_mxfp4_pass` names the pointers; ``x_rows``
+    [1, BLOCK_M]: each slot's first value of x)."""
+    kg = tl.arange(0, BLOCK_K // 32)
+    x_at = x_rows + tl.arange(0, BLOCK_K)[:, None]
+    acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    r_main = R // BLOCK_K * BLOCK_K
+    # Step k0's bytes lie k0 / 2 bytes on along a row (natural), BLOCK_N times that when the
+    # program's boxes follow each other (packed).
+    w_step = BLOCK_N if PACKED else 1
+    s_step = BLOCK_N if PACKED_SCALES else 1
+    if SCALE_WORDS:
+        # A step's scale bytes of a row as whole 32-bit words, which the pipeline copies
+        # asynchronously with the weights (module docstring: scales).
+        # The loop's bound a length from 0, not k_lo's end: where the caller makes it warp-uniform
+        # (`stream_k.warp_uniform`) the loop counter and its ring arithmetic are too.
+        for i in tl.range(0, k_len, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+            k0 = k_lo + i
+            words = tl.load(s_words + k0 // 128 * s_step)
+            s = tl.reshape((words[:, :, None] >> (8 * tl.arange(0, 4))[None, None, :]) & 0xFF,
+                           [BLOCK_N, BLOCK_K // 32]).to(tl.uint8)  # fmt: skip
+            acc = _mxfp4_step(acc, w_at + k0 // 2 * w_step, s, x_at, k0, R, m_ok, False,
+                              INTERPRET, FOLD_SCALES, ROTATED, DOT_ORDER)  # fmt: skip
+        s_last = tl.load(s_last_at, mask=(kg < (R - r_main) // 32)[None, :], other=0)
+    else:
+        # Byte loads (a row's step of scales at any offset), which the pipeline leaves
+        # synchronous: loaded a step ahead into registers, their latency behind a step of work.
+        s_last = tl.load(s_at, mask=(kg < R // 32)[None, :], other=0)
+        for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
+            s = s_last
+            g_next = (k0 + BLOCK_K) // 32
+            s_last = tl.load(s_at + g_next, mask=(g_next + kg < R // 32)[None, :], other=0)
+            acc = _mxfp4_step(acc, w_at + k0 // 2 * w_step, s, x_at, k0, R, m_ok, False,
+                              INTERPRET, FOLD_SCALES, ROTATED, DOT_ORDER)  # fmt: skip
+    if not EVEN_K and DOT_ORDER:
+        if tail:
+            x_tail = x_rows + (r_main + tl.arange(0, TAIL_K))[:, None]
+            acc = _mxfp4_step(acc, w_tail, tl.load(s_tail_at), x_tail, 0, R, m_ok, False,
+                              INTERPRET, FOLD_SCALES, ROTATED, True)  # fmt: skip
+    elif not EVEN_K:
+        if tail:
+            acc = _mxfp4_step(acc, w_last, s_last, x_at, r_main, R, m_ok, True, INTERPRET,
+                              FOLD_SCALES, ROTATED)  # fmt: skip
+    return acc
+
+
+@triton.jit
 def _mxfp4_pass(
     x_ptr, ids_ptr, w_at, w_last, s_at, s_words, b_ptr, out_ptr, TK, K, expert_offset, R, e, e64,
     count, m0, n_block, stride_xt, stride_xk, stride_it, stride_ik, stride_be, stride_ot, stride_ok,
@@ -284,58 +340,25 @@ def _mxfp4_pass(
     this program is part ``part`` of the pair's whole steps (the last part also the step past
     them), its sums stored at ``pair_at`` and counted on ``counter_at``; the pair's last part adds
     the parts and runs the epilogue."""
-    kg = tl.arange(0, BLOCK_K // 32)
     t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
                             BLOCK_M, SCAN)  # fmt: skip
     m_ok = m0 + tl.arange(0, BLOCK_M) < count
     if EARLY_BIAS:
         bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
-    x_at = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :] + tl.arange(0, BLOCK_K)[:, None]
-    acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-    r_main = R // BLOCK_K * BLOCK_K
-    # Step k0's bytes lie k0 / 2 bytes on along a row (natural), BLOCK_N times that when the
-    # program's boxes follow each other (packed).
-    w_step = BLOCK_N if PACKED else 1
-    s_step = BLOCK_N if PACKED_SCALES else 1
+    x_rows = x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :]
     if SPLIT_K == 1:
         k_lo = 0
-        k_hi = r_main
+        k_len = R // BLOCK_K * BLOCK_K
         tail = True
     else:  # this part's whole steps (`split_k`)
         steps = R // BLOCK_K
         k_lo = part * steps // SPLIT_K * BLOCK_K
-        k_hi = (part + 1) * steps // SPLIT_K * BLOCK_K
+        k_len = (part + 1) * steps // SPLIT_K * BLOCK_K - k_lo
         tail = part == SPLIT_K - 1
-    if SCALE_WORDS:
-        # A step's scale bytes of a row as whole 32-bit words, which the pipeline copies
-        # asynchronously with the weights (module docstring: scales).
-        for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-            words = tl.load(s_words + k0 // 128 * s_step)
-            s = tl.reshape((words[:, :, None] >> (8 * tl.arange(0, 4))[None, None, :]) & 0xFF,
-                           [BLOCK_N, BLOCK_K // 32]).to(tl.uint8)  # fmt: skip
-            acc = _mxfp4_step(acc, w_at + k0 // 2 * w_step, s, x_at, k0, R, m_ok, False,
-                              INTERPRET, FOLD_SCALES, ROTATED, DOT_ORDER)  # fmt: skip
-        s_last = tl.load(s_last_at, mask=(kg < (R - r_main) // 32)[None, :], other=0)
-    else:
-        # Byte loads (a row's step of scales at any offset), which the pipeline leaves
-        # synchronous: loaded a step ahead into registers, their latency behind a step of work.
-        s_last = tl.load(s_at, mask=(kg < R // 32)[None, :], other=0)
-        for k0 in tl.range(0, r_main, BLOCK_K, num_stages=NUM_STAGES if NUM_STAGES else None):
-            s = s_last
-            g_next = (k0 + BLOCK_K) // 32
-            s_last = tl.load(s_at + g_next, mask=(g_next + kg < R // 32)[None, :], other=0)
-            acc = _mxfp4_step(acc, w_at + k0 // 2 * w_step, s, x_at, k0, R, m_ok, False,
-                              INTERPRET, FOLD_SCALES, ROTATED, DOT_ORDER)  # fmt: skip
-    if not EVEN_K and DOT_ORDER:
-        if tail:
-            x_tail = (x_ptr + (t64 * stride_xt + k64 * stride_xk)[None, :]
-                      + (r_main + tl.arange(0, TAIL_K))[:, None])  # fmt: skip
-            acc = _mxfp4_step(acc, w_tail, tl.load(s_tail_at), x_tail, 0, R, m_ok, False,
-                              INTERPRET, FOLD_SCALES, ROTATED, True)  # fmt: skip
-    elif not EVEN_K:
-        if tail:
-            acc = _mxfp4_step(acc, w_last, s_last, x_at, r_main, R, m_ok, True, INTERPRET,
-                              FOLD_SCALES, ROTATED)  # fmt: skip
+    acc = mxfp4_sums(x_rows, m_ok, w_at, w_last, s_at, s_words, s_last_at, w_tail,
+                      s_tail_at, R, k_lo, k_len, tail, BLOCK_N, BLOCK_M, BLOCK_K, EVEN_K,
+                      NUM_STAGES, INTERPRET, SCALE_WORDS, FOLD_SCALES, ROTATED, PACKED,
+                      PACKED_SCALES, DOT_ORDER, TAIL_K)  # fmt: skip
     if not EARLY_BIAS:
         bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
     if SPLIT_K == 1:
@@ -350,6 +373,59 @@ def _mxfp4_pass(
             total = sum_parts(pair_at, SPLIT_K, BLOCK_N, BLOCK_M)
             slot_epilogue(tl.trans(total), bias, n_block, t64, k64, m_ok, out_ptr, stride_ot,
                           stride_ok, GLU, BLOCK_M, BLOCK_N, EXACT_RNE)  # fmt: skip
+
+
+@triton.jit
+def mx_tile_pointers(
+    w_ptr, ws_ptr, e64, n_block, R, stride_we, stride_wn, stride_se, stride_sn,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    SCALE_WORDS: tl.constexpr, PACKED: tl.constexpr, PACKED_SCALES: tl.constexpr,
+    DOT_ORDER: tl.constexpr, TAIL_K: tl.constexpr,
+):  # fmt: skip
+    """(w_at, w_last, s_at, s_words, s_last_at, w_tail, s_tail_at): expert ``e64``'s row block
+    ``n_block`` as `_mxfp4_pass` reads it (its docstring names each)."""
+    rows64 = (n_block * BLOCK_N + loaded_rows(BLOCK_N)).to(tl.int64)
+    b = tl.arange(0, BLOCK_K // 2)[None, :]
+    r_main = R // BLOCK_K * BLOCK_K
+    if PACKED:
+        # `tile_packed` (ragged last box): the program's boxes are one run from its first row's
+        # byte; a whole box's rows BLOCK_K / 2 bytes apart, the last box's (R - r_main) / 2.
+        run = w_ptr + e64 * stride_we + (n_block * BLOCK_N).to(tl.int64) * stride_wn
+        local = loaded_rows(BLOCK_N)[:, None]
+        w_at = run + local * (BLOCK_K // 2) + b
+        last_rows = run + BLOCK_N * (r_main // 2) + local * ((R - r_main) // 2)
+    else:
+        w_rows = w_ptr + e64 * stride_we + rows64[:, None] * stride_wn  # each row's first byte
+        w_at = w_rows + b
+        last_rows = w_rows + r_main // 2
+    w_last = last_rows + b  # each row's bytes of the step that passes R
+    kg = tl.arange(0, BLOCK_K // 32)[None, :]
+    if PACKED_SCALES:
+        # The scale bytes in the weights' box order: a step's are BLOCK_N whole words, one run.
+        s_run = ws_ptr + e64 * stride_se + (n_block * BLOCK_N).to(tl.int64) * stride_sn
+        local = loaded_rows(BLOCK_N)[:, None]
+        s_at = s_run + local * (BLOCK_K // 32) + kg
+        s_last_rows = s_run + BLOCK_N * (r_main // 32) + local * ((R - r_main) // 32)
+        s_words = (s_run.to(tl.pointer_type(tl.int32)) + local * (BLOCK_K // 128)
+                   + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
+    else:
+        s_rows = ws_ptr + e64 * stride_se + rows64 * stride_sn  # each row's first scale byte
+        s_at = s_rows[:, None] + kg
+        s_last_rows = s_rows[:, None] + r_main // 32
+        s_words = s_at
+        if SCALE_WORDS:
+            s_words = (s_rows.to(tl.pointer_type(tl.int32))[:, None]
+                       + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
+    s_last_at = s_last_rows + kg
+    w_tail = w_last
+    s_tail_at = s_last_at
+    if DOT_ORDER and not EVEN_K:
+        # The last step's TAIL_K values as a step of their own: each row's first TAIL_K / 2 bytes
+        # and TAIL_K / 32 scale bytes of the step that passes R (packed: the row block's last,
+        # narrower box, whole).
+        w_tail = last_rows + tl.arange(0, TAIL_K // 2)[None, :]
+        s_tail_at = s_last_rows + tl.arange(0, TAIL_K // 32)[None, :]
+    return w_at, w_last, s_at, s_words, s_last_at, w_tail, s_tail_at
 
 
 @triton.jit
@@ -399,47 +475,9 @@ def _grouped_dot_mxfp4(
         pair = tl.program_id(1) * (tl.num_programs(0) // SPLIT_K) + n_block
         pair_at = split_ptr + pair.to(tl.int64) * (SPLIT_K * BLOCK_N * BLOCK_M)
         counter_at = count_ptr + pair
-    rows64 = (n_block * BLOCK_N + loaded_rows(BLOCK_N)).to(tl.int64)
-    b = tl.arange(0, BLOCK_K // 2)[None, :]
-    r_main = R // BLOCK_K * BLOCK_K
-    if PACKED:
-        # `tile_packed` (ragged last box): the program's boxes are one run from its first row's
-        # byte; a whole box's rows BLOCK_K / 2 bytes apart, the last box's (R - r_main) / 2.
-        run = w_ptr + e64 * stride_we + (n_block * BLOCK_N).to(tl.int64) * stride_wn
-        local = loaded_rows(BLOCK_N)[:, None]
-        w_at = run + local * (BLOCK_K // 2) + b
-        last_rows = run + BLOCK_N * (r_main // 2) + local * ((R - r_main) // 2)
-    else:
-        w_rows = w_ptr + e64 * stride_we + rows64[:, None] * stride_wn  # each row's first byte
-        w_at = w_rows + b
-        last_rows = w_rows + r_main // 2
-    w_last = last_rows + b  # each row's bytes of the step that passes R
-    kg = tl.arange(0, BLOCK_K // 32)[None, :]
-    if PACKED_SCALES:
-        # The scale bytes in the weights' box order: a step's are BLOCK_N whole words, one run.
-        s_run = ws_ptr + e64 * stride_se + (n_block * BLOCK_N).to(tl.int64) * stride_sn
-        local = loaded_rows(BLOCK_N)[:, None]
-        s_at = s_run + local * (BLOCK_K // 32) + kg
-        s_last_rows = s_run + BLOCK_N * (r_main // 32) + local * ((R - r_main) // 32)
-        s_words = (s_run.to(tl.pointer_type(tl.int32)) + local * (BLOCK_K // 128)
-                   + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
-    else:
-        s_rows = ws_ptr + e64 * stride_se + rows64 * stride_sn  # each row's first scale byte
-        s_at = s_rows[:, None] + kg
-        s_last_rows = s_rows[:, None] + r_main // 32
-        s_words = s_at
-        if SCALE_WORDS:
-            s_words = (s_rows.to(tl.pointer_type(tl.int32))[:, None]
-                       + tl.arange(0, BLOCK_K // 128)[None, :])  # fmt: skip
-    s_last_at = s_last_rows + kg
-    w_tail = w_last
-    s_tail_at = s_last_at
-    if DOT_ORDER and not EVEN_K:
-        # The last step's TAIL_K values as a step of their own: each row's first TAIL_K / 2 bytes
-        # and TAIL_K / 32 scale bytes of the step that passes R (packed: the row block's last,
-        # narrower box, whole).
-        w_tail = last_rows + tl.arange(0, TAIL_K // 2)[None, :]
-        s_tail_at = s_last_rows + tl.arange(0, TAIL_K // 32)[None, :]
+    w_at, w_last, s_at, s_words, s_last_at, w_tail, s_tail_at = mx_tile_pointers(
+        w_ptr, ws_ptr, e64, n_block, R, stride_we, stride_wn, stride_se, stride_sn, BLOCK_N,
+        BLOCK_K, EVEN_K, SCALE_WORDS, PACKED, PACKED_SCALES, DOT_ORDER, TAIL_K)  # fmt: skip
     if PASS_GRID:
         _mxfp4_pass(x_ptr, ids_ptr, w_at, w_last, s_at, s_words, b_ptr, out_ptr, TK, K,
                     expert_offset, R, e, e64, count, m_first, n_block, stride_xt, stride_xk,

@@ -107,6 +107,7 @@ from moebench.kernels.launch import check_slot_operands, checker
 from moebench.kernels.mx_dot_order import fits as fits_dot_order
 from moebench.kernels.mx_rotated import FOLD_SCALES_UP_TO, rotated_word_values
 from moebench.kernels.split_k import check_split
+from moebench.kernels.stream_k import _grouped_dot_mxfp4_stream, check_stream, stream_programs
 
 
 @triton.jit
@@ -300,6 +301,11 @@ def split_pairs(T: int, K: int, E: int, N: int, launch: Launch) -> int:
     return grid_programs(T, K, E, launch) * triton.cdiv(N, launch.block_n)
 
 
+def stream_tiles(T: int, K: int, E: int, N: int, launch: Launch) -> int:
+    """The most tiles (pass, row block) a ``stream_k`` launch over N rows has (`stream_k`)."""
+    return grid_programs(T, K, E, launch) * triton.cdiv(N, launch.block_n)
+
+
 def grouped_gemv(
     x: torch.Tensor,
     topk_ids_TK: torch.Tensor,
@@ -314,6 +320,7 @@ def grouped_gemv(
     max_scale_byte: int | None = None,
     ready: torch.Tensor | None = None,
     split: tuple[torch.Tensor, torch.Tensor] | None = None,
+    stream: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> None:
     """Every touched local expert times all of its slots (module docstring). ``x`` is [T, R]
     (fc1: each slot reads its token) or [T, K, R] (fc2: each slot its own row); ``out`` is
@@ -328,7 +335,9 @@ def grouped_gemv(
 
     ``ready``: the counters (`expert_ready.ready_counters`) fc1 and fc2 share when their launches
     set ``expert_ready``. ``split``: (partials, counters), `split_k.split_scratch`'s for the
-    launch's pairs (`split_pairs`), where ``launch.split_k`` > 1."""
+    launch's pairs (`split_pairs`), where ``launch.split_k`` > 1. ``stream``: (partials,
+    counters), `stream_k.stream_scratch`'s for `stream_k.stream_programs` programs and
+    `stream_tiles` tiles, where ``launch.stream_k`` > 0."""
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
     stride_xt, stride_xk = ops.stride_xt, ops.stride_xk
@@ -396,6 +405,18 @@ def grouped_gemv(
     if L.expert_ready:
         _check(L.path == "dot", "expert_ready is for the dot path")
         check_ready(ready, E, out.device, _check)
+    if L.stream_k:
+        _check(
+            L.stream_k > 0 and (L.path, fmt) == ("dot", "mxfp4") and L.pass_grid
+            and L.mx_packed_scales and L.block_k % 128 == 0 and L.split_k == 1
+            and not L.expert_ready and R // L.block_k >= 1,
+            f"stream_k must be 0 or, for the MXFP4 one-pass tile with packed scales, no split_k "
+            f"and no expert_ready, R ({R}) at least one step of block_k, a number of programs an "
+            f"SM, got {L.stream_k}",
+        )  # fmt: skip
+        check_stream(stream, stream_programs(out.device, L.stream_k),
+                     stream_tiles(T, K, E, N, L), L.block_n, L.block_m, out.device,
+                     _check)  # fmt: skip
     if L.split_k != 1:
         _check(
             pow2(L.split_k) and (L.path, fmt) == ("dot", "mxfp4") and L.pass_grid
@@ -458,6 +479,23 @@ def grouped_gemv(
                                PLACED=L.fp8_placed, PACKED=L.fp8_packed, RAGGED=ragged,
                                PREFETCH=L.fp8_prefetch, AHEAD=L.fp8_prefetch_ahead,
                                READY=READY_ROLES[L.expert_ready], **common)  # fmt: skip
+    elif L.path == "dot" and L.stream_k:
+        programs = stream_programs(out.device, L.stream_k)
+        _grouped_dot_mxfp4_stream[(programs,)](
+            *args[:11],
+            triton.cdiv(N, L.block_n),
+            *args[11:],
+            *stream,
+            NUM_STAGES=L.num_stages,
+            INTERPRET=not out.is_cuda,
+            FOLD_SCALES=2 if L.mx_biased_scales else fold,
+            ROTATED=L.mx_rotated,
+            PACKED=L.mx_packed,
+            PACKED_SCALES=L.mx_packed_scales,
+            DOT_ORDER=L.mx_dot_order,
+            TAIL_K=R % L.block_k,
+            **common,
+        )
     elif L.path == "dot":
         split_args = (w, w) if split is None else split  # any pointers: unread without split_k
         _grouped_dot_mxfp4[grid](

@@ -46,7 +46,9 @@ class Launch:
     fc1, "wait" for fc2, both or neither; `expert_ready`) instead of for the whole of fc1 (the
     same bits), and the MXFP4 one-pass tile's K steps split over ``split_k`` programs a row block
     (a stage with no GLU; `split_k`: the parts' sums added on the device in a fixed order, 1:
-    none; the fp32 sums grouped by part)."""
+    none; the fp32 sums grouped by part), and the MXFP4 one-pass tile on a persistent grid of
+    ``stream_k`` programs an SM that splits every tile's K steps evenly over them (`stream_k`;
+    0: none; the fp32 sums of a tile two programs share grouped by program)."""
 
     path: str
     block_m: int
@@ -70,6 +72,7 @@ class Launch:
     mx_dot_order: bool = False
     mx_biased_scales: bool = False
     split_k: int = 1
+    stream_k: int = 0
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the

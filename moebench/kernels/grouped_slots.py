@@ -98,14 +98,31 @@ def touched_pass(
     increasing id and an expert's passes in order: its expert, that expert's number of slots and
     the pass's first slot number among them. count is 0 when there are fewer than j + 1 passes
     (e and m0 are then meaningless)."""
-    ex = tl.arange(0, BLOCK_E)
     hits = _expert_hits(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, BLOCK_E, SCAN)
+    return pass_of(hits, j, BLOCK_M)
+
+
+@triton.jit
+def pass_of(hits, j, BLOCK_M: tl.constexpr):
+    """(e, count, m0) of the j-th pass given the experts' slot counts ``hits`` (`touched_pass`)."""
+    ex = tl.arange(0, hits.shape[0])
     passes = (hits + BLOCK_M - 1) // BLOCK_M
     end = tl.cumsum(passes, 0)  # passes of the experts up to and including each
     mine = (end - passes <= j) & (j < end)  # at most one expert; none past the last pass
     first = tl.sum(tl.where(mine, end - passes, 0), 0)
     count = tl.sum(tl.where(mine, hits, 0), 0)
     return tl.sum(tl.where(mine, ex, 0), 0), count, (j - first) * BLOCK_M
+
+
+@triton.jit
+def touched_passes(
+    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
+    BLOCK_E: tl.constexpr, SCAN: tl.constexpr, BLOCK_M: tl.constexpr,
+):  # fmt: skip
+    """(hits, passes): the experts' slot counts int32 [BLOCK_E] (for `pass_of`) and the number of
+    passes of BLOCK_M slots over the touched experts."""
+    hits = _expert_hits(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, BLOCK_E, SCAN)
+    return hits, tl.sum((hits + BLOCK_M - 1) // BLOCK_M, 0)
 
 
 @triton.jit

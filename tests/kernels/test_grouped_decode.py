@@ -955,3 +955,129 @@ def test_split_k_is_the_mxfp4_one_pass_tiles_with_packed_scales_and_no_glu():
         with pytest.raises(ValueError, match=why):
             grouped(x, ids, args["w"], args["s"], b, out, expert_offset=0, launch=args["launch"],
                     glu=args["glu"], split=args["split"])  # fmt: skip
+
+
+@pytest.mark.parametrize("R", [288, 512], ids=["tail-32", "whole-steps"])
+@pytest.mark.parametrize("ordered", [False, True], ids=["natural-order", "k-order"])
+def test_mxfp4_tile_on_a_persistent_even_grid_gives_the_one_pass_bits(ordered, R):
+    """The one-pass MXFP4 tile on a persistent grid of P programs that split the tiles' K steps
+    evenly (``Launch.stream_k``, `stream_k`: a tile two or more programs share summed in program
+    order by the last to count) gives the one-pass grid's bits where every sum is exact: P from
+    one program (every tile whole) through grids that cut tiles at every step, P past the units
+    (programs with nothing to do), with and without a GLU, the step past R's whole steps with the
+    tile's last unit (three passes of slots over two row blocks: 12 or 16 units). Every counter is
+    back to zero after each launch, so a second launch on the same scratch gives the same bits."""
+    from moebench.kernels.grouped_gemv import stream_tiles
+    from moebench.kernels.stream_k import stream_programs, stream_scratch
+
+    T, K, E, N = MX_T, MX_K, MX_E, MX_N
+    w, raw, _, b, x, ids = mxfp4_layout_case(R, seed=53)
+    launch = dataclasses.replace(LAUNCHES["dot-passes"], block_k=128, mx_rotated=True,
+                                 mx_packed=True, mx_packed_scales=True,
+                                 mx_dot_order=ordered)  # fmt: skip
+    words = rotate_mxfp4(dot_order_mxfp4(w, 128) if ordered else w)
+    tiles = pack_tiles(words, launch.block_n, 64, ragged_last=True)
+    scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True)
+    for glu, cols in (("none", N), ("swiglu_oai", N // 2)):
+        whole = poisoned(T, K, cols)
+        grouped(x, ids, tiles, scales, b, whole, expert_offset=0, launch=launch, glu=glu)
+        assert torch.isfinite(whole[:, 0].float()).all()
+        assert torch.isnan(whole[16, 1].float()).all()  # slot routed to no local expert
+        for per_sm in (1, 2, 5, 7, 13, 40):
+            stream = dataclasses.replace(launch, stream_k=per_sm)
+            P = stream_programs(torch.device(DEVICE), per_sm)
+            scratch = stream_scratch(P, stream_tiles(T, K, E, N, stream), launch.block_n,
+                                     launch.block_m, DEVICE)  # fmt: skip
+            for launches in (1, 2):
+                got = poisoned(T, K, cols)
+                grouped(x, ids, tiles, scales, b, got, expert_offset=0, launch=stream, glu=glu,
+                        stream=scratch)  # fmt: skip
+                assert torch.equal(got.view(torch.int16), whole.view(torch.int16)), (
+                    glu, per_sm, launches)  # fmt: skip
+                assert not scratch[1].cpu().any(), (glu, per_sm, scratch[1])
+
+
+def test_mxfp4_tile_on_a_persistent_grid_sums_shared_tiles_in_program_order():
+    """Where the sums are not exact, a tile two programs share differs from the one-pass tile only
+    in the last fp32 bits (within the decode tolerance) and gives the same bits launch after
+    launch: the parts are added in program order, whichever counts last."""
+    from moebench.kernels.grouped_gemv import stream_tiles
+    from moebench.kernels.stream_k import stream_programs, stream_scratch
+
+    T, K, E, N, R = MX_T, MX_K, MX_E, MX_N, 512
+    w, raw, _, b, _, ids = mxfp4_layout_case(R, seed=59)
+    x = torch.randn(T, R, generator=torch.Generator().manual_seed(59)).bfloat16()
+    launch = dataclasses.replace(LAUNCHES["dot-passes"], block_k=128, mx_rotated=True,
+                                 mx_packed=True, mx_packed_scales=True)  # fmt: skip
+    tiles = pack_tiles(rotate_mxfp4(w), launch.block_n, 64, ragged_last=True)
+    scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True)
+    whole = poisoned(T, K, N)
+    grouped(x, ids, tiles, scales, b, whole, expert_offset=0, launch=launch)
+    stream = dataclasses.replace(launch, stream_k=5)  # 24 units: every tile shared on the CPU
+    scratch = stream_scratch(stream_programs(torch.device(DEVICE), 5),
+                             stream_tiles(T, K, E, N, stream), 16, 16, DEVICE)  # fmt: skip
+    runs = []
+    for _ in range(2):
+        got = poisoned(T, K, N)
+        grouped(x, ids, tiles, scales, b, got, expert_offset=0, launch=stream, stream=scratch)
+        runs.append(got)
+    assert torch.equal(runs[0].view(torch.int16), runs[1].view(torch.int16))
+    local = torch.isfinite(whole.float())
+    assert torch.equal(torch.isfinite(runs[0].float()), local)
+    gap = (runs[0].float() - whole.float())[local].abs().max()
+    assert gap <= 0.02 * whole.float()[local].abs().max()
+
+
+def test_stream_k_is_the_mxfp4_one_pass_tiles_with_packed_scales():
+    """``stream_k`` is refused but for the MXFP4 one-pass tile with packed scales, no split_k and
+    no expert_ready, with scratch for its programs and tiles."""
+    from moebench.kernels.expert_ready import ready_counters
+    from moebench.kernels.grouped_gemv import stream_tiles
+    from moebench.kernels.stream_k import stream_programs, stream_scratch
+
+    T, K, E, N, R = MX_T, MX_K, MX_E, MX_N, 512
+    w, raw, _, b, x, ids = mxfp4_layout_case(R, seed=61)
+    launch = dataclasses.replace(LAUNCHES["dot-passes"], block_k=128, mx_packed_scales=True,
+                                 stream_k=3)  # fmt: skip
+    scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True)
+    P = stream_programs(torch.device(DEVICE), 3)
+    scratch = stream_scratch(P, stream_tiles(T, K, E, N, launch), 16, 16, DEVICE)
+    few_tiles = stream_scratch(P, stream_tiles(T, K, E, N, launch) - 1, 16, 16, DEVICE)
+    few_programs = stream_scratch(P - 1, stream_tiles(T, K, E, N, launch), 16, 16, DEVICE)
+    w8, s8, _ = quantised("fp8", torch.randn(E, N, R))
+    refused = "stream_k must be 0 or, for the MXFP4 one-pass tile"
+    ready = ready_counters(E, DEVICE)
+    for case, why in (
+        (dict(launch=dataclasses.replace(launch, pass_grid=False)), refused),
+        (dict(launch=dataclasses.replace(launch, mx_packed_scales=False), s=raw), refused),
+        (dict(launch=dataclasses.replace(launch, stream_k=-1)), refused),
+        (dict(launch=dataclasses.replace(launch, split_k=2)), refused),
+        (dict(launch=dataclasses.replace(launch, expert_ready="wait"), ready=ready), refused),
+        (
+            dict(
+                launch=dataclasses.replace(
+                    launch, path="gemv", pass_grid=False, mx_packed_scales=False
+                ),
+                s=raw,
+            ),
+            refused,
+        ),
+        (dict(w=w8, s=s8, launch=dataclasses.replace(launch, mx_packed_scales=False)), refused),
+        (dict(stream=None), "stream_k needs \\(partials, counters\\)"),
+        (dict(stream=few_tiles), "stream_k needs \\(partials, counters\\)"),
+        (dict(stream=few_programs), "stream_k needs \\(partials, counters\\)"),
+    ):
+        args = dict(w=w, s=scales, launch=launch, stream=scratch, ready=None) | case
+        with pytest.raises(ValueError, match=why):
+            grouped(
+                x,
+                ids,
+                args["w"],
+                args["s"],
+                b,
+                poisoned(T, K, N),
+                expert_offset=0,
+                launch=args["launch"],
+                stream=args["stream"],
+                ready=args["ready"],
+            )

@@ -191,7 +191,33 @@ def test_the_split_field_splits_the_mxfp4_tiles_k_steps_and_is_named(bench):
     assert base.path == "gemv" and same == base
 
 
+def test_the_stream_field_puts_the_mxfp4_tile_on_the_persistent_grid_and_is_named(bench):
+    item = "dot" + ":-" * 21 + ":{}"
+    base, stream = _launches(bench, item.format(6), "mxfp4", 64)
+    assert base.stream_k == 0 and stream == bench.dataclasses.replace(base, stream_k=6)
+    assert bench.describe(stream) == bench.describe(base) + " stream6"
+    assert _launches(bench, item.format(6), "fp8", 64)[1].stream_k == 0  # MXFP4's tile only
+
+
 TINY = tiny_decode(8, "dense_decode, sparse_decode, grouped_decode")
+
+
+def test_a_stream_variant_runs_on_the_persistent_grid_without_the_expert_wait(bench, tmp_path):
+    """On the CPU (the interpreter: checks, no timing) the stream variant (field 23) for fc1 (field
+    12; the tiny scenario's fc2 has fewer values a row than one K step) builds fc1 on the
+    persistent grid, drops the expert-by-expert wait of both stages (the grid takes none), passes
+    the reference check and is named for it."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    item = "dot:-:-:-:-:-:-:1:-:-:-:1" + ":-" * 10 + ":3"  # one pass (field 8), fc1, 3 programs
+    rows = bench.main(str(tmp_path / "out"), [8], bench.parse_variants(item, (8,)), set(),
+                      scenario=str(path), precisions={"w4a16"})  # fmt: skip
+    grouped = [r for r in rows if r["arm"] == "grouped_decode"]
+    assert [r["variant"] == "default" for r in grouped] == [True, False]
+    assert grouped[1]["variant"].endswith(" stream3 fc1")
+    assert not any("ready" in grouped[1][f] for f in ("fc1_launch", "fc2_launch"))
+    assert "stream3" not in grouped[1]["fc2_launch"]
+    assert all(r["ok"] for r in grouped)
 
 
 def test_a_variant_equal_to_the_arms_launch_is_said_and_the_others_checked(bench, tmp_path,

@@ -15,7 +15,7 @@ def test_the_default_specs_are_the_arms_launches_every_field_spelled_out(sass):
     from moebench.kernels.grouped_launch import default_launch
 
     specs = sass.arm_specs()
-    assert len(specs) == 6 and all(len(s.split(":")) == 22 for s in specs)
+    assert len(specs) == 6 and all(len(s.split(":")) == 23 for s in specs)
     by = {(s.split(":")[1], int(s.split(":")[7])): s.split(":") for s in specs}
     # MXFP4 at 64 tokens: the one-pass tile, rotated, bytes and scales packed, fc2 waiting expert
     # by expert, its values in K order: as the arm's launch says.
@@ -24,4 +24,5 @@ def test_the_default_specs_are_the_arms_launches_every_field_spelled_out(sass):
     assert mx[0] == L.path and int(mx[10]) == L.pass_grid and int(mx[14]) == L.mx_rotated
     assert int(mx[16]) == (2 if L.mx_packed_scales else int(L.mx_packed))
     assert int(mx[19]) == 1 and int(mx[20]) == L.mx_dot_order and int(mx[21]) == L.split_k
+    assert int(mx[22]) == L.stream_k
     assert by[("fp8", 1)][0] == "gemv" and by[("fp8", 64)][8] == "tma"
