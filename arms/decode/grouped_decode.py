@@ -62,7 +62,7 @@ PDL = {"w8a16": True, "w4a16": True}
 # chosen per case from the shapes), and those they must not (moebench/gates/dispatch.py).
 _LAUNCHES = {
     "w8a16": ("_grouped_gemv_fp8|_grouped_dot_fp8", "_combine_topk"),
-    "w4a16": ("_grouped_gemv_mxfp4|_grouped_dot_mxfp4", "_combine_topk"),
+    "w4a16": ("_grouped_gemv_mxfp4|_grouped_dot_mxfp4|_grouped_dot_mxfp4_stream", "_combine_topk"),
 }
 _FORBIDDEN = ("_batched_gemm", "_sparse_gemv_fp8", "_sparse_gemv_mxfp4", "_sparse_gemv_mxfp4_dot")
 

@@ -134,6 +134,11 @@ PASS_GRID_STAGES = 3
 PASS_GRID_MAX_REGISTERS = 80
 # MXFP4's one-pass tile's register cap (its stages: PASS_GRID_STAGES), apart from FP8's.
 PASS_GRID_MXFP4_MAX_REGISTERS = 80
+# MXFP4's one-pass tile on the persistent grid that splits every tile's K steps evenly over that
+# many programs an SM (`Launch.stream_k`, `stream_k`; 0: the grid of one tile a program), where
+# its scales are packed and R is at least one step; fc2 then waits for the whole of fc1 (the grid
+# takes no expert_ready). Not yet measured on a GPU: off (docs/perf/2026-12-07-stream-k/).
+PASS_GRID_MXFP4_STREAM_K = 0
 # The FP8 one-pass tile steps 64 values at a time on 6 stages (PASS_GRID_FP8_BLOCK_K,
 # PASS_GRID_FP8_STAGES) where it took 128 on 3: five steps' weights in flight behind the one in use
 # (20 KB a program) against two (16 KB), at the same 6 programs an SM. sm_90a (offline,
@@ -264,8 +269,9 @@ def paired_launches(
 ) -> tuple[Launch, Launch]:
     """fc1's and fc2's default launches with fc2 waiting for fc1 expert by expert where the
     measurements say so (EXPERT_READY_FROM_SLOTS_PER_EXPERT): both the tile with the dependent
-    launch, and one pass a program or (FP8) at least that many slots an expert."""
-    tiles = all(f.path == "dot" and f.pdl for f in (fc1, fc2))
+    launch, not on the persistent grid (`stream_k`), and one pass a program or (FP8) at least
+    that many slots an expert."""
+    tiles = all(f.path == "dot" and f.pdl and not f.stream_k for f in (fc1, fc2))
     one_pass = fc1.pass_grid and fc2.pass_grid
     least = EXPERT_READY_FROM_SLOTS_PER_EXPERT[fmt]
     if not tiles or not (one_pass or (least is not None and slots_per_expert >= least)):
@@ -352,7 +358,8 @@ def default_launch(
     docstring: budget). FP8's one-pass tile reads its weights packed box by box (FP8_PACKED)
     where ``reduction`` (R, the stage's values a row; 0: not said) is whole steps of it; MXFP4's
     tile (one pass or the expert loop) at any R, its last box ragged (MX_PACKED), its values in
-    its K order where MX_DOT_ORDER says so and R allows it."""
+    its K order where MX_DOT_ORDER says so and R allows it, its one pass on the persistent grid
+    where PASS_GRID_MXFP4_STREAM_K says so and R is at least one step."""
     slots = tokens * top_k
     many = tokens > 1 and slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts
     if many and columns & -columns >= 16:
@@ -361,6 +368,9 @@ def default_launch(
             one = one_pass_launch(tile, fmt)
             if fmt == "fp8" and FP8_PACKED and reduction and reduction % one.block_k == 0:
                 one = replace(one, fp8_packed=True)
+            stream = PASS_GRID_MXFP4_STREAM_K if fmt == "mxfp4" else 0
+            if stream and one.mx_packed_scales and reduction >= one.block_k:
+                one = replace(one, stream_k=stream)
             return _dot_ordered(one, reduction)
         return _dot_ordered(tile, reduction)
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)

@@ -148,7 +148,10 @@ def test_the_arm_declares_both_launches_to_the_dispatch_gate():
     arm = ARMS["grouped_decode"]
     assert arm.name == "grouped_decode" and arm.build is grouped_decode.build_stages
     assert arm.launches["w8a16"] == ("_grouped_gemv_fp8|_grouped_dot_fp8", "_combine_topk")
-    assert arm.launches["w4a16"] == ("_grouped_gemv_mxfp4|_grouped_dot_mxfp4", "_combine_topk")
+    assert arm.launches["w4a16"] == (
+        "_grouped_gemv_mxfp4|_grouped_dot_mxfp4|_grouped_dot_mxfp4_stream",
+        "_combine_topk",
+    )
     assert "_batched_gemm" in arm.forbidden and "_sparse_gemv_fp8" in arm.forbidden
     assert arm.layout == "TKD" and arm.family == "decode" and arm.origin == "builtin"
 
@@ -494,6 +497,32 @@ def test_fc2_split_in_k_writes_the_same_step_on_scratch_made_at_build():
     assert torch.equal(step_bits(p, fc1, split), step_bits(p, fc1, fc2))
     with pytest.raises(ValueError, match="split_k must be 1 or"):
         step_bits(p, dataclasses.replace(fc1, split_k=2), fc2)
+
+
+def test_the_persistent_grid_writes_the_same_step_on_scratch_made_at_build(monkeypatch):
+    """fc2's one-pass MXFP4 tile on the persistent grid (``Launch.stream_k``, without the
+    expert-by-expert wait, which the grid refuses) writes the one-pass grid's step (its sums are
+    exact at these sizes), its scratch made when the stages are built: a grid of 3 programs shares
+    tiles, one of 1 takes each whole. fc1's R (64 values) is less than a step: the launcher
+    refuses it the grid, and the arm, where PASS_GRID_MXFP4_STREAM_K says so, gives it to fc2
+    alone, fc2 then waiting for the whole of fc1."""
+    from moebench.kernels import grouped_launch
+
+    ids, w = routing(16, seed=31)  # one pass a program
+    p = problem("w4a16", "swiglu_oai", ids, w, intermediate=256)  # fc2: 2 steps of 128 values
+    fc1, fc2 = grouped_decode.launches(p)
+    assert fc2.pass_grid and fc1.stream_k == 0 == fc2.stream_k  # the arm's default: off
+    want = step_bits(p, fc1, fc2)
+    l1 = dataclasses.replace(fc1, expert_ready="")
+    for per_sm in (1, 3):
+        s2 = dataclasses.replace(fc2, stream_k=per_sm, expert_ready="")
+        assert torch.equal(step_bits(p, l1, s2), want), per_sm
+    with pytest.raises(ValueError, match="stream_k must be 0 or"):
+        step_bits(p, dataclasses.replace(l1, stream_k=3), s2)
+    monkeypatch.setattr(grouped_launch, "PASS_GRID_MXFP4_STREAM_K", 3)
+    d1, d2 = grouped_decode.launches(p)
+    assert (d1.stream_k, d2.stream_k, d1.expert_ready, d2.expert_ready) == (0, 3, "", "")
+    assert torch.equal(step_bits(p, d1, d2), want)
 
 
 def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():

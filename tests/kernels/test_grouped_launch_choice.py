@@ -107,3 +107,25 @@ def test_fc2_waits_for_fc1_expert_by_expert_where_measured():
     assert paired_launches(tile, tile, "mxfp4", 0.5) == (tile, tile)
     assert [f.expert_ready for f in paired_launches(one_pass, one_pass, "mxfp4", 0.5)] == [
         "signal", "wait"]  # fmt: skip
+    # Never on the persistent grid (`stream_k`), which takes no expert_ready.
+    stream = dataclasses.replace(one_pass, stream_k=6)
+    assert paired_launches(stream, one_pass, "mxfp4", 4.0) == (stream, one_pass)
+
+
+def test_mxfp4_one_pass_tile_takes_the_persistent_grid_where_the_constant_says(monkeypatch):
+    """PASS_GRID_MXFP4_STREAM_K (0: off, as now) puts MXFP4's one-pass tile (16-64 tokens at
+    gpt-oss-20b EP2) on the persistent grid of that many programs an SM where its scales are
+    packed and R (said) is at least one step; never FP8, the expert loop or the GEMV."""
+    from moebench.kernels import grouped_launch
+
+    gpt = dict(top_k=4, experts=16, columns=5760)
+    for fmt in FORMATS:
+        for t in (1, 4, 8, 16, 32, 64):
+            assert default_launch(fmt, tokens=t, reduction=2880, **gpt).stream_k == 0
+    monkeypatch.setattr(grouped_launch, "PASS_GRID_MXFP4_STREAM_K", 6)
+    for fmt in FORMATS:
+        for t in (1, 4, 8, 16, 32, 64):
+            for r in (2880, 64, 0):
+                L = default_launch(fmt, tokens=t, reduction=r, **gpt)
+                want = 6 if fmt == "mxfp4" and t >= 16 and r >= 128 else 0
+                assert L.stream_k == want, (fmt, t, r)
