@@ -5,7 +5,7 @@
 # 2. The MXFP4 one-pass tile on the persistent grid that splits every tile's K steps evenly
 #    (`Launch.stream_k`, moebench/kernels/stream_k.py): 6 programs an SM (80 registers, the arm's
 #    cap), 7 (72) and 8 (64; 3 and 2 stages), against the arm's launch, 16-64 tokens, two draws,
-#    both ranks (BENCH_S seconds of variants at most).
+#    both ranks (BENCH_S seconds of variants at most; VARIANTS replaces the list).
 # 3. decide.py: the variant faster at every count with the lowest mean change; where one won and
 #    GATED_S seconds are left, the gated scenario with it as the default (call2.sh).
 # 4. Otherwise, where time is left: the MXFP4 grouped tile's kernel tests (the scale pair as one
@@ -17,13 +17,13 @@ export PYTHONPATH=$PWD:$PWD/tools
 CALL_END=${CALL_END:-$(( $(date +%s) + 540 ))}
 left() { echo $(( CALL_END - $(date +%s) )); }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-timeout 60 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_grouped_decode.py \
+timeout ${TESTS_S:-60} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_grouped_decode.py \
   -k "persistent or stream_k" > $OUT/gpu_tests.txt 2>&1
 echo "tests rc=$?"; tail -3 $OUT/gpu_tests.txt
 V=":-:-:-:-:-:-:-:-:-:-:-:-:-"  # fields 10-22 the arm's
 BENCH_TIME_BUDGET_S=${BENCH_S:-150} timeout $(( ${BENCH_S:-150} + 70 )) python3 tools/bench_grouped_decode.py /tmp/sk \
   --precision w4a16 --tokens 16,32,64 --seeds 0,1 --rank 0,1 \
-  --variants "dot:-:-:-:-:-:-:-:-$V:6,dot:-:-:-:-:2:-:-:64$V:8,dot:-:-:-:-:-:-:-:64$V:8,dot:-:-:-:-:-:-:-:72$V:7" \
+  --variants "${VARIANTS:-dot:-:-:-:-:-:-:-:-$V:6,dot:-:-:-:-:2:-:-:64$V:8,dot:-:-:-:-:-:-:-:64$V:8,dot:-:-:-:-:-:-:-:72$V:7}" \
   --variant-tokens 16,32,64 > $OUT/stream.log 2>&1
 echo "bench rc=$?"; grep -A30 "^slowest" $OUT/stream.log | grep -v "^\s*$"
 python3 docs/perf/2026-12-07-stream-k/scratch/decide.py $OUT/stream.log > $OUT/decision.txt
