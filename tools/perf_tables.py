@@ -54,6 +54,7 @@ import perf_specs_runs
 import perf_specs_serving
 import perf_specs_sparse_ready
 import perf_specs_stream
+import perf_specs_stream_k
 import perf_specs_timeline
 import perf_specs_tokenprograms
 import perf_specs_unmasked
@@ -65,6 +66,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-05's, 2026-12-04's, 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and
 # issue 19), then the areas, then the runs of issues 15-18.
 SPECS = [
+    perf_specs_stream_k,
     perf_specs_biased,
     perf_specs_packed_scales,
     perf_specs_packed_mx,

@@ -137,7 +137,10 @@ PASS_GRID_MXFP4_MAX_REGISTERS = 80
 # MXFP4's one-pass tile on the persistent grid that splits every tile's K steps evenly over that
 # many programs an SM (`Launch.stream_k`, `stream_k`; 0: the grid of one tile a program), where
 # its scales are packed and R is at least one step; fc2 then waits for the whole of fc1 (the grid
-# takes no expert_ready). Not yet measured on a GPU: off (docs/perf/2026-12-07-stream-k/).
+# takes no expert_ready). Off: H100, 2026-12-07 (docs/perf/2026-12-07-stream-k/call1/, two draws,
+# both ranks, the slower rank's step), gpt-oss-20b EP2, against the one-pass grid: 6 an SM (80
+# registers) +40.0 / +41.0 / +31.3% at 16 / 32 / 64 tokens, 8 an SM (64 registers, 2 stages)
+# +57.5 / +51.9 / +45.4%; at 64 tokens fc1 alone +23%, fc2 +35%.
 PASS_GRID_MXFP4_STREAM_K = 0
 # The FP8 one-pass tile steps 64 values at a time on 6 stages (PASS_GRID_FP8_BLOCK_K,
 # PASS_GRID_FP8_STAGES) where it took 128 on 3: five steps' weights in flight behind the one in use
