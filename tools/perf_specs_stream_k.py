@@ -65,7 +65,7 @@ def mx_stream_k_stages(r: Records) -> Table:
 {H100}. The same call as `mx_stream_k`, 6 programs an SM, case by case (each draw and rank): the
 step, fc1 alone and fc2 alone (us; each stage timed as its own CUDA graph, L2 flushed). Derived:
 "change" = persistent / arm's - 1. fc2 (720 tiles at 32-64 tokens, 0.91 a program) loses more
-than fc1 (1,440, 1.82 a program): the even split saved no wave.""",
+than fc1 (1,440, 1.82 a program).""",
         columns=["tokens, draw, rank", "step: arm's", "persistent", "change", "fc1: arm's",
                  "persistent ", "change ", "fc2: arm's", "persistent  ", "change  "],
     )  # fmt: skip

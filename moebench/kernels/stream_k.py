@@ -10,11 +10,12 @@ waves, the second 82% full; fc2 has 720, one wave 91% full. Spread evenly, the s
 1.82 and 0.91 tile times, and at 8 an SM (64 registers) 1.36 and 0.68, where the grid of one
 tile a program still needs two waves and one. The whole steps' bytes do not change.
 
-Measured, that premise does not hold (H100, 2026-12-07, docs/perf/2026-12-07-stream-k/): the
-persistent grid is 31-41% slower than the one-pass grid at 16-64 tokens at 6 programs an SM and
-45-58% at 8 (fc1 alone +23%, fc2 +35% at 64 tokens): the SMs' throughput bounds the tile, not the
-waves, and the split adds pipeline fills, partial sums and spills. Kept as a launch option, off
-(`grouped_launch.PASS_GRID_MXFP4_STREAM_K`), for the tiles a future kernel may make latency-bound.
+Measured, the grid does not gain (H100, 2026-12-07, docs/perf/2026-12-07-stream-k/): it is
+31-41% slower than the one-pass grid at 16-64 tokens at 6 programs an SM and 45-58% at 8 (fc1
+alone +23%, fc2 +35% at 64 tokens), far more than its weight loop's 251 instructions a step
+against 241 explain; where the rest goes (the segments' pipeline fills, the partial sums, the
+spilled scalars, or each tile slower on busier SMs) was not profiled. Kept as a launch option, off
+(`grouped_launch.PASS_GRID_MXFP4_STREAM_K`).
 
 The work: U = J * NB * S units, J the routing's passes (`grouped_slots.touched_passes`, read by
 every program from the routing alone, as the one-pass grid does), NB row blocks, S whole K steps a
