@@ -479,43 +479,36 @@ def grouped_gemv(
                                PLACED=L.fp8_placed, PACKED=L.fp8_packed, RAGGED=ragged,
                                PREFETCH=L.fp8_prefetch, AHEAD=L.fp8_prefetch_ahead,
                                READY=READY_ROLES[L.expert_ready], **common)  # fmt: skip
-    elif L.path == "dot" and L.stream_k:
-        programs = stream_programs(out.device, L.stream_k)
-        _grouped_dot_mxfp4_stream[(programs,)](
-            *args[:11],
-            triton.cdiv(N, L.block_n),
-            *args[11:],
-            *stream,
-            NUM_STAGES=L.num_stages,
-            INTERPRET=not out.is_cuda,
-            FOLD_SCALES=2 if L.mx_biased_scales else fold,
-            ROTATED=L.mx_rotated,
-            PACKED=L.mx_packed,
-            PACKED_SCALES=L.mx_packed_scales,
-            DOT_ORDER=L.mx_dot_order,
-            TAIL_K=R % L.block_k,
-            **common,
-        )
     elif L.path == "dot":
-        split_args = (w, w) if split is None else split  # any pointers: unread without split_k
-        _grouped_dot_mxfp4[grid](
-            *args,
-            ready_arg,
-            *split_args,
-            SPLIT_K=L.split_k,
-            READY=READY_ROLES[L.expert_ready],
+        # The MXFP4 tile's options, on either grid.
+        tile = dict(
             NUM_STAGES=L.num_stages,
             INTERPRET=not out.is_cuda,
-            PASS_GRID=L.pass_grid,
-            SCALE_WORDS=(L.mx_packed_scales or scale_words(w_scale)) and L.block_k % 128 == 0,
             FOLD_SCALES=2 if L.mx_biased_scales else fold,
             ROTATED=L.mx_rotated,
             PACKED=L.mx_packed,
             PACKED_SCALES=L.mx_packed_scales,
             DOT_ORDER=L.mx_dot_order,
             TAIL_K=R % L.block_k,
-            **common,
         )
+        if L.stream_k:
+            programs = stream_programs(out.device, L.stream_k)
+            _grouped_dot_mxfp4_stream[(programs,)](*args[:11], triton.cdiv(N, L.block_n),
+                                                   *args[11:], *stream, **tile,
+                                                   **common)  # fmt: skip
+        else:
+            split_args = (w, w) if split is None else split  # any pointers: unread without split_k
+            _grouped_dot_mxfp4[grid](
+                *args,
+                ready_arg,
+                *split_args,
+                SPLIT_K=L.split_k,
+                READY=READY_ROLES[L.expert_ready],
+                PASS_GRID=L.pass_grid,
+                SCALE_WORDS=(L.mx_packed_scales or scale_words(w_scale)) and L.block_k % 128 == 0,
+                **tile,
+                **common,
+            )
     elif fmt == "fp8":
         _grouped_gemv_fp8[grid](*args, **common)
     else:

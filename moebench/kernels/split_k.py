@@ -59,19 +59,26 @@ def split_scratch(pairs: int, split_k: int, block_n: int, block_m: int, device):
 def check_split(split, pairs: int, split_k: int, block_n: int, block_m: int, device, check):
     """The launcher's check of ``split`` (`split_scratch`'s pair) for a launch of ``pairs``
     pairs."""
-    ok = split is not None and len(split) == 2
-    if ok:
-        partials, counters = split
-        ok = (
-            partials.dtype == torch.float32
-            and counters.dtype == torch.int32
-            and partials.is_contiguous()
-            and counters.is_contiguous()
-            and partials.device == device
-            and counters.device == device
-            and partials.numel() >= pairs * split_k * block_n * block_m
-            and counters.numel() >= pairs
-        )
+    ok = scratch_fits(split, pairs * split_k * block_n * block_m, pairs, device)
     got = None if split is None else [(t.dtype, tuple(t.shape), str(t.device)) for t in split]
     check(ok, f"split_k {split_k} needs (partials, counters) for {pairs} pairs on {device} "
           f"(split_k.split_scratch), got {got}")  # fmt: skip
+
+
+def scratch_fits(scratch, partials: int, counters: int, device) -> bool:
+    """Whether ``scratch`` is (partials, counters): contiguous fp32 of at least ``partials``
+    elements and int32 of at least ``counters``, both on ``device`` (`check_split`, and
+    `stream_k.check_stream` for its own)."""
+    if scratch is None or len(scratch) != 2:
+        return False
+    sums, counts = scratch
+    return (
+        sums.dtype == torch.float32
+        and counts.dtype == torch.int32
+        and sums.is_contiguous()
+        and counts.is_contiguous()
+        and sums.device == device
+        and counts.device == device
+        and sums.numel() >= partials
+        and counts.numel() >= counters
+    )

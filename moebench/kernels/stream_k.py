@@ -53,7 +53,7 @@ from moebench.kernels.gemv_parts import row_bias
 from moebench.kernels.grouped_dot import mx_tile_pointers, mxfp4_sums
 from moebench.kernels.grouped_slots import expert_slots, pass_of, slot_epilogue, touched_passes
 from moebench.kernels.jit import pdl_launch_dependents, pdl_wait
-from moebench.kernels.split_k import store_part
+from moebench.kernels.split_k import scratch_fits, store_part
 
 
 def stream_programs(device: torch.device, per_sm: int) -> int:
@@ -76,19 +76,7 @@ def stream_scratch(programs: int, tiles: int, block_n: int, block_m: int, device
 def check_stream(scratch, programs: int, tiles: int, block_n: int, block_m: int, device, check):
     """The launcher's check of ``scratch`` (`stream_scratch`'s pair) for ``programs`` programs and
     at most ``tiles`` tiles."""
-    ok = scratch is not None and len(scratch) == 2
-    if ok:
-        partials, counters = scratch
-        ok = (
-            partials.dtype == torch.float32
-            and counters.dtype == torch.int32
-            and partials.is_contiguous()
-            and counters.is_contiguous()
-            and partials.device == device
-            and counters.device == device
-            and partials.numel() >= programs * 2 * block_n * block_m
-            and counters.numel() >= tiles
-        )
+    ok = scratch_fits(scratch, programs * 2 * block_n * block_m, tiles, device)
     got = None if scratch is None else [(t.dtype, tuple(t.shape), str(t.device)) for t in scratch]
     check(ok, f"stream_k needs (partials, counters) for {programs} programs and {tiles} tiles on "
           f"{device} (stream_k.stream_scratch), got {got}")  # fmt: skip

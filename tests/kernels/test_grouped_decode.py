@@ -883,6 +883,20 @@ def test_a_largest_scale_byte_below_the_scales_is_refused():
                      launch=LAUNCHES["dot"], max_scale_byte=int(s.max()) - 1)  # fmt: skip
 
 
+def one_pass_mx_case(R: int, seed: int, ordered: bool):
+    """(launch, tiles, scales, b, x, ids): `mxfp4_layout_case`'s on the MXFP4 one-pass tile as
+    the arm reads it (128 values a step, rotated words and scale bytes packed box by box, the
+    values in the tile's K order where ``ordered``)."""
+    w, raw, _, b, x, ids = mxfp4_layout_case(R, seed=seed)
+    launch = dataclasses.replace(LAUNCHES["dot-passes"], block_k=128, mx_rotated=True,
+                                 mx_packed=True, mx_packed_scales=True,
+                                 mx_dot_order=ordered)  # fmt: skip
+    words = rotate_mxfp4(dot_order_mxfp4(w, 128) if ordered else w)
+    tiles = pack_tiles(words, launch.block_n, 64, ragged_last=True)
+    scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True)
+    return launch, tiles, scales, b, x, ids
+
+
 @pytest.mark.parametrize(("R", "splits"), [(288, (2,)), (512, (2, 4))],
                          ids=["tail-32", "whole-steps"])  # fmt: skip
 @pytest.mark.parametrize("ordered", [False, True], ids=["natural-order", "k-order"])
@@ -898,13 +912,7 @@ def test_mxfp4_tile_split_in_k_gives_the_unsplit_bits(ordered, R, splits):
     from moebench.kernels.split_k import split_scratch
 
     T, K, E, N = MX_T, MX_K, MX_E, MX_N
-    w, raw, _, b, x, ids = mxfp4_layout_case(R, seed=43)
-    launch = dataclasses.replace(LAUNCHES["dot-passes"], block_k=128, mx_rotated=True,
-                                 mx_packed=True, mx_packed_scales=True,
-                                 mx_dot_order=ordered)  # fmt: skip
-    words = rotate_mxfp4(dot_order_mxfp4(w, 128) if ordered else w)
-    tiles = pack_tiles(words, launch.block_n, 64, ragged_last=True)
-    scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True)
+    launch, tiles, scales, b, x, ids = one_pass_mx_case(R, 43, ordered)
     whole = poisoned(T, K, N)
     grouped(x, ids, tiles, scales, b, whole, expert_offset=0, launch=launch)
     assert torch.isfinite(whole[:, 0].float()).all() and torch.isnan(whole[16, 1].float()).all()
@@ -970,19 +978,13 @@ def test_mxfp4_tile_on_a_persistent_even_grid_gives_the_one_pass_bits(ordered, R
     order by the last to count) gives the one-pass grid's bits where every sum is exact: P from
     one program (every tile whole) through grids that cut tiles at every step, P past the units
     (programs with nothing to do), with and without a GLU, the step past R's whole steps with the
-    tile's last unit (three passes of slots over two row blocks: 12 or 16 units). Every counter is
+    tile's last unit (three passes of slots over two row blocks: 12 or 24 units). Every counter is
     back to zero after each launch, so a second launch on the same scratch gives the same bits."""
     from moebench.kernels.grouped_gemv import stream_tiles
     from moebench.kernels.stream_k import stream_programs, stream_scratch
 
     T, K, E, N = MX_T, MX_K, MX_E, MX_N
-    w, raw, _, b, x, ids = mxfp4_layout_case(R, seed=53)
-    launch = dataclasses.replace(LAUNCHES["dot-passes"], block_k=128, mx_rotated=True,
-                                 mx_packed=True, mx_packed_scales=True,
-                                 mx_dot_order=ordered)  # fmt: skip
-    words = rotate_mxfp4(dot_order_mxfp4(w, 128) if ordered else w)
-    tiles = pack_tiles(words, launch.block_n, 64, ragged_last=True)
-    scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True)
+    launch, tiles, scales, b, x, ids = one_pass_mx_case(R, 53, ordered)
     for glu, cols in (("none", N), ("swiglu_oai", N // 2)):
         whole = poisoned(T, K, cols)
         grouped(x, ids, tiles, scales, b, whole, expert_offset=0, launch=launch, glu=glu)
