@@ -414,9 +414,12 @@ def grouped_gemv(
             f"and no expert_ready, R ({R}) at least one step of block_k, a number of programs an "
             f"SM, got {L.stream_k}",
         )  # fmt: skip
-        check_stream(stream, stream_programs(out.device, L.stream_k),
-                     stream_tiles(T, K, E, N, L), L.block_n, L.block_m, out.device,
-                     _check)  # fmt: skip
+        programs, tiles = stream_programs(out.device, L.stream_k), stream_tiles(T, K, E, N, L)
+        # The kernel's unit arithmetic is int32: at most U * P = tiles * steps * programs.
+        _check(tiles * max(R // L.block_k, 1) * programs < 2**31, f"stream_k: {tiles} tiles of "
+               f"{R // L.block_k} steps over {programs} programs pass the kernel's int32 "
+               "arithmetic")  # fmt: skip
+        check_stream(stream, programs, tiles, L.block_n, L.block_m, out.device, _check)
     if L.split_k != 1:
         _check(
             pow2(L.split_k) and (L.path, fmt) == ("dot", "mxfp4") and L.pass_grid

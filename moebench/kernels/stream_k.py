@@ -137,7 +137,7 @@ def _grouped_dot_mxfp4_stream(
     hits, J = touched_passes(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, BLOCK_E,
                              SCAN, BLOCK_M)  # fmt: skip
     S = R // BLOCK_K
-    # int32: the launcher keeps (U + 1) * P below 2^31 (`check_stream`), and every int64 held
+    # int32: the launcher keeps U * P below 2^31 (`grouped_gemv`), and every int64 held
     # across the K loop is two more registers of the 80 the tile has.
     U = J * NB * S
     # At most one program a unit, so that every program in use has at least one (a tile's parts

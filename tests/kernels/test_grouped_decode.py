@@ -1037,7 +1037,8 @@ def test_mxfp4_tile_on_a_persistent_grid_sums_shared_tiles_in_program_order():
 
 def test_stream_k_is_the_mxfp4_one_pass_tiles_with_packed_scales():
     """``stream_k`` is refused but for the MXFP4 one-pass tile with packed scales, no split_k and
-    no expert_ready, with scratch for its programs and tiles."""
+    no expert_ready, with scratch for its programs and tiles, and a grid whose units times its
+    programs fit the kernel's int32 arithmetic."""
     from moebench.kernels.expert_ready import ready_counters
     from moebench.kernels.grouped_gemv import stream_tiles
     from moebench.kernels.stream_k import stream_programs, stream_scratch
@@ -1071,6 +1072,7 @@ def test_stream_k_is_the_mxfp4_one_pass_tiles_with_packed_scales():
         ),
         (dict(w=w8, s=s8, launch=dataclasses.replace(launch, mx_packed_scales=False)), refused),
         (dict(stream=None), "stream_k needs \\(partials, counters\\)"),
+        (dict(launch=dataclasses.replace(launch, stream_k=2**28)), "kernel's int32 arithmetic"),
         (dict(stream=few_tiles), "stream_k needs \\(partials, counters\\)"),
         (dict(stream=few_programs), "stream_k needs \\(partials, counters\\)"),
     ):
