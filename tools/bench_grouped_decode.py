@@ -187,11 +187,11 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
-    fields14 = (*extra, *[None] * 15)[:15]
+    fields15 = (*extra, *[None] * 15)[:15]
     registers, tma, early, _stage, rot, placed, packed, ragged, prefetch, ahead, _ready, dot = (
-        fields14[:12]
+        fields15[:12]
     )
-    biased, split, stream = fields14[12:15]
+    biased, split, stream = fields15[12:15]
     # The arm's K order where its launch takes it (default_launch, from R), kept when the path's
     # or the passes' defaults are taken again below (path_launch does not know R).
     ordered = base.mx_dot_order

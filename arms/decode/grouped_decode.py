@@ -34,10 +34,9 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.expert_ready import ready_counters
 from moebench.kernels.fp8_placed import place_e4m3
 from moebench.kernels.grouped_gemv import (
+    grid_tiles,
     grouped_gemv,
     max_scale_byte,
-    split_pairs,
-    stream_tiles,
     word_aligned_scales,
 )
 from moebench.kernels.grouped_launch import Launch, default_launch, paired_launches
@@ -225,7 +224,7 @@ def build_stages(
     split = None
     if fc2.split_k > 1:
         T, K = p.topk_ids_TK.shape
-        pairs = split_pairs(T, K, E, p.w2.shape[1], fc2)
+        pairs = grid_tiles(T, K, E, p.w2.shape[1], fc2)
         split = split_scratch(pairs, fc2.split_k, fc2.block_n, fc2.block_m, p.x_TD.device)
     # Each stage's persistent grid (`stream_k`): its parts' sums and counters, likewise.
     stream1, stream2 = (_stream_scratch(p, f, w.shape[1]) for f, w in ((fc1, p.w13), (fc2, p.w2)))
@@ -254,7 +253,7 @@ def _stream_scratch(p: Problem, launch: Launch, columns: int):
         return None
     T, K = p.topk_ids_TK.shape
     device = p.x_TD.device
-    tiles = stream_tiles(T, K, p.local_experts, columns, launch)
+    tiles = grid_tiles(T, K, p.local_experts, columns, launch)
     programs = stream_programs(device, launch.stream_k)
     return stream_scratch(programs, tiles, launch.block_n, launch.block_m, device)
 

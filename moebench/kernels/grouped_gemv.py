@@ -296,13 +296,9 @@ def grid_programs(T: int, K: int, E: int, launch: Launch) -> int:
     return min(E, T * K) + (T * K // launch.block_m if launch.pass_grid else 0)
 
 
-def split_pairs(T: int, K: int, E: int, N: int, launch: Launch) -> int:
-    """The (pass, row block) pairs a ``split_k`` launch over N rows sums (`split_k`)."""
-    return grid_programs(T, K, E, launch) * triton.cdiv(N, launch.block_n)
-
-
-def stream_tiles(T: int, K: int, E: int, N: int, launch: Launch) -> int:
-    """The most tiles (pass, row block) a ``stream_k`` launch over N rows has (`stream_k`)."""
+def grid_tiles(T: int, K: int, E: int, N: int, launch: Launch) -> int:
+    """The most tiles, (pass, row block) pairs, a launch over N rows has: those a ``split_k``
+    launch sums (`split_k`) and a ``stream_k`` grid shares out (`stream_k`)."""
     return grid_programs(T, K, E, launch) * triton.cdiv(N, launch.block_n)
 
 
@@ -335,9 +331,9 @@ def grouped_gemv(
 
     ``ready``: the counters (`expert_ready.ready_counters`) fc1 and fc2 share when their launches
     set ``expert_ready``. ``split``: (partials, counters), `split_k.split_scratch`'s for the
-    launch's pairs (`split_pairs`), where ``launch.split_k`` > 1. ``stream``: (partials,
+    launch's pairs (`grid_tiles`), where ``launch.split_k`` > 1. ``stream``: (partials,
     counters), `stream_k.stream_scratch`'s for `stream_k.stream_programs` programs and
-    `stream_tiles` tiles, where ``launch.stream_k`` > 0."""
+    `grid_tiles` tiles, where ``launch.stream_k`` > 0."""
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
     stride_xt, stride_xk = ops.stride_xt, ops.stride_xk
@@ -406,20 +402,7 @@ def grouped_gemv(
         _check(L.path == "dot", "expert_ready is for the dot path")
         check_ready(ready, E, out.device, _check)
     if L.stream_k:
-        _check(
-            L.stream_k > 0 and (L.path, fmt) == ("dot", "mxfp4") and L.pass_grid
-            and L.mx_packed_scales and L.block_k % 128 == 0 and L.split_k == 1
-            and not L.expert_ready and R // L.block_k >= 1,
-            f"stream_k must be 0 or, for the MXFP4 one-pass tile with packed scales, no split_k "
-            f"and no expert_ready, R ({R}) at least one step of block_k, a number of programs an "
-            f"SM, got {L.stream_k}",
-        )  # fmt: skip
-        programs, tiles = stream_programs(out.device, L.stream_k), stream_tiles(T, K, E, N, L)
-        # The kernel's unit arithmetic is int32: at most U * P = tiles * steps * programs.
-        _check(tiles * max(R // L.block_k, 1) * programs < 2**31, f"stream_k: {tiles} tiles of "
-               f"{R // L.block_k} steps over {programs} programs pass the kernel's int32 "
-               "arithmetic")  # fmt: skip
-        check_stream(stream, programs, tiles, L.block_n, L.block_m, out.device, _check)
+        check_stream(stream, L, fmt, R, grid_tiles(T, K, E, N, L), out.device, _check)
     if L.split_k != 1:
         _check(
             pow2(L.split_k) and (L.path, fmt) == ("dot", "mxfp4") and L.pass_grid
@@ -429,7 +412,7 @@ def grouped_gemv(
             f"no GLU (not signalling), a power of two up to its whole steps ({R // L.block_k}), "
             f"got {L.split_k}",
         )  # fmt: skip
-        check_split(split, split_pairs(T, K, E, N, L), L.split_k, L.block_n, L.block_m,
+        check_split(split, grid_tiles(T, K, E, N, L), L.split_k, L.block_n, L.block_m,
                     out.device, _check)  # fmt: skip
     _check(L.max_registers == 0 or 24 <= L.max_registers <= 255,
            f"max_registers must be 0 or in [24, 255], got {L.max_registers}")  # fmt: skip
@@ -484,21 +467,14 @@ def grouped_gemv(
                                READY=READY_ROLES[L.expert_ready], **common)  # fmt: skip
     elif L.path == "dot":
         # The MXFP4 tile's options, on either grid.
-        tile = dict(
-            NUM_STAGES=L.num_stages,
-            INTERPRET=not out.is_cuda,
-            FOLD_SCALES=2 if L.mx_biased_scales else fold,
-            ROTATED=L.mx_rotated,
-            PACKED=L.mx_packed,
-            PACKED_SCALES=L.mx_packed_scales,
-            DOT_ORDER=L.mx_dot_order,
-            TAIL_K=R % L.block_k,
-        )
+        tile = dict(NUM_STAGES=L.num_stages, INTERPRET=not out.is_cuda,
+                    FOLD_SCALES=2 if L.mx_biased_scales else fold, ROTATED=L.mx_rotated,
+                    PACKED=L.mx_packed, PACKED_SCALES=L.mx_packed_scales,
+                    DOT_ORDER=L.mx_dot_order, TAIL_K=R % L.block_k)  # fmt: skip
         if L.stream_k:
-            programs = stream_programs(out.device, L.stream_k)
-            _grouped_dot_mxfp4_stream[(programs,)](*args[:11], triton.cdiv(N, L.block_n),
-                                                   *args[11:], *stream, **tile,
-                                                   **common)  # fmt: skip
+            _grouped_dot_mxfp4_stream[(stream_programs(out.device, L.stream_k),)](
+                *args[:11], triton.cdiv(N, L.block_n), *args[11:], *stream, **tile, **common
+            )
         else:
             split_args = (w, w) if split is None else split  # any pointers: unread without split_k
             _grouped_dot_mxfp4[grid](

@@ -73,10 +73,24 @@ def stream_scratch(programs: int, tiles: int, block_n: int, block_m: int, device
     return partials, torch.zeros(tiles, dtype=torch.int32, device=device)
 
 
-def check_stream(scratch, programs: int, tiles: int, block_n: int, block_m: int, device, check):
-    """The launcher's check of ``scratch`` (`stream_scratch`'s pair) for ``programs`` programs and
-    at most ``tiles`` tiles."""
-    ok = scratch_fits(scratch, programs * 2 * block_n * block_m, tiles, device)
+def check_stream(scratch, L, fmt: str, R: int, tiles: int, device, check):
+    """The launcher's check of a ``stream_k`` launch ``L`` (a `grouped_launch.Launch`) of format
+    ``fmt`` over R values a row and at most ``tiles`` tiles, and of its ``scratch``
+    (`stream_scratch`'s pair) for `stream_programs`' grid."""
+    check(
+        L.stream_k > 0 and (L.path, fmt) == ("dot", "mxfp4") and L.pass_grid
+        and L.mx_packed_scales and L.block_k % 128 == 0 and L.split_k == 1
+        and not L.expert_ready and R // L.block_k >= 1,
+        f"stream_k must be 0 or, for the MXFP4 one-pass tile with packed scales, no split_k "
+        f"and no expert_ready, R ({R}) at least one step of block_k, a number of programs an "
+        f"SM, got {L.stream_k}",
+    )  # fmt: skip
+    programs = stream_programs(device, L.stream_k)
+    # The kernel's unit arithmetic is int32: at most U * P = tiles * steps * programs.
+    check(tiles * (R // L.block_k) * programs < 2**31, f"stream_k: {tiles} tiles of "
+          f"{R // L.block_k} steps over {programs} programs pass the kernel's int32 "
+          "arithmetic")  # fmt: skip
+    ok = scratch_fits(scratch, programs * 2 * L.block_n * L.block_m, tiles, device)
     got = None if scratch is None else [(t.dtype, tuple(t.shape), str(t.device)) for t in scratch]
     check(ok, f"stream_k needs (partials, counters) for {programs} programs and {tiles} tiles on "
           f"{device} (stream_k.stream_scratch), got {got}")  # fmt: skip
@@ -137,7 +151,7 @@ def _grouped_dot_mxfp4_stream(
     hits, J = touched_passes(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, BLOCK_E,
                              SCAN, BLOCK_M)  # fmt: skip
     S = R // BLOCK_K
-    # int32: the launcher keeps U * P below 2^31 (`grouped_gemv`), and every int64 held
+    # int32: the launcher keeps U * P below 2^31 (`check_stream`), and every int64 held
     # across the K loop is two more registers of the 80 the tile has.
     U = J * NB * S
     # At most one program a unit, so that every program in use has at least one (a tile's parts

@@ -908,7 +908,7 @@ def test_mxfp4_tile_split_in_k_gives_the_unsplit_bits(ordered, R, splits):
     R's whole steps), in the natural K order or its own, launched twice on the same counters (they
     only grow: SPLIT_K a launch on every pair whose pass has slots, none on the others), and twice
     more across their int32 wrap."""
-    from moebench.kernels.grouped_gemv import split_pairs
+    from moebench.kernels.grouped_gemv import grid_tiles
     from moebench.kernels.split_k import split_scratch
 
     T, K, E, N = MX_T, MX_K, MX_E, MX_N
@@ -918,7 +918,7 @@ def test_mxfp4_tile_split_in_k_gives_the_unsplit_bits(ordered, R, splits):
     assert torch.isfinite(whole[:, 0].float()).all() and torch.isnan(whole[16, 1].float()).all()
     for split_k in splits:
         split = dataclasses.replace(launch, split_k=split_k)
-        pairs = split_pairs(T, K, E, N, split)
+        pairs = grid_tiles(T, K, E, N, split)
         scratch = split_scratch(pairs, split_k, split.block_n, split.block_m, "cpu")
         for launches in (1, 2):
             got = poisoned(T, K, N)
@@ -940,7 +940,7 @@ def test_mxfp4_tile_split_in_k_gives_the_unsplit_bits(ordered, R, splits):
 def test_split_k_is_the_mxfp4_one_pass_tiles_with_packed_scales_and_no_glu():
     """``split_k`` is refused but for the MXFP4 one-pass tile with packed scales on a stage with
     no GLU, as a power of two up to its whole steps, with scratch for its pairs."""
-    from moebench.kernels.grouped_gemv import split_pairs
+    from moebench.kernels.grouped_gemv import grid_tiles
     from moebench.kernels.split_k import split_scratch
 
     T, K, E, N, R = MX_T, MX_K, MX_E, MX_N, 512
@@ -948,8 +948,8 @@ def test_split_k_is_the_mxfp4_one_pass_tiles_with_packed_scales_and_no_glu():
     launch = dataclasses.replace(LAUNCHES["dot-passes"], block_k=128, mx_packed_scales=True,
                                  split_k=2)  # fmt: skip
     scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True)
-    scratch = split_scratch(split_pairs(T, K, E, N, launch), 2, 16, 16, "cpu")
-    small = split_scratch(split_pairs(T, K, E, N, launch) - 1, 2, 16, 16, "cpu")
+    scratch = split_scratch(grid_tiles(T, K, E, N, launch), 2, 16, 16, "cpu")
+    small = split_scratch(grid_tiles(T, K, E, N, launch) - 1, 2, 16, 16, "cpu")
     w8, s8, _ = quantised("fp8", torch.randn(E, N, R))
     refused = "split_k must be 1 or, for the MXFP4 one-pass tile"
     for case, why in (
@@ -980,7 +980,7 @@ def test_mxfp4_tile_on_a_persistent_even_grid_gives_the_one_pass_bits(ordered, R
     (programs with nothing to do), with and without a GLU, the step past R's whole steps with the
     tile's last unit (three passes of slots over two row blocks: 12 or 24 units). Every counter is
     back to zero after each launch, so a second launch on the same scratch gives the same bits."""
-    from moebench.kernels.grouped_gemv import stream_tiles
+    from moebench.kernels.grouped_gemv import grid_tiles
     from moebench.kernels.stream_k import stream_programs, stream_scratch
 
     T, K, E, N = MX_T, MX_K, MX_E, MX_N
@@ -993,7 +993,7 @@ def test_mxfp4_tile_on_a_persistent_even_grid_gives_the_one_pass_bits(ordered, R
         for per_sm in (1, 2, 5, 7, 13, 40):
             stream = dataclasses.replace(launch, stream_k=per_sm)
             P = stream_programs(torch.device(DEVICE), per_sm)
-            scratch = stream_scratch(P, stream_tiles(T, K, E, N, stream), launch.block_n,
+            scratch = stream_scratch(P, grid_tiles(T, K, E, N, stream), launch.block_n,
                                      launch.block_m, DEVICE)  # fmt: skip
             for launches in (1, 2):
                 got = poisoned(T, K, cols)
@@ -1008,7 +1008,7 @@ def test_mxfp4_tile_on_a_persistent_grid_sums_shared_tiles_in_program_order():
     """Where the sums are not exact, a tile two programs share differs from the one-pass tile only
     in the last fp32 bits (within the decode tolerance) and gives the same bits launch after
     launch: the parts are added in program order, whichever counts last."""
-    from moebench.kernels.grouped_gemv import stream_tiles
+    from moebench.kernels.grouped_gemv import grid_tiles
     from moebench.kernels.stream_k import stream_programs, stream_scratch
 
     T, K, E, N, R = MX_T, MX_K, MX_E, MX_N, 512
@@ -1022,7 +1022,7 @@ def test_mxfp4_tile_on_a_persistent_grid_sums_shared_tiles_in_program_order():
     grouped(x, ids, tiles, scales, b, whole, expert_offset=0, launch=launch)
     stream = dataclasses.replace(launch, stream_k=5)  # 24 units: every tile shared on the CPU
     scratch = stream_scratch(stream_programs(torch.device(DEVICE), 5),
-                             stream_tiles(T, K, E, N, stream), 16, 16, DEVICE)  # fmt: skip
+                             grid_tiles(T, K, E, N, stream), 16, 16, DEVICE)  # fmt: skip
     runs = []
     for _ in range(2):
         got = poisoned(T, K, N)
@@ -1040,7 +1040,7 @@ def test_stream_k_is_the_mxfp4_one_pass_tiles_with_packed_scales():
     no expert_ready, with scratch for its programs and tiles, and a grid whose units times its
     programs fit the kernel's int32 arithmetic."""
     from moebench.kernels.expert_ready import ready_counters
-    from moebench.kernels.grouped_gemv import stream_tiles
+    from moebench.kernels.grouped_gemv import grid_tiles
     from moebench.kernels.stream_k import stream_programs, stream_scratch
 
     T, K, E, N, R = MX_T, MX_K, MX_E, MX_N, 512
@@ -1049,9 +1049,9 @@ def test_stream_k_is_the_mxfp4_one_pass_tiles_with_packed_scales():
                                  stream_k=3)  # fmt: skip
     scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True)
     P = stream_programs(torch.device(DEVICE), 3)
-    scratch = stream_scratch(P, stream_tiles(T, K, E, N, launch), 16, 16, DEVICE)
-    few_tiles = stream_scratch(P, stream_tiles(T, K, E, N, launch) - 1, 16, 16, DEVICE)
-    few_programs = stream_scratch(P - 1, stream_tiles(T, K, E, N, launch), 16, 16, DEVICE)
+    scratch = stream_scratch(P, grid_tiles(T, K, E, N, launch), 16, 16, DEVICE)
+    few_tiles = stream_scratch(P, grid_tiles(T, K, E, N, launch) - 1, 16, 16, DEVICE)
+    few_programs = stream_scratch(P - 1, grid_tiles(T, K, E, N, launch), 16, 16, DEVICE)
     w8, s8, _ = quantised("fp8", torch.randn(E, N, R))
     refused = "stream_k must be 0 or, for the MXFP4 one-pass tile"
     ready = ready_counters(E, DEVICE)
