@@ -173,7 +173,7 @@ def test_the_floor_is_the_bytes_a_step_must_read_over_the_copy_ceiling():
 
 
 @pytest.mark.parametrize(("gpu_name", "device"), [
-    ("NVIDIA H100 80GB HBM3", "cuda"), (None, "cuda"), ("NVIDIA H200", "cpu"),
+    ("NVIDIA H100 PCIe", "cuda"), (None, "cuda"), ("NVIDIA H200", "cpu"),
 ])  # fmt: skip
 def test_no_floor_without_the_runs_own_gpus_ceiling(gpu_name, device):
     """A run on a GPU whose ceiling moebench has not measured, one whose manifest names no GPU,

@@ -114,15 +114,23 @@ def test_bandwidth_uses_the_slowest_rank_and_the_copy_ceiling():
     assert all(math.isnan(b.copy_fraction) for b in cpu)
 
 
-@pytest.mark.parametrize("gpu_name", ["NVIDIA H100 80GB HBM3", "", None])
+@pytest.mark.parametrize("gpu_name", ["NVIDIA H100 PCIe", "", None])
 def test_a_gpu_without_a_measured_ceiling_gets_no_fraction(gpu_name):
-    """A run on a GPU whose copy ceiling moebench has not measured (an H100 here), or whose
+    """A run on a GPU whose copy ceiling moebench has not measured (an H100 PCIe here), or whose
     manifest names none, gets its GB/s but no fraction: the H200's ceiling would give it one it
     does not have."""
     samples = [*rows("c000", 1, "dense_decode", 10.0), *rows("c000", 1, "sparse_decode", 20.0)]
     bw = analyse(run(samples, gpu_name=gpu_name)).bandwidth
     assert bw and all(b.gbps > 0 for b in bw)
     assert all(math.isnan(b.copy_fraction) and math.isnan(b.copy_ceiling_gbps) for b in bw)
+
+
+def test_an_h100_sxm_run_gets_its_fraction_of_its_own_ceiling():
+    """The H100 SXM's measured copy (2.97 TB/s, core.ceilings), not the H200's 4.27."""
+    samples = [*rows("c000", 1, "dense_decode", 10.0), *rows("c000", 1, "sparse_decode", 20.0)]
+    bw = analyse(run(samples, gpu_name="NVIDIA H100 80GB HBM3")).bandwidth
+    assert bw and all(b.copy_ceiling_gbps == 2970.0 for b in bw)
+    assert all(b.copy_fraction == pytest.approx(b.gbps / 2970.0) for b in bw)
 
 
 def test_unknown_and_zero_bytes_get_no_bandwidth():

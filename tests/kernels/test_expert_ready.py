@@ -158,8 +158,7 @@ def test_expert_ready_on_the_gpu_gives_the_whole_waits_bits_under_graph_replays(
     wait's bit for bit; the counters end equal."""
     from decode_inputs import quantised
 
-    from arms.decode.grouped_decode import tiles_weights
-    from moebench.kernels.grouped_gemv import max_scale_byte, word_aligned_scales
+    from arms.decode.grouped_decode import scales_launch, tiles_scales, tiles_weights
     from moebench.kernels.grouped_launch import default_launch, paired_launches
 
     dev = torch.device("cuda")
@@ -172,13 +171,10 @@ def test_expert_ready_on_the_gpu_gives_the_whole_waits_bits_under_graph_replays(
             w[w % 128 == 127] = 0  # no NaN bytes
         w1, w2 = (w.view(torch.float8_e4m3fn).to(dev) for w in (w1, w2))
         s1, s2 = (torch.rand(En, generator=g).to(dev) * 0.01 for _ in range(2))
-        most = {}
     else:
         (w1, s1), (w2, s2) = (quantised("mxfp4", torch.randn(En, n, r, generator=g))[:2]
                               for n, r in ((2 * Fi, D), (D, Fi)))  # fmt: skip
-        most = {1: max_scale_byte(s1), 2: max_scale_byte(s2)}
-        w1, w2 = w1.to(dev), w2.to(dev)
-        s1, s2 = (word_aligned_scales(s.to(dev)) for s in (s1, s2))
+        w1, w2, s1, s2 = (t.to(dev) for t in (w1, w2, s1, s2))
     b1 = (torch.randn(En, 2 * Fi, generator=g)).bfloat16().to(dev)
     b2 = (torch.randn(En, D, generator=g)).bfloat16().to(dev)
     x = torch.randn(Tn, D, generator=g).bfloat16().to(dev)
@@ -188,19 +184,25 @@ def test_expert_ready_on_the_gpu_gives_the_whole_waits_bits_under_graph_replays(
     assert whole[0].path == "dot" and whole[0].pass_grid == (Tn == 64)
     pair = paired_launches(*whole, fmt, slots_per_expert=Tn * Kn / En)
     assert [f.expert_ready for f in pair] == ["signal", "wait"]
-    ops = [(tiles_weights(w1, f1), tiles_weights(w2, f2)) for f1, f2 in (whole, pair)]
+    # Each launch's weights, scales (packed, biased, padded: whatever it reads) and largest scale
+    # byte as the arm builds them (`build_stages`), and the launch as it reads those scales.
+    ops, launches = [], []
+    for f1, f2 in (whole, pair):
+        (v1, m1), (v2, m2) = tiles_scales(w1, s1, f1), tiles_scales(w2, s2, f2)
+        ops.append(((tiles_weights(w1, f1), v1, m1), (tiles_weights(w2, f2), v2, m2)))
+        launches.append((scales_launch(f1, m1), scales_launch(f2, m2)))
     ready = ready_counters(En, dev)
     ids = torch.zeros(Tn, Kn, dtype=torch.int32, device=dev)
     empty = lambda n: torch.empty(Tn, Kn, n, dtype=torch.bfloat16, device=dev)
     bufs = [(empty(Fi), empty(D)) for _ in range(2)]
 
     def step(k: int) -> None:
-        (l1, l2), (v1, v2), (a, o) = (whole, pair)[k], ops[k], bufs[k]
+        (l1, l2), ((v1, t1, m1), (v2, t2, m2)), (a, o) = launches[k], ops[k], bufs[k]
         counters = ready if k else None
-        grouped_gemv(x, ids, v1, s1, b1, a, expert_offset=0, launch=l1, glu="swiglu_oai",
-                     ready=counters, max_scale_byte=most.get(1))  # fmt: skip
-        grouped_gemv(a, ids, v2, s2, b2, o, expert_offset=0, launch=l2, ready=counters,
-                     max_scale_byte=most.get(2))  # fmt: skip
+        grouped_gemv(x, ids, v1, t1, b1, a, expert_offset=0, launch=l1, glu="swiglu_oai",
+                     ready=counters, max_scale_byte=m1)  # fmt: skip
+        grouped_gemv(a, ids, v2, t2, b2, o, expert_offset=0, launch=l2, ready=counters,
+                     max_scale_byte=m2)  # fmt: skip
 
     step(1)  # compile outside the capture
     graph = torch.cuda.CUDAGraph()

@@ -919,7 +919,7 @@ def test_mxfp4_tile_split_in_k_gives_the_unsplit_bits(ordered, R, splits):
     for split_k in splits:
         split = dataclasses.replace(launch, split_k=split_k)
         pairs = grid_tiles(T, K, E, N, split)
-        scratch = split_scratch(pairs, split_k, split.block_n, split.block_m, "cpu")
+        scratch = split_scratch(pairs, split_k, split.block_n, split.block_m, DEVICE)
         for launches in (1, 2):
             got = poisoned(T, K, N)
             grouped(x, ids, tiles, scales, b, got, expert_offset=0, launch=split, split=scratch)
@@ -948,8 +948,8 @@ def test_split_k_is_the_mxfp4_one_pass_tiles_with_packed_scales_and_no_glu():
     launch = dataclasses.replace(LAUNCHES["dot-passes"], block_k=128, mx_packed_scales=True,
                                  split_k=2)  # fmt: skip
     scales = pack_tiles(raw, launch.block_n, 4, ragged_last=True)
-    scratch = split_scratch(grid_tiles(T, K, E, N, launch), 2, 16, 16, "cpu")
-    small = split_scratch(grid_tiles(T, K, E, N, launch) - 1, 2, 16, 16, "cpu")
+    scratch = split_scratch(grid_tiles(T, K, E, N, launch), 2, 16, 16, DEVICE)
+    small = split_scratch(grid_tiles(T, K, E, N, launch) - 1, 2, 16, 16, DEVICE)
     w8, s8, _ = quantised("fp8", torch.randn(E, N, R))
     refused = "split_k must be 1 or, for the MXFP4 one-pass tile"
     for case, why in (

@@ -27,5 +27,8 @@ def test_a_gpu_with_a_measured_ceiling_takes_it_and_another_is_measured(ceiling,
     assert tbs == 4.27 and "H200" in where and measured == []
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H100 80GB HBM3")
     tbs, where = ceiling.copy_tbs(cuda)
+    assert tbs == 2.97 and "H100 80GB HBM3" in where and measured == []
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H100 PCIe")
+    tbs, where = ceiling.copy_tbs(cuda)
     assert tbs == 3.1 and measured == [cuda]
-    assert "measured now on NVIDIA H100 80GB HBM3" in where
+    assert "measured now on NVIDIA H100 PCIe" in where
