@@ -31,6 +31,7 @@ import perf_specs_fused
 import perf_specs_fusedgrid
 import perf_specs_gluon_tile
 import perf_specs_grouped
+import perf_specs_h100
 import perf_specs_hf
 import perf_specs_integrity
 import perf_specs_kernel
@@ -66,6 +67,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-05's, 2026-12-04's, 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and
 # issue 19), then the areas, then the runs of issues 15-18.
 SPECS = [
+    perf_specs_h100,
     perf_specs_stream_k,
     perf_specs_biased,
     perf_specs_packed_scales,
