@@ -15,7 +15,9 @@
   twenty-seventh session), ``grouped-mxfp4-padded`` the arm's MXFP4 launches with the scales in
   padded rows (not packed: the form before 2026-12-06's twenty-eighth session),
   ``grouped-mxfp4-dot`` the arm's MXFP4 launches with the values in the tile's K order
-  (``Launch.mx_dot_order``).
+  (``Launch.mx_dot_order``), ``grouped-mxfp4-stream`` the arm's MXFP4 launches on the persistent,
+  evenly split grid at 6 programs an SM (``Launch.stream_k``; fc2 then waits for the whole of fc1,
+  the thirty-second session's variant).
 
 Each kernel runs three times (the first compiles); profile the later ones, e.g.
 
@@ -25,7 +27,7 @@ Each kernel runs three times (the first compiles); profile the later ones, e.g.
 
 Usage (GPU): PYTHONPATH=$PWD python3 tools/ncu_kernels.py KERNELS
 (KERNELS: gemv, act, grouped, grouped-mxfp4, grouped-natural, grouped-placed,
-grouped-mxfp4-natural, grouped-mxfp4-padded or grouped-mxfp4-dot)
+grouped-mxfp4-natural, grouped-mxfp4-padded, grouped-mxfp4-dot or grouped-mxfp4-stream)
 """
 
 from __future__ import annotations
@@ -85,13 +87,15 @@ def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
     where the launches pair them); "natural", the tile on the natural weights with none of those
     (MXFP4: rotated, not packed); "placed", placed words only (the 2026-12-05 records' form);
     "padded", the arm's with MXFP4's scales in padded rows, not packed; "dot", the arm's with
-    MXFP4's values in the tile's K order."""
+    MXFP4's values in the tile's K order; "stream", the arm's on the persistent grid of 6
+    programs an SM (not paired: fc2 waits for the whole of fc1)."""
     from dataclasses import replace
 
     from arms.decode.grouped_decode import tiles_scales, tiles_weights
     from moebench.kernels.expert_ready import ready_counters
-    from moebench.kernels.grouped_gemv import grouped_gemv
+    from moebench.kernels.grouped_gemv import grid_tiles, grouped_gemv
     from moebench.kernels.grouped_launch import default_launch, paired_launches
+    from moebench.kernels.stream_k import stream_programs, stream_scratch
 
     torch.manual_seed(0)
     E, E_ALL, K, D, F = 16, 32, 4, 2880, 2880
@@ -113,7 +117,9 @@ def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
     shape = dict(tokens=tokens, top_k=K, experts=E, pdl=True)
     l1 = default_launch(fmt, columns=2 * F, reduction=D, **shape)
     l2 = default_launch(fmt, columns=D, reduction=F, **shape)
-    if form in ("arm", "padded", "dot"):
+    if form == "stream":
+        l1, l2 = (replace(f, stream_k=6) for f in (l1, l2))
+    if form in ("arm", "padded", "dot", "stream"):
         l1, l2 = paired_launches(l1, l2, fmt, slots_per_expert=tokens * K / E)
         if form == "padded":
             l1, l2 = (replace(f, mx_packed_scales=False) for f in (l1, l2))
@@ -126,11 +132,14 @@ def grouped(fmt: str = "fp8", tokens: int = 64, form: str = "arm") -> None:
     (s1, m1), (s2, m2) = tiles_scales(w1, s1, l1), tiles_scales(w2, s2, l2)
     w1, w2 = tiles_weights(w1, l1), tiles_weights(w2, l2)
     ready = ready_counters(E, dev) if l1.expert_ready else None
+    st1, st2 = (stream_scratch(stream_programs(dev, f.stream_k), grid_tiles(tokens, K, E, n, f),
+                               f.block_n, f.block_m, dev) if f.stream_k else None
+                for f, n in ((l1, 2 * F), (l2, D)))  # fmt: skip
     for _ in range(3):
         grouped_gemv(x, ids, w1, s1, b1, a, expert_offset=0, launch=l1, glu="swiglu_oai",
-                     max_scale_byte=m1, ready=ready)  # fmt: skip
+                     max_scale_byte=m1, ready=ready, stream=st1)  # fmt: skip
         grouped_gemv(a, ids, w2, s2, b2, o, expert_offset=0, launch=l2, max_scale_byte=m2,
-                     ready=ready)  # fmt: skip
+                     ready=ready, stream=st2)  # fmt: skip
     torch.cuda.synchronize()
 
 
@@ -141,4 +150,5 @@ if __name__ == "__main__":
      "grouped-placed": lambda: grouped("fp8", form="placed"),
      "grouped-mxfp4-natural": lambda: grouped("mxfp4", form="natural"),
      "grouped-mxfp4-padded": lambda: grouped("mxfp4", form="padded"),
-     "grouped-mxfp4-dot": lambda: grouped("mxfp4", form="dot")}[sys.argv[1]]()  # fmt: skip
+     "grouped-mxfp4-dot": lambda: grouped("mxfp4", form="dot"),
+     "grouped-mxfp4-stream": lambda: grouped("mxfp4", form="stream")}[sys.argv[1]]()  # fmt: skip
