@@ -238,6 +238,16 @@ class Records:
         found = re.findall(pattern, self.read(path), flags=re.MULTILINE)
         return Figure(text=_one(found, f"{path}: {pattern!r}"), source=path)
 
+    def ncu(self, path: str, kernel: int, metric: str) -> Figure:
+        """``metric``'s value (its last column) for the ``kernel``-th kernel (from 0) an Nsight
+        Compute log profiled, the log's kernels being the blocks under each
+        ``  NAME (grid)x(block)`` header; exactly one line of that block names the metric."""
+        blocks = re.split(r"^  \w+ \([\d, ]+\)x\([\d, ]+\).*$", self.read(path), flags=re.M)[1:]
+        if not 0 <= kernel < len(blocks):
+            raise RecordError(f"{path}: no kernel {kernel} (the log profiled {len(blocks)})")
+        found = re.findall(rf"^\s+{re.escape(metric)}\s+.*?([\d.,]+)\s*$", blocks[kernel], re.M)
+        return Figure(text=_one(found, f"{path}, kernel {kernel}: {metric!r}"), source=path)
+
     def json_row(self, path: str, field: str, **match: str) -> Figure:
         """``field`` of the one entry of the JSON's ``rows`` whose keys equal ``match``."""
         rows = json.loads(self.read(path))["rows"]

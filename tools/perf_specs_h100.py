@@ -118,4 +118,46 @@ the two machines' and runs' difference.""",
     return t
 
 
-TABLES = (h100_ceilings, h100_gated_run, h100_of_copy, h100_run_drift)
+NCU = {"arm": f"{DAY}/call4/ncu_grouped-mxfp4.txt",
+       "stream": f"{DAY}/call4/ncu_grouped-mxfp4-stream.txt"}  # fmt: skip
+STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+
+
+def mx_stream_k_ncu(r: Records) -> Table:
+    t = Table(
+        name="mx_stream_k_ncu",
+        caption=f"""\
+{H100}. Where the thirty-second session's persistent grid lost (`mx_stream_k_stages`): Nsight
+Compute on the arm's MXFP4 one-pass grid and on the persistent, evenly split grid (6 programs an
+SM, 80 registers, 3 stages), fc1 and fc2 of the second iteration, 64 tokens of random routing
+(`ncu --clock-control none --launch-skip 2 --launch-count 2 -k regex:_grouped_dot_mxfp4
+--section SpeedOfLight --section Occupancy --metrics ... python3 tools/ncu_kernels.py
+grouped-mxfp4` and `grouped-mxfp4-stream`; fourth call, `docs/perf/{DAY}/scratch/call4.sh`,
+6891e4e's tree). Derived: "DRAM MB" = bytes read + written; "MB / us" = that over the duration;
+"tail" = the busiest SM's active cycles / the mean SM's - 1. Both grids move DRAM at the same
+63-64% (fc1) and 57-58% (fc2) of its peak; the persistent grid moves 21% (fc1) and 27% (fc2)
+more bytes, its fp32 partial sums written 5-6 times the arm's writes, and issues 9% and 23% more
+instructions, its warps waiting longer on global loads and the barrier. The arm's busiest SM is 5%
+(fc1) and 6% (fc2) past the mean: no more than that was there for an even split to take.""",
+        columns=["stage, grid", "us", "DRAM read MB", "written MB", "DRAM MB", "MB / us",
+                 "DRAM % of peak", "L2 hit %", "instructions", "tail", "long scoreboard",
+                 "barrier", "not selected"],
+    )  # fmt: skip
+    for k, stage in enumerate(("fc1", "fc2")):
+        for grid, name in (("arm", "one pass a program (the arm's)"),
+                           ("stream", "persistent, even split")):  # fmt: skip
+            log = NCU[grid]
+            m = lambda metric, log=log, k=k: r.ncu(log, k, metric)  # noqa: E731
+            us, rd, wr = m("Duration"), m("dram__bytes_read.sum"), m("dram__bytes_write.sum")
+            moved = derive(lambda a, b: a + b, "{:.2f}", rd, wr)
+            tail = derive(lambda mx, av: mx / av - 1, "{:+.1%}", m("sm__cycles_active.max"),
+                          m("sm__cycles_active.avg"))  # fmt: skip
+            t.row(f"{stage}, {name}", us, rd, wr, moved,
+                  derive(lambda b, u: b / u, "{:.2f}", moved, us), m("DRAM Throughput"),
+                  m("lts__t_sector_hit_rate.pct"), m("smsp__inst_executed.sum"), tail,
+                  m(STALL.format("long_scoreboard")), m(STALL.format("barrier")),
+                  m(STALL.format("not_selected")), history=HIST)  # fmt: skip
+    return t
+
+
+TABLES = (h100_ceilings, h100_gated_run, h100_of_copy, h100_run_drift, mx_stream_k_ncu)

@@ -92,6 +92,20 @@ def test_a_lookup_names_exactly_one_figure(tools):
         records.kv("2026-12-01/no-such.log", "us")
 
 
+def test_an_ncu_metric_is_read_from_its_own_kernels_block(tools):
+    _, perf_records, _ = tools
+    records = perf_records.Records()
+    log = "2026-12-07-h100-ceilings/call4/ncu_grouped-mxfp4-stream.txt"
+    # the log profiled fc1 then fc2, both under the same kernel name and grid
+    assert records.ncu(log, 0, "Duration").text == "83.58"
+    assert records.ncu(log, 1, "Duration").text == "50.11"
+    assert records.ncu(log, 1, "smsp__inst_executed.sum").text == "25,317,504"
+    with pytest.raises(perf_records.RecordError, match="no kernel 2"):
+        records.ncu(log, 2, "Duration")
+    with pytest.raises(perf_records.RecordError, match="0 matches"):
+        records.ncu(log, 0, "no_such_metric.sum")
+
+
 def test_a_report_cell_and_a_derived_ratio(tools):
     _, perf_records, _ = tools
     records = perf_records.Records()
