@@ -1,10 +1,10 @@
 """The device-copy ceiling the benchmarks in tools/ divide by, for the GPU they run on.
 
 moebench's measured figure where it has one for that GPU (`moebench.core.ceilings.for_gpu`: the
-H200's 4.27 TB/s); on a GPU it has none for (an H100, say), one measured here the way the H200's
-was, a torch copy of large tensors, bytes read plus written over the time. Either way a bench's
-"of copy" is a fraction of the copy rate of the GPU it ran on, never another GPU's, and its
-header says where the figure came from. No GPU: NaN (CPU benches time nothing).
+H200's 4.27 TB/s, the H100 SXM's 2.97); on a GPU it has none for (an H100 PCIe, say), one measured
+here the way those were, a torch copy of large tensors, bytes read plus written over the time.
+Either way a bench's "of copy" is a fraction of the copy rate of the GPU it ran on, never another
+GPU's, and its header says where the figure came from. No GPU: NaN (CPU benches time nothing).
 """
 
 from __future__ import annotations

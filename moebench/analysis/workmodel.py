@@ -8,9 +8,9 @@ Two sections that `compare` adds below its table (reads only results, like compa
   without weights: 0; runs older than the column: -1, unknown). For every timed row with bytes,
   GB/s is the slowest rank's bytes over that rank's median time, and the fraction is of the
   device-copy ceiling measured on the GPU the run ran on (`core.ceilings.for_gpu` of the
-  manifest's ``gpu_name``: 4.27 TB/s on the H200, docs/PERF.md). CPU runs, and runs on a GPU
-  whose ceiling moebench has not measured (or whose manifest names none), get no fraction:
-  another GPU's ceiling would give a fraction it does not have.
+  manifest's ``gpu_name``: 4.27 TB/s on the H200, 2.97 on the H100 SXM, docs/PERF.md). CPU
+  runs, and runs on a GPU whose ceiling moebench has not measured (or whose manifest names
+  none), get no fraction: another GPU's ceiling would give a fraction it does not have.
 - Crossover. Cases of one run that differ only in ``tokens_per_rank`` form a series. For every arm
   against the baseline, on the ``ffn`` regime, the crossover is the smallest token count from
   which the baseline is faster (lower median critical path) at that count and every larger one:
