@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from perf_cells import Table
 from perf_records import Records, derive, over
-from perf_specs_confirm import run_rows
+from perf_specs_confirm import RUN_COLUMNS, run_rows
 from perf_specs_packed import packed_rows
 from perf_specs_packed_scales import ONE_PASS, arm_variant, copy_share_rows, draw_rows, stall_rows
 from perf_specs_placed import WORDS
@@ -35,8 +35,7 @@ median over 13 blocks, us) of each arm. Derived as in `mx_packed_run`. Grouped b
 MXFP4 beats FP8 at every count. Against `mx_dot_run` (another H100, the day before) every arm
 whose code is unchanged is slower here, FP8 grouped by 1.6-4.1%: the two runs' machines differ
 by more than the change, so `mx_biased_in_run` compares MXFP4 with FP8 within each run.""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, f"{DAY}/call1/report.md", HIST)
     return t

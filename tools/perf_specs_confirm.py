@@ -288,11 +288,15 @@ pass and 112 skip in its checks): the step (`ffn`, one CUDA graph, the slowest r
 13 blocks, us) of each arm. Derived: "grouped / dense" = the ratio; "MXFP4 best / FP8 best" = the
 faster of the sparse and grouped steps of MXFP4 over FP8's. Grouped beats dense and MXFP4 beats
 FP8 at every count.""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, RUN, HIST)
     return t
+
+
+# The columns of a gated run's rows (`run_rows`).
+RUN_COLUMNS = ["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
+               "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"]  # fmt: skip
 
 
 def run_rows(t: Table, r: Records, run: str, hist: str) -> None:

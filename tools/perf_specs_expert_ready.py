@@ -13,7 +13,7 @@ import re
 
 from perf_cells import Table
 from perf_records import Records, derive, over
-from perf_specs_confirm import copy_share_rows, run_rows
+from perf_specs_confirm import RUN_COLUMNS, copy_share_rows, run_rows
 from perf_specs_passes16 import _slowest
 from perf_specs_placed import WORDS
 
@@ -213,8 +213,7 @@ slowest rank's median over 13 blocks, us) of each arm. Derived: "grouped / dense
 "MXFP4 best / FP8 best" = the faster of the sparse and grouped steps of MXFP4 over FP8's. Grouped
 beats dense and MXFP4 beats FP8 at every count. The first call's run of the same scenario (packed
 boxes the default, before the expert-by-expert wait; 952 pass, 112 skip) is in `call1/`.""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, f"{DAY}/call9/report.md", HIST)
     return t

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from perf_cells import Table
 from perf_records import Records, derive
-from perf_specs_confirm import run_rows
+from perf_specs_confirm import RUN_COLUMNS, run_rows
 from perf_specs_placed import WORDS
 
 DAY = "2026-12-07-h100-ceilings"
@@ -62,8 +62,7 @@ H200's ceilings; `{BEFORE}`), every gate and integrity check passed, 952 pass an
 over 13 blocks, us) of each arm. Derived: "grouped / dense" = FP8 grouped / FP8 dense; "MXFP4
 best / FP8 best" = the faster MXFP4 arm over the faster FP8 arm. Grouped beats dense and MXFP4
 beats FP8 at every count.""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, BEFORE, HIST)
     return t

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from perf_cells import Table
 from perf_records import Records, over
-from perf_specs_confirm import copy_share_rows, run_rows
+from perf_specs_confirm import RUN_COLUMNS, copy_share_rows, run_rows
 from perf_specs_expert_ready import _faster, _mean
 from perf_specs_placed import WORDS
 
@@ -222,8 +222,7 @@ scenario at the session's start (call 0, the whole-grid wait on MXFP4's looping 
 112 skip; `call0/report.md`), MXFP4 grouped went from 77.28 to 67.68 us at 4 tokens and from
 104.2 to 101.0 at 8, where it is now the best MXFP4 arm. Grouped beats dense and MXFP4 beats FP8
 at every count.""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, f"{DAY}/call3/report.md", HIST)
     return t

@@ -12,7 +12,7 @@ import re
 
 from perf_cells import Table
 from perf_records import Records, derive, over
-from perf_specs_confirm import run_rows
+from perf_specs_confirm import RUN_COLUMNS, run_rows
 from perf_specs_gluon_tile import CASES, HEAD
 from perf_specs_packed import DRAWS, bench_mean, packed_rows
 from perf_specs_placed import WORDS
@@ -200,8 +200,7 @@ pass and 112 skip, `call2/checks_count.txt`): the step (`ffn`, one CUDA graph, t
 rank's median over 13 blocks, us) of each arm. Derived: "grouped / dense" = FP8 grouped / FP8
 dense; "MXFP4 best / FP8 best" = the faster of MXFP4's sparse and grouped over the faster of
 FP8's. Grouped beats dense and MXFP4 beats FP8 at every count.""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, f"{DAY}/call2/report.md", HIST)
     return t
@@ -243,8 +242,7 @@ tiles packed; 218 s; every gate and integrity check passed, 952 pass and 112 ski
 blocks, us) of each arm. Derived as in `mx_packed_run`. Against that run (the expert loop not yet
 packed), MXFP4 grouped went from 67.12 to 59.41 us at 4 tokens and from 100.2 to 92.16 at 8.
 Grouped beats dense and MXFP4 beats FP8 at every count.""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, f"{DAY}/call3/report.md", HIST)
     return t

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from perf_cells import Table
 from perf_records import Records, derive, over
-from perf_specs_confirm import run_rows
+from perf_specs_confirm import RUN_COLUMNS, run_rows
 from perf_specs_packed import DRAWS, bench_field, bench_mean, packed_rows
 from perf_specs_packed_mx import draw_cells
 from perf_specs_placed import WORDS
@@ -246,8 +246,7 @@ rank's median over 13 blocks, us) of each arm. Derived as in `mx_packed_run`. Ag
 twenty-seventh session's final run (`mx_final_run`: 59.41, 92.16, 98.90, 104.8 and 115.2 us at 4
 to 64 tokens), MXFP4 grouped is 1.6-3.7% faster from 4 tokens up; 1 and 2 tokens take the GEMV,
 unchanged. Grouped beats dense and MXFP4 beats FP8 at every count.""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, f"{DAY}/call2/report.md", HIST)
     return t
@@ -346,8 +345,7 @@ pass and 112 skip, `call3/checks_count.txt`): the step (`ffn`, one CUDA graph, t
 median over 13 blocks, us) of each arm. Derived as in `mx_packed_run`. Grouped beats dense and
 MXFP4 beats FP8 at every count; against `mx_scales_run` MXFP4 grouped is faster from 4 tokens up
 (1 and 2 tokens take the GEMV, unchanged).""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, f"{DAY}/call3/report.md", HIST_DO)
     return t

@@ -13,7 +13,7 @@ from statistics import mean
 
 from perf_cells import Table
 from perf_records import Records, derive, over
-from perf_specs_confirm import copy_share_rows, run_rows
+from perf_specs_confirm import RUN_COLUMNS, copy_share_rows, run_rows
 from perf_specs_one_token import DRAWS, _per_draw_ab
 from perf_specs_placed import WORDS
 
@@ -127,8 +127,7 @@ scenarios/gpt-oss-20b-decode-grouped.yaml`, 199 s; every gate and integrity chec
 pass and 112 skip, `call3/checks_count.txt`): the step (`ffn`, one CUDA graph, the slowest rank's
 median over 13 blocks, us) of each arm. Derived as in `expert_ready_run`. Grouped beats dense and
 MXFP4's best arm beats FP8's at every count.""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, f"{DAY}/call3/report.md", HIST)
     return t
@@ -279,8 +278,7 @@ in `expert_ready_run`. Against the third call's run (`sparse_ready_run`, another
 sparse went from 47.84 to 45.79 us at 2 tokens and from 76.48 to 75.46 at 4, where it is FP8's
 best arm; at one token (36.45, 36.38) and 8 (138.6, 138.5), where nothing changed, the same within
 0.2%. Grouped beats dense and MXFP4's best arm beats FP8's at every count.""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, f"{DAY}/call7/report.md", HIST)
     return t

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from perf_cells import Table, fill
 from perf_records import Records, over
-from perf_specs_confirm import copy_share_rows, run_rows
+from perf_specs_confirm import RUN_COLUMNS, copy_share_rows, run_rows
 from perf_specs_placed import WORDS
 
 DAY = "2026-12-05-step-timeline"
@@ -144,8 +144,7 @@ pass and 112 skip in the run's checks, `call6/checks_count.txt`): the step (`ffn
 the slowest rank's median over 13 blocks, us) of each arm. Derived: "grouped / dense" = the
 ratio; "MXFP4 best / FP8 best" = the faster of the sparse and grouped steps of MXFP4 over FP8's.
 On the H200 too, grouped beats dense and MXFP4 beats FP8 at every count.""",
-        columns=["tokens", "FP8 sparse", "FP8 grouped", "FP8 dense", "grouped / dense",
-                 "MXFP4 sparse", "MXFP4 grouped", "MXFP4 best / FP8 best"],
+        columns=RUN_COLUMNS,
     )  # fmt: skip
     run_rows(t, r, RUN, HIST)
     return t
