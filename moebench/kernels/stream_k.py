@@ -13,8 +13,10 @@ tile a program still needs two waves and one. The whole steps' bytes do not chan
 Measured, the grid does not gain (H100, 2026-12-07, docs/perf/2026-12-07-stream-k/): it is
 31-41% slower than the one-pass grid at 16-64 tokens at 6 programs an SM and 45-58% at 8 (fc1
 alone +23%, fc2 +35% at 64 tokens), far more than its weight loop's 251 instructions a step
-against 241 explain; where the rest goes (the segments' pipeline fills, the partial sums, the
-spilled scalars, or each tile slower on busier SMs) was not profiled. Kept as a launch option, off
+against 241 explain. Nsight Compute (docs/perf/2026-12-07-h100-ceilings/call4/, 64 tokens): both
+grids move DRAM at the same rate, but this one moves 21% (fc1) and 27% (fc2) more bytes, its
+partial sums' writes 5-6 times the one-pass grid's, and takes about as much longer; the one-pass
+grid's busiest SM was only 5-6% past the mean. Kept as a launch option, off
 (`grouped_launch.PASS_GRID_MXFP4_STREAM_K`).
 
 The work: U = J * NB * S units, J the routing's passes (`grouped_slots.touched_passes`, read by
