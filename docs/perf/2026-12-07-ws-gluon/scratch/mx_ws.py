@@ -1,0 +1,285 @@
+"""A probe, not the arm (thirty-fourth session): the MXFP4 grouped tile's weight loop written in
+Gluon with its warps specialised, to learn whether taking every load off the warps that decode
+and multiply moves the tile's share of copy (issue 28: the arm's MXFP4 kernels 70-71% (fc1) and
+63-65% (fc2) of copy at 32/64 tokens on the H100, target 85%; the arm's weight loop issues 241
+instructions a step and the tile is bound by issuing them, not by waves or DRAM).
+
+What it changes against the twenty-sixth/seventh sessions' Gluon probe
+(`../../2026-12-06-packed-mx/scratch/mx_gluon.py`, whose decode and host packing it reuses):
+
+- one **producer warp** (a worker partition) streams each step into a ring of STAGES stages in
+  shared memory by TMA, one copy a kind: the step's weight words (64 rows x 16 words, 4 KB, a
+  step's box contiguous in global memory), its scale words (64), and the slots' two [BLOCK_M, 64]
+  halves of x; the stage's `ready` barrier counts the bytes;
+- the **four consumer warps** (the default partition, one warpgroup) only wait on `ready`, read
+  their own words back from shared memory (16 bytes of each of two rows a step), decode them into
+  the wgmma A fragment (the arm's rotated decode, scales folded) and multiply asynchronously; a
+  stage is given back (`empty`) once the wgmmas that read its x have finished;
+- x is read by TMA from a copy gathered by expert ([E * BLOCK_M, R], zero rows past an expert's
+  count), so the producer needs no addresses: the bench times that gather on its own.
+
+No bias, no GLU, fp32 out [E, BLOCK_M, N]: the weight loop only, as the earlier probe. The tail
+of R (2,880 = 22 x 128 + 64) is a half step from its own arrays. Not run under the interpreter
+(Gluon has none): checked on the GPU against the dequantised fp32 reference (`ws_bench.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../2026-12-06-packed-mx/scratch"))
+import mx_gluon as g  # noqa: E402  (the earlier probe: decode asm, host packing, reference)
+
+ROWS, STEP = 64, 128
+DECODE_ASM = g.DECODE_ASM
+
+
+@gluon.constexpr_function
+def half_layout():
+    """[64 rows, 4 lanes a, 2 words j] uint32: thread (warp w, lane l) holds rows 16w + l/4 and
+    + 8, a = l % 4, both j (8 contiguous bytes a row: words 4a + 2h + j of step half h)."""
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 0, 1], [8, 0, 0]],
+        lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
+        warp_bases=[[16, 0, 0], [32, 0, 0]],
+        block_bases=[],
+        shape=[64, 4, 2],
+    )
+
+
+@gluon.jit
+def _decode_half(words, sw, sel, A_LAYOUT: gl.constexpr):
+    """Words [64, a, j] (half_layout), their rows' scale words broadcast, the scale-byte
+    selectors: the A operand [64, 64] bf16 of half a step, K = 32j + 16cp + 8sub + 2a + h."""
+    v0, v1, v2, v3, v4, v5, v6, v7 = gl.inline_asm_elementwise(
+        DECODE_ASM, "=h,=h,=h,=h,=h,=h,=h,=h,r,r,r", [words, sw, sel],
+        dtype=(gl.bfloat16,) * 8, is_pure=True, pack=1,
+    )  # fmt: skip
+    y00 = gl.join(v0, v4)  # sub 0, h 0: cp 0, 1
+    y01 = gl.join(v1, v5)
+    y10 = gl.join(v2, v6)
+    y11 = gl.join(v3, v7)
+    xh0 = gl.join(y00, y10)  # [.., cp, sub] h 0
+    xh1 = gl.join(y01, y11)
+    t = gl.join(xh0, xh1)  # [64, a, j, cp, sub, h]
+    t = gl.permute(t, (0, 2, 3, 4, 1, 5))  # [64, j, cp, sub, a, h]
+    t = gl.reshape(t, [64, 64])
+    return gl.convert_layout(t, A_LAYOUT)
+
+
+@gluon.jit
+def _step_operand(wv, sv, stage, sel, A_LAYOUT: gl.constexpr):
+    """A stage's A operand [64, 128] (the earlier probe's whole-step decode), from the thread's
+    own words in shared memory: one 16-byte read of each of its two rows."""
+    LW: gl.constexpr = g.word_layout()
+    s = sv.index(stage).load(gl.SliceLayout(1, gl.SliceLayout(2, LW)))
+    w = wv.index(stage).permute((0, 2, 1)).load(LW)  # [64, j, a]
+    return g._decode(w, g._rows(s, w), sel, A_LAYOUT)
+
+
+@gluon.jit
+def _consume(w_smem, s_smem, x_smem, wt_smem, ready, empty, out_ptr, e, nb, N, count,
+             MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+    """The default partition (one warpgroup): decode and multiply, step by step, the next step's
+    decode while the last one's wgmmas run (two register buffers, the loop unrolled by two)."""
+    LH: gl.constexpr = half_layout()
+    LW: gl.constexpr = g.word_layout()
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16]
+    )
+    A_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+    # The TMA's unswizzled boxes read back as plain row-major words: [stage, row, a, j] (a ring's
+    # layout has the rank of one stage).
+    PLAIN3: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
+    wv = w_smem._reinterpret(gl.int32, [STAGES, 64, 4, 4], PLAIN3)
+    sv = s_smem._reinterpret(gl.int32, [STAGES, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    # A stage's two [BLOCK_M, 64] halves of x, each a 128-byte-swizzled block, one after the
+    # other: the [BLOCK_M, 128] tile the wgmma reads in one go (one wgmma op a step; two would
+    # have the second's operand packed after the first is issued, and ptxas then serialises
+    # every wgmma).
+    x_mma = x_smem._reinterpret(gl.bfloat16, [STAGES, BLOCK_M, 128], x_smem.layout)
+    jj = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, LW)))
+    sel = gl.full([64, 4, 4], 0x4040, gl.uint32, LW) + (
+        gl.expand_dims(gl.expand_dims(jj, 0), 2) * 0x0101
+    ).to(gl.uint32)  # scale byte j of the row's step word
+
+    acc = gl.zeros([64, BLOCK_M], gl.float32, MMA)
+    mbarrier.wait(ready.index(0), 0)
+    a0 = _step_operand(wv, sv, 0, sel, A_LAYOUT)
+    a1 = gl.zeros([64, 128], gl.bfloat16, A_LAYOUT)
+    for it in range(MAIN_STEPS // 2):
+        i = 2 * it
+        st0 = i % STAGES
+        st1 = (i + 1) % STAGES
+        acc = warpgroup_mma(a0, x_mma.index(st0).permute((1, 0)), acc, is_async=True)
+        acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
+        # step i - 1's wgmma is done: its stage goes back to the producer
+        mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+        mbarrier.wait(ready.index(st1), ((i + 1) // STAGES) & 1)
+        a1 = _step_operand(wv, sv, st1, sel, A_LAYOUT)
+        acc = warpgroup_mma(a1, x_mma.index(st1).permute((1, 0)), acc, is_async=True)
+        acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
+        mbarrier.arrive(empty.index(st0))
+        # Step i + 2 decoded while step i + 1 multiplies. Past the last main step this is the
+        # tail's stage, its weight words stale (decoded, never used): a branch here would make
+        # the operands' registers moves, and ptxas then serialises every wgmma.
+        st2 = (i + 2) % STAGES
+        mbarrier.wait(ready.index(st2), ((i + 2) // STAGES) & 1)
+        a0 = _step_operand(wv, sv, st2, sel, A_LAYOUT)
+
+    # The tail: half a step, its words [64, 8] (word 2a + j) and scale word from their own arrays.
+    # The last main step's wgmma drained first: issued behind it, the tail's (its operand
+    # decoded while that one runs) has ptxas serialise every wgmma of the kernel.
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a0, a1))[0]
+    stt: gl.constexpr = MAIN_STEPS % STAGES
+    mbarrier.wait(ready.index(stt), (MAIN_STEPS // STAGES) & 1)
+    wtv = wt_smem._reinterpret(gl.int32, [64, 4, 2], gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
+    s = sv.index(stt).load(gl.SliceLayout(1, gl.SliceLayout(2, LH)))
+    wt = wtv.load(LH)
+    sw = gl.broadcast(gl.expand_dims(gl.expand_dims(s, 1), 2), wt)[0]
+    jh = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, LH)))
+    sel_t = gl.full([64, 4, 2], 0x4040, gl.uint32, LH) + (
+        gl.expand_dims(gl.expand_dims(jh, 0), 1) * 0x0101
+    ).to(gl.uint32)
+    at = _decode_half(wt, sw, sel_t, A_LAYOUT)
+    acc = warpgroup_mma(at, x_smem.index(2 * stt).permute((1, 0)), acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, at))[0]
+
+    # fp32 out [E, BLOCK_M, N]: out[e, m, nb * 64 + row] = acc[row, m].
+    orow = gl.arange(0, 64, layout=gl.SliceLayout(1, MMA))
+    ocol = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, MMA))
+    o_at = (out_ptr + (e * BLOCK_M).to(gl.int64) * N + gl.expand_dims(ocol, 0).to(gl.int64) * N
+            + nb * 64 + gl.expand_dims(orow, 1))  # fmt: skip
+    gl.store(o_at, acc, mask=gl.expand_dims(ocol < count, 0) & gl.expand_dims(orow >= 0, 1))
+
+
+@gluon.jit
+def _produce(w_desc, s_desc, wt_desc, st_desc, x_desc, w_smem, s_smem, x_smem, wt_smem, ready,
+             empty, tile, e, MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr,
+             STAGES: gl.constexpr):  # fmt: skip
+    """The worker partition (one warp): every step's boxes by TMA into the ring, a stage reused
+    once the consumers give it back."""
+    x_row = e * BLOCK_M
+    w_row = tile * (MAIN_STEPS * 64)
+    s_row = tile * MAIN_STEPS
+    STEP_BYTES: gl.constexpr = (w_desc.block_type.nbytes + s_desc.block_type.nbytes
+                                + 2 * x_desc.block_type.nbytes)  # fmt: skip
+    for i in range(MAIN_STEPS):
+        st = i % STAGES
+        mbarrier.wait(empty.index(st), ((i // STAGES) & 1) ^ 1)
+        bar = ready.index(st)
+        mbarrier.expect(bar, STEP_BYTES)
+        tma.async_copy_global_to_shared(w_desc, [w_row + i * 64, 0], bar, w_smem.index(st))
+        tma.async_copy_global_to_shared(s_desc, [s_row + i, 0], bar, s_smem.index(st))
+        tma.async_copy_global_to_shared(x_desc, [x_row, i * 128], bar, x_smem.index(2 * st))
+        tma.async_copy_global_to_shared(x_desc, [x_row, i * 128 + 64], bar,
+                                        x_smem.index(2 * st + 1))  # fmt: skip
+    st = MAIN_STEPS % STAGES
+    mbarrier.wait(empty.index(st), ((MAIN_STEPS // STAGES) & 1) ^ 1)
+    bar = ready.index(st)
+    TAIL_BYTES: gl.constexpr = (wt_desc.block_type.nbytes + st_desc.block_type.nbytes
+                                + x_desc.block_type.nbytes)  # fmt: skip
+    mbarrier.expect(bar, TAIL_BYTES)
+    tma.async_copy_global_to_shared(wt_desc, [tile * 64, 0], bar, wt_smem)
+    tma.async_copy_global_to_shared(st_desc, [tile, 0], bar, s_smem.index(st))
+    tma.async_copy_global_to_shared(x_desc, [x_row, MAIN_STEPS * 128], bar, x_smem.index(2 * st))
+
+
+@gluon.jit
+def mx_ws_kernel(w_desc, s_desc, wt_desc, st_desc, x_desc, cnt_ptr, out_ptr, N,
+                 MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                 PRODUCER_REGS: gl.constexpr):  # fmt: skip
+    nb = gl.program_id(0)
+    e = gl.program_id(1)
+    count = gl.load(cnt_ptr + e)
+    if count == 0:
+        return
+    tile = e * (N // 64) + nb
+    w_smem = gl.allocate_shared_memory(gl.int32, [STAGES, 64, 16], w_desc.layout)
+    s_smem = gl.allocate_shared_memory(gl.int32, [STAGES, 1, 64], s_desc.layout)
+    x_smem = gl.allocate_shared_memory(gl.bfloat16, [2 * STAGES, BLOCK_M, 64], x_desc.layout)
+    wt_smem = gl.allocate_shared_memory(gl.int32, [64, 8], wt_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    fence_async_shared()
+    gl.warp_specialize(
+        [
+            (_consume, (w_smem, s_smem, x_smem, wt_smem, ready, empty, out_ptr, e, nb, N, count,
+                        MAIN_STEPS, BLOCK_M, STAGES)),
+            (_produce, (w_desc, s_desc, wt_desc, st_desc, x_desc, w_smem, s_smem, x_smem,
+                        wt_smem, ready, empty, tile, e, MAIN_STEPS, BLOCK_M, STAGES)),
+        ],
+        [1],
+        [PRODUCER_REGS],
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Host side.
+
+W_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
+X_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+
+
+def pack(codes: torch.Tensor, scales: torch.Tensor) -> dict:
+    """codes [E, N, R] (0..15), e8m0 scales [E, N, R / 32] -> the probe's arrays: a step's box of
+    64 rows x 16 words contiguous ([E * nb * steps * 64, 16]), its scale words ([E * nb * steps,
+    64]), the tail's words ([E * N, 8]) and scale words ([E * nb, 64]); int32, from
+    `mx_gluon.pack_weights`' natural order."""
+    w_main, w_tail, s_main, s_tail = g.pack_weights(codes, scales)
+    E, N, _ = codes.shape
+    nb, steps = N // ROWS, w_main.shape[-1] // 16
+    w = w_main.reshape(E, nb, ROWS, steps, 16).permute(0, 1, 3, 2, 4).reshape(-1, 16)
+    s = s_main.reshape(E, nb, ROWS, steps).permute(0, 1, 3, 2).reshape(-1, ROWS)
+    return {
+        "w": w.contiguous(),
+        "s": s.contiguous(),
+        "wt": w_tail.reshape(-1, 8).contiguous(),
+        "st": s_tail.reshape(-1, ROWS).contiguous(),
+        "steps": steps,
+        "N": N,
+    }
+
+
+def gather_x(x: torch.Tensor, idx: torch.Tensor, cnt: torch.Tensor, out: torch.Tensor) -> None:
+    """out [E * BLOCK_M, R] bf16: expert e's slot m the row idx[e, m] of x, zeros past its count
+    (what the producer's TMA reads)."""
+    E, block_m = idx.shape
+    keep = (torch.arange(block_m, device=x.device)[None, :] < cnt[:, None]).reshape(-1, 1)
+    torch.mul(x.index_select(0, idx.reshape(-1).long()), keep, out=out)
+
+
+def descriptors(p: dict, xg: torch.Tensor, block_m: int) -> dict:
+    d = TensorDescriptor.from_tensor
+    return {
+        "w": d(p["w"], [ROWS, 16], W_LAYOUT),
+        "s": d(p["s"], [1, ROWS], W_LAYOUT),
+        "wt": d(p["wt"], [ROWS, 8], W_LAYOUT),
+        "st": d(p["st"], [1, ROWS], W_LAYOUT),
+        "x": d(xg, [block_m, 64], X_LAYOUT),
+    }
+
+
+def launch(p: dict, desc: dict, cnt, out, stages=4, maxnreg=None, producer_regs=24) -> None:
+    """The probe over every local expert: ``out`` fp32 [E, BLOCK_M, N]."""
+    E, block_m, N = out.shape
+    mx_ws_kernel[(N // ROWS, E)](desc["w"], desc["s"], desc["wt"], desc["st"], desc["x"], cnt,
+                                 out, N, MAIN_STEPS=p["steps"], BLOCK_M=block_m, STAGES=stages,
+                                 PRODUCER_REGS=producer_regs, num_warps=4,
+                                 **({"maxnreg": maxnreg} if maxnreg else {}))  # fmt: skip
