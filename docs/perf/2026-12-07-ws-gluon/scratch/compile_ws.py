@@ -2,7 +2,7 @@
 shared memory, programs an SM, and each loop's instructions by partition (the consumer's weight
 loop counted as tools/sass_grouped_decode.py counts it). Run:
 PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/compile_ws.py OUT [BLOCK_M] [STAGES] [MAXNREG]
-[PRODUCER_REGS], DIR this folder."""
+[PRODUCER_REGS] [ROWS], DIR this folder."""
 
 import os
 import re
@@ -20,6 +20,7 @@ block_m = int(sys.argv[2]) if len(sys.argv) > 2 else 32
 stages = int(sys.argv[3]) if len(sys.argv) > 3 else 4
 maxnreg = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 producer_regs = int(sys.argv[5]) if len(sys.argv) > 5 else 24
+rows = int(sys.argv[6]) if len(sys.argv) > 6 else 64
 os.makedirs(out, exist_ok=True)
 
 
@@ -28,30 +29,36 @@ def desc(dtype: str, block: list[int], layout) -> str:
 
 
 sig = {
-    "w_desc": desc("i32", [64, 16], p.W_LAYOUT),
-    "s_desc": desc("i32", [1, 64], p.W_LAYOUT),
-    "wt_desc": desc("i32", [64, 8], p.W_LAYOUT),
-    "st_desc": desc("i32", [1, 64], p.W_LAYOUT),
+    "w_desc": desc("i32", [rows, 16], p.W_LAYOUT),
+    "s_desc": desc("i32", [1, rows], p.W_LAYOUT),
+    "wt_desc": desc("i32", [rows, 8], p.W_LAYOUT),
+    "st_desc": desc("i32", [1, rows], p.W_LAYOUT),
     "x_desc": desc("bf16", [block_m, 64], p.X_LAYOUT),
     "cnt_ptr": "*i32",
     "out_ptr": "*fp32",
     "N": "i32",
 }
-cx = {"MAIN_STEPS": 22, "BLOCK_M": block_m, "STAGES": stages, "PRODUCER_REGS": producer_regs}
+cx = {
+    "MAIN_STEPS": 22,
+    "BLOCK_M": block_m,
+    "STAGES": stages,
+    "PRODUCER_REGS": producer_regs,
+    "TILE_ROWS": rows,
+}
 sig.update({c: "constexpr" for c in cx})
 attrs = {(i,): [["tt.divisibility", 16]] for i in (5, 6, 7)}
 k = tcompile(
     GluonASTSource(p.mx_ws_kernel, sig, cx, attrs),
     target=GPUTarget("cuda", 90, 32),
-    options={"num_warps": 4, **({"maxnreg": maxnreg} if maxnreg else {})},
+    options={"num_warps": rows // 16, **({"maxnreg": maxnreg} if maxnreg else {})},
 )
-name = f"ws_m{block_m}_s{stages}_n{maxnreg}_p{producer_regs}"
+name = f"ws_m{block_m}_s{stages}_n{maxnreg}_p{producer_regs}_r{rows}"
 for ext in ("ttgir", "ptx"):
     with open(os.path.join(out, f"{name}.{ext}"), "w") as f:
         f.write(k.asm[ext])
 # 2 rows x 16 bytes of weights a consumer thread a step; 8 warps launched (4 + the producer's
 # warpgroup)
-s.report(name, k, out, 32, 8)
+s.report(name, k, out, 32, rows // 16 + 4)
 sass = open(os.path.join(out, f"{name}.sass")).read()
 body = s.weight_loop_body(sass)
 ops = Counter(

@@ -43,27 +43,32 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../2026-12-06-packed-mx/scratch"))
 import mx_gluon as g  # noqa: E402  (the earlier probe: decode asm, host packing, reference)
 
-ROWS, STEP = 64, 128
+ROWS, STEP = 64, 128  # rows a consumer warpgroup, values a step
 DECODE_ASM = g.DECODE_ASM
 
 
 @gluon.constexpr_function
-def half_layout():
-    """[64 rows, 4 lanes a, 2 words j] uint32: thread (warp w, lane l) holds rows 16w + l/4 and
-    + 8, a = l % 4, both j (8 contiguous bytes a row: words 4a + 2h + j of step half h)."""
+def word_layout(rows, words):
+    """[rows, words j, 4 lanes a] uint32 over rows / 16 warps: thread (warp w, lane l) holds rows
+    16w + l/4 and + 8, a = l % 4, every j (word 4a + j of its row's step, or 2a + j of the tail's:
+    contiguous bytes)."""
+    reg = [[0, 1 << b, 0] for b in range(words.bit_length() - 1)] + [[8, 0, 0]]
+    warps = [[16 << b, 0, 0] for b in range((rows // 16).bit_length() - 1)]
     return gl.DistributedLinearLayout(
-        reg_bases=[[0, 0, 1], [8, 0, 0]],
-        lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
-        warp_bases=[[16, 0, 0], [32, 0, 0]],
+        reg_bases=reg,
+        lane_bases=[[0, 0, 1], [0, 0, 2], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
+        warp_bases=warps,
         block_bases=[],
-        shape=[64, 4, 2],
+        shape=[rows, words, 4],
     )
 
 
 @gluon.jit
-def _decode_half(words, sw, sel, A_LAYOUT: gl.constexpr):
-    """Words [64, a, j] (half_layout), their rows' scale words broadcast, the scale-byte
-    selectors: the A operand [64, 64] bf16 of half a step, K = 32j + 16cp + 8sub + 2a + h."""
+def _decode(words, s, sel, A_LAYOUT: gl.constexpr):
+    """Words [rows, j, a] (word_layout), the rows' scale words [rows], the scale-byte selectors:
+    the A operand [rows, 32 J] bf16, K = 32j + 16cp + 8sub + 2a + h (the earlier probe's decode:
+    `mx_gluon.DECODE_ASM`, pair r = 2 cp + sub in halves (2r, 2r + 1))."""
+    sw = gl.broadcast(gl.expand_dims(gl.expand_dims(s, 1), 2), words)[0]
     v0, v1, v2, v3, v4, v5, v6, v7 = gl.inline_asm_elementwise(
         DECODE_ASM, "=h,=h,=h,=h,=h,=h,=h,=h,r,r,r", [words, sw, sel],
         dtype=(gl.bfloat16,) * 8, is_pure=True, pack=1,
@@ -74,52 +79,61 @@ def _decode_half(words, sw, sel, A_LAYOUT: gl.constexpr):
     y11 = gl.join(v3, v7)
     xh0 = gl.join(y00, y10)  # [.., cp, sub] h 0
     xh1 = gl.join(y01, y11)
-    t = gl.join(xh0, xh1)  # [64, a, j, cp, sub, h]
-    t = gl.permute(t, (0, 2, 3, 4, 1, 5))  # [64, j, cp, sub, a, h]
-    t = gl.reshape(t, [64, 64])
+    t = gl.join(xh0, xh1)  # [rows, j, a, cp, sub, h]
+    t = gl.permute(t, (0, 1, 3, 4, 2, 5))  # [rows, j, cp, sub, a, h]
+    t = gl.reshape(t, [words.shape[0], words.shape[1] * 32])
     return gl.convert_layout(t, A_LAYOUT)
 
 
 @gluon.jit
-def _step_operand(wv, sv, stage, sel, A_LAYOUT: gl.constexpr):
-    """A stage's A operand [64, 128] (the earlier probe's whole-step decode), from the thread's
-    own words in shared memory: one 16-byte read of each of its two rows."""
-    LW: gl.constexpr = g.word_layout()
+def _selectors(LW: gl.constexpr):
+    """Scale byte j of the row's step word, for word j: the byte-permute selector."""
+    rows: gl.constexpr = LW.shape[0]
+    words: gl.constexpr = LW.shape[1]
+    jj = gl.arange(0, words, layout=gl.SliceLayout(0, gl.SliceLayout(2, LW)))
+    j3 = gl.expand_dims(gl.expand_dims(jj, 0), 2)
+    return gl.full([rows, words, 4], 0x4040, gl.uint32, LW) + (j3 * 0x0101).to(gl.uint32)
+
+
+@gluon.jit
+def _step_operand(wv, sv, stage, sel, LW: gl.constexpr, A_LAYOUT: gl.constexpr):
+    """A stage's A operand [rows, 128], from the thread's own words in shared memory: one
+    16-byte read of each of its two rows (the box is row-major: [row, a, j])."""
     s = sv.index(stage).load(gl.SliceLayout(1, gl.SliceLayout(2, LW)))
-    w = wv.index(stage).permute((0, 2, 1)).load(LW)  # [64, j, a]
-    return g._decode(w, g._rows(s, w), sel, A_LAYOUT)
+    w = wv.index(stage).permute((0, 2, 1)).load(LW)  # [rows, j, a]
+    return _decode(w, s, sel, A_LAYOUT)
 
 
 @gluon.jit
 def _consume(w_smem, s_smem, x_smem, wt_smem, ready, empty, out_ptr, e, nb, N, count,
-             MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-    """The default partition (one warpgroup): decode and multiply, step by step, the next step's
-    decode while the last one's wgmmas run (two register buffers, the loop unrolled by two)."""
-    LH: gl.constexpr = half_layout()
-    LW: gl.constexpr = g.word_layout()
+             MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+             TILE_ROWS: gl.constexpr):  # fmt: skip
+    """The default partition (TILE_ROWS / 64 warpgroups): decode and multiply, step by step, the
+    next step's decode while the last one's wgmma runs (two register buffers, the loop unrolled
+    by two)."""
+    LW: gl.constexpr = word_layout(TILE_ROWS, 4)
+    LT: gl.constexpr = word_layout(TILE_ROWS, 2)
     MMA: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16]
+        version=[3, 0], warps_per_cta=[TILE_ROWS // 16, 1], instr_shape=[16, BLOCK_M, 16]
     )
     A_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
     # The TMA's unswizzled boxes read back as plain row-major words: [stage, row, a, j] (a ring's
     # layout has the rank of one stage).
     PLAIN3: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
-    wv = w_smem._reinterpret(gl.int32, [STAGES, 64, 4, 4], PLAIN3)
-    sv = s_smem._reinterpret(gl.int32, [STAGES, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    wv = w_smem._reinterpret(gl.int32, [STAGES, TILE_ROWS, 4, 4], PLAIN3)
+    sv = s_smem._reinterpret(gl.int32, [STAGES, TILE_ROWS],
+                             gl.SwizzledSharedLayout(1, 1, 1, order=[0]))  # fmt: skip
     # A stage's two [BLOCK_M, 64] halves of x, each a 128-byte-swizzled block, one after the
     # other: the [BLOCK_M, 128] tile the wgmma reads in one go (one wgmma op a step; two would
     # have the second's operand packed after the first is issued, and ptxas then serialises
     # every wgmma).
     x_mma = x_smem._reinterpret(gl.bfloat16, [STAGES, BLOCK_M, 128], x_smem.layout)
-    jj = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, LW)))
-    sel = gl.full([64, 4, 4], 0x4040, gl.uint32, LW) + (
-        gl.expand_dims(gl.expand_dims(jj, 0), 2) * 0x0101
-    ).to(gl.uint32)  # scale byte j of the row's step word
+    sel = _selectors(LW)
 
-    acc = gl.zeros([64, BLOCK_M], gl.float32, MMA)
+    acc = gl.zeros([TILE_ROWS, BLOCK_M], gl.float32, MMA)
     mbarrier.wait(ready.index(0), 0)
-    a0 = _step_operand(wv, sv, 0, sel, A_LAYOUT)
-    a1 = gl.zeros([64, 128], gl.bfloat16, A_LAYOUT)
+    a0 = _step_operand(wv, sv, 0, sel, LW, A_LAYOUT)
+    a1 = gl.zeros([TILE_ROWS, 128], gl.bfloat16, A_LAYOUT)
     for it in range(MAIN_STEPS // 2):
         i = 2 * it
         st0 = i % STAGES
@@ -129,7 +143,7 @@ def _consume(w_smem, s_smem, x_smem, wt_smem, ready, empty, out_ptr, e, nb, N, c
         # step i - 1's wgmma is done: its stage goes back to the producer
         mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
         mbarrier.wait(ready.index(st1), ((i + 1) // STAGES) & 1)
-        a1 = _step_operand(wv, sv, st1, sel, A_LAYOUT)
+        a1 = _step_operand(wv, sv, st1, sel, LW, A_LAYOUT)
         acc = warpgroup_mma(a1, x_mma.index(st1).permute((1, 0)), acc, is_async=True)
         acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
         mbarrier.arrive(empty.index(st0))
@@ -138,42 +152,36 @@ def _consume(w_smem, s_smem, x_smem, wt_smem, ready, empty, out_ptr, e, nb, N, c
         # the operands' registers moves, and ptxas then serialises every wgmma.
         st2 = (i + 2) % STAGES
         mbarrier.wait(ready.index(st2), ((i + 2) // STAGES) & 1)
-        a0 = _step_operand(wv, sv, st2, sel, A_LAYOUT)
+        a0 = _step_operand(wv, sv, st2, sel, LW, A_LAYOUT)
 
-    # The tail: half a step, its words [64, 8] (word 2a + j) and scale word from their own arrays.
-    # The last main step's wgmma drained first: issued behind it, the tail's (its operand
+    # The tail: half a step, its words [rows, 8] (word 2a + j) and scale word from their own
+    # arrays. The last main step's wgmma drained first: issued behind it, the tail's (its operand
     # decoded while that one runs) has ptxas serialise every wgmma of the kernel.
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a0, a1))[0]
     stt: gl.constexpr = MAIN_STEPS % STAGES
     mbarrier.wait(ready.index(stt), (MAIN_STEPS // STAGES) & 1)
-    wtv = wt_smem._reinterpret(gl.int32, [64, 4, 2], gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
-    s = sv.index(stt).load(gl.SliceLayout(1, gl.SliceLayout(2, LH)))
-    wt = wtv.load(LH)
-    sw = gl.broadcast(gl.expand_dims(gl.expand_dims(s, 1), 2), wt)[0]
-    jh = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, LH)))
-    sel_t = gl.full([64, 4, 2], 0x4040, gl.uint32, LH) + (
-        gl.expand_dims(gl.expand_dims(jh, 0), 1) * 0x0101
-    ).to(gl.uint32)
-    at = _decode_half(wt, sw, sel_t, A_LAYOUT)
+    wtv = wt_smem._reinterpret(gl.int32, [TILE_ROWS, 4, 2], PLAIN3)
+    s = sv.index(stt).load(gl.SliceLayout(1, gl.SliceLayout(2, LT)))
+    at = _decode(wtv.permute((0, 2, 1)).load(LT), s, _selectors(LT), A_LAYOUT)
     acc = warpgroup_mma(at, x_smem.index(2 * stt).permute((1, 0)), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, at))[0]
 
-    # fp32 out [E, BLOCK_M, N]: out[e, m, nb * 64 + row] = acc[row, m].
-    orow = gl.arange(0, 64, layout=gl.SliceLayout(1, MMA))
+    # fp32 out [E, BLOCK_M, N]: out[e, m, nb * TILE_ROWS + row] = acc[row, m].
+    orow = gl.arange(0, TILE_ROWS, layout=gl.SliceLayout(1, MMA))
     ocol = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, MMA))
     o_at = (out_ptr + (e * BLOCK_M).to(gl.int64) * N + gl.expand_dims(ocol, 0).to(gl.int64) * N
-            + nb * 64 + gl.expand_dims(orow, 1))  # fmt: skip
+            + nb * TILE_ROWS + gl.expand_dims(orow, 1))  # fmt: skip
     gl.store(o_at, acc, mask=gl.expand_dims(ocol < count, 0) & gl.expand_dims(orow >= 0, 1))
 
 
 @gluon.jit
 def _produce(w_desc, s_desc, wt_desc, st_desc, x_desc, w_smem, s_smem, x_smem, wt_smem, ready,
              empty, tile, e, MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr,
-             STAGES: gl.constexpr):  # fmt: skip
+             STAGES: gl.constexpr, TILE_ROWS: gl.constexpr):  # fmt: skip
     """The worker partition (one warp): every step's boxes by TMA into the ring, a stage reused
     once the consumers give it back."""
     x_row = e * BLOCK_M
-    w_row = tile * (MAIN_STEPS * 64)
+    w_row = tile * (MAIN_STEPS * TILE_ROWS)
     s_row = tile * MAIN_STEPS
     STEP_BYTES: gl.constexpr = (w_desc.block_type.nbytes + s_desc.block_type.nbytes
                                 + 2 * x_desc.block_type.nbytes)  # fmt: skip
@@ -182,7 +190,7 @@ def _produce(w_desc, s_desc, wt_desc, st_desc, x_desc, w_smem, s_smem, x_smem, w
         mbarrier.wait(empty.index(st), ((i // STAGES) & 1) ^ 1)
         bar = ready.index(st)
         mbarrier.expect(bar, STEP_BYTES)
-        tma.async_copy_global_to_shared(w_desc, [w_row + i * 64, 0], bar, w_smem.index(st))
+        tma.async_copy_global_to_shared(w_desc, [w_row + i * TILE_ROWS, 0], bar, w_smem.index(st))
         tma.async_copy_global_to_shared(s_desc, [s_row + i, 0], bar, s_smem.index(st))
         tma.async_copy_global_to_shared(x_desc, [x_row, i * 128], bar, x_smem.index(2 * st))
         tma.async_copy_global_to_shared(x_desc, [x_row, i * 128 + 64], bar,
@@ -193,7 +201,7 @@ def _produce(w_desc, s_desc, wt_desc, st_desc, x_desc, w_smem, s_smem, x_smem, w
     TAIL_BYTES: gl.constexpr = (wt_desc.block_type.nbytes + st_desc.block_type.nbytes
                                 + x_desc.block_type.nbytes)  # fmt: skip
     mbarrier.expect(bar, TAIL_BYTES)
-    tma.async_copy_global_to_shared(wt_desc, [tile * 64, 0], bar, wt_smem)
+    tma.async_copy_global_to_shared(wt_desc, [tile * TILE_ROWS, 0], bar, wt_smem)
     tma.async_copy_global_to_shared(st_desc, [tile, 0], bar, s_smem.index(st))
     tma.async_copy_global_to_shared(x_desc, [x_row, MAIN_STEPS * 128], bar, x_smem.index(2 * st))
 
@@ -201,17 +209,17 @@ def _produce(w_desc, s_desc, wt_desc, st_desc, x_desc, w_smem, s_smem, x_smem, w
 @gluon.jit
 def mx_ws_kernel(w_desc, s_desc, wt_desc, st_desc, x_desc, cnt_ptr, out_ptr, N,
                  MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
-                 PRODUCER_REGS: gl.constexpr):  # fmt: skip
+                 PRODUCER_REGS: gl.constexpr, TILE_ROWS: gl.constexpr):  # fmt: skip
     nb = gl.program_id(0)
     e = gl.program_id(1)
     count = gl.load(cnt_ptr + e)
     if count == 0:
         return
-    tile = e * (N // 64) + nb
-    w_smem = gl.allocate_shared_memory(gl.int32, [STAGES, 64, 16], w_desc.layout)
-    s_smem = gl.allocate_shared_memory(gl.int32, [STAGES, 1, 64], s_desc.layout)
+    tile = e * (N // TILE_ROWS) + nb
+    w_smem = gl.allocate_shared_memory(gl.int32, [STAGES, TILE_ROWS, 16], w_desc.layout)
+    s_smem = gl.allocate_shared_memory(gl.int32, [STAGES, 1, TILE_ROWS], s_desc.layout)
     x_smem = gl.allocate_shared_memory(gl.bfloat16, [2 * STAGES, BLOCK_M, 64], x_desc.layout)
-    wt_smem = gl.allocate_shared_memory(gl.int32, [64, 8], wt_desc.layout)
+    wt_smem = gl.allocate_shared_memory(gl.int32, [TILE_ROWS, 8], wt_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -221,9 +229,9 @@ def mx_ws_kernel(w_desc, s_desc, wt_desc, st_desc, x_desc, cnt_ptr, out_ptr, N,
     gl.warp_specialize(
         [
             (_consume, (w_smem, s_smem, x_smem, wt_smem, ready, empty, out_ptr, e, nb, N, count,
-                        MAIN_STEPS, BLOCK_M, STAGES)),
+                        MAIN_STEPS, BLOCK_M, STAGES, TILE_ROWS)),
             (_produce, (w_desc, s_desc, wt_desc, st_desc, x_desc, w_smem, s_smem, x_smem,
-                        wt_smem, ready, empty, tile, e, MAIN_STEPS, BLOCK_M, STAGES)),
+                        wt_smem, ready, empty, tile, e, MAIN_STEPS, BLOCK_M, STAGES, TILE_ROWS)),
         ],
         [1],
         [PRODUCER_REGS],
@@ -237,22 +245,23 @@ W_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=
 X_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
 
 
-def pack(codes: torch.Tensor, scales: torch.Tensor) -> dict:
+def pack(codes: torch.Tensor, scales: torch.Tensor, rows: int = ROWS) -> dict:
     """codes [E, N, R] (0..15), e8m0 scales [E, N, R / 32] -> the probe's arrays: a step's box of
-    64 rows x 16 words contiguous ([E * nb * steps * 64, 16]), its scale words ([E * nb * steps,
-    64]), the tail's words ([E * N, 8]) and scale words ([E * nb, 64]); int32, from
+    ``rows`` rows x 16 words contiguous ([E * nb * steps * rows, 16]), its scale words ([E * nb *
+    steps, rows]), the tail's words ([E * N, 8]) and scale words ([E * nb, rows]); int32, from
     `mx_gluon.pack_weights`' natural order."""
     w_main, w_tail, s_main, s_tail = g.pack_weights(codes, scales)
     E, N, _ = codes.shape
-    nb, steps = N // ROWS, w_main.shape[-1] // 16
-    w = w_main.reshape(E, nb, ROWS, steps, 16).permute(0, 1, 3, 2, 4).reshape(-1, 16)
-    s = s_main.reshape(E, nb, ROWS, steps).permute(0, 1, 3, 2).reshape(-1, ROWS)
+    nb, steps = N // rows, w_main.shape[-1] // 16
+    w = w_main.reshape(E, nb, rows, steps, 16).permute(0, 1, 3, 2, 4).reshape(-1, 16)
+    s = s_main.reshape(E, nb, rows, steps).permute(0, 1, 3, 2).reshape(-1, rows)
     return {
         "w": w.contiguous(),
         "s": s.contiguous(),
         "wt": w_tail.reshape(-1, 8).contiguous(),
-        "st": s_tail.reshape(-1, ROWS).contiguous(),
+        "st": s_tail.reshape(-1, rows).contiguous(),
         "steps": steps,
+        "rows": rows,
         "N": N,
     }
 
@@ -266,20 +275,23 @@ def gather_x(x: torch.Tensor, idx: torch.Tensor, cnt: torch.Tensor, out: torch.T
 
 
 def descriptors(p: dict, xg: torch.Tensor, block_m: int) -> dict:
-    d = TensorDescriptor.from_tensor
+    d, rows = TensorDescriptor.from_tensor, p["rows"]
     return {
-        "w": d(p["w"], [ROWS, 16], W_LAYOUT),
-        "s": d(p["s"], [1, ROWS], W_LAYOUT),
-        "wt": d(p["wt"], [ROWS, 8], W_LAYOUT),
-        "st": d(p["st"], [1, ROWS], W_LAYOUT),
+        "w": d(p["w"], [rows, 16], W_LAYOUT),
+        "s": d(p["s"], [1, rows], W_LAYOUT),
+        "wt": d(p["wt"], [rows, 8], W_LAYOUT),
+        "st": d(p["st"], [1, rows], W_LAYOUT),
         "x": d(xg, [block_m, 64], X_LAYOUT),
     }
 
 
 def launch(p: dict, desc: dict, cnt, out, stages=4, maxnreg=None, producer_regs=24) -> None:
-    """The probe over every local expert: ``out`` fp32 [E, BLOCK_M, N]."""
+    """The probe over every local expert: ``out`` fp32 [E, BLOCK_M, N]; a program's tile
+    p["rows"] rows (64 a consumer warpgroup)."""
     E, block_m, N = out.shape
-    mx_ws_kernel[(N // ROWS, E)](desc["w"], desc["s"], desc["wt"], desc["st"], desc["x"], cnt,
+    rows = p["rows"]
+    mx_ws_kernel[(N // rows, E)](desc["w"], desc["s"], desc["wt"], desc["st"], desc["x"], cnt,
                                  out, N, MAIN_STEPS=p["steps"], BLOCK_M=block_m, STAGES=stages,
-                                 PRODUCER_REGS=producer_regs, num_warps=4,
+                                 PRODUCER_REGS=producer_regs, TILE_ROWS=rows,
+                                 num_warps=rows // 16,
                                  **({"maxnreg": maxnreg} if maxnreg else {}))  # fmt: skip

@@ -12,7 +12,9 @@ earlier probe's, each variant's, and the two gathers on their own. Bytes: the to
 e2m1 values and e8m0 scales; "of copy" over the copy ceiling measured at the start.
 
 Usage: PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/ws_bench.py [--tokens 32,64] [--seeds 0,1]
-[--rank 0] [--variants 4:80,3:80] (stages:maxnreg[:producer_regs]), DIR this folder.
+[--rank 0] [--variants 4:80,3:80] (stages:maxnreg[:producer_regs[:rows]]: rows a program's
+tile, 64 a consumer warpgroup, fc1's only where fc2's N is not a multiple: fc2 then 64) [--ncu]
+(each launch once after the checks, nothing timed: for Nsight Compute), DIR this folder.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--rank", default="0")
     ap.add_argument("--variants", default="4:80,3:80")
+    ap.add_argument("--ncu", action="store_true")
     a = ap.parse_args()
-    variants = [tuple(int(v) for v in (s + ":24").split(":")[:3]) for s in a.variants.split(",")]
+    variants = [tuple(int(v) for v in (s + ":24:64").split(":")[:4]) for s in a.variants.split(",")]
     print(f"{torch.__version__} {torch.cuda.get_device_name(0)}")
     print(f"copy ceiling: {pb.COPY_FROM}", flush=True)
     arm = registry.resolve("grouped_decode")
@@ -54,10 +57,10 @@ def main() -> None:
             if cs.precision != "w4a16" or T not in [int(t) for t in a.tokens.split(",")]:
                 continue
             for rank in [int(r) for r in a.rank.split(",")]:
-                run_case(arm, cs, p, T, seed, rank, variants)
+                run_case(arm, cs, p, T, seed, rank, variants, a.ncu)
 
 
-def run_case(arm, cs, p, T, seed, rank, variants) -> None:
+def run_case(arm, cs, p, T, seed, rank, variants, ncu=False) -> None:
     x = make_tokens(tokens=T, hidden=cs.model.hidden, seed=cs.routing.seed, device=dev)
     prob = family_of(cs).problem(cs, p.routing, p.capacity_rows, x, rank, dev)
     wsp = Workspace(prob, layout=arm.layout)
@@ -72,7 +75,8 @@ def run_case(arm, cs, p, T, seed, rank, variants) -> None:
     touched = int((cnt > 0).sum())
     R = prob.x_TD.shape[1]
     F = prob.intermediate
-    head = f"T={T} seed={seed} rank={rank} slots={int(cnt.sum())} touched={touched} block_m={block_m}"
+    head = (f"T={T} seed={seed} rank={rank} slots={int(cnt.sum())} touched={touched} "
+            f"block_m={block_m}")  # fmt: skip
     print(f"\n{head}", flush=True)
     a_rows = wsp.a.reshape(-1, F)
     work = {}
@@ -81,11 +85,13 @@ def run_case(arm, cs, p, T, seed, rank, variants) -> None:
         ("fc2", prob.w2, prob.w2_scale, a_rows, idx_slot, R),
     ):
         codes = pb.codes_of(w)
-        packed = ws.pack(codes, sc)
         tiled = g.pack_weights(codes, sc, tiled=True)
         xg = torch.empty(E * block_m, xin.shape[1], dtype=torch.bfloat16, device=dev)
         ws.gather_x(xin, idx, cnt, xg)
-        desc = ws.descriptors(packed, xg, block_m)
+        packed, desc = {}, {}
+        for rows in sorted({v[3] if N % v[3] == 0 else 64 for v in variants}):
+            packed[rows] = ws.pack(codes, sc, rows)
+            desc[rows] = ws.descriptors(packed[rows], xg, block_m)
         ref = g.reference(w, sc, xin, idx, cnt, block_m)
         nbytes = touched * N * (codes.shape[-1] // 2 + codes.shape[-1] // 32)
         work[name] = dict(packed=packed, tiled=tiled, xin=xin, idx=idx, xg=xg, desc=desc, ref=ref,
@@ -100,42 +106,53 @@ def run_case(arm, cs, p, T, seed, rank, variants) -> None:
         print(f"probe s3 tiled {name}: max error / max |ref| = "
               f"{pb.rel_err(out, wk['ref'], cnt):.3g}", flush=True)  # fmt: skip
         names.append(f"probe s3 tiled {name}")
-        fns.append(lambda wk=wk, out=out: g.launch(wk["tiled"], wk["xin"], wk["idx"], cnt, out,
-                                                   wk["R"], stages=3, barrier=1, tiled=1))  # fmt: skip
+        fns.append(
+            lambda wk=wk, out=out: g.launch(
+                wk["tiled"], wk["xin"], wk["idx"], cnt, out, wk["R"], stages=3, barrier=1, tiled=1
+            )
+        )
     first = {}
-    for stg, nreg, preg in variants:
-        tag = f"ws s{stg} n{nreg} p{preg}"
+    for stg, nreg, preg, rows in variants:
+        tag = f"ws s{stg} n{nreg} p{preg} r{rows}"
         opts = dict(stages=stg, maxnreg=nreg or None, producer_regs=preg)
         ok, pair = True, []
         for name in ("fc1", "fc2"):
             wk = work[name]
             out = torch.full((E, block_m, wk["N"]), float("nan"), device=dev)
+            r = rows if wk["N"] % rows == 0 else 64
             try:
-                ws.launch(wk["packed"], wk["desc"], cnt, out, **opts)
+                ws.launch(wk["packed"][r], wk["desc"][r], cnt, out, **opts)
                 torch.cuda.synchronize()
             except Exception as exc:  # a compile or launch failure of this variant
                 print(f"{tag} {name}: failed: {exc!r}"[:600], flush=True)
                 ok = False
                 break
             err = pb.rel_err(out, wk["ref"], cnt)
-            valid = (torch.arange(block_m, device=dev)[None, :, None] < cnt[:, None, None]).expand_as(out)
+            slot = torch.arange(block_m, device=dev)[None, :, None]
+            valid = (slot < cnt[:, None, None]).expand_as(out)
             same = torch.equal(out[valid], first[name][valid]) if name in first else True
             first.setdefault(name, out.clone())
-            print(f"{tag} {name}: max error / max |ref| = {err:.3g}; bitwise equal to the first "
-                  f"variant: {same}", flush=True)  # fmt: skip
-            ok = ok and err < 1e-4 and same
-            pair.append((name, wk, out))
+            print(f"{tag} {name} ({r} rows): max error / max |ref| = {err:.3g}; bitwise equal to "
+                  f"the first variant: {same}", flush=True)  # fmt: skip
+            ok = ok and err < 1e-4
+            pair.append((name, wk, out, r))
         if not ok:
             print(f"{tag}: not timed (failed or wrong)", flush=True)
             continue
-        for name, wk, out in pair:
+        for name, wk, out, r in pair:
             names.append(f"{tag} {name}")
-            fns.append(lambda wk=wk, out=out, opts=opts: ws.launch(wk["packed"], wk["desc"], cnt,
-                                                                   out, **opts))  # fmt: skip
+            fns.append(lambda wk=wk, out=out, opts=opts, r=r: ws.launch(
+                wk["packed"][r], wk["desc"][r], cnt, out, **opts))  # fmt: skip
     for name in ("fc1", "fc2"):
         wk = work[name]
         names.append(f"gather {name}")
         fns.append(lambda wk=wk: ws.gather_x(wk["xin"], wk["idx"], cnt, wk["xg"]))
+    if ncu:  # each launch once more, in order, for the profiler; nothing timed
+        for n, fn in zip(names, fns, strict=True):
+            print(f"ncu launch: {n}", flush=True)
+            fn()
+        torch.cuda.synchronize()
+        return
     us = bench.time_interleaved(pb.CLOCK, fns, rounds=8, reps=4)
     for n, t in zip(names, us, strict=True):
         if n.startswith("gather"):
