@@ -2,7 +2,8 @@
 shared memory, programs an SM, and each loop's instructions by partition (the consumer's weight
 loop counted as tools/sass_grouped_decode.py counts it). Run:
 PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/compile_ws.py OUT [BLOCK_M] [STAGES] [MAXNREG]
-[PRODUCER_REGS] [ROWS], DIR this folder."""
+[PRODUCER_REGS] [ROWS], DIR this folder; READ_ONLY=1 in the environment for the
+producer's stream alone."""
 
 import os
 import re
@@ -44,6 +45,7 @@ cx = {
     "STAGES": stages,
     "PRODUCER_REGS": producer_regs,
     "TILE_ROWS": rows,
+    "READ_ONLY": bool(int(os.environ.get("READ_ONLY", "0"))),
 }
 sig.update({c: "constexpr" for c in cx})
 attrs = {(i,): [["tt.divisibility", 16]] for i in (5, 6, 7)}
@@ -52,7 +54,7 @@ k = tcompile(
     target=GPUTarget("cuda", 90, 32),
     options={"num_warps": rows // 16, **({"maxnreg": maxnreg} if maxnreg else {})},
 )
-name = f"ws_m{block_m}_s{stages}_n{maxnreg}_p{producer_regs}_r{rows}"
+name = f"ws_m{block_m}_s{stages}_n{maxnreg}_p{producer_regs}_r{rows}_ro{int(cx['READ_ONLY'])}"
 for ext in ("ttgir", "ptx"):
     with open(os.path.join(out, f"{name}.{ext}"), "w") as f:
         f.write(k.asm[ext])

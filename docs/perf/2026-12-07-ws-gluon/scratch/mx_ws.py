@@ -107,7 +107,7 @@ def _step_operand(wv, sv, stage, sel, LW: gl.constexpr, A_LAYOUT: gl.constexpr):
 @gluon.jit
 def _consume(w_smem, s_smem, x_smem, wt_smem, ready, empty, out_ptr, e, nb, N, count,
              MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
-             TILE_ROWS: gl.constexpr):  # fmt: skip
+             TILE_ROWS: gl.constexpr, READ_ONLY: gl.constexpr):  # fmt: skip
     """The default partition (TILE_ROWS / 64 warpgroups): decode and multiply, step by step, the
     next step's decode while the last one's wgmma runs (two register buffers, the loop unrolled
     by two)."""
@@ -130,41 +130,50 @@ def _consume(w_smem, s_smem, x_smem, wt_smem, ready, empty, out_ptr, e, nb, N, c
     x_mma = x_smem._reinterpret(gl.bfloat16, [STAGES, BLOCK_M, 128], x_smem.layout)
     sel = _selectors(LW)
 
-    acc = gl.zeros([TILE_ROWS, BLOCK_M], gl.float32, MMA)
-    mbarrier.wait(ready.index(0), 0)
-    a0 = _step_operand(wv, sv, 0, sel, LW, A_LAYOUT)
-    a1 = gl.zeros([TILE_ROWS, 128], gl.bfloat16, A_LAYOUT)
-    for it in range(MAIN_STEPS // 2):
-        i = 2 * it
-        st0 = i % STAGES
-        st1 = (i + 1) % STAGES
-        acc = warpgroup_mma(a0, x_mma.index(st0).permute((1, 0)), acc, is_async=True)
-        acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
-        # step i - 1's wgmma is done: its stage goes back to the producer
-        mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
-        mbarrier.wait(ready.index(st1), ((i + 1) // STAGES) & 1)
-        a1 = _step_operand(wv, sv, st1, sel, LW, A_LAYOUT)
-        acc = warpgroup_mma(a1, x_mma.index(st1).permute((1, 0)), acc, is_async=True)
-        acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
-        mbarrier.arrive(empty.index(st0))
-        # Step i + 2 decoded while step i + 1 multiplies. Past the last main step this is the
-        # tail's stage, its weight words stale (decoded, never used): a branch here would make
-        # the operands' registers moves, and ptxas then serialises every wgmma.
-        st2 = (i + 2) % STAGES
-        mbarrier.wait(ready.index(st2), ((i + 2) // STAGES) & 1)
-        a0 = _step_operand(wv, sv, st2, sel, LW, A_LAYOUT)
+    if READ_ONLY:
+        # Timing only (zeros out): the producer's stream alone, each stage given back as soon as
+        # it lands, on the same grid, ring and occupancy.
+        for i in range(MAIN_STEPS):
+            mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
+            mbarrier.arrive(empty.index(i % STAGES))
+        mbarrier.wait(ready.index(MAIN_STEPS % STAGES), (MAIN_STEPS // STAGES) & 1)
+        acc = gl.zeros([TILE_ROWS, BLOCK_M], gl.float32, MMA)
+    else:
+        acc = gl.zeros([TILE_ROWS, BLOCK_M], gl.float32, MMA)
+        mbarrier.wait(ready.index(0), 0)
+        a0 = _step_operand(wv, sv, 0, sel, LW, A_LAYOUT)
+        a1 = gl.zeros([TILE_ROWS, 128], gl.bfloat16, A_LAYOUT)
+        for it in range(MAIN_STEPS // 2):
+            i = 2 * it
+            st0 = i % STAGES
+            st1 = (i + 1) % STAGES
+            acc = warpgroup_mma(a0, x_mma.index(st0).permute((1, 0)), acc, is_async=True)
+            acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
+            # step i - 1's wgmma is done: its stage goes back to the producer
+            mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+            mbarrier.wait(ready.index(st1), ((i + 1) // STAGES) & 1)
+            a1 = _step_operand(wv, sv, st1, sel, LW, A_LAYOUT)
+            acc = warpgroup_mma(a1, x_mma.index(st1).permute((1, 0)), acc, is_async=True)
+            acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
+            mbarrier.arrive(empty.index(st0))
+            # Step i + 2 decoded while step i + 1 multiplies. Past the last main step this is the
+            # tail's stage, its weight words stale (decoded, never used): a branch here would make
+            # the operands' registers moves, and ptxas then serialises every wgmma.
+            st2 = (i + 2) % STAGES
+            mbarrier.wait(ready.index(st2), ((i + 2) // STAGES) & 1)
+            a0 = _step_operand(wv, sv, st2, sel, LW, A_LAYOUT)
 
-    # The tail: half a step, its words [rows, 8] (word 2a + j) and scale word from their own
-    # arrays. The last main step's wgmma drained first: issued behind it, the tail's (its operand
-    # decoded while that one runs) has ptxas serialise every wgmma of the kernel.
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a0, a1))[0]
-    stt: gl.constexpr = MAIN_STEPS % STAGES
-    mbarrier.wait(ready.index(stt), (MAIN_STEPS // STAGES) & 1)
-    wtv = wt_smem._reinterpret(gl.int32, [TILE_ROWS, 4, 2], PLAIN3)
-    s = sv.index(stt).load(gl.SliceLayout(1, gl.SliceLayout(2, LT)))
-    at = _decode(wtv.permute((0, 2, 1)).load(LT), s, _selectors(LT), A_LAYOUT)
-    acc = warpgroup_mma(at, x_smem.index(2 * stt).permute((1, 0)), acc, is_async=True)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, at))[0]
+        # The tail: half a step, its words [rows, 8] (word 2a + j) and scale word from their
+        # own arrays. The last main step's wgmma drained first: issued behind it, the tail's
+        # (its operand decoded while that one runs) has ptxas serialise every wgmma.
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a0, a1))[0]
+        stt: gl.constexpr = MAIN_STEPS % STAGES
+        mbarrier.wait(ready.index(stt), (MAIN_STEPS // STAGES) & 1)
+        wtv = wt_smem._reinterpret(gl.int32, [TILE_ROWS, 4, 2], PLAIN3)
+        s = sv.index(stt).load(gl.SliceLayout(1, gl.SliceLayout(2, LT)))
+        at = _decode(wtv.permute((0, 2, 1)).load(LT), s, _selectors(LT), A_LAYOUT)
+        acc = warpgroup_mma(at, x_smem.index(2 * stt).permute((1, 0)), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, at))[0]
 
     # fp32 out [E, BLOCK_M, N]: out[e, m, nb * TILE_ROWS + row] = acc[row, m].
     orow = gl.arange(0, TILE_ROWS, layout=gl.SliceLayout(1, MMA))
@@ -209,7 +218,8 @@ def _produce(w_desc, s_desc, wt_desc, st_desc, x_desc, w_smem, s_smem, x_smem, w
 @gluon.jit
 def mx_ws_kernel(w_desc, s_desc, wt_desc, st_desc, x_desc, cnt_ptr, out_ptr, N,
                  MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
-                 PRODUCER_REGS: gl.constexpr, TILE_ROWS: gl.constexpr):  # fmt: skip
+                 PRODUCER_REGS: gl.constexpr, TILE_ROWS: gl.constexpr,
+                 READ_ONLY: gl.constexpr = False):  # fmt: skip
     nb = gl.program_id(0)
     e = gl.program_id(1)
     count = gl.load(cnt_ptr + e)
@@ -229,7 +239,7 @@ def mx_ws_kernel(w_desc, s_desc, wt_desc, st_desc, x_desc, cnt_ptr, out_ptr, N,
     gl.warp_specialize(
         [
             (_consume, (w_smem, s_smem, x_smem, wt_smem, ready, empty, out_ptr, e, nb, N, count,
-                        MAIN_STEPS, BLOCK_M, STAGES, TILE_ROWS)),
+                        MAIN_STEPS, BLOCK_M, STAGES, TILE_ROWS, READ_ONLY)),
             (_produce, (w_desc, s_desc, wt_desc, st_desc, x_desc, w_smem, s_smem, x_smem,
                         wt_smem, ready, empty, tile, e, MAIN_STEPS, BLOCK_M, STAGES, TILE_ROWS)),
         ],
@@ -285,7 +295,9 @@ def descriptors(p: dict, xg: torch.Tensor, block_m: int) -> dict:
     }
 
 
-def launch(p: dict, desc: dict, cnt, out, stages=4, maxnreg=None, producer_regs=24) -> None:
+def launch(
+    p: dict, desc: dict, cnt, out, stages=4, maxnreg=None, producer_regs=24, read_only=False
+) -> None:
     """The probe over every local expert: ``out`` fp32 [E, BLOCK_M, N]; a program's tile
     p["rows"] rows (64 a consumer warpgroup)."""
     E, block_m, N = out.shape
@@ -293,5 +305,6 @@ def launch(p: dict, desc: dict, cnt, out, stages=4, maxnreg=None, producer_regs=
     mx_ws_kernel[(N // rows, E)](desc["w"], desc["s"], desc["wt"], desc["st"], desc["x"], cnt,
                                  out, N, MAIN_STEPS=p["steps"], BLOCK_M=block_m, STAGES=stages,
                                  PRODUCER_REGS=producer_regs, TILE_ROWS=rows,
+                                 READ_ONLY=read_only,
                                  num_warps=rows // 16,
                                  **({"maxnreg": maxnreg} if maxnreg else {}))  # fmt: skip
