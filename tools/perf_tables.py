@@ -59,6 +59,7 @@ import perf_specs_stream_k
 import perf_specs_timeline
 import perf_specs_tokenprograms
 import perf_specs_unmasked
+import perf_specs_ws_gluon
 from perf_cells import Table
 from perf_records import REPO, RecordError, Records
 
@@ -67,6 +68,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-05's, 2026-12-04's, 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and
 # issue 19), then the areas, then the runs of issues 15-18.
 SPECS = [
+    perf_specs_ws_gluon,
     perf_specs_h100,
     perf_specs_stream_k,
     perf_specs_biased,
