@@ -53,8 +53,8 @@ multiple of 128). Derived: "best of copy" = the touched experts' bytes over the 
 warp-specialised fc1+fc2, over the copy ceiling measured at the start (2.98 TB/s), read as the
 log's own share times the arm's time over that time. Warp specialisation takes the loop from
 203-212 instructions a step to 160, and its fastest launch is 1-4% faster than the tiled probe:
-76-80% of copy against the tiled probe's 76-79% and the arm's 67-70%. At 96 registers (two programs an SM) it falls to
-66-70%.""",
+76-80% of copy against the tiled probe's 76-79% and the arm's 67-70%. At 96 registers (two
+programs an SM) it falls to 66-70%.""",
         columns=["tokens", "draw", "rank", "the arm", "tiled probe", "warp-spec.",
                  "two warpgroups", "eight stages", "two an SM", "best of copy"],
     )  # fmt: skip
@@ -76,8 +76,8 @@ def ws_stages(r: Records) -> Table:
     t = Table(
         name="ws_gluon_stages",
         caption=f"""\
-{H100}, torch 2.11.0+cu130, triton 3.6.0. The same launches stage by stage (`ws_gluon_probe`'s call):
-64 tokens, draw zero, rank zero. Cells: each launch's time (us) and share of copy as the log
+{H100}, torch 2.11.0+cu130, triton 3.6.0. The same launches stage by stage
+(`ws_gluon_probe`'s call): 64 tokens, draw zero, rank zero. Cells: each launch's time (us) and share of copy as the log
 prints them (the touched experts' values and scales over the time, over 2.98 TB/s). fc1 (5,760
 rows: 1,440 programs of 64 rows) reaches 81-83% in both probes; fc2 (2,880 rows: 720 programs)
 74% warp-specialised and 68% in the tiled probe, whose four programs an SM give 1.36 waves where
@@ -117,8 +117,8 @@ none --launch-skip 6 --launch-count 6 -k regex:mx_ --section SpeedOfLight --sect
 --variants 4:80,4:80:24:128 --ncu`, third call). Derived: "MB / us" = DRAM bytes read over the
 duration; "tail" = the busiest SM's active cycles / the mean SM's - 1. Stalls: cycles a warp
 waits for each reason, per issued instruction. On fc1 both probes move DRAM at 75-77% of its
-peak (2.44-2.49 MB/us, 82-84% of the copy ceiling); the warp-specialised one issues 15% fewer instructions and
-uses 49% of its issue slots (the tiled probe 60%), its consumers waiting on the barrier that
+peak (2.44-2.49 MB/us, 82-84% of the copy ceiling); the warp-specialised one issues 15% fewer
+instructions and uses 49% of its issue slots (the tiled probe 60%), its consumers waiting on the barrier that
 gives a stage back and on the data (the `ready` barrier's wait counts as a long scoreboard):
 fed, not issue-bound.""",
         columns=["stage, kernel", "us", "DRAM read MB", "MB / us", "DRAM % of peak", "L2 %",
