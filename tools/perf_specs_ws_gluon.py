@@ -77,8 +77,8 @@ def ws_stages(r: Records) -> Table:
         name="ws_gluon_stages",
         caption=f"""\
 {H100}, torch 2.11.0+cu130, triton 3.6.0. The same launches stage by stage
-(`ws_gluon_probe`'s call): 64 tokens, draw zero, rank zero. Cells: each launch's time (us) and share of copy as the log
-prints them (the touched experts' values and scales over the time, over 2.98 TB/s). fc1 (5,760
+(`ws_gluon_probe`'s call): 64 tokens, draw zero, rank zero. Cells: each launch's time (us) and
+share of copy as the log prints them (the touched experts' values and scales over the time, over 2.98 TB/s). fc1 (5,760
 rows: 1,440 programs of 64 rows) reaches 81-83% in both probes; fc2 (2,880 rows: 720 programs)
 74% warp-specialised and 68% in the tiled probe, whose four programs an SM give 1.36 waves where
 three give 1.82.""",
@@ -118,8 +118,8 @@ none --launch-skip 6 --launch-count 6 -k regex:mx_ --section SpeedOfLight --sect
 duration; "tail" = the busiest SM's active cycles / the mean SM's - 1. Stalls: cycles a warp
 waits for each reason, per issued instruction. On fc1 both probes move DRAM at 75-77% of its
 peak (2.44-2.49 MB/us, 82-84% of the copy ceiling); the warp-specialised one issues 15% fewer
-instructions and uses 49% of its issue slots (the tiled probe 60%), its consumers waiting on the barrier that
-gives a stage back and on the data (the `ready` barrier's wait counts as a long scoreboard):
+instructions and uses 49% of its issue slots (the tiled probe 60%), its consumers waiting on the
+barrier that gives a stage back and on the data (the `ready` barrier's wait counts as a long scoreboard):
 fed, not issue-bound.""",
         columns=["stage, kernel", "us", "DRAM read MB", "MB / us", "DRAM % of peak", "L2 %",
                  "L2 hit %", "instructions", "issue active %", "warps an SM", "tail",
