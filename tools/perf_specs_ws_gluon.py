@@ -76,12 +76,12 @@ def ws_stages(r: Records) -> Table:
     t = Table(
         name="ws_gluon_stages",
         caption=f"""\
-{H100}, torch 2.11.0+cu130, triton 3.6.0. The same launches stage by stage
-(`ws_gluon_probe`'s call): 64 tokens, draw zero, rank zero. Cells: each launch's time (us) and
-share of copy as the log prints them (the touched experts' values and scales over the time, over 2.98 TB/s). fc1 (5,760
-rows: 1,440 programs of 64 rows) reaches 81-83% in both probes; fc2 (2,880 rows: 720 programs)
-74% warp-specialised and 68% in the tiled probe, whose four programs an SM give 1.36 waves where
-three give 1.82.""",
+{H100}, torch 2.11.0+cu130, triton 3.6.0. The same launches stage by stage (`ws_gluon_probe`'s
+call): 64 tokens, draw zero, rank zero. Cells: each launch's time (us) and share of copy as the log
+prints them (the touched experts' values and scales over the time, over 2.98 TB/s). fc1 (5,760 rows:
+1,440 programs of 64 rows) reaches 81-83% in both probes; fc2 (2,880 rows: 720 programs) 74%
+warp-specialised and 68% in the tiled probe, whose four programs an SM give 1.36 waves where three
+give 1.82.""",
         columns=["launch", "fc1 us", "of copy", "fc2 us", "of copy "],
     )  # fmt: skip
     head = HEAD.format(64, 0, 0)
@@ -111,16 +111,15 @@ def ws_ncu(r: Records) -> Table:
     t = Table(
         name="ws_gluon_ncu",
         caption=f"""\
-{H100}. Nsight Compute on the probes at 64 tokens, draw zero, rank zero (`ncu --clock-control
-none --launch-skip 6 --launch-count 6 -k regex:mx_ --section SpeedOfLight --section Occupancy
---metrics ... python3 docs/perf/{DAY}/scratch/ws_bench.py --tokens 64 --seeds 0 --rank 0
---variants 4:80,4:80:24:128 --ncu`, third call). Derived: "MB / us" = DRAM bytes read over the
-duration; "tail" = the busiest SM's active cycles / the mean SM's - 1. Stalls: cycles a warp
-waits for each reason, per issued instruction. On fc1 both probes move DRAM at 75-77% of its
-peak (2.44-2.49 MB/us, 82-84% of the copy ceiling); the warp-specialised one issues 15% fewer
-instructions and uses 49% of its issue slots (the tiled probe 60%), its consumers waiting on the
-barrier that gives a stage back and on the data (the `ready` barrier's wait counts as a long scoreboard):
-fed, not issue-bound.""",
+{H100}. Nsight Compute on the probes at 64 tokens, draw zero, rank zero (`ncu --clock-control none
+--launch-skip 6 --launch-count 6 -k regex:mx_ --section SpeedOfLight --section Occupancy --metrics
+... python3 docs/perf/{DAY}/scratch/ws_bench.py --tokens 64 --seeds 0 --rank 0 --variants
+4:80,4:80:24:128 --ncu`, third call). Derived: "MB / us" = DRAM bytes read over the duration; "tail"
+= the busiest SM's active cycles / the mean SM's - 1. Stalls: cycles a warp waits for each reason,
+per issued instruction. On fc1 both probes move DRAM at 75-77% of its peak (2.44-2.49 MB/us, 82-84%
+of the copy ceiling); the warp-specialised one issues 15% fewer instructions and uses 49% of its
+issue slots (the tiled probe 60%), its consumers waiting on the barrier that gives a stage back and
+on the data (the `ready` barrier's wait counts as a long scoreboard): fed, not issue-bound.""",
         columns=["stage, kernel", "us", "DRAM read MB", "MB / us", "DRAM % of peak", "L2 %",
                  "L2 hit %", "instructions", "issue active %", "warps an SM", "tail",
                  "long scoreboard", "barrier", "wait"],
