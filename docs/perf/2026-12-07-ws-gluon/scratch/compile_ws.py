@@ -3,7 +3,7 @@ shared memory, programs an SM, and each loop's instructions by partition (the co
 loop counted as tools/sass_grouped_decode.py counts it). Run:
 PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/compile_ws.py OUT [BLOCK_M] [STAGES] [MAXNREG]
 [PRODUCER_REGS] [ROWS], DIR this folder; READ_ONLY=1 in the environment for the
-producer's stream alone."""
+producer's stream alone, PAIRS=1 for two K steps a stage (`mx_ws_pairs_kernel`)."""
 
 import os
 import re
@@ -29,9 +29,11 @@ def desc(dtype: str, block: list[int], layout) -> str:
     return f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
 
 
+pairs = bool(int(os.environ.get("PAIRS", "0")))
+k_steps = 2 if pairs else 1
 sig = {
-    "w_desc": desc("i32", [rows, 16], p.W_LAYOUT),
-    "s_desc": desc("i32", [1, rows], p.W_LAYOUT),
+    "w_desc": desc("i32", [k_steps * rows, 16], p.W_LAYOUT),
+    "s_desc": desc("i32", [k_steps, rows], p.W_LAYOUT),
     "wt_desc": desc("i32", [rows, 8], p.W_LAYOUT),
     "st_desc": desc("i32", [1, rows], p.W_LAYOUT),
     "x_desc": desc("bf16", [block_m, 64], p.X_LAYOUT),
@@ -45,16 +47,18 @@ cx = {
     "STAGES": stages,
     "PRODUCER_REGS": producer_regs,
     "TILE_ROWS": rows,
-    "READ_ONLY": bool(int(os.environ.get("READ_ONLY", "0"))),
 }
+if not pairs:
+    cx["READ_ONLY"] = bool(int(os.environ.get("READ_ONLY", "0")))
 sig.update({c: "constexpr" for c in cx})
 attrs = {(i,): [["tt.divisibility", 16]] for i in (5, 6, 7)}
 k = tcompile(
-    GluonASTSource(p.mx_ws_kernel, sig, cx, attrs),
+    GluonASTSource(p.mx_ws_pairs_kernel if pairs else p.mx_ws_kernel, sig, cx, attrs),
     target=GPUTarget("cuda", 90, 32),
     options={"num_warps": rows // 16, **({"maxnreg": maxnreg} if maxnreg else {})},
 )
-name = f"ws_m{block_m}_s{stages}_n{maxnreg}_p{producer_regs}_r{rows}_ro{int(cx['READ_ONLY'])}"
+ro = int(cx.get("READ_ONLY", 0))
+name = f"ws_m{block_m}_s{stages}_n{maxnreg}_p{producer_regs}_r{rows}_ro{ro}_pairs{int(pairs)}"
 for ext in ("ttgir", "ptx"):
     with open(os.path.join(out, f"{name}.{ext}"), "w") as f:
         f.write(k.asm[ext])

@@ -105,6 +105,18 @@ def _step_operand(wv, sv, stage, sel, LW: gl.constexpr, A_LAYOUT: gl.constexpr):
 
 
 @gluon.jit
+def _store_out(acc, out_ptr, e, nb, N, count, MMA: gl.constexpr):
+    """fp32 out [E, BLOCK_M, N]: out[e, m, nb * rows + row] = acc[row, m], slots below count."""
+    rows: gl.constexpr = acc.shape[0]
+    block_m: gl.constexpr = acc.shape[1]
+    orow = gl.arange(0, rows, layout=gl.SliceLayout(1, MMA))
+    ocol = gl.arange(0, block_m, layout=gl.SliceLayout(0, MMA))
+    o_at = (out_ptr + (e * block_m).to(gl.int64) * N + gl.expand_dims(ocol, 0).to(gl.int64) * N
+            + nb * rows + gl.expand_dims(orow, 1))  # fmt: skip
+    gl.store(o_at, acc, mask=gl.expand_dims(ocol < count, 0) & gl.expand_dims(orow >= 0, 1))
+
+
+@gluon.jit
 def _consume(w_smem, s_smem, x_smem, wt_smem, ready, empty, out_ptr, e, nb, N, count,
              MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
              TILE_ROWS: gl.constexpr, READ_ONLY: gl.constexpr):  # fmt: skip
@@ -175,12 +187,7 @@ def _consume(w_smem, s_smem, x_smem, wt_smem, ready, empty, out_ptr, e, nb, N, c
         acc = warpgroup_mma(at, x_smem.index(2 * stt).permute((1, 0)), acc, is_async=True)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, at))[0]
 
-    # fp32 out [E, BLOCK_M, N]: out[e, m, nb * TILE_ROWS + row] = acc[row, m].
-    orow = gl.arange(0, TILE_ROWS, layout=gl.SliceLayout(1, MMA))
-    ocol = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, MMA))
-    o_at = (out_ptr + (e * BLOCK_M).to(gl.int64) * N + gl.expand_dims(ocol, 0).to(gl.int64) * N
-            + nb * TILE_ROWS + gl.expand_dims(orow, 1))  # fmt: skip
-    gl.store(o_at, acc, mask=gl.expand_dims(ocol < count, 0) & gl.expand_dims(orow >= 0, 1))
+    _store_out(acc, out_ptr, e, nb, N, count, MMA)
 
 
 @gluon.jit
@@ -249,6 +256,132 @@ def mx_ws_kernel(w_desc, s_desc, wt_desc, st_desc, x_desc, cnt_ptr, out_ptr, N,
 
 
 # ---------------------------------------------------------------------------------------------
+# Two K steps a stage (thirty-fourth session, prepared, not yet run on a GPU): the same tile, its
+# ring holding two steps a stage (an 8 KB weight box, two rows of scale words, four x halves), so
+# that a consumer waits on `ready` and arrives on `empty` once every two steps, and the producer
+# issues a copy of each kind once every two: half the barrier traffic, each of which costs the
+# consumer warpgroup a partition-wide bar.sync (the barrier stall of `ws_gluon_ncu`).
+
+
+@gluon.jit
+def _consume_pairs(w_smem, s_smem, x_smem, wt_smem, st_smem, ready, empty, out_ptr, e, nb, N,
+                   count, MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr,
+                   STAGES: gl.constexpr, TILE_ROWS: gl.constexpr):  # fmt: skip
+    LW: gl.constexpr = word_layout(TILE_ROWS, 4)
+    LT: gl.constexpr = word_layout(TILE_ROWS, 2)
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[TILE_ROWS // 16, 1], instr_shape=[16, BLOCK_M, 16]
+    )
+    A_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+    PLAIN3: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
+    # step 2 st + h of the ring (h: the stage's first or second step)
+    wv = w_smem._reinterpret(gl.int32, [2 * STAGES, TILE_ROWS, 4, 4], PLAIN3)
+    sv = s_smem._reinterpret(gl.int32, [2 * STAGES, TILE_ROWS],
+                             gl.SwizzledSharedLayout(1, 1, 1, order=[0]))  # fmt: skip
+    x_mma = x_smem._reinterpret(gl.bfloat16, [2 * STAGES, BLOCK_M, 128], x_smem.layout)
+    sel = _selectors(LW)
+
+    acc = gl.zeros([TILE_ROWS, BLOCK_M], gl.float32, MMA)
+    mbarrier.wait(ready.index(0), 0)
+    a0 = _step_operand(wv, sv, 0, sel, LW, A_LAYOUT)
+    a1 = gl.zeros([TILE_ROWS, 128], gl.bfloat16, A_LAYOUT)
+    for p in range(MAIN_STEPS // 2):
+        st = p % STAGES
+        acc = warpgroup_mma(a0, x_mma.index(2 * st).permute((1, 0)), acc, is_async=True)
+        acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
+        # the stage before's second wgmma is done: the whole stage goes back to the producer
+        mbarrier.arrive(empty.index((p + STAGES - 1) % STAGES), pred=p > 0)
+        a1 = _step_operand(wv, sv, 2 * st + 1, sel, LW, A_LAYOUT)
+        acc = warpgroup_mma(a1, x_mma.index(2 * st + 1).permute((1, 0)), acc, is_async=True)
+        acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
+        # the next stage's first step decoded while this one's second multiplies (past the last
+        # main stage: the tail's, stale words, never used; no branch, see `_consume`)
+        nx = (p + 1) % STAGES
+        mbarrier.wait(ready.index(nx), ((p + 1) // STAGES) & 1)
+        a0 = _step_operand(wv, sv, 2 * nx, sel, LW, A_LAYOUT)
+
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a0, a1))[0]
+    stt: gl.constexpr = (MAIN_STEPS // 2) % STAGES
+    wtv = wt_smem._reinterpret(gl.int32, [TILE_ROWS, 4, 2], PLAIN3)
+    stv = st_smem._reinterpret(gl.int32, [TILE_ROWS], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    s = stv.load(gl.SliceLayout(1, gl.SliceLayout(2, LT)))
+    at = _decode(wtv.permute((0, 2, 1)).load(LT), s, _selectors(LT), A_LAYOUT)
+    acc = warpgroup_mma(at, x_smem.index(4 * stt).permute((1, 0)), acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, at))[0]
+    _store_out(acc, out_ptr, e, nb, N, count, MMA)
+
+
+@gluon.jit
+def _produce_pairs(w_desc, s_desc, wt_desc, st_desc, x_desc, w_smem, s_smem, x_smem, wt_smem,
+                   st_smem, ready, empty, tile, e, MAIN_STEPS: gl.constexpr,
+                   BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                   TILE_ROWS: gl.constexpr):  # fmt: skip
+    x_row = e * BLOCK_M
+    w_row = tile * (MAIN_STEPS * TILE_ROWS)
+    s_row = tile * MAIN_STEPS
+    STAGE_BYTES: gl.constexpr = (w_desc.block_type.nbytes + s_desc.block_type.nbytes
+                                 + 4 * x_desc.block_type.nbytes)  # fmt: skip
+    for p in range(MAIN_STEPS // 2):
+        st = p % STAGES
+        mbarrier.wait(empty.index(st), ((p // STAGES) & 1) ^ 1)
+        bar = ready.index(st)
+        mbarrier.expect(bar, STAGE_BYTES)
+        tma.async_copy_global_to_shared(w_desc, [w_row + p * 2 * TILE_ROWS, 0], bar,
+                                        w_smem.index(st))  # fmt: skip
+        tma.async_copy_global_to_shared(s_desc, [s_row + 2 * p, 0], bar, s_smem.index(st))
+        for h in gl.static_range(4):
+            tma.async_copy_global_to_shared(x_desc, [x_row, p * 256 + h * 64], bar,
+                                            x_smem.index(4 * st + h))  # fmt: skip
+    # the tail's stage: its words, its scale words (in their own buffers) and its x half
+    st = (MAIN_STEPS // 2) % STAGES
+    mbarrier.wait(empty.index(st), (((MAIN_STEPS // 2) // STAGES) & 1) ^ 1)
+    bar = ready.index(st)
+    TAIL_BYTES: gl.constexpr = (wt_desc.block_type.nbytes + st_desc.block_type.nbytes
+                                + x_desc.block_type.nbytes)  # fmt: skip
+    mbarrier.expect(bar, TAIL_BYTES)
+    tma.async_copy_global_to_shared(wt_desc, [tile * TILE_ROWS, 0], bar, wt_smem)
+    tma.async_copy_global_to_shared(st_desc, [tile, 0], bar, st_smem)
+    tma.async_copy_global_to_shared(x_desc, [x_row, MAIN_STEPS * 128], bar, x_smem.index(4 * st))
+
+
+@gluon.jit
+def mx_ws_pairs_kernel(w_desc, s_desc, wt_desc, st_desc, x_desc, cnt_ptr, out_ptr, N,
+                       MAIN_STEPS: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                       PRODUCER_REGS: gl.constexpr, TILE_ROWS: gl.constexpr):  # fmt: skip
+    """`mx_ws_kernel` with two K steps a stage (w_desc's box 2 x TILE_ROWS rows, s_desc's two
+    rows of scale words); MAIN_STEPS even."""
+    gl.static_assert(MAIN_STEPS % 2 == 0, "two steps a stage")
+    nb = gl.program_id(0)
+    e = gl.program_id(1)
+    count = gl.load(cnt_ptr + e)
+    if count == 0:
+        return
+    tile = e * (N // TILE_ROWS) + nb
+    w_smem = gl.allocate_shared_memory(gl.int32, [STAGES, 2 * TILE_ROWS, 16], w_desc.layout)
+    s_smem = gl.allocate_shared_memory(gl.int32, [STAGES, 2, TILE_ROWS], s_desc.layout)
+    x_smem = gl.allocate_shared_memory(gl.bfloat16, [4 * STAGES, BLOCK_M, 64], x_desc.layout)
+    wt_smem = gl.allocate_shared_memory(gl.int32, [TILE_ROWS, 8], wt_desc.layout)
+    st_smem = gl.allocate_shared_memory(gl.int32, [1, TILE_ROWS], st_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    fence_async_shared()
+    gl.warp_specialize(
+        [
+            (_consume_pairs, (w_smem, s_smem, x_smem, wt_smem, st_smem, ready, empty, out_ptr,
+                              e, nb, N, count, MAIN_STEPS, BLOCK_M, STAGES, TILE_ROWS)),
+            (_produce_pairs, (w_desc, s_desc, wt_desc, st_desc, x_desc, w_smem, s_smem, x_smem,
+                              wt_smem, st_smem, ready, empty, tile, e, MAIN_STEPS, BLOCK_M,
+                              STAGES, TILE_ROWS)),
+        ],
+        [1],
+        [PRODUCER_REGS],
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
 # Host side.
 
 W_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
@@ -284,27 +417,31 @@ def gather_x(x: torch.Tensor, idx: torch.Tensor, cnt: torch.Tensor, out: torch.T
     torch.mul(x.index_select(0, idx.reshape(-1).long()), keep, out=out)
 
 
-def descriptors(p: dict, xg: torch.Tensor, block_m: int) -> dict:
-    d, rows = TensorDescriptor.from_tensor, p["rows"]
+def descriptors(p: dict, xg: torch.Tensor, block_m: int, pairs: bool = False) -> dict:
+    """The TMA descriptors; ``pairs``: two K steps a box (`mx_ws_pairs_kernel`)."""
+    d, rows, k = TensorDescriptor.from_tensor, p["rows"], 2 if pairs else 1
     return {
-        "w": d(p["w"], [rows, 16], W_LAYOUT),
-        "s": d(p["s"], [1, rows], W_LAYOUT),
+        "w": d(p["w"], [k * rows, 16], W_LAYOUT),
+        "s": d(p["s"], [k, rows], W_LAYOUT),
         "wt": d(p["wt"], [rows, 8], W_LAYOUT),
         "st": d(p["st"], [1, rows], W_LAYOUT),
         "x": d(xg, [block_m, 64], X_LAYOUT),
     }
 
 
-def launch(
-    p: dict, desc: dict, cnt, out, stages=4, maxnreg=None, producer_regs=24, read_only=False
-) -> None:
+def launch(p: dict, desc: dict, cnt, out, stages=4, maxnreg=None, producer_regs=24,
+           read_only=False, pairs=False) -> None:  # fmt: skip
     """The probe over every local expert: ``out`` fp32 [E, BLOCK_M, N]; a program's tile
-    p["rows"] rows (64 a consumer warpgroup)."""
+    p["rows"] rows (64 a consumer warpgroup); ``pairs``: two K steps a stage (``desc`` made with
+    ``pairs``; ``stages`` then counts pairs)."""
     E, block_m, N = out.shape
     rows = p["rows"]
-    mx_ws_kernel[(N // rows, E)](desc["w"], desc["s"], desc["wt"], desc["st"], desc["x"], cnt,
-                                 out, N, MAIN_STEPS=p["steps"], BLOCK_M=block_m, STAGES=stages,
-                                 PRODUCER_REGS=producer_regs, TILE_ROWS=rows,
-                                 READ_ONLY=read_only,
-                                 num_warps=rows // 16,
-                                 **({"maxnreg": maxnreg} if maxnreg else {}))  # fmt: skip
+    args = (desc["w"], desc["s"], desc["wt"], desc["st"], desc["x"], cnt, out, N)
+    opts = dict(MAIN_STEPS=p["steps"], BLOCK_M=block_m, STAGES=stages,
+                PRODUCER_REGS=producer_regs, TILE_ROWS=rows, num_warps=rows // 16,
+                **({"maxnreg": maxnreg} if maxnreg else {}))  # fmt: skip
+    if pairs:
+        assert not read_only, "the read-only form is the one-step ring's"
+        mx_ws_pairs_kernel[(N // rows, E)](*args, **opts)
+    else:
+        mx_ws_kernel[(N // rows, E)](*args, READ_ONLY=read_only, **opts)

@@ -12,9 +12,10 @@ earlier probe's, each variant's, and the two gathers on their own. Bytes: the to
 e2m1 values and e8m0 scales; "of copy" over the copy ceiling measured at the start.
 
 Usage: PYTHONPATH=$PWD:$PWD/tools:DIR python3 DIR/ws_bench.py [--tokens 32,64] [--seeds 0,1]
-[--rank 0] [--variants 4:80,3:80] (stages:maxnreg[:producer_regs[:rows[:read_only]]]: rows a
-program's tile, 64 a consumer warpgroup, fc1's only where fc2's N is not a multiple: fc2 then 64;
-read_only 1: the producer's stream alone, timed, never checked (zeros out)) [--ncu]
+[--rank 0] [--variants 4:80,3:80] (stages:maxnreg[:producer_regs[:rows[:read_only[:pairs]]]]:
+rows a program's tile, 64 a consumer warpgroup, fc1's only where fc2's N is not a multiple: fc2
+then 64; read_only 1: the producer's stream alone, timed, never checked (zeros out); pairs 1: two
+K steps a stage, `mx_ws_pairs_kernel`, stages then counting pairs) [--ncu]
 (each launch once after the checks, nothing timed: for Nsight Compute), DIR this folder.
 """
 
@@ -46,7 +47,7 @@ def main() -> None:
     ap.add_argument("--variants", default="4:80,3:80")
     ap.add_argument("--ncu", action="store_true")
     a = ap.parse_args()
-    defaults = (4, 80, 24, 64, 0)  # stages, maxnreg, producer registers, rows, read-only
+    defaults = (4, 80, 24, 64, 0, 0)  # stages, maxnreg, producer registers, rows, read-only, pairs
     variants = []
     for spec in a.variants.split(","):
         given = [int(v) for v in spec.split(":")]
@@ -96,7 +97,8 @@ def run_case(arm, cs, p, T, seed, rank, variants, ncu=False) -> None:
         packed, desc = {}, {}
         for rows in sorted({v[3] if N % v[3] == 0 else 64 for v in variants}):
             packed[rows] = ws.pack(codes, sc, rows)
-            desc[rows] = ws.descriptors(packed[rows], xg, block_m)
+            for pairs in (0, 1):
+                desc[rows, pairs] = ws.descriptors(packed[rows], xg, block_m, bool(pairs))
         ref = g.reference(w, sc, xin, idx, cnt, block_m)
         nbytes = touched * N * (codes.shape[-1] // 2 + codes.shape[-1] // 32)
         work[name] = dict(packed=packed, tiled=tiled, xin=xin, idx=idx, xg=xg, desc=desc, ref=ref,
@@ -117,16 +119,18 @@ def run_case(arm, cs, p, T, seed, rank, variants, ncu=False) -> None:
             )
         )
     first = {}
-    for stg, nreg, preg, rows, ro in variants:
+    for stg, nreg, preg, rows, ro, pairs in variants:
         tag = f"ws s{stg} n{nreg} p{preg} r{rows}" + (" read-only" if ro else "")
-        opts = dict(stages=stg, maxnreg=nreg or None, producer_regs=preg, read_only=bool(ro))
+        tag += " pairs" if pairs else ""
+        opts = dict(stages=stg, maxnreg=nreg or None, producer_regs=preg, read_only=bool(ro),
+                    pairs=bool(pairs))  # fmt: skip
         ok, pair = True, []
         for name in ("fc1", "fc2"):
             wk = work[name]
             out = torch.full((E, block_m, wk["N"]), float("nan"), device=dev)
             r = rows if wk["N"] % rows == 0 else 64
             try:
-                ws.launch(wk["packed"][r], wk["desc"][r], cnt, out, **opts)
+                ws.launch(wk["packed"][r], wk["desc"][r, pairs], cnt, out, **opts)
                 torch.cuda.synchronize()
             except Exception as exc:  # a compile or launch failure of this variant
                 print(f"{tag} {name}: failed: {exc!r}"[:600], flush=True)
@@ -141,14 +145,14 @@ def run_case(arm, cs, p, T, seed, rank, variants, ncu=False) -> None:
             print(f"{tag} {name} ({r} rows): max error / max |ref| = {err:.3g}; bitwise equal to "
                   f"the first variant: {same}", flush=True)  # fmt: skip
             ok = ok and (bool(ro) or err < 1e-4)
-            pair.append((name, wk, out, r))
+            pair.append((name, wk, out, r, pairs))
         if not ok:
             print(f"{tag}: not timed (failed or wrong)", flush=True)
             continue
-        for name, wk, out, r in pair:
+        for name, wk, out, r, pairs in pair:
             names.append(f"{tag} {name}")
-            fns.append(lambda wk=wk, out=out, opts=opts, r=r: ws.launch(
-                wk["packed"][r], wk["desc"][r], cnt, out, **opts))  # fmt: skip
+            fns.append(lambda wk=wk, out=out, opts=opts, r=r, pairs=pairs: ws.launch(
+                wk["packed"][r], wk["desc"][r, pairs], cnt, out, **opts))  # fmt: skip
     for name in ("fc1", "fc2"):
         wk = work[name]
         names.append(f"gather {name}")
