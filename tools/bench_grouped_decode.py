@@ -25,7 +25,7 @@ Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by de
 in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one item each,
 comma separated, at every count of ``--variant-tokens``:
 path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage[:rot
-[:placed[:packed[:ragged[:prefetch[:ahead[:ready[:dot[:biased[:split[:stream]]]]]]]]]]]]]]]]]]]
+[:placed[:packed[:ragged[:prefetch[:ahead[:ready[:dot[:biased[:split[:stream[:gluon]]]]]]]]]]]]]]]]]]]]
 (one item, no spaces), "-" for the arm's default of a field, block_k in values (FP8 one a byte,
 MXFP4 two), e.g. "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
 (`Launch.pass_grid`, `grouped_launch.one_pass_launch`) or its expert loop (4 stages, 128 registers),
@@ -55,7 +55,10 @@ where a scale byte is above 128); split: fc2's K steps over that many programs a
 never: its GLU; the name then ends in " fc2-split" and the count); stream: that many programs an SM
 on the persistent grid that splits every tile's K steps evenly (`Launch.stream_k`, `stream_k`;
 MXFP4's one-pass tile only, the launcher refuses it elsewhere; both stages unless stage says one;
-fc2 then waits for the whole of fc1, ready dropped). A field left to the default of
+fc2 then waits for the whole of fc1, ready dropped); gluon 1 or 0: MXFP4's one-pass tile in Gluon
+(`Launch.mx_gluon`, `mx_gluon`: its own stages and register cap unless the variant gives them; the
+Triton tile where the stage cannot run it, the CPU included, and the name says which; fc2 then waits
+for the whole of fc1). A field left to the default of
 another path takes that path's
 (`grouped_launch.path_launch`). The arm's own
 launch always runs, as "default", and a variant equal to it is skipped. Cases run from the most
@@ -97,7 +100,13 @@ from moebench.arm.decode import Workspace
 from moebench.core.numerics import TOLERANCE, calc_diff
 from moebench.gates.checks import check_decode_sentinels
 from moebench.gates.families import family_of
-from moebench.kernels.grouped_launch import Launch, one_pass_launch, paired_launches, path_launch
+from moebench.kernels.grouped_launch import (
+    Launch,
+    gluon_launch,
+    one_pass_launch,
+    paired_launches,
+    path_launch,
+)
 from moebench.measure import bench
 from moebench.measure.clock import Clock
 from moebench.plan.cases import plan
@@ -153,7 +162,7 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (23 - len(f))
+        f += ["-"] * (24 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
@@ -172,13 +181,14 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
         biased = None if f[20] in ("-", "") else bool(int(f[20]))
         split = None if f[21] in ("-", "") else int(f[21])
         stream = None if f[22] in ("-", "") else int(f[22])
+        gluon = None if f[23] in ("-", "") else bool(int(f[23]))
         if packed not in (None, 0, 1, 2):
             raise ValueError(f"variant {item!r}: packed must be 0, 1 or 2, got {packed}")
         if stage not in (None, 1, 2):
             raise ValueError(f"variant {item!r}: stage must be 1 (fc1) or 2 (fc2), got {stage}")
         out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage, rot, placed,
                              packed, ragged, prefetch, ahead, ready, dot, biased,
-                             split, stream)))  # fmt: skip
+                             split, stream, gluon)))  # fmt: skip
     return out
 
 
@@ -187,11 +197,11 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
-    fields15 = (*extra, *[None] * 15)[:15]
+    fields15 = (*extra, *[None] * 16)[:16]
     registers, tma, early, _stage, rot, placed, packed, ragged, prefetch, ahead, _ready, dot = (
         fields15[:12]
     )
-    biased, split, stream = fields15[12:15]
+    biased, split, stream, gluon = fields15[12:16]
     # The arm's K order where its launch takes it (default_launch, from R), kept when the path's
     # or the passes' defaults are taken again below (path_launch does not know R).
     ordered = base.mx_dot_order
@@ -204,6 +214,9 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
         base = path_launch("dot", fmt, columns=columns, block_m=base.block_m, pdl=base.pdl)
         if passes:
             base = one_pass_launch(base, fmt)
+    if gluon is not None and fmt == "mxfp4" and base.path == "dot" and base.pass_grid:
+        # The Gluon tile's own stages and register cap, unless the variant says others.
+        base = gluon_launch(base) if gluon else dataclasses.replace(base, mx_gluon=False)
     fields = dataclasses.asdict(base)
     chosen = (("block_m", bm), ("block_n", bn), ("block_k", bk), ("num_warps", nw),
               ("num_stages", stages), ("pdl", pdl), ("max_registers", registers))  # fmt: skip
@@ -273,6 +286,7 @@ def describe(launch: Launch) -> str:
             + (" biased" if L.mx_biased_scales else "")
             + (f" split{L.split_k}" if L.split_k > 1 else "")
             + (f" stream{L.stream_k}" if L.stream_k else "")
+            + (" gluon" if L.mx_gluon else "")
             + (f" pf{L.fp8_prefetch}" if L.fp8_prefetch else "")
             + (f" ahead{L.fp8_prefetch_ahead}" if L.fp8_prefetch_ahead else "")
             + (f" ready-{L.expert_ready}" if L.expert_ready else ""))  # fmt: skip
@@ -360,6 +374,9 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
                 l1, l2 = (grouped_decode.scales_launch(f, grouped_decode.tiles_scales(w, s, f)[1])
                           for f, w, s in ((l1, prob.w13, prob.w13_scale),
                                           (l2, prob.w2, prob.w2_scale)))  # fmt: skip
+                # The Gluon tile where the stage can run it, the Triton tile otherwise (the CPU).
+                l1 = grouped_decode.gluon_or_triton(l1, prob.w13, prob.w13_scale, prob.x_TD, base1)
+                l2 = grouped_decode.gluon_or_triton(l2, prob.w2, prob.w2_scale, prob.x_TD, base2)
                 name = f"grouped {describe(l1 if only != 2 else l2)}"
                 name += f" fc{only}" if only else ""
                 if only != 2 and l2.split_k > 1:  # the name is fc1's launch: fc2's split too

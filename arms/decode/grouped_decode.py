@@ -34,6 +34,7 @@ from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.expert_ready import ready_counters
 from moebench.kernels.fp8_placed import place_e4m3
 from moebench.kernels.grouped_gemv import (
+    grid_programs,
     grid_tiles,
     grouped_gemv,
     max_scale_byte,
@@ -42,7 +43,11 @@ from moebench.kernels.grouped_gemv import (
 from moebench.kernels.grouped_launch import Launch, default_launch, paired_launches
 from moebench.kernels.launch import weight_format
 from moebench.kernels.mx_dot_order import dot_order_mxfp4
+from moebench.kernels.mx_gluon import grouped_gluon_mxfp4, x_rows_aligned
+from moebench.kernels.mx_gluon_layout import GluonWeights, gluon_scales, gluon_words
+from moebench.kernels.mx_gluon_layout import fits as gluon_layout_fits
 from moebench.kernels.mx_rotated import FOLD_SCALES_UP_TO, biased_scales, rotate_mxfp4
+from moebench.kernels.pass_table import new_table, pass_table
 from moebench.kernels.split_k import split_scratch
 from moebench.kernels.stream_k import stream_programs, stream_scratch
 from moebench.kernels.tile_packed import pack_tiles
@@ -61,7 +66,10 @@ PDL = {"w8a16": True, "w4a16": True}
 # chosen per case from the shapes), and those they must not (moebench/gates/dispatch.py).
 _LAUNCHES = {
     "w8a16": ("_grouped_gemv_fp8|_grouped_dot_fp8", "_combine_topk"),
-    "w4a16": ("_grouped_gemv_mxfp4|_grouped_dot_mxfp4|_grouped_dot_mxfp4_stream", "_combine_topk"),
+    "w4a16": (
+        "_grouped_gemv_mxfp4|_grouped_dot_mxfp4|_grouped_dot_mxfp4_stream|_grouped_gluon_mxfp4",
+        "_combine_topk",
+    ),
 }
 _FORBIDDEN = ("_batched_gemm", "_sparse_gemv_fp8", "_sparse_gemv_mxfp4", "_sparse_gemv_mxfp4_dot")
 
@@ -115,6 +123,12 @@ _MX_PACKED_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tenso
 _MX_DOT_ORDER_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tensor]]] = {}
 
 
+# MXFP4 weights and scales in `mx_gluon_layout`'s layout for the Gluon tile (`Launch.mx_gluon`),
+# one copy a tensor while it lives (`pipeline.made_once`): about the problem's own bytes again.
+_GLUON_WORDS: dict[int, tuple[int, tuple[torch.Tensor, torch.Tensor]]] = {}
+_GLUON_SCALES: dict[int, tuple[int, tuple[torch.Tensor, torch.Tensor]]] = {}
+
+
 def _padded_entry(w_scale: torch.Tensor) -> torch.Tensor | None:
     padded = word_aligned_scales(w_scale)
     return None if padded is w_scale else padded
@@ -134,6 +148,8 @@ def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
     if weight_format(w) != "mxfp4" or launch.path != "dot":
         return w_scale, None
     largest = pipeline.made_once(_LARGEST_SCALE, w_scale, max_scale_byte)
+    if launch.mx_gluon:  # (scales, tail scales) in `mx_gluon_layout`'s layout
+        return pipeline.made_once(_GLUON_SCALES, w_scale, gluon_scales), largest
     biased = scales_launch(launch, largest).mx_biased_scales
     if launch.mx_packed_scales or biased:
         bn, bk, packed = launch.block_n, launch.block_k, launch.mx_packed_scales
@@ -170,6 +186,8 @@ def tiles_weights(w, launch: Launch) -> torch.Tensor:
     tile in its K order (``mx_dot_order``: `mx_dot_order.dot_order_mxfp4` for the launch's block_k,
     rotated, packed where the launch is) likewise, otherwise the problem's own tensor."""
     fmt = weight_format(w)
+    if launch.mx_gluon and fmt == "mxfp4":  # (main, tail) words in `mx_gluon_layout`'s layout
+        return pipeline.made_once(_GLUON_WORDS, w, gluon_words)
     if launch.mx_dot_order and fmt == "mxfp4":
         bn, bk, packed = launch.block_n, launch.block_k, launch.mx_packed
         cache = _MX_DOT_ORDER_WEIGHTS.setdefault((bn, bk, packed), {})
@@ -209,10 +227,15 @@ def build_stages(
     E, off = p.local_experts, p.expert_offset
     default1, default2 = launches(p)
     fc1, fc2 = fc1 or default1, fc2 or default2
+    fc1 = gluon_or_triton(fc1, p.w13, p.w13_scale, p.x_TD, default1)
+    fc2 = gluon_or_triton(fc2, p.w2, p.w2_scale, ws.a, default2)
+    if fc1.mx_gluon or fc2.mx_gluon:  # the Gluon tile keeps no counters: fc2 waits for all of fc1
+        fc1, fc2 = (dataclasses.replace(f, expert_ready="") for f in (fc1, fc2))
     s13, max13 = tiles_scales(p.w13, p.w13_scale, fc1)
     s2, max2 = tiles_scales(p.w2, p.w2_scale, fc2)
     fc1, fc2 = scales_launch(fc1, max13), scales_launch(fc2, max2)
     w13, w2 = tiles_weights(p.w13, fc1), tiles_weights(p.w2, fc2)
+    tables = _pass_tables(p, (fc1, fc2))
     # fc2 waiting for fc1 expert by expert (`expert_ready`): fc1 signals, fc2 waits, on counters
     # made here, never in a step.
     roles = (fc1.expert_ready, fc2.expert_ready)
@@ -230,11 +253,18 @@ def build_stages(
     stream1, stream2 = (_stream_scratch(p, f, w.shape[1]) for f, w in ((fc1, p.w13), (fc2, p.w2)))
 
     def run_fc1() -> None:
+        if fc1.mx_gluon:
+            _run_gluon(p, fc1, tables, p.x_TD, w13, s13, p.b13_E2F, ws.a, p.activation, first=True)
+            return
         grouped_gemv(p.x_TD, p.topk_ids_TK, w13, s13, p.b13_E2F, ws.a, expert_offset=off,
                      launch=fc1, glu=p.activation, max_scale_byte=max13, ready=ready,
                      stream=stream1)  # fmt: skip
 
     def run_fc2() -> None:
+        if fc2.mx_gluon:
+            first = not (fc1.mx_gluon and fc1.block_m == fc2.block_m)
+            _run_gluon(p, fc2, tables, ws.a, w2, s2, p.b2_ED, ws.o, "none", first=first)
+            return
         grouped_gemv(ws.a, p.topk_ids_TK, w2, s2, p.b2_ED, ws.o, expert_offset=off,
                      launch=fc2, max_scale_byte=max2, ready=ready, split=split,
                      stream=stream2)  # fmt: skip
@@ -245,6 +275,49 @@ def build_stages(
 
     fns = (run_fc1, run_fc2, run_combine)
     return tuple(Stage(name=n, run=f) for n, f in zip(DECODE_STAGES, fns, strict=True))
+
+
+def gluon_or_triton(launch: Launch, w, w_scale, x: torch.Tensor, default: Launch) -> Launch:
+    """``launch``, or where it asks for the Gluon tile (``mx_gluon``) and the stage cannot run it
+    the Triton tile's one-pass launch for the stage (``default`` without ``mx_gluon``, or
+    ``launch`` without it where the default is no one-pass tile): Gluon runs on CUDA devices only
+    (no interpreter), for MXFP4 weights whose shapes take its layout (`mx_gluon_layout.fits`),
+    scale bytes up to FOLD_SCALES_UP_TO and x's rows on 16-byte boundaries."""
+    if not launch.mx_gluon:
+        return launch
+    N, R = w.shape[1], w.shape[2] * 2
+    ok = (x.is_cuda and weight_format(w) == "mxfp4" and gluon_layout_fits(N, R)
+          and x_rows_aligned(x))  # fmt: skip
+    if ok:
+        largest = pipeline.made_once(_LARGEST_SCALE, w_scale, max_scale_byte)
+        ok = largest is not None and largest <= FOLD_SCALES_UP_TO
+    if ok:
+        return launch
+    triton_tile = default if default.pass_grid and not default.mx_gluon else launch
+    return dataclasses.replace(triton_tile, mx_gluon=False)
+
+
+def _pass_tables(p: Problem, stages: tuple[Launch, ...]) -> dict[int, torch.Tensor]:
+    """The pass tables (`pass_table`) of the Gluon stages, one a block_m, made here, never in a
+    step."""
+    T, K = p.topk_ids_TK.shape
+    E = p.local_experts
+    return {f.block_m: new_table(grid_programs(T, K, E, f), f.block_m, p.x_TD.device)
+            for f in stages if f.mx_gluon}  # fmt: skip
+
+
+def _run_gluon(p: Problem, launch: Launch, tables, x, w: GluonWeights, scales, bias, out, glu,
+               *, first: bool) -> None:  # fmt: skip
+    """A Gluon stage: its pass table filled from the routing where it is the table's first reader
+    (`pass_table`, before fc1), then the tile (`mx_gluon.grouped_gluon_mxfp4`)."""
+    table = tables[launch.block_m]
+    if first:
+        pass_table(p.topk_ids_TK, table, expert_offset=p.expert_offset, experts=p.local_experts,
+                   block_m=launch.block_m, pdl=launch.pdl)  # fmt: skip
+    grouped_gluon_mxfp4(x, table, GluonWeights(*w, *scales), bias, out,
+                        top_k=p.topk_ids_TK.shape[1], block_m=launch.block_m, glu=glu,
+                        stages=launch.num_stages, pdl=launch.pdl,
+                        max_registers=launch.max_registers)  # fmt: skip
 
 
 def _stream_scratch(p: Problem, launch: Launch, columns: int):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from moebench.kernels.mx_dot_order import fits
+from moebench.kernels.mx_gluon_layout import fits as gluon_fits
 
 PATHS = ("gemv", "dot")
 
@@ -48,7 +49,12 @@ class Launch:
     (a stage with no GLU; `split_k`: the parts' sums added on the device in a fixed order, 1:
     none; the fp32 sums grouped by part), and the MXFP4 one-pass tile on a persistent grid of
     ``stream_k`` programs an SM that splits every tile's K steps evenly over them (`stream_k`;
-    0: none; the fp32 sums of a tile two programs share grouped by program)."""
+    0: none; the fp32 sums of a tile two programs share grouped by program), and the MXFP4
+    one-pass tile written in Gluon (``mx_gluon``: `mx_gluon`, on the GPU where its layout fits,
+    the Triton tile elsewhere; weights in `mx_gluon_layout`'s layout, a copy made when the arm
+    builds its stages; ``num_stages`` the slots' ring and ``max_registers`` its cap; its passes
+    from `pass_table`; fc2 waits for the whole of fc1; the same products, summed in another
+    order)."""
 
     path: str
     block_m: int
@@ -73,6 +79,7 @@ class Launch:
     mx_biased_scales: bool = False
     split_k: int = 1
     stream_k: int = 0
+    mx_gluon: bool = False
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the
@@ -142,6 +149,14 @@ PASS_GRID_MXFP4_MAX_REGISTERS = 80
 # registers) +40.0 / +41.0 / +31.3% at 16 / 32 / 64 tokens, 8 an SM (64 registers, 2 stages)
 # +57.5 / +51.9 / +45.4%; at 64 tokens fc1 alone +23%, fc2 +35%.
 PASS_GRID_MXFP4_STREAM_K = 0
+# MXFP4's one-pass tile in Gluon (``Launch.mx_gluon``, `mx_gluon`) where the stage's shapes take
+# its layout (`mx_gluon_layout.fits`): its own stages (the slots' ring) and register cap (0: the
+# compiler's, 127 registers and 4 programs an SM at gpt-oss-20b's shapes, sm_90a offline). Off
+# until the gated scenario and the bench have run it on a GPU; the probes it comes from ran fc1
+# and fc2 17-21% faster than the arm's tile (H100, docs/perf/2026-12-06-packed-mx/).
+MX_GLUON = False
+GLUON_STAGES = 3
+GLUON_MAX_REGISTERS = 0
 # The FP8 one-pass tile steps 64 values at a time on 6 stages (PASS_GRID_FP8_BLOCK_K,
 # PASS_GRID_FP8_STAGES) where it took 128 on 3: five steps' weights in flight behind the one in use
 # (20 KB a program) against two (16 KB), at the same 6 programs an SM. sm_90a (offline,
@@ -273,8 +288,8 @@ def paired_launches(
     """fc1's and fc2's default launches with fc2 waiting for fc1 expert by expert where the
     measurements say so (EXPERT_READY_FROM_SLOTS_PER_EXPERT): both the tile with the dependent
     launch, not on the persistent grid (`stream_k`), and one pass a program or (FP8) at least
-    that many slots an expert."""
-    tiles = all(f.path == "dot" and f.pdl and not f.stream_k for f in (fc1, fc2))
+    that many slots an expert; neither in Gluon (``mx_gluon``: no counters)."""
+    tiles = all(f.path == "dot" and f.pdl and not (f.stream_k or f.mx_gluon) for f in (fc1, fc2))
     one_pass = fc1.pass_grid and fc2.pass_grid
     least = EXPERT_READY_FROM_SLOTS_PER_EXPERT[fmt]
     if not tiles or not (one_pass or (least is not None and slots_per_expert >= least)):
@@ -330,6 +345,13 @@ def one_pass_launch(tile: Launch, fmt: str) -> Launch:
                    max_registers=PASS_GRID_MXFP4_MAX_REGISTERS)  # fmt: skip
 
 
+def gluon_launch(one: Launch) -> Launch:
+    """MXFP4's one-pass tile ``one`` in Gluon (``mx_gluon``), on GLUON_STAGES and
+    GLUON_MAX_REGISTERS, on the grid of one tile a program."""
+    return replace(one, mx_gluon=True, num_stages=GLUON_STAGES, max_registers=GLUON_MAX_REGISTERS,
+                   stream_k=0, split_k=1)  # fmt: skip
+
+
 def _dot_ordered(tile: Launch, reduction: int) -> Launch:
     """The MXFP4 tile with its values in its K order where MX_DOT_ORDER says so and the stage's
     R (``reduction``, 0: not said) takes the layout."""
@@ -362,7 +384,9 @@ def default_launch(
     where ``reduction`` (R, the stage's values a row; 0: not said) is whole steps of it; MXFP4's
     tile (one pass or the expert loop) at any R, its last box ragged (MX_PACKED), its values in
     its K order where MX_DOT_ORDER says so and R allows it, its one pass on the persistent grid
-    where PASS_GRID_MXFP4_STREAM_K says so and R is at least one step."""
+    where PASS_GRID_MXFP4_STREAM_K says so and R is at least one step, or in Gluon where MX_GLUON
+    says so and the shapes take its layout (`gluon_launch`; the arm keeps the Triton tile off the
+    GPU)."""
     slots = tokens * top_k
     many = tokens > 1 and slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts
     if many and columns & -columns >= 16:
@@ -374,6 +398,8 @@ def default_launch(
             stream = PASS_GRID_MXFP4_STREAM_K if fmt == "mxfp4" else 0
             if stream and one.mx_packed_scales and reduction >= one.block_k:
                 one = replace(one, stream_k=stream)
+            if fmt == "mxfp4" and MX_GLUON and gluon_fits(columns, reduction):
+                return gluon_launch(one)
             return _dot_ordered(one, reduction)
         return _dot_ordered(tile, reduction)
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)

@@ -149,7 +149,7 @@ def test_the_arm_declares_both_launches_to_the_dispatch_gate():
     assert arm.name == "grouped_decode" and arm.build is grouped_decode.build_stages
     assert arm.launches["w8a16"] == ("_grouped_gemv_fp8|_grouped_dot_fp8", "_combine_topk")
     assert arm.launches["w4a16"] == (
-        "_grouped_gemv_mxfp4|_grouped_dot_mxfp4|_grouped_dot_mxfp4_stream",
+        "_grouped_gemv_mxfp4|_grouped_dot_mxfp4|_grouped_dot_mxfp4_stream|_grouped_gluon_mxfp4",
         "_combine_topk",
     )
     assert "_batched_gemm" in arm.forbidden and "_sparse_gemv_fp8" in arm.forbidden
@@ -541,3 +541,27 @@ def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():
     for f1, f2 in ((r1, l2), (l1, r2), (dataclasses.replace(l1, expert_ready="wait"), r2)):
         with pytest.raises(ValueError, match="expert_ready must be fc1 'signal' with fc2 'wait'"):
             grouped_decode.build_stages(decode.Workspace(p, layout="TKD"), fc1=f1, fc2=f2)
+
+
+def test_the_gluon_tile_asked_for_off_the_gpu_is_the_triton_tile(monkeypatch):
+    """Where MX_GLUON is on, the arm's MXFP4 one-pass stages whose shapes take the Gluon layout
+    (`mx_gluon_layout.fits`: here fc2, N 64 and R 256; fc1's R of 64 values does not) ask for the
+    Gluon tile; off a GPU (no Gluon interpreter) the arm runs the Triton tile instead, the same
+    bits as with MX_GLUON off, with fc2 waiting for the whole of fc1 (the Gluon tile keeps no
+    counters)."""
+    from moebench.kernels import grouped_launch
+
+    ids, w = routing(16, seed=37)  # one pass a program
+    p = problem("w4a16", "swiglu_oai", ids, w, intermediate=256)
+    fc1, fc2 = grouped_decode.launches(p)
+    assert not fc1.mx_gluon and not fc2.mx_gluon  # off by default
+    want = step_bits(p, fc1, fc2)
+    monkeypatch.setattr(grouped_launch, "MX_GLUON", True)
+    g1, g2 = grouped_decode.launches(p)
+    assert (g1.mx_gluon, g2.mx_gluon) == (False, True)
+    assert (g1.expert_ready, g2.expert_ready) == ("", "")  # no counters in the Gluon tile
+    assert (g2.num_stages, g2.max_registers) == (
+        grouped_launch.GLUON_STAGES, grouped_launch.GLUON_MAX_REGISTERS)  # fmt: skip
+    cpu = grouped_decode.gluon_or_triton(g2, p.w2, p.w2_scale, p.x_TD, fc2)
+    assert cpu == dataclasses.replace(fc2, mx_gluon=False)
+    assert torch.equal(step_bits(p, g1, g2), want)

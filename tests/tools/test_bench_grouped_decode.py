@@ -199,6 +199,24 @@ def test_the_stream_field_puts_the_mxfp4_tile_on_the_persistent_grid_and_is_name
     assert _launches(bench, item.format(6), "fp8", 64)[1].stream_k == 0  # MXFP4's tile only
 
 
+def test_the_gluon_field_puts_the_mxfp4_one_pass_tile_in_gluon_and_is_named(bench):
+    """Field 24: MXFP4's one-pass tile in Gluon on its own stages and register cap (unless the
+    variant gives them), named; FP8's tile and MXFP4's GEMV ignore it."""
+    from moebench.kernels import grouped_launch as gl
+
+    item = "-" + ":-" * 22 + ":{}"
+    base, gluon = _launches(bench, item.format(1), "mxfp4", 64)
+    assert base.pass_grid and not base.mx_gluon
+    assert gluon == gl.gluon_launch(base)
+    assert bench.describe(gluon).endswith(" gluon")
+    staged = "-:-:-:-:-:2:-:-:96" + ":-" * 14 + ":1"  # 2 stages (field 6), 96 registers (9)
+    _, given = _launches(bench, staged, "mxfp4", 64)
+    assert (given.mx_gluon, given.num_stages, given.max_registers) == (True, 2, 96)
+    assert _launches(bench, item.format(1), "fp8", 64)[1] == _launches(bench, "-", "fp8", 64)[0]
+    base, same = _launches(bench, item.format(1), "mxfp4", 1)
+    assert base.path == "gemv" and same == base
+
+
 TINY = tiny_decode(8, "dense_decode, sparse_decode, grouped_decode")
 
 

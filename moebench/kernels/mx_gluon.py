@@ -1,0 +1,336 @@
+"""The MXFP4 grouped tile in Gluon (triton's lower-level language): `grouped_decode`'s fc1 and fc2
+on the GPU where ``Launch.mx_gluon`` says so, one pass of up to BLOCK_M slots a program, the same
+grid, products and epilogue as the Triton tile (`grouped_dot`, one pass a program), summed in
+another order. GPU only (sm_90): Gluon has no interpreter, so the CPU and the interpreter run the
+Triton tile, and `tests/kernels/test_mx_gluon.py` checks this one on the GPU.
+
+Why (docs/perf/HISTORY.md, twenty-sixth to thirty-fourth sessions): the Triton tile copies its
+weights through shared memory and re-lays them into the MMA operand (241 instructions a K step at
+gpt-oss-20b's shapes); triton 3.6 cannot give a loaded tensor the operand's register layout. This
+tile does what the probes measured 17-21% faster on an H100 (`docs/perf/2026-12-06-packed-mx/`):
+
+- each thread loads its own 16 bytes of each of its two rows a step straight into registers
+  (`mx_gluon_layout`: a program's steps one contiguous run), two steps ahead of their multiply;
+- it decodes them (the rotated decode, the step's scale byte picked out of the row's scale word by
+  one byte permute: every scale byte at most 128, `mx_rotated.FOLD_SCALES_UP_TO`) into the
+  warpgroup MMA's A fragment, in registers;
+- the pass's slots (rows of x) are gathered by cp.async into a ring of STAGES swizzled
+  shared-memory buffers that the MMA reads directly;
+- the MMA is asynchronous: the next step's decode runs while it multiplies (unrolled by two, so
+  the two steps' operands live in two register blocks).
+
+A program's work comes from a pass table (`pass_table`, built from the routing by a small Triton
+kernel before fc1 and read by fc1 and fc2): its expert, its live slots and their slot numbers.
+The epilogue is the Triton tile's: bias, the GLU of the interleaved (gate, up) rows in fp32 in the
+reference's order, bf16 rounded to nearest even, stored into the slots' rows; rows past the live
+slots are never written.
+
+Scale byte 0 decodes as 2^-127 (the format's value; the Triton tile gives 0) and the layout needs
+bytes up to 128: `grouped_decode` takes this tile only where the scales' largest byte allows it.
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from moebench.kernels.mx_gluon_layout import ROWS, STEP, GluonWeights, fits
+from moebench.kernels.mx_rotated import (
+    MULTIPLIER,
+    PAIR_MASK,
+    ROTATIONS,
+    THIRD_PAIR_BITS,
+)
+from moebench.kernels.pass_table import TABLE_HEAD
+
+
+def _decode_asm() -> str:
+    """One rotated word ($8) and its row's scale word ($9) to four bf16 pairs, halves $0..$7 (pair
+    r in $2r low and $2r+1 high); $10 the byte-permute selector putting the word's scale byte in
+    bytes 0 and 2. The scale pair is 2^(s - 1) (s <= 128), the placed values value x 2^-126."""
+    mask = f"0x{PAIR_MASK:08X}"
+    lines = ["{", ".reg .b32 c, d;", "prmt.b32 d, $9, 0, $10;", "mad.lo.u32 d, d, 128, 0x3F003F00;"]
+    for r, rot in enumerate(ROTATIONS):
+        if rot == 0:
+            lines.append(f"and.b32 c, $8, {mask};")
+        elif rot is not None:
+            lines += [f"shf.l.wrap.b32 c, $8, $8, {rot};", f"and.b32 c, c, {mask};"]
+        else:
+            third = f"and.b32 c, $8, 0x{THIRD_PAIR_BITS:08X};"
+            lines += [third, f"mul.lo.u32 c, c, 0x{MULTIPLIER:04X};", f"and.b32 c, c, {mask};"]
+        lines += ["mul.rn.bf16x2 c, c, d;", f"mov.b32 {{${2 * r}, ${2 * r + 1}}}, c;"]
+    return "\n".join(lines + ["}"])
+
+
+DECODE_ASM = gl.constexpr(_decode_asm())
+BLOCK_N = gl.constexpr(ROWS)
+BLOCK_K = gl.constexpr(STEP)
+STEP_WORDS = gl.constexpr(STEP // 8)  # 16 words a row a step
+HEAD = gl.constexpr(TABLE_HEAD)
+
+
+@gluon.constexpr_function
+def word_layout():
+    """[64 rows, 4 words j, 4 lanes a] int32: thread (warp w, lane l) holds rows 16w + l/4 and
+    + 8, lane a = l % 4, all four j (16 contiguous bytes a row)."""
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 1, 0], [0, 2, 0], [8, 0, 0]],
+        lane_bases=[[0, 0, 1], [0, 0, 2], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
+        warp_bases=[[16, 0, 0], [32, 0, 0]],
+        block_bases=[],
+        shape=[64, 4, 4],
+    )
+
+
+@gluon.jit
+def _gdc_wait(GDC: gl.constexpr):
+    if GDC:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32,
+                                  is_pure=False, pack=1)  # fmt: skip
+
+
+@gluon.jit
+def _gdc_launch_dependents(GDC: gl.constexpr):
+    if GDC:
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [],
+                                  dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
+
+
+@gluon.jit
+def _decode(words, scale_words, sel, A_LAYOUT: gl.constexpr):
+    """Words [64, 4, 4], their rows' scale words [64] and the selectors: the A operand [64, 128]
+    bf16 in the MMA's register layout."""
+    sw = gl.broadcast(gl.expand_dims(gl.expand_dims(scale_words, 1), 2), words)[0]
+    v0, v1, v2, v3, v4, v5, v6, v7 = gl.inline_asm_elementwise(
+        DECODE_ASM, "=h,=h,=h,=h,=h,=h,=h,=h,r,r,r", [words, sw, sel],
+        dtype=(gl.bfloat16,) * 8, is_pure=True, pack=1,
+    )  # fmt: skip
+    # pair r = 2 cp + sub holds (v[2r], v[2r + 1]) = (h 0, h 1)
+    xh0 = gl.join(gl.join(v0, v4), gl.join(v2, v6))  # [64, j, a, cp, sub], h 0
+    xh1 = gl.join(gl.join(v1, v5), gl.join(v3, v7))
+    t = gl.join(xh0, xh1)  # [64, j, a, cp, sub, h]
+    t = gl.permute(t, (0, 1, 3, 4, 2, 5))  # k = 32j + 16cp + 8sub + 2a + h
+    return gl.convert_layout(gl.reshape(t, [BLOCK_N, BLOCK_K]), A_LAYOUT)
+
+
+@gluon.jit
+def _slots_ready(STAGES: gl.constexpr):
+    """The oldest step's slots in shared memory, every thread's copies, seen by the MMA."""
+    async_copy.wait_group(STAGES - 2)
+    fence_async_shared()
+    gl.thread_barrier()
+
+
+@gluon.jit
+def _copy_slots(x_smem, x_at, ok_main, ok_tail, q, MAIN_STEPS: gl.constexpr,
+                STAGES: gl.constexpr, TAIL: gl.constexpr):  # fmt: skip
+    """Step q's slots into stage q % STAGES as one copy group (empty past the last step)."""
+    if q < MAIN_STEPS:
+        async_copy.async_copy_global_to_shared(x_smem.index(q % STAGES), x_at + q * BLOCK_K,
+                                               mask=ok_main)  # fmt: skip
+    elif TAIL and q == MAIN_STEPS:
+        async_copy.async_copy_global_to_shared(x_smem.index(q % STAGES), x_at + q * BLOCK_K,
+                                               mask=ok_tail)  # fmt: skip
+    async_copy.commit_group()
+
+
+@gluon.jit
+def _activation(gate, up, GLU: gl.constexpr):
+    """`jit.gated_activation`'s arithmetic, operation for operation (the same bits)."""
+    if GLU == "silu":
+        return gate * (1 / (1 + gl.exp(-gate))) * up
+    else:
+        gate = gl.minimum(gate, 7.0)
+        up = gl.minimum(gl.maximum(up, -7.0), 7.0)
+        g = 1.702 * gate
+        return gate * (1 / (1 + gl.exp(-g))) * (up + 1.0)
+
+
+@gluon.jit
+def _grouped_gluon_mxfp4(
+    x_ptr, table_ptr, w_ptr, wt_ptr, s_ptr, st_ptr, b_ptr, out_ptr,
+    N, K, stride_xt, stride_xk, stride_be, stride_ot, stride_ok,
+    R: gl.constexpr, MAIN_STEPS: gl.constexpr, TAIL: gl.constexpr, BLOCK_M: gl.constexpr,
+    STAGES: gl.constexpr, GLU: gl.constexpr, GDC: gl.constexpr,
+):  # fmt: skip
+    """Program (row block nb, pass j): pass j of the table times the expert's rows nb * 64 ..
+    nb * 64 + 63, through bias and GLU into the slots' rows of ``out``."""
+    LW: gl.constexpr = word_layout()
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16]
+    )
+    A_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+    X_LOAD: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
+    X_SMEM: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    TILE_WORDS: gl.constexpr = BLOCK_N * STEP_WORDS
+    ROW_OF_TABLE: gl.constexpr = HEAD + BLOCK_M
+
+    _gdc_launch_dependents(GDC)
+    nb = gl.program_id(0)
+    j = gl.program_id(1)
+    # The table and x may be the previous kernels' outputs.
+    _gdc_wait(GDC)
+    entry = table_ptr + j * ROW_OF_TABLE
+    e = gl.load(entry)
+    live = gl.load(entry + 1)
+    if live == 0:
+        return
+
+    # Weight words of (row, j, a): a program's steps one run, a step [64, 16] words
+    # (`mx_gluon_layout`).
+    L_RJ: gl.constexpr = gl.SliceLayout(2, LW)
+    rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, L_RJ))
+    jj = gl.arange(0, 4, layout=gl.SliceLayout(0, L_RJ))
+    aa = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LW)))
+    grow = (e * N + nb * BLOCK_N + rows).to(gl.int64)  # the expert's row among [E * N]
+    r3 = gl.expand_dims(gl.expand_dims(grow, 1), 2)
+    j3 = gl.expand_dims(gl.expand_dims(jj, 0), 2)
+    a3 = gl.expand_dims(gl.expand_dims(aa, 0), 1)
+    lr = gl.expand_dims(gl.expand_dims(rows, 1), 2)
+    tile = ((e * (N // BLOCK_N) + nb) * MAIN_STEPS).to(gl.int64)
+    within = (lr // 16) * 256 + ((lr // 8) % 2) * 128 + (lr % 8) * 16 + 4 * a3 + j3
+    w_at = w_ptr + tile * TILE_WORDS + within
+    s_at = s_ptr + tile * BLOCK_N + rows
+    sel = gl.full([BLOCK_N, 4, 4], 0x4040, gl.uint32, LW) + (j3 * 0x0101).to(gl.uint32)
+
+    # The pass's slots' rows of x, [BLOCK_M, 128] a step, gathered by cp.async.
+    mm = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, X_LOAD))
+    kk = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, X_LOAD))
+    m_ok = mm < live
+    slot = gl.load(entry + HEAD + mm).to(gl.int64)  # past the live slots: the last one again
+    x_at = x_ptr + gl.expand_dims((slot // K) * stride_xt + (slot % K) * stride_xk, 1)
+    x_at = x_at + gl.expand_dims(kk, 0)
+    x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], X_SMEM)
+    ok_main = gl.expand_dims(m_ok, 1) & gl.expand_dims(kk >= 0, 0)
+    ok_tail = gl.expand_dims(m_ok, 1) & gl.expand_dims(MAIN_STEPS * BLOCK_K + kk < R, 0)
+
+    for p in gl.static_range(STAGES - 1):
+        _copy_slots(x_smem, x_at, ok_main, ok_tail, p, MAIN_STEPS, STAGES, TAIL)
+    acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, MMA)
+    w0 = gl.load(w_at)
+    s0 = gl.load(s_at)
+    w1 = gl.load(w_at + TILE_WORDS)
+    s1 = gl.load(s_at + BLOCK_N)
+    a0 = _decode(w0, s0, sel, A_LAYOUT)
+    a1 = gl.zeros([BLOCK_N, BLOCK_K], gl.bfloat16, A_LAYOUT)
+    for it in range(MAIN_STEPS // 2):
+        i = 2 * it
+        # Past the last step the loads read it again (an L2 hit; decoded, never multiplied).
+        n0 = gl.minimum(i + 2, MAIN_STEPS - 1)
+        n1 = gl.minimum(i + 3, MAIN_STEPS - 1)
+        w0 = gl.load(w_at + n0 * TILE_WORDS)
+        s0 = gl.load(s_at + n0 * BLOCK_N)
+        # Step i multiplies; step i - 1's product (a1's) is done.
+        _slots_ready(STAGES)
+        acc = warpgroup_mma(a0, x_smem.index(i % STAGES).permute((1, 0)), acc, is_async=True)
+        acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
+        _copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES - 1, MAIN_STEPS, STAGES, TAIL)
+        # Step i + 1 decoded while step i multiplies, then issued.
+        a1 = _decode(w1, s1, sel, A_LAYOUT)
+        w1 = gl.load(w_at + n1 * TILE_WORDS)
+        s1 = gl.load(s_at + n1 * BLOCK_N)
+        _slots_ready(STAGES)
+        acc = warpgroup_mma(a1, x_smem.index((i + 1) % STAGES).permute((1, 0)), acc,
+                            is_async=True)  # fmt: skip
+        acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
+        _copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES, MAIN_STEPS, STAGES, TAIL)
+        # Step i + 2 decoded while step i + 1 multiplies.
+        a0 = _decode(w0, s0, sel, A_LAYOUT)
+    if TAIL:
+        # The last 64 values: 8 words a row (`mx_gluon_layout`), the operand's other half zeros.
+        wt = gl.load(wt_ptr + r3 * 8 + (2 * a3 + j3), mask=(j3 < 2) & (a3 >= 0) & (r3 >= 0),
+                     other=0)  # fmt: skip
+        a0 = _decode(wt, gl.load(st_ptr + grow), sel, A_LAYOUT)
+        _slots_ready(STAGES)
+        acc = warpgroup_mma(a0, x_smem.index(MAIN_STEPS % STAGES).permute((1, 0)), acc,
+                            is_async=True)  # fmt: skip
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a0, a1))[0]
+    async_copy.wait_group(0)
+
+    # Epilogue: h [64 rows, BLOCK_M slots] + bias, the GLU over (gate, up) row pairs, bf16 into
+    # the live slots' rows.
+    EPI: gl.constexpr = gl.BlockedLayout([2, 1], [16, 2], [1, 4], [0, 1])
+    h = gl.convert_layout(acc, EPI)
+    n_rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, EPI))
+    cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, EPI))
+    bias = gl.load(b_ptr + e.to(gl.int64) * stride_be + nb * BLOCK_N + n_rows)
+    h = h + gl.expand_dims(bias.to(gl.float32), 1)
+    c_slot = gl.load(entry + HEAD + cols).to(gl.int64)
+    c_rows = (c_slot // K) * stride_ot + (c_slot % K) * stride_ok
+    c_ok = cols < live
+    if GLU == "none":
+        o_at = out_ptr + gl.expand_dims(c_rows, 0) + gl.expand_dims(nb * BLOCK_N + n_rows, 1)
+        ok = gl.expand_dims(c_ok, 0) & gl.expand_dims(n_rows >= 0, 1)
+        gl.store(o_at, h.to(gl.bfloat16), mask=ok)
+    else:
+        gate, up = gl.split(gl.permute(gl.reshape(h, [BLOCK_N // 2, 2, BLOCK_M]), (0, 2, 1)))
+        act = _activation(gate, up, GLU).to(gl.bfloat16)
+        L_ACT: gl.constexpr = act.type.layout
+        half = gl.arange(0, BLOCK_N // 2, layout=gl.SliceLayout(1, L_ACT))
+        a_cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, L_ACT))
+        a_slot = gl.load(entry + HEAD + a_cols).to(gl.int64)
+        a_rows = (a_slot // K) * stride_ot + (a_slot % K) * stride_ok
+        o_at = out_ptr + gl.expand_dims(a_rows, 0) + gl.expand_dims(nb * (BLOCK_N // 2) + half, 1)
+        ok = gl.expand_dims(a_cols < live, 0) & gl.expand_dims(half >= 0, 1)
+        gl.store(o_at, act, mask=ok)
+
+
+def x_rows_aligned(x: torch.Tensor) -> bool:
+    """Whether every row of ``x`` (unit stride along it) starts on a 16-byte boundary: the tile
+    copies its slots' rows 16 bytes at a time."""
+    return (x.dtype == torch.bfloat16 and x.stride(-1) == 1 and x.data_ptr() % 16 == 0
+            and all(st % 8 == 0 for st in x.stride()[:-1]))  # fmt: skip
+
+
+def grouped_gluon_mxfp4(
+    x: torch.Tensor,
+    table: torch.Tensor,
+    w: GluonWeights,
+    bias_EN: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    top_k: int,
+    block_m: int,
+    glu: str = "none",
+    stages: int = 3,
+    pdl: bool = False,
+    max_registers: int = 0,
+) -> None:
+    """Every pass of ``table`` (`pass_table`) times its expert's weights ``w`` (`pack_gluon`'s),
+    through bias and GLU into ``out`` ([T, K, N] or [T, K, N / 2] bf16, unit stride along the
+    last dimension); ``x`` [T, R] (fc1) or [T, K, R] (fc2) bf16. The caller checks `gluon_fits`
+    and passes the table `pass_table` filled for the same routing and ``block_m``."""
+    E, nb, S = w.main.shape[:3]
+    N = nb * ROWS
+    R = x.shape[-1]
+    width = TABLE_HEAD + block_m
+    out_n = N // 2 if glu != "none" else N
+    ok = (out.is_cuda and fits(N, R) and R // STEP == S and x_rows_aligned(x)
+          and tuple(table.shape[1:]) == (width,) and table.dtype == torch.int32
+          and out.shape[-1] == out_n and out.stride(-1) == 1 and out.dim() == 3
+          and tuple(bias_EN.shape) == (E, N) and block_m in (16, 32))  # fmt: skip
+    if not ok:
+        raise ValueError(
+            f"grouped_gluon_mxfp4: needs CUDA tensors, weights of {S} steps for R {R} and N {N} "
+            f"(mx_gluon_layout), x's rows on 16-byte boundaries, an int32 [P, {width}] table, "
+            f"bias [{E}, {N}], out [T, K, {out_n}] bf16 and block_m 16 or 32"
+        )
+    stride_xt = x.stride(0)
+    stride_xk = x.stride(1) if x.dim() == 3 else 0
+    grid = (nb, table.shape[0])
+    kwargs = {"launch_pdl": True} if pdl else {}
+    if max_registers:
+        kwargs["maxnreg"] = max_registers
+    _grouped_gluon_mxfp4[grid](
+        x, table, w.main, w.tail, w.scales, w.tail_scales, bias_EN, out, N, top_k, stride_xt,
+        stride_xk, bias_EN.stride(0), out.stride(0), out.stride(1), R=R, MAIN_STEPS=S,
+        TAIL=R > S * STEP, BLOCK_M=block_m, STAGES=stages, GLU=glu, GDC=pdl, num_warps=4,
+        **kwargs,
+    )  # fmt: skip

@@ -1,0 +1,83 @@
+"""The grouped decode arm's MXFP4 stages on the Gluon tile (``Launch.mx_gluon``), on the GPU: the
+step against the reference and the Triton tile's step within the precision's tolerance, the rows
+it must not write left poisoned, the Gluon kernel launched for both stages and the pass table
+written once a step. Skipped without a GPU or under the Triton interpreter (the CPU suite: Gluon
+has no interpreter)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+import torch
+
+from arms.decode import grouped_decode
+from moebench.arm import decode
+from moebench.core.numerics import TOLERANCE, calc_diff
+from moebench.gates import checks
+from moebench.kernels.grouped_launch import gluon_launch
+from moebench.plan import inputs
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
+    reason="the Gluon tile runs on a GPU only (TRITON_INTERPRET unset or 0)",
+)
+
+K, E_ALL, E, D, F = 4, 16, 8, 256, 256  # rank 1 of two: global experts [8, 16)
+
+
+def _problem(tokens: int, seed: int, activation: str) -> decode.Problem:
+    dev = torch.device("cuda")
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.stack([torch.randperm(E_ALL, generator=g)[:K] for _ in range(tokens)]).int()
+    wts = torch.softmax(torch.randn(tokens, K, generator=g), dim=1)
+    w13, b13, w2, b2 = inputs.make_decode_weights(
+        experts=range(E, 2 * E), hidden=D, intermediate=F, seed=seed, device=dev
+    )
+    x = inputs.make_tokens(tokens=tokens, hidden=D, seed=seed, device=dev)
+    return inputs.build_decode_problem(
+        x_TD=x, topk_ids_TK=ids.to(dev), topk_weights_TK=wts.to(dev), w13_E2FD=w13, b13_E2F=b13,
+        w2_EDF=w2, b2_ED=b2, expert_offset=E, experts=E_ALL, precision="w4a16",
+        activation=activation,
+    )  # fmt: skip
+
+
+def _step(p: decode.Problem, fc1, fc2) -> decode.Workspace:
+    ws = decode.Workspace(p, layout="TKD")
+    ws.poison()
+    for stage in grouped_decode.build_stages(ws, fc1=fc1, fc2=fc2):
+        stage.run()
+    torch.cuda.synchronize()
+    return ws
+
+
+@pytest.mark.parametrize("activation", ["swiglu_oai", "silu"])
+@pytest.mark.parametrize("tokens", [16, 64])
+def test_gluon_stages_match_the_reference_and_the_triton_tile(monkeypatch, tokens, activation):
+    p = _problem(tokens, seed=tokens, activation=activation)
+    fc1, fc2 = grouped_decode.launches(p)
+    assert fc1.pass_grid and fc2.pass_grid and not fc1.mx_gluon
+    g1, g2 = (dataclasses.replace(gluon_launch(f), expert_ready="")
+              for f in (fc1, fc2))  # fmt: skip
+    calls = {"tile": 0, "table": 0}
+    tile, table = grouped_decode.grouped_gluon_mxfp4, grouped_decode.pass_table
+
+    def counted(name, fn):
+        def run(*a, **kw):
+            calls[name] += 1
+            return fn(*a, **kw)
+
+        return run
+
+    monkeypatch.setattr(grouped_decode, "grouped_gluon_mxfp4", counted("tile", tile))
+    monkeypatch.setattr(grouped_decode, "pass_table", counted("table", table))
+    want = inputs.decode_reference_output(p)
+    gluon = _step(p, g1, g2)
+    assert calls == {"tile": 2, "table": 1}
+    triton_ws = _step(p, fc1, fc2)
+    tol = TOLERANCE["w4a16"]
+    assert calc_diff(gluon.y_TD.float(), want) <= tol / 10
+    assert calc_diff(gluon.y_TD.float(), triton_ws.y_TD.float()) <= tol / 10
+    live, nonlocal_ = checks.check_decode_sentinels(gluon)
+    assert (live.status, nonlocal_.status) == ("pass", "pass"), (live, nonlocal_)
