@@ -229,7 +229,9 @@ def build_stages(
     fc1, fc2 = fc1 or default1, fc2 or default2
     fc1 = gluon_or_triton(fc1, p.w13, p.w13_scale, p.x_TD, default1)
     fc2 = gluon_or_triton(fc2, p.w2, p.w2_scale, ws.a, default2)
-    if fc1.mx_gluon or fc2.mx_gluon:  # the Gluon tile keeps no counters: fc2 waits for all of fc1
+    if fc2.mx_gluon and not fc1.mx_gluon:
+        # fc2 fills its own pass table, whose kernel lets fc2 launch before it writes: fc2 then
+        # waits for the whole of the kernel before it (`pass_table`), not expert by expert.
         fc1, fc2 = (dataclasses.replace(f, expert_ready="") for f in (fc1, fc2))
     s13, max13 = tiles_scales(p.w13, p.w13_scale, fc1)
     s2, max2 = tiles_scales(p.w2, p.w2_scale, fc2)
@@ -254,7 +256,8 @@ def build_stages(
 
     def run_fc1() -> None:
         if fc1.mx_gluon:
-            _run_gluon(p, fc1, tables, p.x_TD, w13, s13, p.b13_E2F, ws.a, p.activation, first=True)
+            _run_gluon(p, fc1, tables, p.x_TD, w13, s13, p.b13_E2F, ws.a, p.activation,
+                       first=True, ready=ready)  # fmt: skip
             return
         grouped_gemv(p.x_TD, p.topk_ids_TK, w13, s13, p.b13_E2F, ws.a, expert_offset=off,
                      launch=fc1, glu=p.activation, max_scale_byte=max13, ready=ready,
@@ -263,7 +266,8 @@ def build_stages(
     def run_fc2() -> None:
         if fc2.mx_gluon:
             first = not (fc1.mx_gluon and fc1.block_m == fc2.block_m)
-            _run_gluon(p, fc2, tables, ws.a, w2, s2, p.b2_ED, ws.o, "none", first=first)
+            _run_gluon(p, fc2, tables, ws.a, w2, s2, p.b2_ED, ws.o, "none", first=first,
+                       ready=ready)  # fmt: skip
             return
         grouped_gemv(ws.a, p.topk_ids_TK, w2, s2, p.b2_ED, ws.o, expert_offset=off,
                      launch=fc2, max_scale_byte=max2, ready=ready, split=split,
@@ -280,7 +284,8 @@ def build_stages(
 def gluon_or_triton(launch: Launch, w, w_scale, x: torch.Tensor, default: Launch) -> Launch:
     """``launch``, or where it asks for the Gluon tile (``mx_gluon``) and the stage cannot run it
     the Triton tile's one-pass launch for the stage (``default`` without ``mx_gluon``, or
-    ``launch`` without it where the default is no one-pass tile): Gluon runs on CUDA devices only
+    ``launch`` without it where the default is no one-pass tile; the counters' role ``launch``'s):
+    Gluon runs on CUDA devices only
     (no interpreter), for MXFP4 weights whose shapes take its layout (`mx_gluon_layout.fits`),
     scale bytes up to FOLD_SCALES_UP_TO and x's rows on 16-byte boundaries."""
     if not launch.mx_gluon:
@@ -294,7 +299,7 @@ def gluon_or_triton(launch: Launch, w, w_scale, x: torch.Tensor, default: Launch
     if ok:
         return launch
     triton_tile = default if default.pass_grid and not default.mx_gluon else launch
-    return dataclasses.replace(triton_tile, mx_gluon=False)
+    return dataclasses.replace(triton_tile, mx_gluon=False, expert_ready=launch.expert_ready)
 
 
 def _pass_tables(p: Problem, stages: tuple[Launch, ...]) -> dict[int, torch.Tensor]:
@@ -307,7 +312,7 @@ def _pass_tables(p: Problem, stages: tuple[Launch, ...]) -> dict[int, torch.Tens
 
 
 def _run_gluon(p: Problem, launch: Launch, tables, x, w: GluonWeights, scales, bias, out, glu,
-               *, first: bool) -> None:  # fmt: skip
+               *, first: bool, ready: torch.Tensor | None) -> None:  # fmt: skip
     """A Gluon stage: its pass table filled from the routing where it is the table's first reader
     (`pass_table`, before fc1), then the tile (`mx_gluon.grouped_gluon_mxfp4`)."""
     table = tables[launch.block_m]
@@ -317,7 +322,8 @@ def _run_gluon(p: Problem, launch: Launch, tables, x, w: GluonWeights, scales, b
     grouped_gluon_mxfp4(x, table, GluonWeights(*w, *scales), bias, out,
                         top_k=p.topk_ids_TK.shape[1], block_m=launch.block_m, glu=glu,
                         stages=launch.num_stages, pdl=launch.pdl,
-                        max_registers=launch.max_registers)  # fmt: skip
+                        max_registers=launch.max_registers, expert_ready=launch.expert_ready,
+                        ready=ready)  # fmt: skip
 
 
 def _stream_scratch(p: Problem, launch: Launch, columns: int):

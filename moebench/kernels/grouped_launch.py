@@ -53,8 +53,7 @@ class Launch:
     one-pass tile written in Gluon (``mx_gluon``: `mx_gluon`, on the GPU where its layout fits,
     the Triton tile elsewhere; weights in `mx_gluon_layout`'s layout, a copy made when the arm
     builds its stages; ``num_stages`` the slots' ring and ``max_registers`` its cap; its passes
-    from `pass_table`; fc2 waits for the whole of fc1; the same products, summed in another
-    order)."""
+    from `pass_table`; the same products, summed in another order)."""
 
     path: str
     block_m: int
@@ -288,8 +287,8 @@ def paired_launches(
     """fc1's and fc2's default launches with fc2 waiting for fc1 expert by expert where the
     measurements say so (EXPERT_READY_FROM_SLOTS_PER_EXPERT): both the tile with the dependent
     launch, not on the persistent grid (`stream_k`), and one pass a program or (FP8) at least
-    that many slots an expert; neither in Gluon (``mx_gluon``: no counters)."""
-    tiles = all(f.path == "dot" and f.pdl and not (f.stream_k or f.mx_gluon) for f in (fc1, fc2))
+    that many slots an expert (the Gluon tile, ``mx_gluon``, keeps the same counters)."""
+    tiles = all(f.path == "dot" and f.pdl and not f.stream_k for f in (fc1, fc2))
     one_pass = fc1.pass_grid and fc2.pass_grid
     least = EXPERT_READY_FROM_SLOTS_PER_EXPERT[fmt]
     if not tiles or not (one_pass or (least is not None and slots_per_expert >= least)):
@@ -399,7 +398,7 @@ def default_launch(
             if stream and one.mx_packed_scales and reduction >= one.block_k:
                 one = replace(one, stream_k=stream)
             if fmt == "mxfp4" and MX_GLUON and gluon_fits(columns, reduction):
-                return gluon_launch(one)
+                return gluon_launch(one)  # the counters' roles: `paired_launches`, after
             return _dot_ordered(one, reduction)
         return _dot_ordered(tile, reduction)
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)

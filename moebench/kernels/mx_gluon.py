@@ -41,6 +41,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from moebench.kernels.expert_ready import READY_ROLES
+from moebench.kernels.expert_ready import WAIT_LIMIT as WAIT_READS
 from moebench.kernels.mx_gluon_layout import ROWS, STEP, GluonWeights, fits
 from moebench.kernels.mx_rotated import (
     MULTIPLIER,
@@ -74,6 +76,7 @@ BLOCK_N = gl.constexpr(ROWS)
 BLOCK_K = gl.constexpr(STEP)
 STEP_WORDS = gl.constexpr(STEP // 8)  # 16 words a row a step
 HEAD = gl.constexpr(TABLE_HEAD)
+WAIT_LIMIT = gl.constexpr(WAIT_READS)
 
 
 @gluon.constexpr_function
@@ -101,6 +104,35 @@ def _gdc_launch_dependents(GDC: gl.constexpr):
     if GDC:
         gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [],
                                   dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
+
+
+@gluon.jit
+def _signal_started(ready_ptr, e, GDC: gl.constexpr):
+    """fc1, after its dependent-launch wait: count this program started on expert ``e``, then let
+    fc2 launch, the trigger taking the atomic's result (`expert_ready.signal_started`)."""
+    old = gl.atomic_add(ready_ptr + e, 1, sem="relaxed")
+    if GDC:
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; mov.b32 $0, $1;", "=r,r",
+                                  [old], dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
+
+
+@gluon.jit
+def _signal_done(ready_ptr, e, E):
+    """fc1: this program's stores done, count it finished on expert ``e``."""
+    gl.thread_barrier()
+    gl.atomic_add(ready_ptr + E + e, 1, sem="release")
+
+
+@gluon.jit
+def _wait_for_expert(ready_ptr, e, E):
+    """fc2: wait until every fc1 program started on expert ``e`` has finished, at most
+    WAIT_LIMIT reads (`expert_ready.wait_for_expert`)."""
+    started = gl.atomic_add(ready_ptr + e, 0, sem="acquire")
+    done = gl.atomic_add(ready_ptr + E + e, 0, sem="acquire")
+    reads = 0
+    while (started - done > 0) & (reads < WAIT_LIMIT):
+        done = gl.atomic_add(ready_ptr + E + e, 0, sem="acquire")
+        reads += 1
 
 
 @gluon.jit
@@ -156,9 +188,9 @@ def _activation(gate, up, GLU: gl.constexpr):
 @gluon.jit
 def _grouped_gluon_mxfp4(
     x_ptr, table_ptr, w_ptr, wt_ptr, s_ptr, st_ptr, b_ptr, out_ptr,
-    N, K, stride_xt, stride_xk, stride_be, stride_ot, stride_ok,
+    N, K, E, stride_xt, stride_xk, stride_be, stride_ot, stride_ok, ready_ptr,
     R: gl.constexpr, MAIN_STEPS: gl.constexpr, TAIL: gl.constexpr, BLOCK_M: gl.constexpr,
-    STAGES: gl.constexpr, GLU: gl.constexpr, GDC: gl.constexpr,
+    STAGES: gl.constexpr, GLU: gl.constexpr, GDC: gl.constexpr, READY: gl.constexpr = 0,
 ):  # fmt: skip
     """Program (row block nb, pass j): pass j of the table times the expert's rows nb * 64 ..
     nb * 64 + 63, through bias and GLU into the slots' rows of ``out``."""
@@ -172,16 +204,28 @@ def _grouped_gluon_mxfp4(
     TILE_WORDS: gl.constexpr = BLOCK_N * STEP_WORDS
     ROW_OF_TABLE: gl.constexpr = HEAD + BLOCK_M
 
-    _gdc_launch_dependents(GDC)
+    # fc1 with READY lets fc2 launch only once it counted itself (`_signal_started`).
+    _gdc_launch_dependents(GDC and READY != 1)
     nb = gl.program_id(0)
     j = gl.program_id(1)
-    # The table and x may be the previous kernels' outputs.
-    _gdc_wait(GDC)
     entry = table_ptr + j * ROW_OF_TABLE
-    e = gl.load(entry)
-    live = gl.load(entry + 1)
-    if live == 0:
-        return
+    if READY == 2:
+        # fc2 waiting for fc1 expert by expert: the table was complete before fc1's programs
+        # passed their wait, so before this launch; read past the SM's L1.
+        e = gl.load(entry, cache_modifier=".cg")
+        live = gl.load(entry + 1, cache_modifier=".cg")
+        if live == 0:
+            return
+        _wait_for_expert(ready_ptr, e, E)
+    else:
+        # The table and x may be the previous kernels' outputs.
+        _gdc_wait(GDC)
+        e = gl.load(entry, cache_modifier=".cg")
+        live = gl.load(entry + 1, cache_modifier=".cg")
+        if live == 0:
+            return
+        if READY == 1:
+            _signal_started(ready_ptr, e, GDC)
 
     # Weight words of (row, j, a): a program's steps one run, a step [64, 16] words
     # (`mx_gluon_layout`).
@@ -204,7 +248,9 @@ def _grouped_gluon_mxfp4(
     mm = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, X_LOAD))
     kk = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, X_LOAD))
     m_ok = mm < live
-    slot = gl.load(entry + HEAD + mm).to(gl.int64)  # past the live slots: the last one again
+    slot = gl.load(entry + HEAD + mm, cache_modifier=".cg").to(
+        gl.int64
+    )  # past the live slots: the last one again
     x_at = x_ptr + gl.expand_dims((slot // K) * stride_xt + (slot % K) * stride_xk, 1)
     x_at = x_at + gl.expand_dims(kk, 0)
     x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], X_SMEM)
@@ -262,7 +308,7 @@ def _grouped_gluon_mxfp4(
     cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, EPI))
     bias = gl.load(b_ptr + e.to(gl.int64) * stride_be + nb * BLOCK_N + n_rows)
     h = h + gl.expand_dims(bias.to(gl.float32), 1)
-    c_slot = gl.load(entry + HEAD + cols).to(gl.int64)
+    c_slot = gl.load(entry + HEAD + cols, cache_modifier=".cg").to(gl.int64)
     c_rows = (c_slot // K) * stride_ot + (c_slot % K) * stride_ok
     c_ok = cols < live
     if GLU == "none":
@@ -275,11 +321,13 @@ def _grouped_gluon_mxfp4(
         L_ACT: gl.constexpr = act.type.layout
         half = gl.arange(0, BLOCK_N // 2, layout=gl.SliceLayout(1, L_ACT))
         a_cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, L_ACT))
-        a_slot = gl.load(entry + HEAD + a_cols).to(gl.int64)
+        a_slot = gl.load(entry + HEAD + a_cols, cache_modifier=".cg").to(gl.int64)
         a_rows = (a_slot // K) * stride_ot + (a_slot % K) * stride_ok
         o_at = out_ptr + gl.expand_dims(a_rows, 0) + gl.expand_dims(nb * (BLOCK_N // 2) + half, 1)
         ok = gl.expand_dims(a_cols < live, 0) & gl.expand_dims(half >= 0, 1)
         gl.store(o_at, act, mask=ok)
+    if READY == 1:
+        _signal_done(ready_ptr, e, E)
 
 
 def x_rows_aligned(x: torch.Tensor) -> bool:
@@ -302,11 +350,17 @@ def grouped_gluon_mxfp4(
     stages: int = 3,
     pdl: bool = False,
     max_registers: int = 0,
+    expert_ready: str = "",
+    ready: torch.Tensor | None = None,
 ) -> None:
     """Every pass of ``table`` (`pass_table`) times its expert's weights ``w`` (`pack_gluon`'s),
     through bias and GLU into ``out`` ([T, K, N] or [T, K, N / 2] bf16, unit stride along the
     last dimension); ``x`` [T, R] (fc1) or [T, K, R] (fc2) bf16. The caller checks `gluon_fits`
-    and passes the table `pass_table` filled for the same routing and ``block_m``."""
+    and passes the table `pass_table` filled for the same routing and ``block_m``.
+    ``expert_ready`` ("signal" for fc1, "wait" for fc2, with the dependent launch) and ``ready``:
+    fc2 waiting for fc1 expert by expert through `expert_ready`'s counters, as the Triton tile
+    does; fc2 waits so only where the table was filled before fc1 (the table's kernel lets the
+    next one launch before it writes)."""
     E, nb, S = w.main.shape[:3]
     N = nb * ROWS
     R = x.shape[-1]
@@ -315,12 +369,15 @@ def grouped_gluon_mxfp4(
     ok = (out.is_cuda and fits(N, R) and R // STEP == S and x_rows_aligned(x)
           and tuple(table.shape[1:]) == (width,) and table.dtype == torch.int32
           and out.shape[-1] == out_n and out.stride(-1) == 1 and out.dim() == 3
-          and tuple(bias_EN.shape) == (E, N) and block_m in (16, 32))  # fmt: skip
+          and tuple(bias_EN.shape) == (E, N) and block_m in (16, 32)
+          and expert_ready in READY_ROLES
+          and (not expert_ready or (pdl and ready is not None)))  # fmt: skip
     if not ok:
         raise ValueError(
             f"grouped_gluon_mxfp4: needs CUDA tensors, weights of {S} steps for R {R} and N {N} "
             f"(mx_gluon_layout), x's rows on 16-byte boundaries, an int32 [P, {width}] table, "
-            f"bias [{E}, {N}], out [T, K, {out_n}] bf16 and block_m 16 or 32"
+            f"bias [{E}, {N}], out [T, K, {out_n}] bf16, block_m 16 or 32 and, with "
+            f"expert_ready, the dependent launch and counters"
         )
     stride_xt = x.stride(0)
     stride_xk = x.stride(1) if x.dim() == 3 else 0
@@ -329,8 +386,9 @@ def grouped_gluon_mxfp4(
     if max_registers:
         kwargs["maxnreg"] = max_registers
     _grouped_gluon_mxfp4[grid](
-        x, table, w.main, w.tail, w.scales, w.tail_scales, bias_EN, out, N, top_k, stride_xt,
-        stride_xk, bias_EN.stride(0), out.stride(0), out.stride(1), R=R, MAIN_STEPS=S,
-        TAIL=R > S * STEP, BLOCK_M=block_m, STAGES=stages, GLU=glu, GDC=pdl, num_warps=4,
-        **kwargs,
+        x, table, w.main, w.tail, w.scales, w.tail_scales, bias_EN, out, N, top_k, E, stride_xt,
+        stride_xk, bias_EN.stride(0), out.stride(0), out.stride(1),
+        table if ready is None else ready, R=R, MAIN_STEPS=S, TAIL=R > S * STEP,
+        BLOCK_M=block_m, STAGES=stages, GLU=glu, GDC=pdl, READY=READY_ROLES[expert_ready],
+        num_warps=4, **kwargs,
     )  # fmt: skip

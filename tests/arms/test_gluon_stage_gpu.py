@@ -1,7 +1,8 @@
 """The grouped decode arm's MXFP4 stages on the Gluon tile (``Launch.mx_gluon``), on the GPU: the
 step against the reference and the Triton tile's step within the precision's tolerance, the rows
 it must not write left poisoned, the Gluon kernel launched for both stages and the pass table
-written once a step. Skipped without a GPU or under the Triton interpreter (the CPU suite: Gluon
+written once a step, fc2 waiting for fc1 expert by expert or for the whole of it with the same
+bits. Skipped without a GPU or under the Triton interpreter (the CPU suite: Gluon
 has no interpreter)."""
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ def test_gluon_stages_match_the_reference_and_the_triton_tile(monkeypatch, token
     p = _problem(tokens, seed=tokens, activation=activation)
     fc1, fc2 = grouped_decode.launches(p)
     assert fc1.pass_grid and fc2.pass_grid and not fc1.mx_gluon
-    g1, g2 = (dataclasses.replace(gluon_launch(f), expert_ready="")
-              for f in (fc1, fc2))  # fmt: skip
+    assert (fc1.expert_ready, fc2.expert_ready) == ("signal", "wait")
+    g1, g2 = gluon_launch(fc1), gluon_launch(fc2)  # fc2 waiting for fc1 expert by expert
     calls = {"tile": 0, "table": 0}
     tile, table = grouped_decode.grouped_gluon_mxfp4, grouped_decode.pass_table
 
@@ -75,9 +76,13 @@ def test_gluon_stages_match_the_reference_and_the_triton_tile(monkeypatch, token
     want = inputs.decode_reference_output(p)
     gluon = _step(p, g1, g2)
     assert calls == {"tile": 2, "table": 1}
+    calls.update(tile=0, table=0)
     triton_ws = _step(p, fc1, fc2)
     tol = TOLERANCE["w4a16"]
     assert calc_diff(gluon.y_TD.float(), want) <= tol / 10
     assert calc_diff(gluon.y_TD.float(), triton_ws.y_TD.float()) <= tol / 10
+    # fc2 waiting for the whole of fc1 instead: the same bits.
+    whole = _step(p, *(dataclasses.replace(f, expert_ready="") for f in (g1, g2)))
+    assert torch.equal(whole.y_TD.view(torch.int16), gluon.y_TD.view(torch.int16))
     live, nonlocal_ = checks.check_decode_sentinels(gluon)
     assert (live.status, nonlocal_.status) == ("pass", "pass"), (live, nonlocal_)

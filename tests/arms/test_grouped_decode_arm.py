@@ -547,8 +547,7 @@ def test_the_gluon_tile_asked_for_off_the_gpu_is_the_triton_tile(monkeypatch):
     """Where MX_GLUON is on, the arm's MXFP4 one-pass stages whose shapes take the Gluon layout
     (`mx_gluon_layout.fits`: here fc2, N 64 and R 256; fc1's R of 64 values does not) ask for the
     Gluon tile; off a GPU (no Gluon interpreter) the arm runs the Triton tile instead, the same
-    bits as with MX_GLUON off, with fc2 waiting for the whole of fc1 (the Gluon tile keeps no
-    counters)."""
+    bits as with MX_GLUON off, fc2 still waiting for fc1 expert by expert."""
     from moebench.kernels import grouped_launch
 
     ids, w = routing(16, seed=37)  # one pass a program
@@ -559,7 +558,7 @@ def test_the_gluon_tile_asked_for_off_the_gpu_is_the_triton_tile(monkeypatch):
     monkeypatch.setattr(grouped_launch, "MX_GLUON", True)
     g1, g2 = grouped_decode.launches(p)
     assert (g1.mx_gluon, g2.mx_gluon) == (False, True)
-    assert (g1.expert_ready, g2.expert_ready) == ("", "")  # no counters in the Gluon tile
+    assert (g1.expert_ready, g2.expert_ready) == ("signal", "wait")  # the Triton tile's too
     assert (g2.num_stages, g2.max_registers) == (
         grouped_launch.GLUON_STAGES, grouped_launch.GLUON_MAX_REGISTERS)  # fmt: skip
     cpu = grouped_decode.gluon_or_triton(g2, p.w2, p.w2_scale, p.x_TD, fc2)
