@@ -150,10 +150,11 @@ PASS_GRID_MXFP4_MAX_REGISTERS = 80
 PASS_GRID_MXFP4_STREAM_K = 0
 # MXFP4's one-pass tile in Gluon (``Launch.mx_gluon``, `mx_gluon`) where the stage's shapes take
 # its layout (`mx_gluon_layout.fits`): its own stages (the slots' ring) and register cap (0: the
-# compiler's, 127 registers and 4 programs an SM at gpt-oss-20b's shapes, sm_90a offline). Off
-# until the gated scenario and the bench have run it on a GPU; the probes it comes from ran fc1
-# and fc2 17-21% faster than the arm's tile (H100, docs/perf/2026-12-06-packed-mx/).
-MX_GLUON = False
+# compiler's, 127 registers and 4 programs an SM at gpt-oss-20b's shapes, sm_90a offline). The
+# probes it comes from ran fc1 and fc2 17-21% faster than the arm's tile (H100,
+# docs/perf/2026-12-06-packed-mx/); on a GPU it gave the Triton tile's bits where the sums are
+# exact (docs/perf/2026-12-07-ws-readonly/call1/).
+MX_GLUON = True
 GLUON_STAGES = 3
 GLUON_MAX_REGISTERS = 0
 # The FP8 one-pass tile steps 64 values at a time on 6 stages (PASS_GRID_FP8_BLOCK_K,

@@ -11,7 +11,7 @@ that thread's 16 bytes of a row and a 128-value step are four words j = 0..3, wo
 a = l % 4 holding the eight values K = 32j + 16cp + 8sub + 2a + h (cp, sub, h in {0, 1}), so that
 the rotated decode's four output pairs (`mx_rotated`: $0..$3) are the fragment's, pair for pair.
 
-Storage (N a multiple of 64; R = 128 S + T with T 0 or 64):
+Storage (N a multiple of 64; R = 128 S + T with S even, at least 4, and T 0 or 64):
 - ``main``: int32 [E, N / 64, S, 64 rows, 16 words], one program's steps one after the other,
   word (row, a, j) of a step at 256 (row // 16) + 128 ((row // 8) % 2) + 16 (row % 8) + 4a + j:
   a warp's load of one half of its rows (16w + 8h + l / 4) is 128 contiguous words;
@@ -51,11 +51,12 @@ class GluonWeights(NamedTuple):
 
 def fits(columns: int, reduction: int) -> bool:
     """Whether a stage of ``columns`` output rows (N) and ``reduction`` values a row (R) takes the
-    layout: N whole tiles of 64 rows, R an even number (at least 2) of 128-value steps and
-    possibly one 64-value tail (the tile's loop runs two steps a turn)."""
+    layout: N whole tiles of 64 rows, R an even number of 128-value steps, at least 4, and
+    possibly one 64-value tail (the tile's loop runs two steps a turn; at two steps, one turn,
+    triton 3.6's lowering to LLVM fails, H100, docs/perf/2026-12-07-ws-readonly/call1/)."""
     steps, tail = divmod(reduction, STEP)
     whole_tiles = columns % ROWS == 0 and columns > 0
-    return whole_tiles and tail in (0, TAIL) and steps >= 2 and steps % 2 == 0
+    return whole_tiles and tail in (0, TAIL) and steps >= 4 and steps % 2 == 0
 
 
 def _lane_k(words: int) -> torch.Tensor:

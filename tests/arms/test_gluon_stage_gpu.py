@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     reason="the Gluon tile runs on a GPU only (TRITON_INTERPRET unset or 0)",
 )
 
-K, E_ALL, E, D, F = 4, 16, 8, 256, 256  # rank 1 of two: global experts [8, 16)
+K, E_ALL, E, D, F = 4, 16, 8, 512, 512  # rank 1 of two: global experts [8, 16)
 
 
 def _problem(tokens: int, seed: int, activation: str) -> decode.Problem:
@@ -56,11 +56,16 @@ def _step(p: decode.Problem, fc1, fc2) -> decode.Workspace:
 @pytest.mark.parametrize("activation", ["swiglu_oai", "silu"])
 @pytest.mark.parametrize("tokens", [16, 64])
 def test_gluon_stages_match_the_reference_and_the_triton_tile(monkeypatch, tokens, activation):
+    from moebench.kernels import grouped_launch
+
     p = _problem(tokens, seed=tokens, activation=activation)
-    fc1, fc2 = grouped_decode.launches(p)
+    monkeypatch.setattr(grouped_launch, "MX_GLUON", False)
+    fc1, fc2 = grouped_decode.launches(p)  # the Triton tile's
     assert fc1.pass_grid and fc2.pass_grid and not fc1.mx_gluon
     assert (fc1.expert_ready, fc2.expert_ready) == ("signal", "wait")
     g1, g2 = gluon_launch(fc1), gluon_launch(fc2)  # fc2 waiting for fc1 expert by expert
+    monkeypatch.setattr(grouped_launch, "MX_GLUON", True)
+    assert grouped_decode.launches(p) == (g1, g2)  # the arm's default
     calls = {"tile": 0, "table": 0}
     tile, table = grouped_decode.grouped_gluon_mxfp4, grouped_decode.pass_table
 

@@ -545,15 +545,16 @@ def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():
 
 def test_the_gluon_tile_asked_for_off_the_gpu_is_the_triton_tile(monkeypatch):
     """Where MX_GLUON is on, the arm's MXFP4 one-pass stages whose shapes take the Gluon layout
-    (`mx_gluon_layout.fits`: here fc2, N 64 and R 256; fc1's R of 64 values does not) ask for the
+    (`mx_gluon_layout.fits`: here fc2, N 64 and R 512; fc1's R of 64 values does not) ask for the
     Gluon tile; off a GPU (no Gluon interpreter) the arm runs the Triton tile instead, the same
     bits as with MX_GLUON off, fc2 still waiting for fc1 expert by expert."""
     from moebench.kernels import grouped_launch
 
     ids, w = routing(16, seed=37)  # one pass a program
-    p = problem("w4a16", "swiglu_oai", ids, w, intermediate=256)
+    p = problem("w4a16", "swiglu_oai", ids, w, intermediate=512)
+    monkeypatch.setattr(grouped_launch, "MX_GLUON", False)
     fc1, fc2 = grouped_decode.launches(p)
-    assert not fc1.mx_gluon and not fc2.mx_gluon  # off by default
+    assert not fc1.mx_gluon and not fc2.mx_gluon
     want = step_bits(p, fc1, fc2)
     monkeypatch.setattr(grouped_launch, "MX_GLUON", True)
     g1, g2 = grouped_decode.launches(p)

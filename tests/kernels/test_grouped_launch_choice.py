@@ -72,7 +72,8 @@ def test_default_launch_follows_the_shapes():
         for t in (1, 4, 8, 16, 32, 64):
             for r, fits in ((2880, True), (2816, True), (2848, True), (2912, False), (0, False)):
                 L = default_launch(fmt, tokens=t, reduction=r, **gpt)
-                want = fmt == "mxfp4" and L.path == "dot" and fits
+                # (the Gluon tile, where its layout fits, has its own order: mx_gluon_layout)
+                want = fmt == "mxfp4" and L.path == "dot" and fits and not L.mx_gluon
                 assert L.mx_dot_order == want, (fmt, t, r)
                 assert L.path == ("gemv" if t == 1 else "dot"), (fmt, t)
     # The one-slot GEMV keeps the bias after its loop (mixed on the H200: TILE_EARLY_BIAS).
@@ -122,6 +123,7 @@ def test_mxfp4_one_pass_tile_takes_the_persistent_grid_where_the_constant_says(m
     for fmt in FORMATS:
         for t in (1, 4, 8, 16, 32, 64):
             assert default_launch(fmt, tokens=t, reduction=2880, **gpt).stream_k == 0
+    monkeypatch.setattr(grouped_launch, "MX_GLUON", False)  # the Triton tile's grid
     monkeypatch.setattr(grouped_launch, "PASS_GRID_MXFP4_STREAM_K", 6)
     for fmt in FORMATS:
         for t in (1, 4, 8, 16, 32, 64):
@@ -129,3 +131,29 @@ def test_mxfp4_one_pass_tile_takes_the_persistent_grid_where_the_constant_says(m
                 L = default_launch(fmt, tokens=t, reduction=r, **gpt)
                 want = 6 if fmt == "mxfp4" and t >= 16 and r >= 128 else 0
                 assert L.stream_k == want, (fmt, t, r)
+
+
+def test_mxfp4_one_pass_tile_is_the_gluon_tile_where_its_layout_fits(monkeypatch):
+    """MX_GLUON (on) takes MXFP4's one-pass tile (16-64 tokens at gpt-oss-20b EP2) to the Gluon
+    tile, on its own stages and register cap, where the stage's shapes take its layout
+    (`mx_gluon_layout.fits`: N whole tiles of 64 rows, R an even number of 128-value steps, at
+    least 4, and at most a 64-value tail); never FP8, the expert loop, the GEMV, a caller that does
+    not say R, or with the constant off."""
+    from moebench.kernels import grouped_launch
+
+    gpt = dict(top_k=4, experts=16)
+    stages = ((5760, 2880, True), (2880, 2880, True), (5760, 2848, False), (5760, 0, False),
+              (96, 2880, False), (5760, 384, False))  # (N, R, whether the layout fits)  # fmt: skip
+    for fmt in FORMATS:
+        for t in (1, 2, 4, 8, 16, 32, 64):
+            for n, r, fits in stages:
+                L = default_launch(fmt, tokens=t, columns=n, reduction=r, **gpt)
+                want = fmt == "mxfp4" and t >= 16 and fits
+                assert L.mx_gluon == want, (fmt, t, n, r)
+                if want:
+                    assert (L.pass_grid, L.num_stages, L.max_registers, L.mx_dot_order) == (
+                        True, grouped_launch.GLUON_STAGES, grouped_launch.GLUON_MAX_REGISTERS,
+                        False)  # fmt: skip
+    monkeypatch.setattr(grouped_launch, "MX_GLUON", False)
+    for t in (16, 32, 64):
+        assert not default_launch("mxfp4", tokens=t, columns=5760, reduction=2880, **gpt).mx_gluon

@@ -13,7 +13,7 @@ env -u TRITON_INTERPRET timeout 170 python3 -m pytest -p no:cacheprovider -q -rf
 echo "gluon tests rc=$?"; tail -15 $OUT/gluon_tests.txt
 G="-$(printf ':-%.0s' $(seq 22)):1"
 BENCH_TIME_BUDGET_S=140 timeout 200 python3 tools/bench_grouped_decode.py /tmp/bench \
-  --tokens 16,32,64 --precision w4a16 --variants "$G" --variant-tokens 16,32,64 \
+  --tokens 16,32,64 --precision w4a16 --variants="$G" --variant-tokens 16,32,64 \
   --seeds 0,1 --rank 0,1 > $OUT/bench.log 2>&1
 echo "bench rc=$?"; tail -40 $OUT/bench.log
 tar -czf $OUT/bench.tgz -C /tmp bench 2>/dev/null
