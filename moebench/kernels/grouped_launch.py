@@ -347,9 +347,10 @@ def one_pass_launch(tile: Launch, fmt: str) -> Launch:
 
 def gluon_launch(one: Launch) -> Launch:
     """MXFP4's one-pass tile ``one`` in Gluon (``mx_gluon``), on GLUON_STAGES and
-    GLUON_MAX_REGISTERS, on the grid of one tile a program."""
+    GLUON_MAX_REGISTERS, on the grid of one tile a program, its values in its own order (not
+    ``mx_dot_order``'s)."""
     return replace(one, mx_gluon=True, num_stages=GLUON_STAGES, max_registers=GLUON_MAX_REGISTERS,
-                   stream_k=0, split_k=1)  # fmt: skip
+                   stream_k=0, split_k=1, mx_dot_order=False)  # fmt: skip
 
 
 def _dot_ordered(tile: Launch, reduction: int) -> Launch:

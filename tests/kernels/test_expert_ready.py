@@ -150,7 +150,9 @@ def test_expert_ready_is_refused_without_its_counters_or_off_the_tile():
     [("fp8", 64), ("mxfp4", 64), ("mxfp4", 8)],
     ids=["fp8-one-pass", "mxfp4-one-pass", "mxfp4-expert-loop"],
 )
-def test_expert_ready_on_the_gpu_gives_the_whole_waits_bits_under_graph_replays(fmt, Tn):
+def test_expert_ready_on_the_gpu_gives_the_whole_waits_bits_under_graph_replays(
+    fmt, Tn, monkeypatch
+):
     """On the GPU, with the dependent launch: fc1 and fc2 as the arm pairs them (FP8 one-pass
     tiles, placed and packed weights; MXFP4 rotated, one pass or the expert loop; fc2 waiting
     expert by expert) captured in one CUDA graph and replayed over new routings (the graph's ids
@@ -159,7 +161,12 @@ def test_expert_ready_on_the_gpu_gives_the_whole_waits_bits_under_graph_replays(
     from decode_inputs import quantised
 
     from arms.decode.grouped_decode import scales_launch, tiles_scales, tiles_weights
+    from moebench.kernels import grouped_launch
     from moebench.kernels.grouped_launch import default_launch, paired_launches
+
+    # The Triton tile's launches (`grouped_gemv`); the Gluon tile's wait is
+    # tests/arms/test_gluon_stage_gpu.py's.
+    monkeypatch.setattr(grouped_launch, "MX_GLUON", False)
 
     dev = torch.device("cuda")
     g = torch.Generator().manual_seed(41)
