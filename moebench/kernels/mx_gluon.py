@@ -44,29 +44,18 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from moebench.kernels.expert_ready import READY_ROLES
 from moebench.kernels.expert_ready import WAIT_LIMIT as WAIT_READS
 from moebench.kernels.mx_gluon_layout import ROWS, STEP, GluonWeights, fits
-from moebench.kernels.mx_rotated import (
-    MULTIPLIER,
-    PAIR_MASK,
-    ROTATIONS,
-    THIRD_PAIR_BITS,
-)
+from moebench.kernels.mx_rotated import ROTATIONS, placed_pair
 from moebench.kernels.pass_table import TABLE_HEAD
 
 
 def _decode_asm() -> str:
     """One rotated word ($8) and its row's scale word ($9) to four bf16 pairs, halves $0..$7 (pair
     r in $2r low and $2r+1 high); $10 the byte-permute selector putting the word's scale byte in
-    bytes 0 and 2. The scale pair is 2^(s - 1) (s <= 128), the placed values value x 2^-126."""
-    mask = f"0x{PAIR_MASK:08X}"
+    bytes 0 and 2. The scale pair is 2^(s - 1) (s <= 128), the placed values value x 2^-126
+    (`mx_rotated.placed_pair`)."""
     lines = ["{", ".reg .b32 c, d;", "prmt.b32 d, $9, 0, $10;", "mad.lo.u32 d, d, 128, 0x3F003F00;"]
-    for r, rot in enumerate(ROTATIONS):
-        if rot == 0:
-            lines.append(f"and.b32 c, $8, {mask};")
-        elif rot is not None:
-            lines += [f"shf.l.wrap.b32 c, $8, $8, {rot};", f"and.b32 c, c, {mask};"]
-        else:
-            third = f"and.b32 c, $8, 0x{THIRD_PAIR_BITS:08X};"
-            lines += [third, f"mul.lo.u32 c, c, 0x{MULTIPLIER:04X};", f"and.b32 c, c, {mask};"]
+    for r in range(len(ROTATIONS)):
+        lines += placed_pair(r, "$8")
         lines += ["mul.rn.bf16x2 c, c, d;", f"mov.b32 {{${2 * r}, ${2 * r + 1}}}, c;"]
     return "\n".join(lines + ["}"])
 

@@ -61,17 +61,17 @@ THIRD_PAIR_BITS = 0x001B001B
 MULTIPLIER = 0x1084
 
 
-def _placed_pair(r: int) -> list[str]:
-    """PTX putting pair ``r`` of the rotated word ``$4`` in place in ``c``: each value's bits at
-    8..6 and 15 of its bf16 half (the value times 2^-126)."""
+def placed_pair(r: int, word: str = "$4") -> list[str]:
+    """PTX putting pair ``r`` of the rotated word ``word`` (an inline-asm operand) in place in
+    ``c``: each value's bits at 8..6 and 15 of its bf16 half (the value times 2^-126)."""
     mask = f"0x{PAIR_MASK:08X}"
     rot = ROTATIONS[r]
     if rot == 0:
-        return [f"and.b32 c, $4, {mask};"]
+        return [f"and.b32 c, {word}, {mask};"]
     if rot is not None:
-        return [f"shf.l.wrap.b32 c, $4, $4, {rot};", f"and.b32 c, c, {mask};"]
-    return [f"and.b32 c, $4, 0x{THIRD_PAIR_BITS:08X};", f"mul.lo.u32 c, c, 0x{MULTIPLIER:04X};",
-            f"and.b32 c, c, {mask};"]  # fmt: skip
+        return [f"shf.l.wrap.b32 c, {word}, {word}, {rot};", f"and.b32 c, c, {mask};"]
+    return [f"and.b32 c, {word}, 0x{THIRD_PAIR_BITS:08X};",
+            f"mul.lo.u32 c, c, 0x{MULTIPLIER:04X};", f"and.b32 c, c, {mask};"]  # fmt: skip
 
 
 def _decode_asm(fold: bool) -> str:
@@ -81,7 +81,7 @@ def _decode_asm(fold: bool) -> str:
     else 2^(s - 127), after a multiply by 2^126."""
     lines = ["{", ".reg .b32 c;"] if fold else ["{", ".reg .b32 c, k;", "mov.b32 k, 0x7E807E80;"]
     for r in range(len(ROTATIONS)):
-        lines += _placed_pair(r)
+        lines += placed_pair(r)
         if not fold:
             lines.append("mul.rn.bf16x2 c, c, k;")  # times 2^126
         lines.append(f"mul.rn.bf16x2 ${r}, c, $5;")
@@ -102,7 +102,7 @@ def _values_asm(pairs: tuple[int, int]) -> str:
     live half at a time, as the natural decode's bytes."""
     lines = ["{", ".reg .b32 c, k;", "mov.b32 k, 0x7E807E80;"]
     for i, r in enumerate(pairs):
-        lines += _placed_pair(r)
+        lines += placed_pair(r)
         lines += ["mul.rn.bf16x2 c, c, k;", f"shl.b32 ${2 * i}, c, 16;",
                   f"and.b32 ${2 * i + 1}, c, 0xFFFF0000;"]  # fmt: skip
     return "\n".join(lines + ["}"])
