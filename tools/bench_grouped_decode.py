@@ -375,8 +375,8 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
                           for f, w, s in ((l1, prob.w13, prob.w13_scale),
                                           (l2, prob.w2, prob.w2_scale)))  # fmt: skip
                 # The Gluon tile where the stage can run it, the Triton tile otherwise (the CPU).
-                l1 = grouped_decode.gluon_or_triton(l1, prob.w13, prob.w13_scale, prob.x_TD, base1)
-                l2 = grouped_decode.gluon_or_triton(l2, prob.w2, prob.w2_scale, prob.x_TD, base2)
+                l1 = grouped_decode.gluon_or_triton(l1, prob.w13, prob.w13_scale, prob.x_TD)
+                l2 = grouped_decode.gluon_or_triton(l2, prob.w2, prob.w2_scale, prob.x_TD)
                 name = f"grouped {describe(l1 if only != 2 else l2)}"
                 name += f" fc{only}" if only else ""
                 if only != 2 and l2.split_k > 1:  # the name is fc1's launch: fc2's split too

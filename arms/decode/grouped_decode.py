@@ -43,7 +43,7 @@ from moebench.kernels.grouped_gemv import (
     max_scale_byte,
     word_aligned_scales,
 )
-from moebench.kernels.grouped_launch import Launch, default_launch, paired_launches
+from moebench.kernels.grouped_launch import Launch, default_launch, paired_launches, triton_tile
 from moebench.kernels.launch import weight_format
 from moebench.kernels.mx_dot_order import dot_order_mxfp4
 from moebench.kernels.mx_gluon import grouped_gluon_mxfp4, x_rows_aligned
@@ -230,8 +230,8 @@ def build_stages(
     E, off = p.local_experts, p.expert_offset
     default1, default2 = launches(p)
     fc1, fc2 = fc1 or default1, fc2 or default2
-    fc1 = gluon_or_triton(fc1, p.w13, p.w13_scale, p.x_TD, default1)
-    fc2 = gluon_or_triton(fc2, p.w2, p.w2_scale, ws.a, default2)
+    fc1 = gluon_or_triton(fc1, p.w13, p.w13_scale, p.x_TD)
+    fc2 = gluon_or_triton(fc2, p.w2, p.w2_scale, ws.a)
     if fc2.mx_gluon and not fc1.mx_gluon:
         # fc2 fills its own pass table, whose kernel lets fc2 launch before it writes: fc2 then
         # waits for the whole of the kernel before it (`pass_table`), not expert by expert.
@@ -284,13 +284,12 @@ def build_stages(
     return tuple(Stage(name=n, run=f) for n, f in zip(DECODE_STAGES, fns, strict=True))
 
 
-def gluon_or_triton(launch: Launch, w, w_scale, x: torch.Tensor, default: Launch) -> Launch:
+def gluon_or_triton(launch: Launch, w, w_scale, x: torch.Tensor) -> Launch:
     """``launch``, or where it asks for the Gluon tile (``mx_gluon``) and the stage cannot run it
-    the Triton tile's one-pass launch for the stage (``default`` without ``mx_gluon``, or
-    ``launch`` without it where the default is no one-pass tile; the counters' role ``launch``'s):
-    Gluon runs on CUDA devices only
-    (no interpreter), for MXFP4 weights whose shapes take its layout (`mx_gluon_layout.fits`),
-    scale bytes up to FOLD_SCALES_UP_TO and x's rows on 16-byte boundaries."""
+    the Triton one-pass tile in its place (`grouped_launch.triton_tile`, the counters' role
+    kept): Gluon runs on CUDA devices only (no interpreter), for MXFP4 weights whose shapes take
+    its layout (`mx_gluon_layout.fits`), scale bytes up to FOLD_SCALES_UP_TO and x's rows on
+    16-byte boundaries."""
     if not launch.mx_gluon:
         return launch
     N, R = w.shape[1], w.shape[2] * 2
@@ -301,8 +300,7 @@ def gluon_or_triton(launch: Launch, w, w_scale, x: torch.Tensor, default: Launch
         ok = largest is not None and largest <= FOLD_SCALES_UP_TO
     if ok:
         return launch
-    triton_tile = default if default.pass_grid and not default.mx_gluon else launch
-    return dataclasses.replace(triton_tile, mx_gluon=False, expert_ready=launch.expert_ready)
+    return triton_tile(launch, R)
 
 
 def _pass_tables(p: Problem, stages: tuple[Launch, ...]) -> dict[int, torch.Tensor]:

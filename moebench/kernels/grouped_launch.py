@@ -353,6 +353,15 @@ def gluon_launch(one: Launch) -> Launch:
                    stream_k=0, split_k=1, mx_dot_order=False)  # fmt: skip
 
 
+def triton_tile(gluon: Launch, reduction: int) -> Launch:
+    """The Triton one-pass tile in place of the Gluon launch ``gluon`` (`gluon_launch`'s inverse,
+    its values in its K order where R, ``reduction``, allows it): for a stage that cannot run the
+    Gluon tile (no GPU, scales past FOLD_SCALES_UP_TO, x's rows off 16-byte boundaries)."""
+    one = replace(gluon, mx_gluon=False, num_stages=PASS_GRID_STAGES,
+                  max_registers=PASS_GRID_MXFP4_MAX_REGISTERS)  # fmt: skip
+    return _dot_ordered(one, reduction)
+
+
 def _dot_ordered(tile: Launch, reduction: int) -> Launch:
     """The MXFP4 tile with its values in its K order where MX_DOT_ORDER says so and the stage's
     R (``reduction``, 0: not said) takes the layout."""

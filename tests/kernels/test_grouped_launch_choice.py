@@ -138,7 +138,7 @@ def test_mxfp4_one_pass_tile_is_the_gluon_tile_where_its_layout_fits(monkeypatch
     tile, on its own stages and register cap, where the stage's shapes take its layout
     (`mx_gluon_layout.fits`: N whole tiles of 64 rows, R an even number of 128-value steps, at
     least 4, and at most a 64-value tail); never FP8, the expert loop, the GEMV, a caller that does
-    not say R, or with the constant off."""
+    not say R, or with the constant off; `triton_tile` gives back the Triton tile's launch."""
     from moebench.kernels import grouped_launch
 
     gpt = dict(top_k=4, experts=16)
@@ -154,6 +154,12 @@ def test_mxfp4_one_pass_tile_is_the_gluon_tile_where_its_layout_fits(monkeypatch
                     assert (L.pass_grid, L.num_stages, L.max_registers, L.mx_dot_order) == (
                         True, grouped_launch.GLUON_STAGES, grouped_launch.GLUON_MAX_REGISTERS,
                         False)  # fmt: skip
+    # Where a stage cannot run the Gluon tile, the arm takes the Triton tile in its place:
+    # `triton_tile`, the launch MX_GLUON off gives.
+    gluon = {t: default_launch("mxfp4", tokens=t, columns=5760, reduction=2880, **gpt)
+             for t in (16, 32, 64)}  # fmt: skip
     monkeypatch.setattr(grouped_launch, "MX_GLUON", False)
     for t in (16, 32, 64):
-        assert not default_launch("mxfp4", tokens=t, columns=5760, reduction=2880, **gpt).mx_gluon
+        triton = default_launch("mxfp4", tokens=t, columns=5760, reduction=2880, **gpt)
+        assert not triton.mx_gluon and triton.mx_dot_order
+        assert grouped_launch.triton_tile(gluon[t], 2880) == triton
