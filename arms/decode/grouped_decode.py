@@ -256,11 +256,16 @@ def build_stages(
         split = split_scratch(pairs, fc2.split_k, fc2.block_n, fc2.block_m, p.x_TD.device)
     # Each stage's persistent grid (`stream_k`): its parts' sums and counters, likewise.
     stream1, stream2 = (_stream_scratch(p, f, w.shape[1]) for f, w in ((fc1, p.w13), (fc2, p.w2)))
+    # A Gluon stage's weights and scales as one operand; fc2 fills the pass table itself unless
+    # fc1 filled it (the same block_m).
+    g13 = GluonWeights(*w13, *s13) if fc1.mx_gluon else None
+    g2 = GluonWeights(*w2, *s2) if fc2.mx_gluon else None
+    fc2_fills = not (fc1.mx_gluon and fc1.block_m == fc2.block_m)
 
     def run_fc1() -> None:
         if fc1.mx_gluon:
-            _run_gluon(p, fc1, tables, p.x_TD, w13, s13, p.b13_E2F, ws.a, p.activation,
-                       first=True, ready=ready)  # fmt: skip
+            _run_gluon(p, fc1, tables, p.x_TD, g13, p.b13_E2F, ws.a, p.activation, first=True,
+                       ready=ready)  # fmt: skip
             return
         grouped_gemv(p.x_TD, p.topk_ids_TK, w13, s13, p.b13_E2F, ws.a, expert_offset=off,
                      launch=fc1, glu=p.activation, max_scale_byte=max13, ready=ready,
@@ -268,8 +273,7 @@ def build_stages(
 
     def run_fc2() -> None:
         if fc2.mx_gluon:
-            first = not (fc1.mx_gluon and fc1.block_m == fc2.block_m)
-            _run_gluon(p, fc2, tables, ws.a, w2, s2, p.b2_ED, ws.o, "none", first=first,
+            _run_gluon(p, fc2, tables, ws.a, g2, p.b2_ED, ws.o, "none", first=fc2_fills,
                        ready=ready)  # fmt: skip
             return
         grouped_gemv(ws.a, p.topk_ids_TK, w2, s2, p.b2_ED, ws.o, expert_offset=off,
@@ -312,15 +316,15 @@ def _pass_tables(p: Problem, stages: tuple[Launch, ...]) -> dict[int, torch.Tens
             for f in stages if f.mx_gluon}  # fmt: skip
 
 
-def _run_gluon(p: Problem, launch: Launch, tables, x, w: GluonWeights, scales, bias, out, glu,
-               *, first: bool, ready: torch.Tensor | None) -> None:  # fmt: skip
+def _run_gluon(p: Problem, launch: Launch, tables, x, w: GluonWeights, bias, out, glu, *,
+               first: bool, ready: torch.Tensor | None) -> None:  # fmt: skip
     """A Gluon stage: its pass table filled from the routing where it is the table's first reader
     (`pass_table`, before fc1), then the tile (`mx_gluon.grouped_gluon_mxfp4`)."""
     table = tables[launch.block_m]
     if first:
         pass_table(p.topk_ids_TK, table, expert_offset=p.expert_offset, experts=p.local_experts,
                    block_m=launch.block_m, pdl=launch.pdl)  # fmt: skip
-    grouped_gluon_mxfp4(x, table, GluonWeights(*w, *scales), bias, out,
+    grouped_gluon_mxfp4(x, table, w, bias, out,
                         top_k=p.topk_ids_TK.shape[1], block_m=launch.block_m, glu=glu,
                         stages=launch.num_stages, pdl=launch.pdl,
                         max_registers=launch.max_registers, expert_ready=launch.expert_ready,
