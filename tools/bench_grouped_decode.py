@@ -55,12 +55,12 @@ where a scale byte is above 128); split: fc2's K steps over that many programs a
 never: its GLU; the name then ends in " fc2-split" and the count); stream: that many programs an SM
 on the persistent grid that splits every tile's K steps evenly (`Launch.stream_k`, `stream_k`;
 MXFP4's one-pass tile only, the launcher refuses it elsewhere; both stages unless stage says one;
-fc2 then waits for the whole of fc1, ready dropped); gluon 1 or 0: MXFP4's one-pass tile in Gluon
-(`Launch.mx_gluon`, `mx_gluon`: its own stages and register cap unless the variant gives them; the
-Triton tile where the stage cannot run it, the CPU included, and the name says which; fc2 then waits
-for the whole of fc1). A field left to the default of
-another path takes that path's
-(`grouped_launch.path_launch`). The arm's own
+fc2 then waits for the whole of fc1, ready dropped); gluon 1 or 0: the one-pass tile in Gluon or
+not (`Launch.gluon`, `mx_gluon` and `fp8_gluon`: its own stages and register cap unless the variant
+gives them; 0 where the arm's launch is Gluon: the Triton one-pass tile as the arm launches it where
+a stage cannot run Gluon, `grouped_launch.triton_tile`, its stages, register cap and K order; the
+Triton tile where the stage cannot run Gluon, the CPU included, and the name says which). A field
+left to the default of another path takes that path's (`grouped_launch.path_launch`). The arm's own
 launch always runs, as "default", and a variant equal to it is skipped. Cases run from the most
 tokens down, so that a run cut short by its time budget (variants are not started past
 TIME_BUDGET_S, 200 s or the environment's BENCH_TIME_BUDGET_S) loses the cheap cases' variants
@@ -106,6 +106,7 @@ from moebench.kernels.grouped_launch import (
     one_pass_launch,
     paired_launches,
     path_launch,
+    triton_tile,
 )
 from moebench.measure import bench
 from moebench.measure.clock import Clock
@@ -192,8 +193,9 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     return out
 
 
-def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
-    """The launch of variant ``v`` for a stage of ``columns`` output columns, fields from
+def variant_launch(base: Launch, v: tuple, fmt: str, columns: int, reduction: int = 0) -> Launch:
+    """The launch of variant ``v`` for a stage of ``columns`` output columns and ``reduction``
+    values a row (R; 0: not said), fields from
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
@@ -214,9 +216,14 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int) -> Launch:
         base = path_launch("dot", fmt, columns=columns, block_m=base.block_m, pdl=base.pdl)
         if passes:
             base = one_pass_launch(base, fmt)
-    if gluon is not None and fmt == "mxfp4" and base.path == "dot" and base.pass_grid:
-        # The Gluon tile's own stages and register cap, unless the variant says others.
-        base = gluon_launch(base) if gluon else dataclasses.replace(base, mx_gluon=False)
+    if gluon is not None and base.path == "dot" and base.pass_grid and gluon != base.gluon:
+        # The Gluon tile's own stages and register cap, unless the variant says others; off, the
+        # Triton one-pass tile as the arm would launch it (its stages, cap and K order).
+        if gluon:
+            base = gluon_launch(base, fmt)
+        else:
+            base = triton_tile(base, reduction, fmt)
+            ordered = base.mx_dot_order
     fields = dataclasses.asdict(base)
     chosen = (("block_m", bm), ("block_n", bn), ("block_k", bk), ("num_warps", nw),
               ("num_stages", stages), ("pdl", pdl), ("max_registers", registers))  # fmt: skip
@@ -286,7 +293,7 @@ def describe(launch: Launch) -> str:
             + (" biased" if L.mx_biased_scales else "")
             + (f" split{L.split_k}" if L.split_k > 1 else "")
             + (f" stream{L.stream_k}" if L.stream_k else "")
-            + (" gluon" if L.mx_gluon else "")
+            + (" gluon" if L.gluon else "")
             + (f" pf{L.fp8_prefetch}" if L.fp8_prefetch else "")
             + (f" ahead{L.fp8_prefetch_ahead}" if L.fp8_prefetch_ahead else "")
             + (f" ready-{L.expert_ready}" if L.expert_ready else ""))  # fmt: skip
@@ -361,9 +368,11 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
                 if T not in v_tokens:
                     continue
                 only = v[11] if len(v) > 11 else None
-                l1 = variant_launch(base1, v, fmt, prob.w13.shape[1]) if only != 2 else base1
+                values = 2 if fmt == "mxfp4" else 1  # R in values: MXFP4 holds two a byte
+                r1, r2 = prob.w13.shape[2] * values, prob.w2.shape[2] * values
+                l1 = variant_launch(base1, v, fmt, prob.w13.shape[1], r1) if only != 2 else base1
                 l1 = dataclasses.replace(l1, split_k=1)  # split_k is fc2's (fc1 has the GLU)
-                l2 = variant_launch(base2, v, fmt, prob.w2.shape[1]) if only != 1 else base2
+                l2 = variant_launch(base2, v, fmt, prob.w2.shape[1], r2) if only != 1 else base2
                 ready = v[18] if len(v) > 18 else None
                 if l1.stream_k or l2.stream_k:
                     ready = False  # the persistent grid takes no expert_ready (`stream_k`)

@@ -16,12 +16,12 @@ poison.
 Launch: a GEMV on CUDA cores when the slots are few per expert, a tensor-core tile when they are
 many (`moebench.kernels.grouped_launch.default_launch`, chosen from the shapes when the stages are
 built, never from the routing). MXFP4's one-pass tile (16 tokens and more at gpt-oss-20b EP2) is
-the Gluon kernel (`moebench.kernels.mx_gluon`) on a GPU where its layout fits, its passes read
-from a table one small kernel fills before fc1 (`pass_table`), and the Triton tile elsewhere
-(`gluon_or_triton`: the CPU, the interpreter). All write the sparse and dense arms' arithmetic
-(products exact in fp32, the FP8 scale after the sum, the same bias, GLU and bf16 rounding), so
-the three agree but for the order of fp32 sums: bitwise where the sums are exact, within the
-precision's tolerance otherwise (the decode cross-arm gate).
+the Gluon kernel (`moebench.kernels.mx_gluon`; FP8's, `fp8_gluon`, where the launch asks for it)
+on a GPU where its layout fits, its passes read from a table one small kernel fills before fc1
+(`pass_table`), and the Triton tile elsewhere (`gluon_or_triton`: the CPU, the interpreter). All
+write the sparse and dense arms' arithmetic (products exact in fp32, the FP8 scale after the sum,
+the same bias, GLU and bf16 rounding), so the three agree but for the order of fp32 sums: bitwise
+where the sums are exact, within the precision's tolerance otherwise (the decode cross-arm gate).
 """
 
 import dataclasses
@@ -35,7 +35,10 @@ from moebench.arm.decode import Problem, Workspace
 from moebench.core.vocabulary import DECODE_STAGES
 from moebench.kernels.combine_topk import combine_topk
 from moebench.kernels.expert_ready import ready_counters
+from moebench.kernels.fp8_gluon import grouped_gluon_fp8
+from moebench.kernels.fp8_gluon_layout import Fp8GluonWeights, pack_fp8_gluon
 from moebench.kernels.fp8_placed import place_e4m3
+from moebench.kernels.gluon_parts import x_rows_aligned
 from moebench.kernels.grouped_gemv import (
     grid_programs,
     grid_tiles,
@@ -46,7 +49,7 @@ from moebench.kernels.grouped_gemv import (
 from moebench.kernels.grouped_launch import Launch, default_launch, paired_launches, triton_tile
 from moebench.kernels.launch import weight_format
 from moebench.kernels.mx_dot_order import dot_order_mxfp4
-from moebench.kernels.mx_gluon import grouped_gluon_mxfp4, x_rows_aligned
+from moebench.kernels.mx_gluon import grouped_gluon_mxfp4
 from moebench.kernels.mx_gluon_layout import GluonWeights, gluon_scales, gluon_words
 from moebench.kernels.mx_gluon_layout import fits as gluon_layout_fits
 from moebench.kernels.mx_rotated import FOLD_SCALES_UP_TO, biased_scales, rotate_mxfp4
@@ -68,7 +71,7 @@ PDL = {"w8a16": True, "w4a16": True}
 # Triton kernel functions the stages launch, per precision (the GEMV or the tensor-core path,
 # chosen per case from the shapes), and those they must not (moebench/gates/dispatch.py).
 _LAUNCHES = {
-    "w8a16": ("_grouped_gemv_fp8|_grouped_dot_fp8", "_combine_topk"),
+    "w8a16": ("_grouped_gemv_fp8|_grouped_dot_fp8|_grouped_gluon_fp8", "_combine_topk"),
     "w4a16": (
         "_grouped_gemv_mxfp4|_grouped_dot_mxfp4|_grouped_dot_mxfp4_stream|_grouped_gluon_mxfp4",
         "_combine_topk",
@@ -126,10 +129,13 @@ _MX_PACKED_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tenso
 _MX_DOT_ORDER_WEIGHTS: dict[tuple[int, int, bool], dict[int, tuple[int, torch.Tensor]]] = {}
 
 
-# MXFP4 weights and scales in `mx_gluon_layout`'s layout for the Gluon tile (`Launch.mx_gluon`),
+# MXFP4 weights and scales in `mx_gluon_layout`'s layout for the Gluon tile (`Launch.gluon`),
 # one copy a tensor while it lives (`pipeline.made_once`): about the problem's own bytes again.
 _GLUON_WORDS: dict[int, tuple[int, tuple[torch.Tensor, torch.Tensor]]] = {}
 _GLUON_SCALES: dict[int, tuple[int, tuple[torch.Tensor, torch.Tensor]]] = {}
+# FP8 weights in `fp8_gluon_layout`'s layout for the Gluon tile, likewise (placed and moved: the
+# problem's bytes again).
+_FP8_GLUON_WEIGHTS: dict[int, tuple[int, Fp8GluonWeights]] = {}
 
 
 def _padded_entry(w_scale: torch.Tensor) -> torch.Tensor | None:
@@ -151,7 +157,7 @@ def tiles_scales(w, w_scale, launch: Launch) -> tuple[torch.Tensor, int | None]:
     if weight_format(w) != "mxfp4" or launch.path != "dot":
         return w_scale, None
     largest = pipeline.made_once(_LARGEST_SCALE, w_scale, max_scale_byte)
-    if launch.mx_gluon:  # (scales, tail scales) in `mx_gluon_layout`'s layout
+    if launch.gluon:  # (scales, tail scales) in `mx_gluon_layout`'s layout
         return pipeline.made_once(_GLUON_SCALES, w_scale, gluon_scales), largest
     biased = scales_launch(launch, largest).mx_biased_scales
     if launch.mx_packed_scales or biased:
@@ -187,10 +193,13 @@ def tiles_weights(w, launch: Launch) -> torch.Tensor:
     makes once for the launch's blocks, for the MXFP4 tile packed box by box (``mx_packed``, of
     the rotated copy where the launch is rotated; the last box ragged) likewise, for the MXFP4
     tile in its K order (``mx_dot_order``: `mx_dot_order.dot_order_mxfp4` for the launch's block_k,
-    rotated, packed where the launch is) likewise, otherwise the problem's own tensor."""
+    rotated, packed where the launch is) likewise, for the Gluon tile (``gluon``) its layout's
+    copy (`mx_gluon_layout`, `fp8_gluon_layout`) likewise, otherwise the problem's own tensor."""
     fmt = weight_format(w)
-    if launch.mx_gluon and fmt == "mxfp4":  # (main, tail) words in `mx_gluon_layout`'s layout
+    if launch.gluon and fmt == "mxfp4":  # (main, tail) words in `mx_gluon_layout`'s layout
         return pipeline.made_once(_GLUON_WORDS, w, gluon_words)
+    if launch.gluon and fmt == "fp8":  # `fp8_gluon_layout`'s (main, tail) words
+        return pipeline.made_once(_FP8_GLUON_WEIGHTS, w, pack_fp8_gluon)
     if launch.mx_dot_order and fmt == "mxfp4":
         bn, bk, packed = launch.block_n, launch.block_k, launch.mx_packed
         cache = _MX_DOT_ORDER_WEIGHTS.setdefault((bn, bk, packed), {})
@@ -232,7 +241,7 @@ def build_stages(
     fc1, fc2 = fc1 or default1, fc2 or default2
     fc1 = gluon_or_triton(fc1, p.w13, p.w13_scale, p.x_TD)
     fc2 = gluon_or_triton(fc2, p.w2, p.w2_scale, ws.a)
-    if fc2.mx_gluon and not fc1.mx_gluon:
+    if fc2.gluon and not fc1.gluon:
         # fc2 fills its own pass table, whose kernel lets fc2 launch before it writes: fc2 then
         # waits for the whole of the kernel before it (`pass_table`), not expert by expert.
         fc1, fc2 = (dataclasses.replace(f, expert_ready="") for f in (fc1, fc2))
@@ -256,14 +265,14 @@ def build_stages(
         split = split_scratch(pairs, fc2.split_k, fc2.block_n, fc2.block_m, p.x_TD.device)
     # Each stage's persistent grid (`stream_k`): its parts' sums and counters, likewise.
     stream1, stream2 = (_stream_scratch(p, f, w.shape[1]) for f, w in ((fc1, p.w13), (fc2, p.w2)))
-    # A Gluon stage's weights and scales as one operand; fc2 fills the pass table itself unless
-    # fc1 filled it (the same block_m).
-    g13 = GluonWeights(*w13, *s13) if fc1.mx_gluon else None
-    g2 = GluonWeights(*w2, *s2) if fc2.mx_gluon else None
-    fc2_fills = not (fc1.mx_gluon and fc1.block_m == fc2.block_m)
+    # A Gluon stage's operands (MXFP4: weights and scales as one); fc2 fills the pass table itself
+    # unless fc1 filled it (the same block_m).
+    g13 = _gluon_operands(fc1, w13, s13)
+    g2 = _gluon_operands(fc2, w2, s2)
+    fc2_fills = not (fc1.gluon and fc1.block_m == fc2.block_m)
 
     def run_fc1() -> None:
-        if fc1.mx_gluon:
+        if fc1.gluon:
             _run_gluon(p, fc1, tables, p.x_TD, g13, p.b13_E2F, ws.a, p.activation, first=True,
                        ready=ready)  # fmt: skip
             return
@@ -272,7 +281,7 @@ def build_stages(
                      stream=stream1)  # fmt: skip
 
     def run_fc2() -> None:
-        if fc2.mx_gluon:
+        if fc2.gluon:
             _run_gluon(p, fc2, tables, ws.a, g2, p.b2_ED, ws.o, "none", first=fc2_fills,
                        ready=ready)  # fmt: skip
             return
@@ -289,22 +298,22 @@ def build_stages(
 
 
 def gluon_or_triton(launch: Launch, w, w_scale, x: torch.Tensor) -> Launch:
-    """``launch``, or where it asks for the Gluon tile (``mx_gluon``) and the stage cannot run it
+    """``launch``, or where it asks for the Gluon tile (``gluon``) and the stage cannot run it
     the Triton one-pass tile in its place (`grouped_launch.triton_tile`, the counters' role
-    kept): Gluon runs on CUDA devices only (no interpreter), for MXFP4 weights whose shapes take
-    its layout (`mx_gluon_layout.fits`), scale bytes up to FOLD_SCALES_UP_TO and x's rows on
-    16-byte boundaries."""
-    if not launch.mx_gluon:
+    kept): Gluon runs on CUDA devices only (no interpreter), for weights whose shapes take its
+    layout (`mx_gluon_layout.fits`, FP8's the same), MXFP4 scale bytes up to FOLD_SCALES_UP_TO
+    and x's rows on 16-byte boundaries."""
+    if not launch.gluon:
         return launch
-    N, R = w.shape[1], w.shape[2] * 2
-    ok = (x.is_cuda and weight_format(w) == "mxfp4" and gluon_layout_fits(N, R)
-          and x_rows_aligned(x))  # fmt: skip
-    if ok:
+    fmt = weight_format(w)
+    N, R = w.shape[1], w.shape[2] * (2 if fmt == "mxfp4" else 1)
+    ok = x.is_cuda and gluon_layout_fits(N, R) and x_rows_aligned(x)
+    if ok and fmt == "mxfp4":
         largest = pipeline.made_once(_LARGEST_SCALE, w_scale, max_scale_byte)
         ok = largest is not None and largest <= FOLD_SCALES_UP_TO
     if ok:
         return launch
-    return triton_tile(launch, R)
+    return triton_tile(launch, R, fmt)
 
 
 def _pass_tables(p: Problem, stages: tuple[Launch, ...]) -> dict[int, torch.Tensor]:
@@ -313,22 +322,36 @@ def _pass_tables(p: Problem, stages: tuple[Launch, ...]) -> dict[int, torch.Tens
     T, K = p.topk_ids_TK.shape
     E = p.local_experts
     return {f.block_m: new_table(grid_programs(T, K, E, f), f.block_m, p.x_TD.device)
-            for f in stages if f.mx_gluon}  # fmt: skip
+            for f in stages if f.gluon}  # fmt: skip
 
 
-def _run_gluon(p: Problem, launch: Launch, tables, x, w: GluonWeights, bias, out, glu, *,
+def _gluon_operands(launch: Launch, w, scales):
+    """A Gluon stage's weight operands: MXFP4's words and scales as one `GluonWeights`, FP8's
+    words (`Fp8GluonWeights`) with the expert scales; None for a Triton stage."""
+    if not launch.gluon:
+        return None
+    if isinstance(w, Fp8GluonWeights):
+        return w, scales
+    return GluonWeights(*w, *scales), None
+
+
+def _run_gluon(p: Problem, launch: Launch, tables, x, operands, bias, out, glu, *,
                first: bool, ready: torch.Tensor | None) -> None:  # fmt: skip
     """A Gluon stage: its pass table filled from the routing where it is the table's first reader
-    (`pass_table`, before fc1), then the tile (`mx_gluon.grouped_gluon_mxfp4`)."""
+    (`pass_table`, before fc1), then the tile (`mx_gluon.grouped_gluon_mxfp4`,
+    `fp8_gluon.grouped_gluon_fp8`)."""
     table = tables[launch.block_m]
     if first:
         pass_table(p.topk_ids_TK, table, expert_offset=p.expert_offset, experts=p.local_experts,
                    block_m=launch.block_m, pdl=launch.pdl)  # fmt: skip
-    grouped_gluon_mxfp4(x, table, w, bias, out,
-                        top_k=p.topk_ids_TK.shape[1], block_m=launch.block_m, glu=glu,
-                        stages=launch.num_stages, pdl=launch.pdl,
-                        max_registers=launch.max_registers, expert_ready=launch.expert_ready,
-                        ready=ready)  # fmt: skip
+    w, expert_scales = operands
+    kwargs = dict(top_k=p.topk_ids_TK.shape[1], block_m=launch.block_m, glu=glu,
+                  stages=launch.num_stages, pdl=launch.pdl, max_registers=launch.max_registers,
+                  expert_ready=launch.expert_ready, ready=ready)  # fmt: skip
+    if expert_scales is None:
+        grouped_gluon_mxfp4(x, table, w, bias, out, **kwargs)
+    else:
+        grouped_gluon_fp8(x, table, w, expert_scales, bias, out, **kwargs)
 
 
 def _stream_scratch(p: Problem, launch: Launch, columns: int):

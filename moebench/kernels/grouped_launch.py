@@ -49,11 +49,12 @@ class Launch:
     (a stage with no GLU; `split_k`: the parts' sums added on the device in a fixed order, 1:
     none; the fp32 sums grouped by part), and the MXFP4 one-pass tile on a persistent grid of
     ``stream_k`` programs an SM that splits every tile's K steps evenly over them (`stream_k`;
-    0: none; the fp32 sums of a tile two programs share grouped by program), and the MXFP4
-    one-pass tile written in Gluon (``mx_gluon``: `mx_gluon`, on the GPU where its layout fits,
-    the Triton tile elsewhere; weights in `mx_gluon_layout`'s layout, a copy made when the arm
-    builds its stages; ``num_stages`` the slots' ring and ``max_registers`` its cap; its passes
-    from `pass_table`; the same products, summed in another order)."""
+    0: none; the fp32 sums of a tile two programs share grouped by program), and the one-pass
+    tile written in Gluon (``gluon``: `mx_gluon` for MXFP4, `fp8_gluon` for FP8, on the GPU
+    where its layout fits, the Triton tile elsewhere; weights in `mx_gluon_layout`'s or
+    `fp8_gluon_layout`'s layout, a copy made when the arm builds its stages; ``num_stages`` the
+    slots' ring and ``max_registers`` its cap; its passes from `pass_table`; the same products,
+    summed in another order)."""
 
     path: str
     block_m: int
@@ -78,7 +79,7 @@ class Launch:
     mx_biased_scales: bool = False
     split_k: int = 1
     stream_k: int = 0
-    mx_gluon: bool = False
+    gluon: bool = False
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the
@@ -148,7 +149,7 @@ PASS_GRID_MXFP4_MAX_REGISTERS = 80
 # registers) +40.0 / +41.0 / +31.3% at 16 / 32 / 64 tokens, 8 an SM (64 registers, 2 stages)
 # +57.5 / +51.9 / +45.4%; at 64 tokens fc1 alone +23%, fc2 +35%.
 PASS_GRID_MXFP4_STREAM_K = 0
-# MXFP4's one-pass tile in Gluon (``Launch.mx_gluon``, `mx_gluon`) where the stage's shapes take
+# MXFP4's one-pass tile in Gluon (``Launch.gluon``, `mx_gluon`) where the stage's shapes take
 # its layout (`mx_gluon_layout.fits`): its own stages (the slots' ring) and register cap (0: the
 # compiler's, 127 registers and 4 programs an SM at gpt-oss-20b's shapes, sm_90a offline). The
 # probes it comes from ran fc1 and fc2 17-21% faster than the arm's tile (H100,
@@ -157,6 +158,16 @@ PASS_GRID_MXFP4_STREAM_K = 0
 MX_GLUON = True
 GLUON_STAGES = 3
 GLUON_MAX_REGISTERS = 0
+# FP8's one-pass tile in Gluon (``Launch.gluon``, `fp8_gluon`) where the stage's shapes take its
+# layout (`fp8_gluon_layout`, the same shapes as MXFP4's): the same loop, a thread's 32 bytes of
+# each of its rows a 128-value step (two steps ahead: 16 KB a program in flight), on its own
+# stages and register cap. sm_90a offline (triton 3.6): 130 registers uncapped (3 programs an SM),
+# 128 capped with no spill and no wgmma serialised (4 an SM); the loop 214 instructions a step of
+# 64 weight bytes a thread (3.3 a byte; the Triton one-pass tile 4.2). Not yet timed: off until a
+# GPU measures it against the Triton tile (tools/bench_grouped_decode.py, ``gluon``).
+FP8_GLUON = False
+FP8_GLUON_STAGES = 3
+FP8_GLUON_MAX_REGISTERS = 128
 # The FP8 one-pass tile steps 64 values at a time on 6 stages (PASS_GRID_FP8_BLOCK_K,
 # PASS_GRID_FP8_STAGES) where it took 128 on 3: five steps' weights in flight behind the one in use
 # (20 KB a program) against two (16 KB), at the same 6 programs an SM. sm_90a (offline,
@@ -288,7 +299,7 @@ def paired_launches(
     """fc1's and fc2's default launches with fc2 waiting for fc1 expert by expert where the
     measurements say so (EXPERT_READY_FROM_SLOTS_PER_EXPERT): both the tile with the dependent
     launch, not on the persistent grid (`stream_k`), and one pass a program or (FP8) at least
-    that many slots an expert (the Gluon tile, ``mx_gluon``, keeps the same counters)."""
+    that many slots an expert (the Gluon tile, ``gluon``, keeps the same counters)."""
     tiles = all(f.path == "dot" and f.pdl and not f.stream_k for f in (fc1, fc2))
     one_pass = fc1.pass_grid and fc2.pass_grid
     least = EXPERT_READY_FROM_SLOTS_PER_EXPERT[fmt]
@@ -345,19 +356,26 @@ def one_pass_launch(tile: Launch, fmt: str) -> Launch:
                    max_registers=PASS_GRID_MXFP4_MAX_REGISTERS)  # fmt: skip
 
 
-def gluon_launch(one: Launch) -> Launch:
-    """MXFP4's one-pass tile ``one`` in Gluon (``mx_gluon``), on GLUON_STAGES and
+def gluon_launch(one: Launch, fmt: str = "mxfp4") -> Launch:
+    """The ``fmt`` one-pass tile ``one`` in Gluon (``gluon``): MXFP4's on GLUON_STAGES and
     GLUON_MAX_REGISTERS, on the grid of one tile a program, its values in its own order (not
-    ``mx_dot_order``'s)."""
-    return replace(one, mx_gluon=True, num_stages=GLUON_STAGES, max_registers=GLUON_MAX_REGISTERS,
+    ``mx_dot_order``'s); FP8's on FP8_GLUON_STAGES and FP8_GLUON_MAX_REGISTERS."""
+    if fmt == "fp8":
+        return replace(one, gluon=True, num_stages=FP8_GLUON_STAGES,
+                       max_registers=FP8_GLUON_MAX_REGISTERS)  # fmt: skip
+    return replace(one, gluon=True, num_stages=GLUON_STAGES, max_registers=GLUON_MAX_REGISTERS,
                    stream_k=0, split_k=1, mx_dot_order=False)  # fmt: skip
 
 
-def triton_tile(gluon: Launch, reduction: int) -> Launch:
-    """The Triton one-pass tile in place of the Gluon launch ``gluon`` (`gluon_launch`'s inverse,
-    its values in its K order where R, ``reduction``, allows it): for a stage that cannot run the
-    Gluon tile (no GPU, scales past FOLD_SCALES_UP_TO, x's rows off 16-byte boundaries)."""
-    one = replace(gluon, mx_gluon=False, num_stages=PASS_GRID_STAGES,
+def triton_tile(gluon: Launch, reduction: int, fmt: str = "mxfp4") -> Launch:
+    """The Triton one-pass tile in place of the Gluon launch ``gluon`` (`gluon_launch`'s inverse;
+    MXFP4's values in its K order where R, ``reduction``, allows it): for a stage that cannot run
+    the Gluon tile (no GPU, MXFP4 scales past FOLD_SCALES_UP_TO, x's rows off 16-byte
+    boundaries)."""
+    if fmt == "fp8":
+        return replace(gluon, gluon=False, num_stages=PASS_GRID_FP8_STAGES,
+                       max_registers=PASS_GRID_MAX_REGISTERS)  # fmt: skip
+    one = replace(gluon, gluon=False, num_stages=PASS_GRID_STAGES,
                   max_registers=PASS_GRID_MXFP4_MAX_REGISTERS)  # fmt: skip
     return _dot_ordered(one, reduction)
 
@@ -394,9 +412,9 @@ def default_launch(
     where ``reduction`` (R, the stage's values a row; 0: not said) is whole steps of it; MXFP4's
     tile (one pass or the expert loop) at any R, its last box ragged (MX_PACKED), its values in
     its K order where MX_DOT_ORDER says so and R allows it, its one pass on the persistent grid
-    where PASS_GRID_MXFP4_STREAM_K says so and R is at least one step, or in Gluon where MX_GLUON
-    says so and the shapes take its layout (`gluon_launch`; the arm keeps the Triton tile off the
-    GPU)."""
+    where PASS_GRID_MXFP4_STREAM_K says so and R is at least one step; either format's one pass
+    in Gluon where MX_GLUON (FP8_GLUON) says so and the shapes take its layout (`gluon_launch`;
+    the arm keeps the Triton tile off the GPU)."""
     slots = tokens * top_k
     many = tokens > 1 and slots > DOT_FROM_SLOTS_PER_EXPERT[fmt] * experts
     if many and columns & -columns >= 16:
@@ -408,8 +426,9 @@ def default_launch(
             stream = PASS_GRID_MXFP4_STREAM_K if fmt == "mxfp4" else 0
             if stream and one.mx_packed_scales and reduction >= one.block_k:
                 one = replace(one, stream_k=stream)
-            if fmt == "mxfp4" and MX_GLUON and gluon_fits(columns, reduction):
-                return gluon_launch(one)  # the counters' roles: `paired_launches`, after
+            gluon = MX_GLUON if fmt == "mxfp4" else FP8_GLUON
+            if gluon and gluon_fits(columns, reduction):
+                return gluon_launch(one, fmt)  # the counters' roles: `paired_launches`, after
             return _dot_ordered(one, reduction)
         return _dot_ordered(tile, reduction)
     return path_launch("gemv", fmt, columns=columns, pdl=pdl)

@@ -1,5 +1,5 @@
 """The MXFP4 grouped tile in Gluon (triton's lower-level language): `grouped_decode`'s fc1 and fc2
-on the GPU where ``Launch.mx_gluon`` says so, one pass of up to BLOCK_M slots a program, the same
+on the GPU where ``Launch.gluon`` says so, one pass of up to BLOCK_M slots a program, the same
 grid, products and epilogue as the Triton tile (`grouped_dot`, one pass a program), summed in
 another order. GPU only (sm_90): Gluon has no interpreter, so the CPU and the interpreter run the
 Triton tile, and `tests/kernels/test_mx_gluon.py` checks this one on the GPU.
@@ -35,14 +35,19 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
-from triton.experimental.gluon.language.nvidia.hopper import (
-    fence_async_shared,
-    warpgroup_mma,
-    warpgroup_mma_wait,
-)
+from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma, warpgroup_mma_wait
 
 from moebench.kernels.expert_ready import READY_ROLES
-from moebench.kernels.expert_ready import WAIT_LIMIT as WAIT_READS
+from moebench.kernels.gluon_parts import (
+    copy_slots,
+    gdc_launch_dependents,
+    open_pass,
+    signal_done,
+    slot_rows,
+    slots_ready,
+    store_rows,
+    x_rows_aligned,
+)
 from moebench.kernels.mx_gluon_layout import ROWS, STEP, GluonWeights, fits
 from moebench.kernels.mx_rotated import ROTATIONS, placed_pair
 from moebench.kernels.pass_table import TABLE_HEAD
@@ -64,8 +69,6 @@ DECODE_ASM = gl.constexpr(_decode_asm())
 BLOCK_N = gl.constexpr(ROWS)
 BLOCK_K = gl.constexpr(STEP)
 STEP_WORDS = gl.constexpr(STEP // 8)  # 16 words a row a step
-HEAD = gl.constexpr(TABLE_HEAD)
-WAIT_LIMIT = gl.constexpr(WAIT_READS)
 
 
 @gluon.constexpr_function
@@ -79,49 +82,6 @@ def word_layout():
         block_bases=[],
         shape=[64, 4, 4],
     )
-
-
-@gluon.jit
-def _gdc_wait(GDC: gl.constexpr):
-    if GDC:
-        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32,
-                                  is_pure=False, pack=1)  # fmt: skip
-
-
-@gluon.jit
-def _gdc_launch_dependents(GDC: gl.constexpr):
-    if GDC:
-        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [],
-                                  dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
-
-
-@gluon.jit
-def _signal_started(ready_ptr, e, GDC: gl.constexpr):
-    """fc1, after its dependent-launch wait: count this program started on expert ``e``, then let
-    fc2 launch, the trigger taking the atomic's result (`expert_ready.signal_started`)."""
-    old = gl.atomic_add(ready_ptr + e, 1, sem="relaxed")
-    if GDC:
-        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; mov.b32 $0, $1;", "=r,r",
-                                  [old], dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
-
-
-@gluon.jit
-def _signal_done(ready_ptr, e, E):
-    """fc1: this program's stores done, count it finished on expert ``e``."""
-    gl.thread_barrier()
-    gl.atomic_add(ready_ptr + E + e, 1, sem="release")
-
-
-@gluon.jit
-def _wait_for_expert(ready_ptr, e, E):
-    """fc2: wait until every fc1 program started on expert ``e`` has finished, at most
-    WAIT_LIMIT reads (`expert_ready.wait_for_expert`)."""
-    started = gl.atomic_add(ready_ptr + e, 0, sem="acquire")
-    done = gl.atomic_add(ready_ptr + E + e, 0, sem="acquire")
-    reads = 0
-    while (started - done > 0) & (reads < WAIT_LIMIT):
-        done = gl.atomic_add(ready_ptr + E + e, 0, sem="acquire")
-        reads += 1
 
 
 @gluon.jit
@@ -142,39 +102,6 @@ def _decode(words, scale_words, sel, A_LAYOUT: gl.constexpr):
 
 
 @gluon.jit
-def _slots_ready(STAGES: gl.constexpr):
-    """The oldest step's slots in shared memory, every thread's copies, seen by the MMA."""
-    async_copy.wait_group(STAGES - 2)
-    fence_async_shared()
-    gl.thread_barrier()
-
-
-@gluon.jit
-def _copy_slots(x_smem, x_at, ok_main, ok_tail, q, MAIN_STEPS: gl.constexpr,
-                STAGES: gl.constexpr, TAIL: gl.constexpr):  # fmt: skip
-    """Step q's slots into stage q % STAGES as one copy group (empty past the last step)."""
-    if q < MAIN_STEPS:
-        async_copy.async_copy_global_to_shared(x_smem.index(q % STAGES), x_at + q * BLOCK_K,
-                                               mask=ok_main)  # fmt: skip
-    elif TAIL and q == MAIN_STEPS:
-        async_copy.async_copy_global_to_shared(x_smem.index(q % STAGES), x_at + q * BLOCK_K,
-                                               mask=ok_tail)  # fmt: skip
-    async_copy.commit_group()
-
-
-@gluon.jit
-def _activation(gate, up, GLU: gl.constexpr):
-    """`jit.gated_activation`'s arithmetic, operation for operation (the same bits)."""
-    if GLU == "silu":
-        return gate * (1 / (1 + gl.exp(-gate))) * up
-    else:
-        gate = gl.minimum(gate, 7.0)
-        up = gl.minimum(gl.maximum(up, -7.0), 7.0)
-        g = 1.702 * gate
-        return gate * (1 / (1 + gl.exp(-g))) * (up + 1.0)
-
-
-@gluon.jit
 def _grouped_gluon_mxfp4(
     x_ptr, table_ptr, w_ptr, wt_ptr, s_ptr, st_ptr, b_ptr, out_ptr,
     N, K, E, stride_xt, stride_xk, stride_be, stride_ot, stride_ok, ready_ptr,
@@ -188,33 +115,15 @@ def _grouped_gluon_mxfp4(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16]
     )
     A_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
-    X_LOAD: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
     X_SMEM: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
     TILE_WORDS: gl.constexpr = BLOCK_N * STEP_WORDS
-    ROW_OF_TABLE: gl.constexpr = HEAD + BLOCK_M
 
-    # fc1 with READY lets fc2 launch only once it counted itself (`_signal_started`).
-    _gdc_launch_dependents(GDC and READY != 1)
+    # fc1 with READY lets fc2 launch only once it counted itself (`gluon_parts.open_pass`).
+    gdc_launch_dependents(GDC and READY != 1)
     nb = gl.program_id(0)
-    j = gl.program_id(1)
-    entry = table_ptr + j * ROW_OF_TABLE
-    if READY == 2:
-        # fc2 waiting for fc1 expert by expert: the table was complete before fc1's programs
-        # passed their wait, so before this launch; read past the SM's L1.
-        e = gl.load(entry, cache_modifier=".cg")
-        live = gl.load(entry + 1, cache_modifier=".cg")
-        if live == 0:
-            return
-        _wait_for_expert(ready_ptr, e, E)
-    else:
-        # The table and x may be the previous kernels' outputs.
-        _gdc_wait(GDC)
-        e = gl.load(entry, cache_modifier=".cg")
-        live = gl.load(entry + 1, cache_modifier=".cg")
-        if live == 0:
-            return
-        if READY == 1:
-            _signal_started(ready_ptr, e, GDC)
+    entry, e, live = open_pass(table_ptr, ready_ptr, E, BLOCK_M, GDC, READY)
+    if live == 0:
+        return
 
     # Weight words of (row, j, a): a program's steps one run, a step [64, 16] words
     # (`mx_gluon_layout`).
@@ -234,20 +143,12 @@ def _grouped_gluon_mxfp4(
     sel = gl.full([BLOCK_N, 4, 4], 0x4040, gl.uint32, LW) + (j3 * 0x0101).to(gl.uint32)
 
     # The pass's slots' rows of x, [BLOCK_M, 128] a step, gathered by cp.async.
-    mm = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, X_LOAD))
-    kk = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, X_LOAD))
-    m_ok = mm < live
-    slot = gl.load(entry + HEAD + mm, cache_modifier=".cg").to(
-        gl.int64
-    )  # past the live slots: the last one again
-    x_at = x_ptr + gl.expand_dims((slot // K) * stride_xt + (slot % K) * stride_xk, 1)
-    x_at = x_at + gl.expand_dims(kk, 0)
+    x_at, ok_main, ok_tail = slot_rows(entry, live, x_ptr, K, stride_xt, stride_xk, R, MAIN_STEPS,
+                                       BLOCK_M)  # fmt: skip
     x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], X_SMEM)
-    ok_main = gl.expand_dims(m_ok, 1) & gl.expand_dims(kk >= 0, 0)
-    ok_tail = gl.expand_dims(m_ok, 1) & gl.expand_dims(MAIN_STEPS * BLOCK_K + kk < R, 0)
 
     for p in gl.static_range(STAGES - 1):
-        _copy_slots(x_smem, x_at, ok_main, ok_tail, p, MAIN_STEPS, STAGES, TAIL)
+        copy_slots(x_smem, x_at, ok_main, ok_tail, p, MAIN_STEPS, STAGES, TAIL)
     acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, MMA)
     w0 = gl.load(w_at)
     s0 = gl.load(s_at)
@@ -263,19 +164,19 @@ def _grouped_gluon_mxfp4(
         w0 = gl.load(w_at + n0 * TILE_WORDS)
         s0 = gl.load(s_at + n0 * BLOCK_N)
         # Step i multiplies; step i - 1's product (a1's) is done.
-        _slots_ready(STAGES)
+        slots_ready(STAGES)
         acc = warpgroup_mma(a0, x_smem.index(i % STAGES).permute((1, 0)), acc, is_async=True)
         acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
-        _copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES - 1, MAIN_STEPS, STAGES, TAIL)
+        copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES - 1, MAIN_STEPS, STAGES, TAIL)
         # Step i + 1 decoded while step i multiplies, then issued.
         a1 = _decode(w1, s1, sel, A_LAYOUT)
         w1 = gl.load(w_at + n1 * TILE_WORDS)
         s1 = gl.load(s_at + n1 * BLOCK_N)
-        _slots_ready(STAGES)
+        slots_ready(STAGES)
         acc = warpgroup_mma(a1, x_smem.index((i + 1) % STAGES).permute((1, 0)), acc,
                             is_async=True)  # fmt: skip
         acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
-        _copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES, MAIN_STEPS, STAGES, TAIL)
+        copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES, MAIN_STEPS, STAGES, TAIL)
         # Step i + 2 decoded while step i + 1 multiplies.
         a0 = _decode(w0, s0, sel, A_LAYOUT)
     if TAIL:
@@ -283,7 +184,7 @@ def _grouped_gluon_mxfp4(
         wt = gl.load(wt_ptr + r3 * 8 + (2 * a3 + j3), mask=(j3 < 2) & (a3 >= 0) & (r3 >= 0),
                      other=0)  # fmt: skip
         a0 = _decode(wt, gl.load(st_ptr + grow), sel, A_LAYOUT)
-        _slots_ready(STAGES)
+        slots_ready(STAGES)
         acc = warpgroup_mma(a0, x_smem.index(MAIN_STEPS % STAGES).permute((1, 0)), acc,
                             is_async=True)  # fmt: skip
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a0, a1))[0]
@@ -292,38 +193,10 @@ def _grouped_gluon_mxfp4(
     # Epilogue: h [64 rows, BLOCK_M slots] + bias, the GLU over (gate, up) row pairs, bf16 into
     # the live slots' rows.
     EPI: gl.constexpr = gl.BlockedLayout([2, 1], [16, 2], [1, 4], [0, 1])
-    h = gl.convert_layout(acc, EPI)
-    n_rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, EPI))
-    cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, EPI))
-    bias = gl.load(b_ptr + e.to(gl.int64) * stride_be + nb * BLOCK_N + n_rows)
-    h = h + gl.expand_dims(bias.to(gl.float32), 1)
-    c_slot = gl.load(entry + HEAD + cols, cache_modifier=".cg").to(gl.int64)
-    c_rows = (c_slot // K) * stride_ot + (c_slot % K) * stride_ok
-    c_ok = cols < live
-    if GLU == "none":
-        o_at = out_ptr + gl.expand_dims(c_rows, 0) + gl.expand_dims(nb * BLOCK_N + n_rows, 1)
-        ok = gl.expand_dims(c_ok, 0) & gl.expand_dims(n_rows >= 0, 1)
-        gl.store(o_at, h.to(gl.bfloat16), mask=ok)
-    else:
-        gate, up = gl.split(gl.permute(gl.reshape(h, [BLOCK_N // 2, 2, BLOCK_M]), (0, 2, 1)))
-        act = _activation(gate, up, GLU).to(gl.bfloat16)
-        L_ACT: gl.constexpr = act.type.layout
-        half = gl.arange(0, BLOCK_N // 2, layout=gl.SliceLayout(1, L_ACT))
-        a_cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, L_ACT))
-        a_slot = gl.load(entry + HEAD + a_cols, cache_modifier=".cg").to(gl.int64)
-        a_rows = (a_slot // K) * stride_ot + (a_slot % K) * stride_ok
-        o_at = out_ptr + gl.expand_dims(a_rows, 0) + gl.expand_dims(nb * (BLOCK_N // 2) + half, 1)
-        ok = gl.expand_dims(a_cols < live, 0) & gl.expand_dims(half >= 0, 1)
-        gl.store(o_at, act, mask=ok)
+    store_rows(gl.convert_layout(acc, EPI), entry, live, e, nb, b_ptr, out_ptr, K, stride_be,
+               stride_ot, stride_ok, EPI, BLOCK_M, GLU)  # fmt: skip
     if READY == 1:
-        _signal_done(ready_ptr, e, E)
-
-
-def x_rows_aligned(x: torch.Tensor) -> bool:
-    """Whether every row of ``x`` (unit stride along it) starts on a 16-byte boundary: the tile
-    copies its slots' rows 16 bytes at a time."""
-    return (x.dtype == torch.bfloat16 and x.stride(-1) == 1 and x.data_ptr() % 16 == 0
-            and all(st % 8 == 0 for st in x.stride()[:-1]))  # fmt: skip
+        signal_done(ready_ptr, e, E)
 
 
 def grouped_gluon_mxfp4(

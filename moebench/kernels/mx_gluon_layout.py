@@ -1,4 +1,4 @@
-"""MXFP4 weights laid out for the Gluon tile (`moebench.kernels.mx_gluon`, ``Launch.mx_gluon``):
+"""MXFP4 weights laid out for the Gluon tile (`moebench.kernels.mx_gluon`, ``Launch.gluon``):
 each thread of the tile loads, from global memory straight into registers, the words that decode
 into the wgmma A fragment it holds, and a program's stream is one contiguous run.
 

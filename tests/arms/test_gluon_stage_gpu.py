@@ -1,9 +1,9 @@
-"""The grouped decode arm's MXFP4 stages on the Gluon tile (``Launch.mx_gluon``), on the GPU: the
-step against the reference and the Triton tile's step within the precision's tolerance, the rows
-it must not write left poisoned, the Gluon kernel launched for both stages and the pass table
-written once a step, fc2 waiting for fc1 expert by expert or for the whole of it with the same
-bits. Skipped without a GPU or under the Triton interpreter (the CPU suite: Gluon
-has no interpreter)."""
+"""The grouped decode arm's stages on the Gluon tile (``Launch.gluon``), MXFP4 and FP8, on the
+GPU: the step against the reference and the Triton tile's step within the precision's tolerance,
+the rows it must not write left poisoned, the Gluon kernel launched for both stages and the pass
+table written once a step, fc2 waiting for fc1 expert by expert or for the whole of it with the
+same bits. Skipped without a GPU or under the Triton interpreter (the CPU suite: Gluon has no
+interpreter)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,12 @@ pytestmark = pytest.mark.skipif(
 K, E_ALL, E, D, F = 4, 16, 8, 512, 512  # rank 1 of two: global experts [8, 16)
 
 
-def _problem(tokens: int, seed: int, activation: str) -> decode.Problem:
+# precision: (the format, the default's switch, the arm's name of the tile's launcher)
+GLUON = {"w4a16": ("mxfp4", "MX_GLUON", "grouped_gluon_mxfp4"),
+         "w8a16": ("fp8", "FP8_GLUON", "grouped_gluon_fp8")}  # fmt: skip
+
+
+def _problem(tokens: int, seed: int, activation: str, precision: str) -> decode.Problem:
     dev = torch.device("cuda")
     g = torch.Generator().manual_seed(seed)
     ids = torch.stack([torch.randperm(E_ALL, generator=g)[:K] for _ in range(tokens)]).int()
@@ -39,7 +44,7 @@ def _problem(tokens: int, seed: int, activation: str) -> decode.Problem:
     x = inputs.make_tokens(tokens=tokens, hidden=D, seed=seed, device=dev)
     return inputs.build_decode_problem(
         x_TD=x, topk_ids_TK=ids.to(dev), topk_weights_TK=wts.to(dev), w13_E2FD=w13, b13_E2F=b13,
-        w2_EDF=w2, b2_ED=b2, expert_offset=E, experts=E_ALL, precision="w4a16",
+        w2_EDF=w2, b2_ED=b2, expert_offset=E, experts=E_ALL, precision=precision,
         activation=activation,
     )  # fmt: skip
 
@@ -53,21 +58,25 @@ def _step(p: decode.Problem, fc1, fc2) -> decode.Workspace:
     return ws
 
 
+@pytest.mark.parametrize("precision", ["w4a16", "w8a16"])
 @pytest.mark.parametrize("activation", ["swiglu_oai", "silu"])
 @pytest.mark.parametrize("tokens", [16, 64])
-def test_gluon_stages_match_the_reference_and_the_triton_tile(monkeypatch, tokens, activation):
+def test_gluon_stages_match_the_reference_and_the_triton_tile(
+    monkeypatch, tokens, activation, precision
+):
     from moebench.kernels import grouped_launch
 
-    p = _problem(tokens, seed=tokens, activation=activation)
-    monkeypatch.setattr(grouped_launch, "MX_GLUON", False)
+    fmt, switch, launcher = GLUON[precision]
+    p = _problem(tokens, seed=tokens, activation=activation, precision=precision)
+    monkeypatch.setattr(grouped_launch, switch, False)
     fc1, fc2 = grouped_decode.launches(p)  # the Triton tile's
-    assert fc1.pass_grid and fc2.pass_grid and not fc1.mx_gluon
+    assert fc1.pass_grid and fc2.pass_grid and not fc1.gluon
     assert (fc1.expert_ready, fc2.expert_ready) == ("signal", "wait")
-    g1, g2 = gluon_launch(fc1), gluon_launch(fc2)  # fc2 waiting for fc1 expert by expert
-    monkeypatch.setattr(grouped_launch, "MX_GLUON", True)
-    assert grouped_decode.launches(p) == (g1, g2)  # the arm's default
+    g1, g2 = gluon_launch(fc1, fmt), gluon_launch(fc2, fmt)  # fc2 waiting expert by expert
+    monkeypatch.setattr(grouped_launch, switch, True)
+    assert grouped_decode.launches(p) == (g1, g2)  # the arm's default with the switch on
     calls = {"tile": 0, "table": 0}
-    tile, table = grouped_decode.grouped_gluon_mxfp4, grouped_decode.pass_table
+    tile, table = getattr(grouped_decode, launcher), grouped_decode.pass_table
 
     def counted(name, fn):
         def run(*a, **kw):
@@ -76,14 +85,14 @@ def test_gluon_stages_match_the_reference_and_the_triton_tile(monkeypatch, token
 
         return run
 
-    monkeypatch.setattr(grouped_decode, "grouped_gluon_mxfp4", counted("tile", tile))
+    monkeypatch.setattr(grouped_decode, launcher, counted("tile", tile))
     monkeypatch.setattr(grouped_decode, "pass_table", counted("table", table))
     want = inputs.decode_reference_output(p)
     gluon = _step(p, g1, g2)
     assert calls == {"tile": 2, "table": 1}
     calls.update(tile=0, table=0)
     triton_ws = _step(p, fc1, fc2)
-    tol = TOLERANCE["w4a16"]
+    tol = TOLERANCE[precision]
     assert calc_diff(gluon.y_TD.float(), want) <= tol / 10
     assert calc_diff(gluon.y_TD.float(), triton_ws.y_TD.float()) <= tol / 10
     # fc2 waiting for the whole of fc1 instead: the same bits.

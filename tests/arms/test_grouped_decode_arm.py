@@ -147,7 +147,10 @@ def test_weight_bytes_are_the_touched_experts_once():
 def test_the_arm_declares_both_launches_to_the_dispatch_gate():
     arm = ARMS["grouped_decode"]
     assert arm.name == "grouped_decode" and arm.build is grouped_decode.build_stages
-    assert arm.launches["w8a16"] == ("_grouped_gemv_fp8|_grouped_dot_fp8", "_combine_topk")
+    assert arm.launches["w8a16"] == (
+        "_grouped_gemv_fp8|_grouped_dot_fp8|_grouped_gluon_fp8",
+        "_combine_topk",
+    )
     assert arm.launches["w4a16"] == (
         "_grouped_gemv_mxfp4|_grouped_dot_mxfp4|_grouped_dot_mxfp4_stream|_grouped_gluon_mxfp4",
         "_combine_topk",
@@ -543,24 +546,32 @@ def test_fc2_waiting_for_fc1_expert_by_expert_writes_the_same_bits():
             grouped_decode.build_stages(decode.Workspace(p, layout="TKD"), fc1=f1, fc2=f2)
 
 
-def test_the_gluon_tile_asked_for_off_the_gpu_is_the_triton_tile(monkeypatch):
-    """Where MX_GLUON is on, the arm's MXFP4 one-pass stages whose shapes take the Gluon layout
-    (`mx_gluon_layout.fits`: here fc2, N 64 and R 512; fc1's R of 64 values does not) ask for the
-    Gluon tile; off a GPU (no Gluon interpreter) the arm runs the Triton tile instead, the same
-    bits as with MX_GLUON off, fc2 still waiting for fc1 expert by expert."""
+@pytest.mark.parametrize(
+    ("precision", "switch", "stages", "registers"),
+    [("w4a16", "MX_GLUON", "GLUON_STAGES", "GLUON_MAX_REGISTERS"),
+     ("w8a16", "FP8_GLUON", "FP8_GLUON_STAGES", "FP8_GLUON_MAX_REGISTERS")],
+)  # fmt: skip
+def test_the_gluon_tile_asked_for_off_the_gpu_is_the_triton_tile(
+    monkeypatch, precision, switch, stages, registers
+):
+    """Where the precision's switch (MX_GLUON, FP8_GLUON) is on, the arm's one-pass stages whose
+    shapes take the Gluon layout (`mx_gluon_layout.fits`: here fc2, N 64 and R 512; fc1's R of
+    64 values does not) ask for the Gluon tile; off a GPU (no Gluon interpreter) the arm runs the
+    Triton tile instead, the same bits as with the switch off, fc2 still waiting for fc1 expert
+    by expert."""
     from moebench.kernels import grouped_launch
 
     ids, w = routing(16, seed=37)  # one pass a program
-    p = problem("w4a16", "swiglu_oai", ids, w, intermediate=512)
-    monkeypatch.setattr(grouped_launch, "MX_GLUON", False)
+    p = problem(precision, "swiglu_oai", ids, w, intermediate=512)
+    monkeypatch.setattr(grouped_launch, switch, False)
     fc1, fc2 = grouped_decode.launches(p)
-    assert not fc1.mx_gluon and not fc2.mx_gluon
+    assert not fc1.gluon and not fc2.gluon
     want = step_bits(p, fc1, fc2)
-    monkeypatch.setattr(grouped_launch, "MX_GLUON", True)
+    monkeypatch.setattr(grouped_launch, switch, True)
     g1, g2 = grouped_decode.launches(p)
-    assert (g1.mx_gluon, g2.mx_gluon) == (False, True)
+    assert (g1.gluon, g2.gluon) == (False, True)
     assert (g1.expert_ready, g2.expert_ready) == ("signal", "wait")  # the Triton tile's too
     assert (g2.num_stages, g2.max_registers) == (
-        grouped_launch.GLUON_STAGES, grouped_launch.GLUON_MAX_REGISTERS)  # fmt: skip
+        getattr(grouped_launch, stages), getattr(grouped_launch, registers))  # fmt: skip
     assert grouped_decode.gluon_or_triton(g2, p.w2, p.w2_scale, p.x_TD) == fc2  # the Triton tile
     assert torch.equal(step_bits(p, g1, g2), want)

@@ -73,7 +73,7 @@ def test_default_launch_follows_the_shapes():
             for r, fits in ((2880, True), (2816, True), (2848, True), (2912, False), (0, False)):
                 L = default_launch(fmt, tokens=t, reduction=r, **gpt)
                 # (the Gluon tile, where its layout fits, has its own order: mx_gluon_layout)
-                want = fmt == "mxfp4" and L.path == "dot" and fits and not L.mx_gluon
+                want = fmt == "mxfp4" and L.path == "dot" and fits and not L.gluon
                 assert L.mx_dot_order == want, (fmt, t, r)
                 assert L.path == ("gemv" if t == 1 else "dot"), (fmt, t)
     # The one-slot GEMV keeps the bias after its loop (mixed on the H200: TILE_EARLY_BIAS).
@@ -149,7 +149,7 @@ def test_mxfp4_one_pass_tile_is_the_gluon_tile_where_its_layout_fits(monkeypatch
             for n, r, fits in stages:
                 L = default_launch(fmt, tokens=t, columns=n, reduction=r, **gpt)
                 want = fmt == "mxfp4" and t >= 16 and fits
-                assert L.mx_gluon == want, (fmt, t, n, r)
+                assert L.gluon == want, (fmt, t, n, r)
                 if want:
                     assert (L.pass_grid, L.num_stages, L.max_registers, L.mx_dot_order) == (
                         True, grouped_launch.GLUON_STAGES, grouped_launch.GLUON_MAX_REGISTERS,
@@ -161,5 +161,5 @@ def test_mxfp4_one_pass_tile_is_the_gluon_tile_where_its_layout_fits(monkeypatch
     monkeypatch.setattr(grouped_launch, "MX_GLUON", False)
     for t in (16, 32, 64):
         triton = default_launch("mxfp4", tokens=t, columns=5760, reduction=2880, **gpt)
-        assert not triton.mx_gluon and triton.mx_dot_order
+        assert not triton.gluon and triton.mx_dot_order
         assert grouped_launch.triton_tile(gluon[t], 2880) == triton

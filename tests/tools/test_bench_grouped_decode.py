@@ -199,22 +199,44 @@ def test_the_stream_field_puts_the_mxfp4_tile_on_the_persistent_grid_and_is_name
     assert _launches(bench, item.format(6), "fp8", 64)[1].stream_k == 0  # MXFP4's tile only
 
 
-def test_the_gluon_field_puts_the_mxfp4_one_pass_tile_in_gluon_and_is_named(bench):
-    """Field 24: MXFP4's one-pass tile in Gluon on its own stages and register cap (unless the
-    variant gives them), named; FP8's tile and MXFP4's GEMV ignore it."""
+def test_the_gluon_field_puts_the_one_pass_tile_in_gluon_and_is_named(bench):
+    """Field 24: either format's one-pass tile in Gluon on its own stages and register cap
+    (unless the variant gives them), named; MXFP4's GEMV ignores it."""
     from moebench.kernels import grouped_launch as gl
 
     item = "-" + ":-" * 22 + ":{}"
-    base, gluon = _launches(bench, item.format(1), "mxfp4", 64)
-    assert base.pass_grid and not base.mx_gluon
-    assert gluon == gl.gluon_launch(base)
-    assert bench.describe(gluon).endswith(" gluon")
+    for fmt in ("mxfp4", "fp8"):
+        base, gluon = _launches(bench, item.format(1), fmt, 64)
+        assert base.pass_grid and not base.gluon
+        assert gluon == gl.gluon_launch(base, fmt)
+        assert bench.describe(gluon).endswith(" gluon")
     staged = "-:-:-:-:-:2:-:-:96" + ":-" * 14 + ":1"  # 2 stages (field 6), 96 registers (9)
     _, given = _launches(bench, staged, "mxfp4", 64)
-    assert (given.mx_gluon, given.num_stages, given.max_registers) == (True, 2, 96)
-    assert _launches(bench, item.format(1), "fp8", 64)[1] == _launches(bench, "-", "fp8", 64)[0]
+    assert (given.gluon, given.num_stages, given.max_registers) == (True, 2, 96)
     base, same = _launches(bench, item.format(1), "mxfp4", 1)
     assert base.path == "gemv" and same == base
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4", "fp8"])
+def test_gluon_off_gives_the_triton_tile_the_arm_falls_back_to(bench, fmt):
+    """Field 24 at 0 where the arm's launch is the Gluon tile: the Triton one-pass tile exactly as
+    the arm launches it where a stage cannot run Gluon (`grouped_launch.triton_tile`: its own
+    stages, register cap and, for MXFP4, its K order), not the Gluon launch with the flag off."""
+    from moebench.kernels import grouped_launch as gl
+
+    R = 2880
+    shape = dict(tokens=64, top_k=4, experts=16, pdl=True, columns=5760)
+    triton = gl.default_launch(fmt, **shape, reduction=R)
+    gluon = gl.gluon_launch(triton, fmt)
+    [(_, v)] = bench.parse_variants("-" + ":-" * 22 + ":0", (64,))
+    got = bench.variant_launch(gluon, v, fmt, 5760, R)
+    assert got == gl.triton_tile(gluon, R, fmt) and not got.gluon
+    assert got.max_registers == (gl.PASS_GRID_MAX_REGISTERS if fmt == "fp8"
+                                 else gl.PASS_GRID_MXFP4_MAX_REGISTERS)  # fmt: skip
+    if fmt == "mxfp4":
+        assert got.mx_dot_order and " dot-order" in bench.describe(got)
+    else:
+        assert got.num_stages == gl.PASS_GRID_FP8_STAGES
 
 
 TINY = tiny_decode(8, "dense_decode, sparse_decode, grouped_decode")
