@@ -30,6 +30,7 @@ import perf_specs_fold
 import perf_specs_fused
 import perf_specs_fusedgrid
 import perf_specs_gluon_arm
+import perf_specs_gluon_gated
 import perf_specs_gluon_tile
 import perf_specs_grouped
 import perf_specs_h100
@@ -69,6 +70,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-05's, 2026-12-04's, 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and
 # issue 19), then the areas, then the runs of issues 15-18.
 SPECS = [
+    perf_specs_gluon_gated,
     perf_specs_gluon_arm,
     perf_specs_ws_gluon,
     perf_specs_h100,
