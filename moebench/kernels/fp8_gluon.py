@@ -21,7 +21,7 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
-from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma_wait
 
 from moebench.kernels.expert_ready import READY_ROLES
 from moebench.kernels.fp8_gluon_layout import TAIL_WORDS, WORDS, Fp8GluonWeights
@@ -29,10 +29,11 @@ from moebench.kernels.fp8_placed import FROM_LEFT_SHIFT, FROM_RIGHT_SHIFT, PAIR_
 from moebench.kernels.gluon_parts import (
     copy_slots,
     gdc_launch_dependents,
+    multiply_steps,
+    multiply_tail,
     open_pass,
     signal_done,
     slot_rows,
-    slots_ready,
     store_rows,
     x_rows_aligned,
 )
@@ -75,8 +76,15 @@ def word_layout():
 
 
 @gluon.jit
-def _decode(words, A_LAYOUT: gl.constexpr):
-    """Placed words [64, 8, 4]: the A operand [64, 128] bf16 in the MMA's register layout."""
+def _load_step(w_at, q):
+    """Step q's words of the program's rows: [64, 8, 4], 64 bytes a thread."""
+    return gl.load(w_at + q * TILE_WORDS)
+
+
+@gluon.jit
+def _decode(words, unused, A_LAYOUT: gl.constexpr):
+    """Placed words [64, 8, 4]: the A operand [64, 128] bf16 in the MMA's register layout (the
+    second argument, `gluon_parts.multiply_steps`' aux, is MXFP4's)."""
     v0, v1, v2, v3 = gl.inline_asm_elementwise(
         DECODE_ASM, "=h,=h,=h,=h,r", [words], dtype=(gl.bfloat16,) * 4, is_pure=True, pack=1,
     )  # fmt: skip
@@ -132,39 +140,14 @@ def _grouped_gluon_fp8(
     for p in gl.static_range(STAGES - 1):
         copy_slots(x_smem, x_at, ok_main, ok_tail, p, MAIN_STEPS, STAGES, TAIL)
     acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, MMA)
-    w0 = gl.load(w_at)
-    w1 = gl.load(w_at + TILE_WORDS)
-    a0 = _decode(w0, A_LAYOUT)
-    a1 = gl.zeros([BLOCK_N, BLOCK_K], gl.bfloat16, A_LAYOUT)
-    for it in range(MAIN_STEPS // 2):
-        i = 2 * it
-        # Past the last step the loads read it again (an L2 hit; decoded, never multiplied).
-        n0 = gl.minimum(i + 2, MAIN_STEPS - 1)
-        n1 = gl.minimum(i + 3, MAIN_STEPS - 1)
-        w0 = gl.load(w_at + n0 * TILE_WORDS)
-        # Step i multiplies; step i - 1's product (a1's) is done.
-        slots_ready(STAGES)
-        acc = warpgroup_mma(a0, x_smem.index(i % STAGES).permute((1, 0)), acc, is_async=True)
-        acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
-        copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES - 1, MAIN_STEPS, STAGES, TAIL)
-        # Step i + 1 decoded while step i multiplies, then issued.
-        a1 = _decode(w1, A_LAYOUT)
-        w1 = gl.load(w_at + n1 * TILE_WORDS)
-        slots_ready(STAGES)
-        acc = warpgroup_mma(a1, x_smem.index((i + 1) % STAGES).permute((1, 0)), acc,
-                            is_async=True)  # fmt: skip
-        acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
-        copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES, MAIN_STEPS, STAGES, TAIL)
-        # Step i + 2 decoded while step i + 1 multiplies.
-        a0 = _decode(w0, A_LAYOUT)
+    acc, a0, a1 = multiply_steps(acc, w_at, 0, x_smem, x_at, ok_main, ok_tail, _load_step, _decode,
+                                 A_LAYOUT, MAIN_STEPS, STAGES, TAIL)  # fmt: skip
     if TAIL:
         # The last 64 values: 16 words a row (`fp8_gluon_layout`), the operand's other half zeros.
         wt = gl.load(wt_ptr + r3 * T_WORDS + (4 * a3 + j3), mask=(j3 < 4) & (a3 >= 0) & (r3 >= 0),
                      other=0)  # fmt: skip
-        a0 = _decode(wt, A_LAYOUT)
-        slots_ready(STAGES)
-        acc = warpgroup_mma(a0, x_smem.index(MAIN_STEPS % STAGES).permute((1, 0)), acc,
-                            is_async=True)  # fmt: skip
+        a0 = _decode(wt, 0, A_LAYOUT)
+        acc = multiply_tail(acc, a0, x_smem, MAIN_STEPS, STAGES)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a0, a1))[0]
     async_copy.wait_group(0)
 

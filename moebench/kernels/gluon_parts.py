@@ -12,7 +12,11 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 
 from moebench.kernels.expert_ready import WAIT_LIMIT as WAIT_READS
 from moebench.kernels.mx_gluon_layout import ROWS, STEP
@@ -129,6 +133,53 @@ def slot_rows(entry, live, x_ptr, K, stride_xt, stride_xk, R: gl.constexpr,
     ok_main = gl.expand_dims(m_ok, 1) & gl.expand_dims(kk >= 0, 0)
     ok_tail = gl.expand_dims(m_ok, 1) & gl.expand_dims(MAIN_STEPS * BLOCK_K + kk < R, 0)
     return x_at, ok_main, ok_tail
+
+
+@gluon.jit
+def multiply_steps(acc, at, aux, x_smem, x_at, ok_main, ok_tail, load_step: gl.constexpr,
+                   decode: gl.constexpr, A_LAYOUT: gl.constexpr, MAIN_STEPS: gl.constexpr,
+                   STAGES: gl.constexpr, TAIL: gl.constexpr):  # fmt: skip
+    """The whole 128-value steps of a pass: ``acc`` [64, BLOCK_M] fp32 plus each step's weights
+    (``load_step(at, q)``: step q's words, straight into registers, two steps ahead of their
+    multiply; ``decode(words, aux, A_LAYOUT)``: the A operand [64, 128] bf16 in registers) times
+    its slots (copied into the ring by cp.async, STAGES - 1 steps ahead: `copy_slots`, which the
+    caller started for the first STAGES - 1). The warpgroup MMA is asynchronous, unrolled by two
+    so that the two steps' operands live in two register blocks: the next step's decode runs while
+    the current one multiplies. Returns (acc, a0, a1), the last MMA still in flight, reading a0."""
+    w0 = load_step(at, 0)
+    w1 = load_step(at, 1)
+    a0 = decode(w0, aux, A_LAYOUT)
+    a1 = gl.zeros([BLOCK_N, BLOCK_K], gl.bfloat16, A_LAYOUT)
+    for it in range(MAIN_STEPS // 2):
+        i = 2 * it
+        # Past the last step the loads read it again (an L2 hit; decoded, never multiplied).
+        n0 = gl.minimum(i + 2, MAIN_STEPS - 1)
+        n1 = gl.minimum(i + 3, MAIN_STEPS - 1)
+        w0 = load_step(at, n0)
+        # Step i multiplies; step i - 1's product (a1's) is done.
+        slots_ready(STAGES)
+        acc = warpgroup_mma(a0, x_smem.index(i % STAGES).permute((1, 0)), acc, is_async=True)
+        acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
+        copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES - 1, MAIN_STEPS, STAGES, TAIL)
+        # Step i + 1 decoded while step i multiplies, then issued.
+        a1 = decode(w1, aux, A_LAYOUT)
+        w1 = load_step(at, n1)
+        slots_ready(STAGES)
+        acc = warpgroup_mma(a1, x_smem.index((i + 1) % STAGES).permute((1, 0)), acc,
+                            is_async=True)  # fmt: skip
+        acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
+        copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES, MAIN_STEPS, STAGES, TAIL)
+        # Step i + 2 decoded while step i + 1 multiplies.
+        a0 = decode(w0, aux, A_LAYOUT)
+    return acc, a0, a1
+
+
+@gluon.jit
+def multiply_tail(acc, a_tail, x_smem, MAIN_STEPS: gl.constexpr, STAGES: gl.constexpr):
+    """The 64-value tail's operand ``a_tail`` (its other half zeros) times its slots, issued."""
+    slots_ready(STAGES)
+    return warpgroup_mma(a_tail, x_smem.index(MAIN_STEPS % STAGES).permute((1, 0)), acc,
+                         is_async=True)  # fmt: skip
 
 
 @gluon.jit

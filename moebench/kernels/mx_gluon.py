@@ -35,16 +35,17 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
-from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma_wait
 
 from moebench.kernels.expert_ready import READY_ROLES
 from moebench.kernels.gluon_parts import (
     copy_slots,
     gdc_launch_dependents,
+    multiply_steps,
+    multiply_tail,
     open_pass,
     signal_done,
     slot_rows,
-    slots_ready,
     store_rows,
     x_rows_aligned,
 )
@@ -102,6 +103,20 @@ def _decode(words, scale_words, sel, A_LAYOUT: gl.constexpr):
 
 
 @gluon.jit
+def _load_step(at, q):
+    """Step q's words [64, 4, 4] and their rows' scale words [64] (``at``: their pointers)."""
+    w_at, s_at = at
+    return gl.load(w_at + q * (BLOCK_N * STEP_WORDS)), gl.load(s_at + q * BLOCK_N)
+
+
+@gluon.jit
+def _decode_step(step, sel, A_LAYOUT: gl.constexpr):
+    """`_decode` of `_load_step`'s pair (`gluon_parts.multiply_steps`)."""
+    words, scale_words = step
+    return _decode(words, scale_words, sel, A_LAYOUT)
+
+
+@gluon.jit
 def _grouped_gluon_mxfp4(
     x_ptr, table_ptr, w_ptr, wt_ptr, s_ptr, st_ptr, b_ptr, out_ptr,
     N, K, E, stride_xt, stride_xk, stride_be, stride_ot, stride_ok, ready_ptr,
@@ -150,43 +165,15 @@ def _grouped_gluon_mxfp4(
     for p in gl.static_range(STAGES - 1):
         copy_slots(x_smem, x_at, ok_main, ok_tail, p, MAIN_STEPS, STAGES, TAIL)
     acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, MMA)
-    w0 = gl.load(w_at)
-    s0 = gl.load(s_at)
-    w1 = gl.load(w_at + TILE_WORDS)
-    s1 = gl.load(s_at + BLOCK_N)
-    a0 = _decode(w0, s0, sel, A_LAYOUT)
-    a1 = gl.zeros([BLOCK_N, BLOCK_K], gl.bfloat16, A_LAYOUT)
-    for it in range(MAIN_STEPS // 2):
-        i = 2 * it
-        # Past the last step the loads read it again (an L2 hit; decoded, never multiplied).
-        n0 = gl.minimum(i + 2, MAIN_STEPS - 1)
-        n1 = gl.minimum(i + 3, MAIN_STEPS - 1)
-        w0 = gl.load(w_at + n0 * TILE_WORDS)
-        s0 = gl.load(s_at + n0 * BLOCK_N)
-        # Step i multiplies; step i - 1's product (a1's) is done.
-        slots_ready(STAGES)
-        acc = warpgroup_mma(a0, x_smem.index(i % STAGES).permute((1, 0)), acc, is_async=True)
-        acc, a1 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a1))
-        copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES - 1, MAIN_STEPS, STAGES, TAIL)
-        # Step i + 1 decoded while step i multiplies, then issued.
-        a1 = _decode(w1, s1, sel, A_LAYOUT)
-        w1 = gl.load(w_at + n1 * TILE_WORDS)
-        s1 = gl.load(s_at + n1 * BLOCK_N)
-        slots_ready(STAGES)
-        acc = warpgroup_mma(a1, x_smem.index((i + 1) % STAGES).permute((1, 0)), acc,
-                            is_async=True)  # fmt: skip
-        acc, a0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a0))
-        copy_slots(x_smem, x_at, ok_main, ok_tail, i + STAGES, MAIN_STEPS, STAGES, TAIL)
-        # Step i + 2 decoded while step i + 1 multiplies.
-        a0 = _decode(w0, s0, sel, A_LAYOUT)
+    acc, a0, a1 = multiply_steps(acc, (w_at, s_at), sel, x_smem, x_at, ok_main, ok_tail,
+                                 _load_step, _decode_step, A_LAYOUT, MAIN_STEPS, STAGES,
+                                 TAIL)  # fmt: skip
     if TAIL:
         # The last 64 values: 8 words a row (`mx_gluon_layout`), the operand's other half zeros.
         wt = gl.load(wt_ptr + r3 * 8 + (2 * a3 + j3), mask=(j3 < 2) & (a3 >= 0) & (r3 >= 0),
                      other=0)  # fmt: skip
         a0 = _decode(wt, gl.load(st_ptr + grow), sel, A_LAYOUT)
-        slots_ready(STAGES)
-        acc = warpgroup_mma(a0, x_smem.index(MAIN_STEPS % STAGES).permute((1, 0)), acc,
-                            is_async=True)  # fmt: skip
+        acc = multiply_tail(acc, a0, x_smem, MAIN_STEPS, STAGES)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a0, a1))[0]
     async_copy.wait_group(0)
 
