@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from decode_inputs import FORMATS
 
 from moebench.kernels.grouped_launch import default_launch, path_launch
@@ -133,33 +134,41 @@ def test_mxfp4_one_pass_tile_takes_the_persistent_grid_where_the_constant_says(m
                 assert L.stream_k == want, (fmt, t, r)
 
 
-def test_mxfp4_one_pass_tile_is_the_gluon_tile_where_its_layout_fits(monkeypatch):
-    """MX_GLUON (on) takes MXFP4's one-pass tile (16-64 tokens at gpt-oss-20b EP2) to the Gluon
-    tile, on its own stages and register cap, where the stage's shapes take its layout
-    (`mx_gluon_layout.fits`: N whole tiles of 64 rows, R an even number of 128-value steps, at
-    least 4, and at most a 64-value tail); never FP8, the expert loop, the GEMV, a caller that does
-    not say R, or with the constant off; `triton_tile` gives back the Triton tile's launch."""
-    from moebench.kernels import grouped_launch
+@pytest.mark.parametrize("fp8_gluon", [False, True], ids=["fp8-triton", "fp8-gluon"])
+def test_one_pass_tile_is_the_gluon_tile_where_its_layout_fits(monkeypatch, fp8_gluon):
+    """MX_GLUON (on) and FP8_GLUON (either way here) take that format's one-pass tile (16-64
+    tokens at gpt-oss-20b EP2) to the Gluon tile, on its own stages and register cap, where the
+    stage's shapes take its layout (`mx_gluon_layout.fits`: N whole tiles of 64 rows, R an even
+    number of 128-value steps, at least 4, and at most a 64-value tail); never the expert loop,
+    the GEMV, a caller that does not say R, or with the switch off; `triton_tile` gives back the
+    Triton tile's launch."""
+    from moebench.kernels import grouped_launch as gl
 
+    monkeypatch.setattr(gl, "FP8_GLUON", fp8_gluon)
     gpt = dict(top_k=4, experts=16)
     stages = ((5760, 2880, True), (2880, 2880, True), (5760, 2848, False), (5760, 0, False),
               (96, 2880, False), (5760, 384, False))  # (N, R, whether the layout fits)  # fmt: skip
+    own = {"mxfp4": (gl.GLUON_STAGES, gl.GLUON_MAX_REGISTERS),
+           "fp8": (gl.FP8_GLUON_STAGES, gl.FP8_GLUON_MAX_REGISTERS)}  # fmt: skip
     for fmt in FORMATS:
+        switch = fmt == "mxfp4" or fp8_gluon
         for t in (1, 2, 4, 8, 16, 32, 64):
             for n, r, fits in stages:
                 L = default_launch(fmt, tokens=t, columns=n, reduction=r, **gpt)
-                want = fmt == "mxfp4" and t >= 16 and fits
+                want = switch and t >= 16 and fits
                 assert L.gluon == want, (fmt, t, n, r)
                 if want:
                     assert (L.pass_grid, L.num_stages, L.max_registers, L.mx_dot_order) == (
-                        True, grouped_launch.GLUON_STAGES, grouped_launch.GLUON_MAX_REGISTERS,
-                        False)  # fmt: skip
+                        True, *own[fmt], False)  # fmt: skip
     # Where a stage cannot run the Gluon tile, the arm takes the Triton tile in its place:
-    # `triton_tile`, the launch MX_GLUON off gives.
-    gluon = {t: default_launch("mxfp4", tokens=t, columns=5760, reduction=2880, **gpt)
-             for t in (16, 32, 64)}  # fmt: skip
-    monkeypatch.setattr(grouped_launch, "MX_GLUON", False)
-    for t in (16, 32, 64):
-        triton = default_launch("mxfp4", tokens=t, columns=5760, reduction=2880, **gpt)
-        assert not triton.gluon and triton.mx_dot_order
-        assert grouped_launch.triton_tile(gluon[t], 2880) == triton
+    # `triton_tile`, the launch the switch off gives.
+    for fmt, name in (("mxfp4", "MX_GLUON"), ("fp8", "FP8_GLUON")):
+        monkeypatch.setattr(gl, name, True)
+        gluon = {t: default_launch(fmt, tokens=t, columns=5760, reduction=2880, **gpt)
+                 for t in (16, 32, 64)}  # fmt: skip
+        monkeypatch.setattr(gl, name, False)
+        for t in (16, 32, 64):
+            triton = default_launch(fmt, tokens=t, columns=5760, reduction=2880, **gpt)
+            assert gluon[t].gluon and not triton.gluon
+            assert triton.mx_dot_order == (fmt == "mxfp4")
+            assert gl.triton_tile(gluon[t], 2880, fmt) == triton
