@@ -48,8 +48,8 @@ cells, 19-23%: fc1 57-58 us against 68-71, fc2 32-33 against 43-45. Still 58-59%
 ceiling (the target is 85%). Correction (thirty-sixth session): the bench built that Triton tile
 as the Gluon launch with the flag off, so it ran uncapped and in the natural K order (its name
 lacks " r80" and " dot-order"), not as the arm's former default; the bench's gluon 0 now gives
-the Triton tile the arm falls back to (`grouped_launch.triton_tile`), and `gluon_triton_h100`
-compares against that.""",
+the Triton tile the arm falls back to (`grouped_launch.triton_tile`), and `mx_gluon_triton_h100`
+compares against that (2-7% on an H100).""",
         columns=["tokens", "draw", "rank", "Gluon step", "Triton step", "change", "Gluon fc1",
                  "Triton fc1", "Gluon fc2", "Triton fc2", "Gluon of copy"],
     )  # fmt: skip

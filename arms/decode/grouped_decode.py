@@ -15,9 +15,9 @@ poison.
 
 Launch: a GEMV on CUDA cores when the slots are few per expert, a tensor-core tile when they are
 many (`moebench.kernels.grouped_launch.default_launch`, chosen from the shapes when the stages are
-built, never from the routing). MXFP4's one-pass tile (16 tokens and more at gpt-oss-20b EP2) is
-the Gluon kernel (`moebench.kernels.mx_gluon`; FP8's, `fp8_gluon`, where the launch asks for it)
-on a GPU where its layout fits, its passes read from a table one small kernel fills before fc1
+built, never from the routing). The one-pass tile (16 tokens and more at gpt-oss-20b EP2) is a
+Gluon kernel (`moebench.kernels.mx_gluon` for MXFP4, `fp8_gluon` for FP8) on a GPU where its
+layout fits, its passes read from a table one small kernel fills before fc1
 (`pass_table`), and the Triton tile elsewhere (`gluon_or_triton`: the CPU, the interpreter). All
 write the sparse and dense arms' arithmetic (products exact in fp32, the FP8 scale after the sum,
 the same bias, GLU and bf16 rounding), so the three agree but for the order of fp32 sums: bitwise

@@ -163,9 +163,13 @@ GLUON_MAX_REGISTERS = 0
 # each of its rows a 128-value step (two steps ahead: 16 KB a program in flight), on its own
 # stages and register cap. sm_90a offline (triton 3.6): 130 registers uncapped (3 programs an SM),
 # 128 capped with no spill and no wgmma serialised (4 an SM); the loop 214 instructions a step of
-# 64 weight bytes a thread (3.3 a byte; the Triton one-pass tile 4.2). Not yet timed: off until a
-# GPU measures it against the Triton tile (tools/bench_grouped_decode.py, ``gluon``).
-FP8_GLUON = False
+# 64 weight bytes a thread (3.3 a byte; the Triton one-pass tile 4.2). Measured on an H100 80GB
+# HBM3 (no H200 lent; docs/perf/2026-12-07-gluon-gated/call2/), gpt-oss-20b EP2, the slower
+# rank's step, against the Triton one-pass tile: 134.8 against 139.5 us at 16 tokens (-3.4%, six
+# draws, faster in all six), 144.8 against 145.3 at 32 (-0.4%, faster in three of four draws),
+# 146.7 against 147.7 at 64 (-0.6%, four of four); uncapped (3 an SM) +0.1% / +0.9% / +1.4%, 4
+# stages -1.9% / -0.1% / -0.8% (two draws). FP8's gated cases with it on passed every check (204).
+FP8_GLUON = True
 FP8_GLUON_STAGES = 3
 FP8_GLUON_MAX_REGISTERS = 128
 # The FP8 one-pass tile steps 64 values at a time on 6 stages (PASS_GRID_FP8_BLOCK_K,

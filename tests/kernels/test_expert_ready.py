@@ -164,9 +164,10 @@ def test_expert_ready_on_the_gpu_gives_the_whole_waits_bits_under_graph_replays(
     from moebench.kernels import grouped_launch
     from moebench.kernels.grouped_launch import default_launch, paired_launches
 
-    # The Triton tile's launches (`grouped_gemv`); the Gluon tile's wait is
-    # tests/arms/test_gluon_stage_gpu.py's.
+    # The Triton tile's launches (`grouped_gemv`), whichever format's Gluon switch is on; the Gluon
+    # tile's wait is tests/arms/test_gluon_stage_gpu.py's.
     monkeypatch.setattr(grouped_launch, "MX_GLUON", False)
+    monkeypatch.setattr(grouped_launch, "FP8_GLUON", False)
 
     dev = torch.device("cuda")
     g = torch.Generator().manual_seed(41)
