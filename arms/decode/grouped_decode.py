@@ -30,7 +30,7 @@ import functools
 import torch
 
 from arms.decode import pipeline
-from moebench.arm.base import Arm, Stage
+from moebench.arm.base import Arm, LayoutShapes, Stage
 from moebench.arm.decode import Problem, Workspace
 from moebench.core.vocabulary import DECODE_STAGES
 from moebench.kernels.combine_topk import combine_topk
@@ -50,7 +50,7 @@ from moebench.kernels.grouped_launch import Launch, default_launch, paired_launc
 from moebench.kernels.launch import weight_format
 from moebench.kernels.mx_dot_order import dot_order_mxfp4
 from moebench.kernels.mx_gluon import grouped_gluon_mxfp4
-from moebench.kernels.mx_gluon_layout import GluonWeights, gluon_scales, gluon_words
+from moebench.kernels.mx_gluon_layout import STEP, GluonWeights, gluon_scales, gluon_words
 from moebench.kernels.mx_gluon_layout import fits as gluon_layout_fits
 from moebench.kernels.mx_rotated import FOLD_SCALES_UP_TO, biased_scales, rotate_mxfp4
 from moebench.kernels.pass_table import new_table, pass_table
@@ -227,6 +227,73 @@ def tiles_weights(w, launch: Launch) -> torch.Tensor:
     return w
 
 
+def weight_copies(launch: Launch, fmt: str) -> tuple[tuple, ...]:
+    """The copies of a stage's weights and scales that ``launch`` reads (`tiles_weights`,
+    `tiles_scales`), each named by what makes it distinct in their caches; none for a launch that
+    reads the problem's own tensors. For the memory estimates (`layout_bytes`), kept true by
+    tests/arms/test_layout_bytes.py against the copies a build really makes."""
+    copies: list[tuple] = []
+    if launch.gluon:
+        copies.append(("gluon",))
+    elif fmt == "mxfp4" and launch.mx_dot_order:
+        copies.append(("dot_order", launch.block_n, launch.block_k, launch.mx_packed))
+    elif fmt == "mxfp4" and launch.mx_packed:
+        copies.append(("mx_packed", launch.block_n, launch.block_k, launch.mx_rotated))
+        copies += [("rotated",)] if launch.mx_rotated else []
+    elif fmt == "mxfp4" and launch.mx_rotated:
+        copies.append(("rotated",))
+    elif fmt == "fp8" and launch.fp8_packed:
+        copies.append(("fp8_packed", launch.block_n, launch.block_k, launch.fp8_placed))
+    elif fmt == "fp8" and launch.fp8_placed:
+        copies.append(("placed",))
+    if fmt == "mxfp4" and launch.path == "dot":
+        if launch.gluon:
+            copies.append(("gluon_scales",))
+        elif launch.mx_packed_scales or launch.mx_biased_scales:
+            copies.append(("scales", launch.block_n, launch.block_k, launch.mx_packed_scales,
+                           launch.mx_biased_scales))  # fmt: skip
+        else:
+            copies.append(("padded_scales",))
+    return tuple(copies)
+
+
+def layout_bytes(s: LayoutShapes) -> int:
+    """Bytes of the copies of one layer's expert weights and scales that `build_stages` makes for
+    the launches it takes at ``s``'s token counts (`launches`, `gluon_or_triton` for whether the
+    Gluon tile runs, the scales assumed to fold), each copy counted once however many token
+    counts read it: the memory estimates' (`Arm.layout_bytes`)."""
+    fmt = {"w8a16": "fp8", "w4a16": "mxfp4"}.get(s.precision)
+    if fmt is None:  # not a decode precision: no stages are built
+        return 0
+    D, F, E = s.hidden, s.intermediate, s.experts
+    stages = {"w13": (2 * F, D), "w2": (D, F)}  # (N, R) of each weight tensor
+    made: set[tuple] = set()
+    for T in s.tokens:
+        for name, (N, R) in stages.items():
+            launch = default_launch(fmt, tokens=T, top_k=s.top_k, experts=E, columns=N,
+                                    reduction=R, pdl=PDL[s.precision])  # fmt: skip
+            if launch.gluon and not (s.gpu and gluon_layout_fits(N, R)):
+                launch = triton_tile(launch, R, fmt)
+            made.update((name, copy) for copy in weight_copies(launch, fmt))
+    per_value = 1 if fmt == "fp8" else 0.5  # bytes a weight value
+    total = 0
+    for name, copy in made:
+        N, R = stages[name]
+        groups = -(-R // 32)  # MXFP4 scale bytes a row
+        if copy[0] == "gluon":  # whole steps and a 64-value tail (zeros where R has none)
+            row = (R // STEP * STEP + 64) * per_value
+        elif copy[0] == "gluon_scales":  # a word a row a step, and one for the tail
+            row = 4 * (R // STEP) + 4
+        elif copy[0] == "padded_scales":  # rows padded to 16 bytes; aligned already: no copy
+            row = 0 if groups % 16 == 0 else -(-groups // 16) * 16
+        elif copy[0] == "scales":  # packed box by box, or biased in padded rows
+            row = groups if copy[3] else -(-groups // 16) * 16
+        else:
+            row = R * per_value
+        total += int(E * N * row)
+    return total
+
+
 def build_stages(
     ws: Workspace, *, fc1: Launch | None = None, fc2: Launch | None = None
 ) -> tuple[Stage, ...]:
@@ -372,6 +439,7 @@ ARM = Arm(
     build=build_stages,
     weight_bytes=functools.partial(pipeline.weight_bytes, layout="TKD"),
     work=functools.partial(pipeline.work, layout="TKD"),
+    layout_bytes=layout_bytes,
     kernels=("grouped_gemv[fc1+glu]", "grouped_gemv[fc2]", "combine_topk"),
     launches=_LAUNCHES,
     forbidden=_FORBIDDEN,

@@ -23,7 +23,7 @@ import weakref
 
 import torch
 
-from moebench.arm.base import Stage, Work
+from moebench.arm.base import LayoutShapes, Stage, Work
 from moebench.arm.decode import Problem, Workspace
 from moebench.core.vocabulary import DECODE_STAGES, WHOLE_FFN
 from moebench.kernels.batched_gemm import batched_gemm
@@ -63,6 +63,16 @@ _ROTATED_WEIGHTS: dict[int, tuple[int, torch.Tensor]] = {}
 def rotated_weights(w: torch.Tensor) -> torch.Tensor:
     """MXFP4 weights ``w`` in `mx_rotated`'s layout (`rotate_mxfp4`), made once (`made_once`)."""
     return made_once(_ROTATED_WEIGHTS, w, rotate_mxfp4)
+
+
+def layout_bytes(s: LayoutShapes, layout: str) -> int:
+    """Bytes of the copies of one layer's expert weights that `build_stages` makes for ``layout``
+    (`Arm.layout_bytes`): the sparse GEMV's MXFP4 weights in the rotated layout, both tensors
+    (`rotated_weights`, shared with the grouped arm's copy where both run); none otherwise."""
+    if layout != "TKD" or s.precision != "w4a16" or not MXFP4_ROTATED:
+        return 0
+    D, F, E = s.hidden, s.intermediate, s.experts
+    return E * (2 * F * D + D * F) // 2
 
 
 def step_pdl(

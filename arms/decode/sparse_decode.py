@@ -26,6 +26,7 @@ ARM = Arm(
     build=pipeline.build_stages,
     weight_bytes=functools.partial(pipeline.weight_bytes, layout="TKD"),
     work=functools.partial(pipeline.work, layout="TKD"),
+    layout_bytes=functools.partial(pipeline.layout_bytes, layout="TKD"),
     kernels=("sparse_gemv[fc1+glu]", "sparse_gemv[fc2]", "combine_topk"),
     launches=_LAUNCHES,
     forbidden=_FORBIDDEN,

@@ -88,6 +88,22 @@ class Prepared:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LayoutShapes:
+    """What an arm's ``layout_bytes`` is asked about, before anything is allocated: a precision,
+    the token counts a rank's stages are built for, the top-k, the local experts, the model's
+    hidden and expert (intermediate) widths, and whether the stages run on a GPU (a kernel may
+    read another layout there: the Gluon tiles)."""
+
+    precision: str
+    tokens: tuple[int, ...]
+    top_k: int
+    experts: int
+    hidden: int
+    intermediate: int
+    gpu: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
 class Arm:
     """One arm of a comparison. ``origin`` and ``module`` are set by the registry when it resolves
     the arm (where it came from, and the module that defines it: its sources start there)."""
@@ -104,6 +120,10 @@ class Arm:
     weight_bytes: Callable[[Any], dict[str, int]] | None = None
     # problem -> {stage: Work} of one step on the rank, "ffn" included (the work ledger)
     work: Callable[[Any], dict[str, Work]] | None = None
+    # LayoutShapes -> bytes of the copies of a layer's expert weights (and scales) its build makes
+    # for its kernels to read (layouts), beyond the problem's own tensors: the memory estimates
+    # count them (None: none)
+    layout_bytes: Callable[[LayoutShapes], int] | None = None
     kernels: tuple[str, ...] = ()  # for people: what it launches
     # {precision: Triton (or other) kernel function names that must launch}; checked on the GPU
     launches: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -156,6 +176,8 @@ def arm_problems(arm: Arm) -> list[str]:
         out.append(f"data_files must be a tuple of paths, got {arm.data_files!r}")
     if arm.weight_bytes is not None and not callable(arm.weight_bytes):
         out.append("weight_bytes must be a callable problem -> {stage: bytes}")
+    if arm.layout_bytes is not None and not callable(arm.layout_bytes):
+        out.append("layout_bytes must be a callable LayoutShapes -> bytes")
     precisions = facts(arm.family).precisions
     bad = [p for p in arm.precisions if p not in precisions]
     if bad:

@@ -62,7 +62,7 @@ def step_rows(planned: list[PlannedStep], costs: list[CaseCost], device, aa: boo
     rows = []
     for p, cost in zip(planned, costs, strict=True):
         s = p.case.scenario
-        need = estimate_memory(p, len(run_arms(s, aa)))
+        need = estimate_memory(p, list(run_arms(s, aa).values()))
         layers = f"{len(p.layers)} of {len(s.model.moe_layers)}"
         groups = ", ".join(f"{g.tokens_per_rank} x{len(g.steps)}" for g in p.groups)
         fits = "fits" if need.total <= free else "DOES NOT FIT"

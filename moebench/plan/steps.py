@@ -7,7 +7,9 @@ weights in L2, as in a real model): at EP8 DeepSeek-V3 that is about 1.4 GB of F
 layer and rank, 82 GB for its 58 MoE layers. The simulated ranks of a layer share one weight
 tensor (rank 0's experts' values; the bytes each rank reads are the same, and every gate compares
 a rank with a reference built from the weights it read), so the weights count once per layer,
-not once per rank. In ``topology.mode: distributed`` each rank holds its own experts of every
+not once per rank; the copies of them an arm's build makes for its kernels (the grouped decode
+arm's tile layouts, the sparse GEMV's rotated MXFP4: `Arm.layout_bytes`) likewise, once per layer
+and arm. In ``topology.mode: distributed`` each rank holds its own experts of every
 layer (the same bytes a layer) and one set of exchange buffers its layers share: the estimate is
 one rank's, and every rank checks it against its own device. ``check_memory`` refuses a case
 that cannot fit, naming the bytes needed and free, before the first allocation.
@@ -17,10 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from moebench.arm.base import Arm, LayoutShapes
 from moebench.core.errors import ScenarioError
 from moebench.core.families import facts
 from moebench.core.layout import capacity_rows
@@ -143,17 +147,20 @@ class MemoryEstimate:
     workspaces: int  # one workspace per arm and token group, shared by layers and ranks
     routing: int  # every (rank, layer) problem's routing and tokens
     exchange: int = 0  # topology.mode distributed: the layers' dispatch and combine buffers
+    layouts: int = 0  # every timed layer's copies of its expert weights the arms' builds make
 
     @property
     def total(self) -> int:
         # A margin for graph pools and allocator slack.
-        parts = self.weights + self.transient + self.workspaces + self.routing + self.exchange
+        parts = (self.weights + self.transient + self.workspaces + self.routing + self.exchange
+                 + self.layouts)  # fmt: skip
         return int(1.1 * parts)
 
 
-def estimate_memory(p: PlannedStep, arms: int) -> MemoryEstimate:
-    """Bytes a step case allocates on its device (module docstring); whole-FFN arms' own
-    buffers (their ``prepare``) are not counted."""
+def estimate_memory(p: PlannedStep, arms: Sequence[Arm]) -> MemoryEstimate:
+    """Bytes a step case allocates on its device (module docstring), for ``arms`` (one workspace
+    each, and the copies of the expert weights their builds make: `Arm.layout_bytes`);
+    whole-FFN arms' own buffers (their ``prepare``) are not counted."""
     s = p.case.scenario
     D, F, E, K = s.model.hidden, s.model.intermediate, local_experts(s), s.model.top_k
     family = facts(s.family)
@@ -169,9 +176,14 @@ def estimate_memory(p: PlannedStep, arms: int) -> MemoryEstimate:
     # A distributed rank holds its own problems only, and one exchange its layers share.
     routing *= len(p.layers) * (1 if distributed else len(p.ranks))
     exchange = max(_exchange_bytes(s, g) for g in p.groups) if distributed else 0
+    shapes = LayoutShapes(precision=s.precision,
+                          tokens=tuple(g.tokens_per_rank * data_ranks for g in p.groups),
+                          top_k=K, experts=E, hidden=D, intermediate=F)  # fmt: skip
+    layouts = sum(a.layout_bytes(shapes) for a in arms if a.layout_bytes is not None)
     return MemoryEstimate(weights=int(per_layer * len(p.layers)), transient=int(transient),
-                          workspaces=int(ws * arms), routing=int(routing),
-                          exchange=int(exchange))  # fmt: skip
+                          workspaces=int(ws * len(arms)), routing=int(routing),
+                          exchange=int(exchange),
+                          layouts=int(layouts * len(p.layers)))  # fmt: skip
 
 
 def _exchange_bytes(s: Scenario, g: TokenGroup) -> int:
@@ -220,7 +232,7 @@ def available_memory(device: torch.device) -> tuple[int, str]:
     return int(pages), "available host memory"
 
 
-def check_memory(planned: list[PlannedStep], arms: int, device: torch.device) -> None:
+def check_memory(planned: list[PlannedStep], arms: Sequence[Arm], device: torch.device) -> None:
     """A ScenarioError (exit 2, nothing written or allocated) when a case cannot fit."""
     free, where = available_memory(device)
     for p in planned:

@@ -17,7 +17,7 @@ from moebench.comm.world import RankFailure, World, phase
 from moebench.core import faults
 from moebench.core.errors import ScenarioError
 from moebench.measure.clock import Clock
-from moebench.plan.cases import arm_names, plan, select_device
+from moebench.plan.cases import arm_names, plan, run_arms, select_device
 from moebench.plan.steps import check_memory, plan_step_case, step_manifest
 from moebench.results.rows import CaseRows
 from moebench.run import lifecycle
@@ -60,7 +60,7 @@ def _run(world: World, s: Scenario, options: RunOptions, progress: Progress) -> 
         if s.step is not None:  # the model step: every case every MoE layer (run.step)
             planned = [plan_step_case(c) for c in expand(s)]
             # This rank's share (its experts of every layer and the exchange) must fit its device.
-            check_memory(planned, len(names), world.device)
+            check_memory(planned, list(run_arms(s, options.aa).values()), world.device)
             return sources, drift, planned
         return sources, drift, plan(s)
 

@@ -24,7 +24,7 @@ import torch
 from moebench.core import faults
 from moebench.core.errors import DeviceFault
 from moebench.measure.clock import Clock
-from moebench.plan.cases import arm_names, plan, select_device
+from moebench.plan.cases import arm_names, plan, run_arms, select_device
 from moebench.plan.steps import check_memory, plan_step_case, step_manifest
 from moebench.results.rows import CaseRows
 from moebench.run import isolate, lifecycle
@@ -52,7 +52,7 @@ def run(s: Scenario, options: RunOptions, progress: Progress | None = None) -> R
     extra = None
     if s.step is not None:  # the step regime: every case a model step (moebench.run.step)
         planned = [plan_step_case(c) for c in expand(s)]
-        check_memory(planned, len(names), device)  # before anything is allocated
+        check_memory(planned, list(run_arms(s, options.aa).values()), device)  # before any work
         extra = {"step": step_manifest(s, planned)}
     elif s.model_run is not None:  # the model regime: every case a whole model (run.model)
         planned = [plan_model_case(c, options.aa) for c in expand(s)]

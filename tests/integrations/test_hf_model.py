@@ -217,6 +217,27 @@ def test_memory_counts_every_part_before_anything_is_built():
     assert once > 0 and parts["activations"] == 3 * once
 
 
+def test_memory_counts_the_copies_an_arms_build_makes():
+    """An arm's layout copies (`Arm.layout_bytes`: the grouped arm's tile layouts, the sparse
+    GEMV's rotated MXFP4) are counted for every MoE layer beside its prepared weights: the grouped
+    and sparse arms hold more than the dense arm by exactly those bytes."""
+    from moebench.arm.base import LayoutShapes
+
+    s = scenario(**{**GPT_OSS, "arms": "dense_decode, sparse_decode, grouped_decode"})
+    p = hf_model.plan(s)
+    arms = run_arms(s)
+    tokens = (2, 12)
+    dense = hf_model.arm_bytes(p, s, arms["dense_decode"], tokens)
+    m = s.model
+    shapes = LayoutShapes(precision=s.precision, tokens=tokens, top_k=m.top_k, experts=m.experts,
+                          hidden=m.hidden, intermediate=m.intermediate)  # fmt: skip
+    for name in ("sparse_decode", "grouped_decode"):
+        layouts = arms[name].layout_bytes(shapes)
+        assert layouts > 0, name
+        got = hf_model.arm_bytes(p, s, arms[name], tokens)
+        assert got == dense + layouts * len(p.moe_layers), name
+
+
 def test_each_layers_experts_are_held_to_eager_on_their_own_inputs():
     """The gate that judges an arm's numerics in a whole model: every eager experts call is
     recorded (its inputs and output, per layer) and held to transformers' eager experts on the

@@ -120,6 +120,38 @@ def test_a_step_that_cannot_fit_is_refused_before_anything_is_allocated(tmp_path
     assert not (tmp_path / "r").exists()
 
 
+def test_a_steps_memory_counts_the_copies_the_arms_builds_make():
+    """The grouped decode step (`scenarios/gpt-oss-20b-decode-step-grouped.yaml`): each case's
+    estimate holds, for every timed layer, the copies of its expert weights the arms' builds make
+    for their kernels (`Arm.layout_bytes`; the grouped arm's tile layouts, the sparse GEMV's
+    rotated MXFP4), and nothing of the kind without those arms."""
+    from moebench.arm.base import LayoutShapes
+    from moebench.plan.cases import run_arms
+    from moebench.plan.steps import estimate_memory, plan_step_case
+    from moebench.spec.load import load_scenario
+    from moebench.spec.sweep import expand
+
+    s = load_scenario("scenarios/gpt-oss-20b-decode-step-grouped.yaml")
+    arms = run_arms(s)
+    dense = [arms["dense_decode"]]
+    held = {}
+    for case in expand(s):
+        p = plan_step_case(case)
+        c = case.scenario
+        with_all = estimate_memory(p, list(arms.values()))
+        alone = estimate_memory(p, dense)
+        tokens = tuple(g.tokens_per_rank for g in p.groups)  # dp 1
+        shapes = LayoutShapes(precision=c.precision, tokens=tokens, top_k=c.model.top_k,
+                              experts=16, hidden=c.model.hidden,
+                              intermediate=c.model.intermediate)  # fmt: skip
+        per_layer = sum(arms[a].layout_bytes(shapes) for a in ("sparse_decode", "grouped_decode"))
+        assert alone.layouts == 0 and with_all.layouts == per_layer * len(p.layers), case.case_id
+        assert with_all.total >= alone.total
+        held[case.case_id] = with_all.layouts
+    # FP8 at one token reads the problem's own weights; every other case holds copies.
+    assert [k for k, v in held.items() if v == 0] == ["c000-precision=w8a16-tokens_per_rank=1"]
+
+
 @pytest.mark.parametrize(
     "change, field",
     [

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from moebench.arm.base import Arm
+from moebench.arm.base import Arm, LayoutShapes
 from moebench.arm.registry import HF_PREFIX
 from moebench.core import reference
 from moebench.core.errors import ScenarioError
@@ -302,17 +302,26 @@ def experts_modules(model) -> dict[int, torch.nn.Module]:
 # --------------------------------------------------------------------------- memory
 
 
-def arm_bytes(p: ModelPlan, s: Scenario, arm: Arm, tokens: tuple[int, ...]) -> int:
+def arm_bytes(
+    p: ModelPlan, s: Scenario, arm: Arm, tokens: tuple[int, ...], gpu: bool = True
+) -> int:
     """What a moebench arm adds to the model: its prepared expert weights at the precision (bf16
-    reads the module's own) and its workspace per token count and MoE layer. A transformers
-    backend reads the module's parameters; its own buffers are not known (0)."""
+    reads the module's own), the copies of them its build makes for its kernels (its
+    ``layout_bytes``: the grouped arm's tile layouts, the sparse GEMV's rotated MXFP4) and its
+    workspace per token count and MoE layer. A transformers backend reads the module's
+    parameters; its own buffers are not known (0)."""
     if arm.name.startswith(HF_PREFIX):
         return 0
     D, F, E, K = s.model.hidden, s.model.intermediate, s.model.experts, s.model.top_k
     fam = facts(arm.family)
     copy = 0 if s.precision == "bf16" else fam.expert_bytes(D, F, E, s.precision)
+    layouts = 0
+    if arm.layout_bytes is not None and s.precision != "bf16":
+        shapes = LayoutShapes(precision=s.precision, tokens=tokens, top_k=K, experts=E, hidden=D,
+                              intermediate=F, gpu=gpu)  # fmt: skip
+        layouts = arm.layout_bytes(shapes)
     work = sum(fam.workspace_bytes(T, K, D, F, E, T * K + E * s.shape.alignment) for T in tokens)
-    return int((copy + work) * len(p.moe_layers))
+    return int((copy + layouts + work) * len(p.moe_layers))
 
 
 @contextlib.contextmanager
