@@ -1,8 +1,9 @@
 """What the Gluon tiles (`mx_gluon` for MXFP4, `fp8_gluon` for FP8) share: a program's pass read
 from the table (`pass_table`) and the waits around it (the dependent launch, `expert_ready`'s
-counters), the ring of the pass's slots gathered by cp.async into swizzled shared memory, and the
-epilogue (bias, the GLU in the reference's order, bf16 into the slots' rows). The tiles differ
-only in their weights' layout and decode; `mx_gluon`'s docstring says what a tile does and why.
+counters), the ring of the pass's slots gathered by cp.async into swizzled shared memory, the K
+loop (`multiply_steps`: each tile gives its step's load and decode) and the epilogue (bias, the
+GLU in the reference's order, bf16 into the slots' rows). The tiles differ only in their weights'
+layout and decode; `mx_gluon`'s docstring says what a tile does and why.
 GPU only (sm_90): Gluon has no interpreter.
 """
 

@@ -1,4 +1,5 @@
-"""The grouped decode's passes as a table in device memory, for the Gluon tile (`mx_gluon`).
+"""The grouped decode's passes as a table in device memory, for the Gluon tiles (`mx_gluon`,
+`fp8_gluon`).
 
 The Triton tile finds its pass from the routing in every program (`grouped_slots.program_work` and
 `expert_slots`: a scan of the slots, then a match of the pass's ranks). The Gluon tile reads it from
