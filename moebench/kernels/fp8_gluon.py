@@ -29,16 +29,15 @@ from moebench.kernels.fp8_placed import FROM_LEFT_SHIFT, FROM_RIGHT_SHIFT, PAIR_
 from moebench.kernels.gluon_parts import (
     copy_slots,
     gdc_launch_dependents,
+    launch_setup,
     multiply_steps,
     multiply_tail,
     open_pass,
     signal_done,
     slot_rows,
     store_rows,
-    x_rows_aligned,
 )
-from moebench.kernels.mx_gluon_layout import ROWS, STEP, fits
-from moebench.kernels.pass_table import TABLE_HEAD
+from moebench.kernels.mx_gluon_layout import ROWS, STEP
 
 # One placed word ($4) to its four bf16 values, $0..$3 (values 0..3: pair 0's low and high half,
 # then pair 1's), each the placed bits times 2^120 (`fp8_placed`).
@@ -182,33 +181,15 @@ def grouped_gluon_fp8(
     and fp32 scale ``w_scale`` [E], through bias and GLU into ``out``; the rest as
     `mx_gluon.grouped_gluon_mxfp4`."""
     E, nb, S = w.main.shape[:3]
-    N = nb * ROWS
-    R = x.shape[-1]
-    width = TABLE_HEAD + block_m
-    out_n = N // 2 if glu != "none" else N
-    ok = (out.is_cuda and fits(N, R) and R // STEP == S and x_rows_aligned(x)
-          and tuple(table.shape[1:]) == (width,) and table.dtype == torch.int32
-          and out.shape[-1] == out_n and out.stride(-1) == 1 and out.dim() == 3
-          and tuple(bias_EN.shape) == (E, N) and block_m in (16, 32)
-          and tuple(w_scale.shape) == (E,) and w_scale.dtype == torch.float32
-          and expert_ready in READY_ROLES
-          and (not expert_ready or (pdl and ready is not None)))  # fmt: skip
-    if not ok:
-        raise ValueError(
-            f"grouped_gluon_fp8: needs CUDA tensors, weights of {S} steps for R {R} and N {N} "
-            f"(fp8_gluon_layout), x's rows on 16-byte boundaries, an int32 [P, {width}] table, "
-            f"fp32 scales [{E}], bias [{E}, {N}], out [T, K, {out_n}] bf16, block_m 16 or 32 "
-            f"and, with expert_ready, the dependent launch and counters"
-        )
-    stride_xt = x.stride(0)
-    stride_xk = x.stride(1) if x.dim() == 3 else 0
-    grid = (nb, table.shape[0])
-    kwargs = {"launch_pdl": True} if pdl else {}
-    if max_registers:
-        kwargs["maxnreg"] = max_registers
+    N, R, grid, kwargs, strides = launch_setup(
+        "grouped_gluon_fp8", "fp8_gluon_layout", x, table, S, E, nb, bias_EN, out,
+        block_m=block_m, glu=glu, pdl=pdl, max_registers=max_registers,
+        expert_ready=expert_ready, ready=ready,
+        format_ok=tuple(w_scale.shape) == (E,) and w_scale.dtype == torch.float32,
+        format_needs=f"fp32 scales [{E}], ",
+    )  # fmt: skip
     _grouped_gluon_fp8[grid](
-        x, table, w.main, w.tail, w_scale, bias_EN, out, N, top_k, E, stride_xt, stride_xk,
-        bias_EN.stride(0), out.stride(0), out.stride(1), table if ready is None else ready,
+        x, table, w.main, w.tail, w_scale, bias_EN, out, N, top_k, E, *strides,
         R=R, MAIN_STEPS=S, TAIL=R > S * STEP, BLOCK_M=block_m, STAGES=stages, GLU=glu, GDC=pdl,
         READY=READY_ROLES[expert_ready], num_warps=4, **kwargs,
     )  # fmt: skip

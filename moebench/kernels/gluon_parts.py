@@ -19,8 +19,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from moebench.kernels.expert_ready import READY_ROLES
 from moebench.kernels.expert_ready import WAIT_LIMIT as WAIT_READS
-from moebench.kernels.mx_gluon_layout import ROWS, STEP
+from moebench.kernels.mx_gluon_layout import ROWS, STEP, fits
 from moebench.kernels.pass_table import TABLE_HEAD
 
 BLOCK_N = gl.constexpr(ROWS)
@@ -222,6 +223,55 @@ def store_rows(h, entry, live, e, nb, b_ptr, out_ptr, K, stride_be, stride_ot, s
         o_at = out_ptr + gl.expand_dims(a_rows, 0) + gl.expand_dims(nb * (BLOCK_N // 2) + half, 1)
         ok = gl.expand_dims(a_cols < live, 0) & gl.expand_dims(half >= 0, 1)
         gl.store(o_at, act, mask=ok)
+
+
+def launch_setup(
+    name: str,
+    layout: str,
+    x: torch.Tensor,
+    table: torch.Tensor,
+    steps: int,
+    experts: int,
+    row_blocks: int,
+    bias_EN: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    block_m: int,
+    glu: str,
+    pdl: bool,
+    max_registers: int,
+    expert_ready: str,
+    ready: torch.Tensor | None,
+    format_ok: bool = True,
+    format_needs: str = "",
+) -> tuple[int, int, tuple[int, int], dict, tuple]:
+    """What both tiles' launchers check and pass (`mx_gluon.grouped_gluon_mxfp4`'s docstring):
+    a ValueError naming the launcher ``name`` (its weights in ``layout``; ``format_ok`` and
+    ``format_needs`` for the format's own operands) unless the operands fit the tile; else (N,
+    R, the grid, the launch's keyword arguments, and the arguments every tile takes after N,
+    top-k and E: x's, the bias's and out's strides and the counters, the table where none)."""
+    E, N, R, S = experts, row_blocks * ROWS, x.shape[-1], steps
+    width = TABLE_HEAD + block_m
+    out_n = N // 2 if glu != "none" else N
+    ok = (out.is_cuda and fits(N, R) and R // STEP == S and x_rows_aligned(x)
+          and tuple(table.shape[1:]) == (width,) and table.dtype == torch.int32
+          and out.shape[-1] == out_n and out.stride(-1) == 1 and out.dim() == 3
+          and tuple(bias_EN.shape) == (E, N) and block_m in (16, 32) and format_ok
+          and expert_ready in READY_ROLES
+          and (not expert_ready or (pdl and ready is not None)))  # fmt: skip
+    if not ok:
+        raise ValueError(
+            f"{name}: needs CUDA tensors, weights of {S} steps for R {R} and N {N} ({layout}), "
+            f"x's rows on 16-byte boundaries, an int32 [P, {width}] table, {format_needs}bias "
+            f"[{E}, {N}], out [T, K, {out_n}] bf16, block_m 16 or 32 and, with expert_ready, the "
+            f"dependent launch and counters"
+        )
+    kwargs = {"launch_pdl": True} if pdl else {}
+    if max_registers:
+        kwargs["maxnreg"] = max_registers
+    strides = (x.stride(0), x.stride(1) if x.dim() == 3 else 0, bias_EN.stride(0), out.stride(0),
+               out.stride(1), table if ready is None else ready)  # fmt: skip
+    return N, R, (row_blocks, table.shape[0]), kwargs, strides
 
 
 def x_rows_aligned(x: torch.Tensor) -> bool:

@@ -41,17 +41,16 @@ from moebench.kernels.expert_ready import READY_ROLES
 from moebench.kernels.gluon_parts import (
     copy_slots,
     gdc_launch_dependents,
+    launch_setup,
     multiply_steps,
     multiply_tail,
     open_pass,
     signal_done,
     slot_rows,
     store_rows,
-    x_rows_aligned,
 )
-from moebench.kernels.mx_gluon_layout import ROWS, STEP, GluonWeights, fits
+from moebench.kernels.mx_gluon_layout import ROWS, STEP, GluonWeights
 from moebench.kernels.mx_rotated import ROTATIONS, placed_pair
-from moebench.kernels.pass_table import TABLE_HEAD
 
 
 def _decode_asm() -> str:
@@ -211,33 +210,13 @@ def grouped_gluon_mxfp4(
     does; fc2 waits so only where the table was filled before fc1 (the table's kernel lets the
     next one launch before it writes)."""
     E, nb, S = w.main.shape[:3]
-    N = nb * ROWS
-    R = x.shape[-1]
-    width = TABLE_HEAD + block_m
-    out_n = N // 2 if glu != "none" else N
-    ok = (out.is_cuda and fits(N, R) and R // STEP == S and x_rows_aligned(x)
-          and tuple(table.shape[1:]) == (width,) and table.dtype == torch.int32
-          and out.shape[-1] == out_n and out.stride(-1) == 1 and out.dim() == 3
-          and tuple(bias_EN.shape) == (E, N) and block_m in (16, 32)
-          and expert_ready in READY_ROLES
-          and (not expert_ready or (pdl and ready is not None)))  # fmt: skip
-    if not ok:
-        raise ValueError(
-            f"grouped_gluon_mxfp4: needs CUDA tensors, weights of {S} steps for R {R} and N {N} "
-            f"(mx_gluon_layout), x's rows on 16-byte boundaries, an int32 [P, {width}] table, "
-            f"bias [{E}, {N}], out [T, K, {out_n}] bf16, block_m 16 or 32 and, with "
-            f"expert_ready, the dependent launch and counters"
-        )
-    stride_xt = x.stride(0)
-    stride_xk = x.stride(1) if x.dim() == 3 else 0
-    grid = (nb, table.shape[0])
-    kwargs = {"launch_pdl": True} if pdl else {}
-    if max_registers:
-        kwargs["maxnreg"] = max_registers
+    N, R, grid, kwargs, strides = launch_setup(
+        "grouped_gluon_mxfp4", "mx_gluon_layout", x, table, S, E, nb, bias_EN, out,
+        block_m=block_m, glu=glu, pdl=pdl, max_registers=max_registers,
+        expert_ready=expert_ready, ready=ready,
+    )  # fmt: skip
     _grouped_gluon_mxfp4[grid](
-        x, table, w.main, w.tail, w.scales, w.tail_scales, bias_EN, out, N, top_k, E, stride_xt,
-        stride_xk, bias_EN.stride(0), out.stride(0), out.stride(1),
-        table if ready is None else ready, R=R, MAIN_STEPS=S, TAIL=R > S * STEP,
-        BLOCK_M=block_m, STAGES=stages, GLU=glu, GDC=pdl, READY=READY_ROLES[expert_ready],
-        num_warps=4, **kwargs,
+        x, table, w.main, w.tail, w.scales, w.tail_scales, bias_EN, out, N, top_k, E, *strides,
+        R=R, MAIN_STEPS=S, TAIL=R > S * STEP, BLOCK_M=block_m, STAGES=stages, GLU=glu, GDC=pdl,
+        READY=READY_ROLES[expert_ready], num_warps=4, **kwargs,
     )  # fmt: skip

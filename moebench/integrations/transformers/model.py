@@ -302,9 +302,7 @@ def experts_modules(model) -> dict[int, torch.nn.Module]:
 # --------------------------------------------------------------------------- memory
 
 
-def arm_bytes(
-    p: ModelPlan, s: Scenario, arm: Arm, tokens: tuple[int, ...], gpu: bool = True
-) -> int:
+def arm_bytes(p: ModelPlan, s: Scenario, arm: Arm, tokens: tuple[int, ...]) -> int:
     """What a moebench arm adds to the model: its prepared expert weights at the precision (bf16
     reads the module's own), the copies of them its build makes for its kernels (its
     ``layout_bytes``: the grouped arm's tile layouts, the sparse GEMV's rotated MXFP4) and its
@@ -318,7 +316,7 @@ def arm_bytes(
     layouts = 0
     if arm.layout_bytes is not None and s.precision != "bf16":
         shapes = LayoutShapes(precision=s.precision, tokens=tokens, top_k=K, experts=E, hidden=D,
-                              intermediate=F, gpu=gpu)  # fmt: skip
+                              intermediate=F)  # fmt: skip
         layouts = arm.layout_bytes(shapes)
     work = sum(fam.workspace_bytes(T, K, D, F, E, T * K + E * s.shape.alignment) for T in tokens)
     return int((copy + layouts + work) * len(p.moe_layers))
