@@ -25,7 +25,7 @@ Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by de
 in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one item each,
 comma separated, at every count of ``--variant-tokens``:
 path:block_m:block_n:block_k:warps[:stages[:pdl[:passes[:registers[:tma[:early[:stage[:rot
-[:placed[:packed[:ragged[:prefetch[:ahead[:ready[:dot[:biased[:split[:stream[:gluon]]]]]]]]]]]]]]]]]]]]
+[:placed[:packed[:ragged[:prefetch[:ahead[:ready[:dot[:biased[:split[:stream[:gluon[:slots]]]]]]]]]]]]]]]]]]]]]
 (one item, no spaces), "-" for the arm's default of a field, block_k in values (FP8 one a byte,
 MXFP4 two), e.g. "dot:32:64:128:4:5,gemv:2:2:512:1"; passes 1 or 0: the tile's one pass a program
 (`Launch.pass_grid`, `grouped_launch.one_pass_launch`) or its expert loop (4 stages, 128 registers),
@@ -59,7 +59,9 @@ fc2 then waits for the whole of fc1, ready dropped); gluon 1 or 0: the one-pass 
 not (`Launch.gluon`, `mx_gluon` and `fp8_gluon`: its own stages and register cap unless the variant
 gives them; 0 where the arm's launch is Gluon: the Triton one-pass tile as the arm launches it where
 a stage cannot run Gluon, `grouped_launch.triton_tile`, its stages, register cap and K order; the
-Triton tile where the stage cannot run Gluon, the CPU included, and the name says which). A field
+Triton tile where the stage cannot run Gluon, the CPU included, and the name says which); slots 1
+or 0: the one-slot GEMV's grid led by slots (`Launch.slot_grid`: program j serves slot j's expert
+where j is its first slot; ignored off the one-slot GEMV) or by touched experts. A field
 left to the default of another path takes that path's (`grouped_launch.path_launch`). The arm's own
 launch always runs, as "default", and a variant equal to it is skipped. Cases run from the most
 tokens down, so that a run cut short by its time budget (variants are not started past
@@ -163,7 +165,7 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
     out = []
     for item in spec.split(","):
         f = item.split(":")
-        f += ["-"] * (24 - len(f))
+        f += ["-"] * (25 - len(f))
         path = None if f[0] in ("-", "") else f[0]
         nums = [None if v in ("-", "") else int(v) for v in f[1:6]]
         pdl, passes = (None if v in ("-", "") else bool(int(v)) for v in f[6:8])
@@ -183,13 +185,14 @@ def parse_variants(spec: str, tokens: tuple[int, ...]) -> list[tuple[tuple[int, 
         split = None if f[21] in ("-", "") else int(f[21])
         stream = None if f[22] in ("-", "") else int(f[22])
         gluon = None if f[23] in ("-", "") else bool(int(f[23]))
+        slots = None if f[24] in ("-", "") else bool(int(f[24]))
         if packed not in (None, 0, 1, 2):
             raise ValueError(f"variant {item!r}: packed must be 0, 1 or 2, got {packed}")
         if stage not in (None, 1, 2):
             raise ValueError(f"variant {item!r}: stage must be 1 (fc1) or 2 (fc2), got {stage}")
         out.append((tokens, (path, *nums, pdl, passes, registers, tma, early, stage, rot, placed,
                              packed, ragged, prefetch, ahead, ready, dot, biased,
-                             split, stream, gluon)))  # fmt: skip
+                             split, stream, gluon, slots)))  # fmt: skip
     return out
 
 
@@ -199,11 +202,11 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int, reduction: in
     ``base`` where ``v`` says None; on a change of path, from that path's defaults; on a change
     of the FP8 tile's passes, from the tile's defaults with that choice."""
     path, bm, bn, bk, nw, stages, pdl, passes, *extra = v
-    fields15 = (*extra, *[None] * 16)[:16]
+    fields15 = (*extra, *[None] * 17)[:17]
     registers, tma, early, _stage, rot, placed, packed, ragged, prefetch, ahead, _ready, dot = (
         fields15[:12]
     )
-    biased, split, stream, gluon = fields15[12:16]
+    biased, split, stream, gluon, slots = fields15[12:17]
     # The arm's K order where its launch takes it (default_launch, from R), kept when the path's
     # or the passes' defaults are taken again below (path_launch does not know R).
     ordered = base.mx_dot_order
@@ -257,6 +260,12 @@ def variant_launch(base: Launch, v: tuple, fmt: str, columns: int, reduction: in
         fields["fp8_prefetch"] = prefetch
     if ahead is not None and fields["fp8_packed"]:
         fields["fp8_prefetch_ahead"] = ahead
+    if slots is not None:
+        fields["slot_grid"] = slots
+    # The slot grid is the one-slot GEMV's (a variant that leaves it drops it).
+    fields["slot_grid"] = (
+        fields["slot_grid"] and fields["path"] == "gemv" and fields["block_m"] == 1
+    )
     keep = ragged and fmt == "fp8" and fields["path"] == "dot" and fields["tma"]
     if not keep:
         fields["block_n"] = min(fields["block_n"], columns & -columns)
@@ -293,7 +302,7 @@ def describe(launch: Launch) -> str:
             + (" biased" if L.mx_biased_scales else "")
             + (f" split{L.split_k}" if L.split_k > 1 else "")
             + (f" stream{L.stream_k}" if L.stream_k else "")
-            + (" gluon" if L.gluon else "")
+            + (" gluon" if L.gluon else "") + (" slots" if L.slot_grid else "")
             + (f" pf{L.fp8_prefetch}" if L.fp8_prefetch else "")
             + (f" ahead{L.fp8_prefetch_ahead}" if L.fp8_prefetch_ahead else "")
             + (f" ready-{L.expert_ready}" if L.expert_ready else ""))  # fmt: skip

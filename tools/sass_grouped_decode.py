@@ -13,7 +13,7 @@ torch==2.13.0`; no GPU, no device time. The launcher's own checks are not run he
 Usage: PYTHONPATH=$PWD python tools/sass_grouped_decode.py OUT [SPEC ...]
 SPEC: path:fmt:block_m:block_n:block_k:warps:stages:tokens
 [:weights[:maxnreg[:passes[:words[:fold[:early[:rotated[:placed[:packed[:prefetch[:ahead[:ready
-[:dot[:split[:stream]]]]]]]]]]]]]]]
+[:dot[:split[:stream[:slots]]]]]]]]]]]]]]]]
 (block_k in values; weights ``tma`` or ``ptr``, the FP8 tile's, default tma; maxnreg 0 for none,
 default the tile's cap; passes 1 for the tile's one pass a program, `Launch.pass_grid`, default 0;
 words 1 or 0: the MXFP4 tile's scales read as 32-bit words from rows padded to 96 bytes, as the arm
@@ -32,7 +32,9 @@ signalling and fc2 waiting expert by expert, `Launch.expert_ready`, compiled wit
 launch, default 0; dot 1: the MXFP4 tile's bytes in `mx_dot_order`'s layout, `Launch.mx_dot_order`,
 default 0; split: fc2's K steps over that many programs a row block, `Launch.split_k`, default
 1; stream: both stages on the persistent grid of that many programs an SM, `Launch.stream_k`,
-compiled with the dependent launch, default 0), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default
+compiled with the dependent launch, default 0; slots 1: the GEMV's grid led by slots,
+`Launch.slot_grid`, default 0; the GEMV is compiled with the dependent launch, as the arm
+launches it), e.g. dot:fp8:16:64:128:4:4:64:ptr:0; the default
 list is the arm's fc1 launches at 1, 8 and 64 tokens, from `grouped_launch` as it stands
 (`arm_specs`).
 """
@@ -74,7 +76,7 @@ def launch_spec(L: Launch, fmt: str, tokens: int) -> str:
               2 if L.mx_biased_scales else 1, int(L.early_bias), int(L.mx_rotated),
               int(L.fp8_placed), packed, L.fp8_prefetch, L.fp8_prefetch_ahead,
               int(bool(L.expert_ready)), int(L.mx_dot_order), L.split_k,
-              L.stream_k)  # fmt: skip
+              L.stream_k, int(L.slot_grid))  # fmt: skip
     return ":".join(map(str, fields))
 
 
@@ -182,11 +184,24 @@ def report(name: str, kernel, out: str, bytes_per_thread: float, warps: int) -> 
     stack = int(re.search(r"STACK:(\d+)", res).group(1))
     spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
     loop = weight_loop(sass)
+    before, loads = prologue(sass)
     print(f"{name}: {regs} registers, {kernel.metadata.shared} B shared, "
           f"{resident(regs, kernel.metadata.shared, warps)} programs an SM, stack {stack} B, "
           f"{spills} local loads/stores; weight loop {loop} instructions for "
-          f"{bytes_per_thread:g} weight bytes a thread: {loop / bytes_per_thread:.1f} a byte",
+          f"{bytes_per_thread:g} weight bytes a thread: {loop / bytes_per_thread:.1f} a byte; "
+          f"{before} instructions and {loads} global loads before the loop",
           flush=True)  # fmt: skip
+
+
+def prologue(sass: str) -> tuple[int, int]:
+    """(instructions, global loads) in program order before the weight loop's first
+    instruction (`weight_loop_body`): what a program runs before it streams weights."""
+    body = weight_loop_body(sass)
+    at = [m.group(1) for m in re.finditer(r"\s+/\*[0-9a-f]{4,}\*/\s+(.*?);", sass)]
+    if not body or body[0] not in at:
+        return 0, 0
+    head = at[: at.index(body[0])]
+    return len(head), sum(bool(re.search(r"\bLDG\b|\bLDG\.", t)) for t in head)
 
 
 def resident(regs: int, shared: int, warps: int) -> int:
@@ -222,6 +237,7 @@ def grouped(spec: str, out: str) -> None:
     dot_order = len(rest) > 12 and rest[12] == "1" and fmt == "mxfp4"
     split_k = int(rest[13]) if len(rest) > 13 else 1  # fc2's (a stage with no GLU)
     stream_k = int(rest[14]) if len(rest) > 14 else 0  # both stages'
+    slot_grid = len(rest) > 15 and rest[15] == "1"
     for stage, glu in (("fc1", "swiglu_oai"), ("fc2", "none")):
         ints = values(stage, tokens)
         # The arm's padded scale rows (grouped_gemv.word_aligned_scales), or packed ones.
@@ -261,6 +277,7 @@ def grouped(spec: str, out: str) -> None:
                 grouped_gemv._grouped_gemv_fp8 if fmt == "fp8" else grouped_gemv._grouped_gemv_mxfp4
             )
             c.update({"PTX": True, "ROTATED": rotated} if fmt == "mxfp4" else {})
+            c.update(SLOT_GRID=slot_grid, GDC=True)  # the arm's GEMV takes the dependent launch
         per_byte = 2 if fmt == "mxfp4" else 1
         box = ((1, bn, bk) if c.get("RAGGED") else (bn, bk)) if tma else None
         kernel = build(fn, fmt, c, ints, nw, ns, maxnreg, box)

@@ -93,7 +93,14 @@ from moebench.kernels.expert_ready import READY_ROLES, check_ready
 from moebench.kernels.gemv_parts import row_bias
 from moebench.kernels.grouped_dot import _grouped_dot_fp8, _grouped_dot_mxfp4
 from moebench.kernels.grouped_launch import PATHS, Launch
-from moebench.kernels.grouped_slots import expert_slots, scan_width, slot_epilogue, touched_expert
+from moebench.kernels.grouped_slots import (
+    expert_slots,
+    first_pass_slots,
+    scan_width,
+    slot_epilogue,
+    slot_expert,
+    touched_expert,
+)
 from moebench.kernels.jit import (
     HAS_PDL,
     PREFETCH_MAX_BOXES,
@@ -111,6 +118,43 @@ from moebench.kernels.stream_k import _grouped_dot_mxfp4_stream, check_stream, s
 
 
 @triton.jit
+def program_expert(
+    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, GDC: tl.constexpr,
+    BLOCK_E: tl.constexpr, SCAN: tl.constexpr, SLOT_GRID: tl.constexpr,
+):  # fmt: skip
+    """(e, count) of this program (j = ``program_id(1)``): with ``SLOT_GRID`` slot j's expert where
+    j is its first slot (`grouped_slots.slot_expert`; the next kernel may launch once that is
+    known, the kernel's `pdl_launch_dependents` after this), else the j-th touched expert
+    (`grouped_slots.touched_expert`; the next kernel may launch from the program's start).
+    count 0: nothing to do."""
+    j = tl.program_id(1)
+    if SLOT_GRID:
+        e, count = slot_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j, SCAN)
+    else:
+        pdl_launch_dependents(GDC)
+        e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j,
+                                  BLOCK_E, SCAN)  # fmt: skip
+    return e, count
+
+
+@triton.jit
+def pass_slots(
+    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
+    BLOCK_M: tl.constexpr, SCAN: tl.constexpr, SLOT_GRID: tl.constexpr,
+):  # fmt: skip
+    """(t, k) int64 [BLOCK_M] of the pass from slot number m0 of expert ``e``
+    (`grouped_slots.expert_slots`; on the slot grid the first pass's slot is the program's own,
+    `grouped_slots.first_pass_slots`)."""
+    if SLOT_GRID:
+        t64, k64 = first_pass_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e,
+                                    count, m0, tl.program_id(1), BLOCK_M, SCAN)  # fmt: skip
+    else:
+        t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count,
+                                m0, BLOCK_M, SCAN)  # fmt: skip
+    return t64, k64
+
+
+@triton.jit
 def _grouped_gemv_fp8(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
     TK, K, expert_offset, E, R,
@@ -118,13 +162,13 @@ def _grouped_gemv_fp8(
     stride_ot, stride_ok,
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
-    GDC: tl.constexpr, EARLY_BIAS: tl.constexpr,
+    GDC: tl.constexpr, EARLY_BIAS: tl.constexpr, SLOT_GRID: tl.constexpr,
 ):  # fmt: skip
-    pdl_launch_dependents(GDC)
-    e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
-                              tl.program_id(1), BLOCK_E, SCAN)  # fmt: skip
+    e, count = program_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, GDC,
+                              BLOCK_E, SCAN, SLOT_GRID)  # fmt: skip
     if count == 0:
         return
+    pdl_launch_dependents(GDC and SLOT_GRID)
     # Only the routing was read so far; x may be the previous kernel's output.
     pdl_wait(GDC)
     e64 = e.to(tl.int64)
@@ -143,8 +187,8 @@ def _grouped_gemv_fp8(
     if EARLY_BIAS:
         bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
     for m0 in range(0, count, BLOCK_M):
-        t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
-                                BLOCK_M, SCAN)  # fmt: skip
+        t64, k64 = pass_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
+                              BLOCK_M, SCAN, SLOT_GRID)  # fmt: skip
         m_ok = m0 + tl.arange(0, BLOCK_M) < count
         x_rows = (x_ptr + t64 * stride_xt + k64 * stride_xk).to(tl.pointer_type(tl.int16))
         x_at = x_rows[:, None, None, None] + 0 * rows[None, :, None, None]
@@ -176,12 +220,13 @@ def _grouped_gemv_mxfp4(
     GLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     PTX: tl.constexpr, GDC: tl.constexpr, EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr,
+    SLOT_GRID: tl.constexpr,
 ):  # fmt: skip
-    pdl_launch_dependents(GDC)
-    e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
-                              tl.program_id(1), BLOCK_E, SCAN)  # fmt: skip
+    e, count = program_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, GDC,
+                              BLOCK_E, SCAN, SLOT_GRID)  # fmt: skip
     if count == 0:
         return
+    pdl_launch_dependents(GDC and SLOT_GRID)
     pdl_wait(GDC)
     e64 = e.to(tl.int64)
     n_block = tl.program_id(0)
@@ -200,8 +245,8 @@ def _grouped_gemv_mxfp4(
     if EARLY_BIAS:
         bias = row_bias(b_ptr, e64, n_block, stride_be, BLOCK_N)
     for m0 in range(0, count, BLOCK_M):
-        t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
-                                BLOCK_M, SCAN)  # fmt: skip
+        t64, k64 = pass_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
+                              BLOCK_M, SCAN, SLOT_GRID)  # fmt: skip
         m_ok = m0 + tl.arange(0, BLOCK_M) < count
         x_pairs = (x_ptr + t64 * stride_xt + k64 * stride_xk).to(tl.pointer_type(tl.uint32))
         acc = tl.zeros([BLOCK_M, GROUPS, BLOCK_N], dtype=tl.float32)
@@ -292,7 +337,10 @@ _check = checker("grouped_gemv")
 def grid_programs(T: int, K: int, E: int, launch: Launch) -> int:
     """The grid's second axis: one program a touched expert (at most min(E, T * K) of them) or,
     with pass_grid, one a pass of block_m slots: at most one a touched expert plus one for every
-    further block_m slots."""
+    further block_m slots; with slot_grid one a slot (T * K), those of a slot that is not its
+    local expert's first leaving at once."""
+    if launch.slot_grid:
+        return T * K
     return min(E, T * K) + (T * K // launch.block_m if launch.pass_grid else 0)
 
 
@@ -363,6 +411,8 @@ def grouped_gemv(
         _check(L.num_stages == 0, "num_stages is for the dot path")
     _check(not L.tma or (L.path, fmt) == ("dot", "fp8"), "tma is for the FP8 dot path")
     _check(not L.pass_grid or L.path == "dot", "pass_grid is for the dot path")
+    _check(not L.slot_grid or (L.path == "gemv" and L.block_m == 1), "slot_grid is for the GEMV "
+           f"with one slot a pass, got path {L.path!r}, block_m {L.block_m}")  # fmt: skip
     _check(not L.mx_rotated or fmt == "mxfp4", "mx_rotated is for MXFP4 weights (in "
            "mx_rotated's layout)")  # fmt: skip
     _check(not L.fp8_placed or (L.path, fmt) == ("dot", "fp8"), "fp8_placed is for the FP8 dot "
@@ -489,6 +539,7 @@ def grouped_gemv(
                 **common,
             )
     elif fmt == "fp8":
-        _grouped_gemv_fp8[grid](*args, **common)
+        _grouped_gemv_fp8[grid](*args, SLOT_GRID=L.slot_grid, **common)
     else:
-        _grouped_gemv_mxfp4[grid](*args, PTX=out.is_cuda, ROTATED=L.mx_rotated, **common)
+        _grouped_gemv_mxfp4[grid](*args, PTX=out.is_cuda, ROTATED=L.mx_rotated,
+                                  SLOT_GRID=L.slot_grid, **common)  # fmt: skip

@@ -54,7 +54,10 @@ class Launch:
     where its layout fits, the Triton tile elsewhere; weights in `mx_gluon_layout`'s or
     `fp8_gluon_layout`'s layout, a copy made when the arm builds its stages; ``num_stages`` the
     slots' ring and ``max_registers`` its cap; its passes from `pass_table`; the same products,
-    summed in another order)."""
+    summed in another order), and the one-slot GEMV's grid led by slots (``slot_grid``: program
+    j serves slot j's expert where j is that expert's first slot, `grouped_slots.slot_expert`,
+    its first pass's token known from j, the next kernel launched once that is known; instead of
+    the j-th touched expert found from every expert's count; the same bits)."""
 
     path: str
     block_m: int
@@ -80,6 +83,7 @@ class Launch:
     split_k: int = 1
     stream_k: int = 0
     gluon: bool = False
+    slot_grid: bool = False
 
 
 # Slots an expert (T * K / E, all taken as local) above which the default launch takes the
@@ -215,6 +219,16 @@ TILE_EARLY_BIAS = True
 MXFP4_ROTATED = True
 MXFP4_ROTATED_GEMV_REGISTERS = 96
 
+# The one-slot GEMV's grid led by slots (`Launch.slot_grid`: program j serves slot j's expert where
+# j is its first slot, one round trip of the routing before its weights, the next kernel launched
+# once that is known) instead of by touched experts (`grouped_slots.touched_expert`: every
+# expert's count and their running sum, then the pass's slot read again, before the weights).
+# sm_90a, offline (`tools/sass_grouped_decode.py`, slots 1): FP8 fc1 74 registers uncapped (25
+# programs an SM), 64 capped at GEMV_SLOT_GRID_FP8_REGISTERS with no spill (32, the sparse GEMV's);
+# MXFP4 96 at its cap, no spill. Not yet measured on a GPU: off.
+GEMV_SLOT_GRID = False
+GEMV_SLOT_GRID_FP8_REGISTERS = 64
+
 # The FP8 tile reads its weights in `fp8_placed`'s layout (`Launch.fp8_placed`; the arm makes the
 # copy once when it builds its stages, `grouped_decode.tiles_weights`; it doubles the FP8 expert
 # weights held). sm_90a (tools/sass_grouped_decode.py): the one-pass tile's weight loop 214
@@ -327,7 +341,9 @@ def path_launch(
     blocks shrink to the largest power of two dividing N. MXFP4 on either path reads rotated
     weights (MXFP4_ROTATED; the GEMV then at most MXFP4_ROTATED_GEMV_REGISTERS registers), the
     FP8 tile placed ones where FP8_PLACED says so, the MXFP4 tile packed ones where MX_PACKED
-    does, its scales packed where MX_PACKED_SCALES does and biased where MX_BIASED_SCALES does."""
+    does, its scales packed where MX_PACKED_SCALES does and biased where MX_BIASED_SCALES does;
+    the one-slot GEMV's grid led by slots where GEMV_SLOT_GRID says so (FP8 then capped at
+    GEMV_SLOT_GRID_FP8_REGISTERS)."""
     fits = lambda bn: min(bn, columns & -columns)
     rotated = fmt == "mxfp4" and MXFP4_ROTATED
     if path == "dot":
@@ -342,9 +358,13 @@ def path_launch(
                       mx_biased_scales=rotated and MX_BIASED_SCALES)  # fmt: skip
     n, warps = (2, 1) if fmt == "fp8" else (16, 4)
     m = block_m or 1
+    slots = GEMV_SLOT_GRID and m == 1
+    registers = MXFP4_ROTATED_GEMV_REGISTERS if rotated else 0
+    if slots and fmt == "fp8":
+        registers = GEMV_SLOT_GRID_FP8_REGISTERS
     return Launch(path="gemv", block_m=m, block_n=fits(n), block_k=max(64, 1024 // m),
-                  num_warps=warps, pdl=pdl, mx_rotated=rotated,
-                  max_registers=MXFP4_ROTATED_GEMV_REGISTERS if rotated else 0)  # fmt: skip
+                  num_warps=warps, pdl=pdl, mx_rotated=rotated, max_registers=registers,
+                  slot_grid=slots)  # fmt: skip
 
 
 def one_pass_launch(tile: Launch, fmt: str) -> Launch:

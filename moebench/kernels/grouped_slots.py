@@ -73,6 +73,50 @@ def touched_expert(
 
 
 @triton.jit
+def slot_expert(
+    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j, SCAN: tl.constexpr,
+):  # fmt: skip
+    """(e, count): the local expert of slot j and its number of slots, where slot j is that
+    expert's first (lowest-numbered) slot; count is 0 where slot j routes to another rank or an
+    earlier slot routes to the same expert (e is then meaningless). Slot j's own id and the scan
+    are independent loads, so that e, the count and slot j's token are known one round trip after
+    the program starts (`touched_expert` needs its scan's counts summed over the experts first)."""
+    # The first SCAN slots' ids and slot j's own are loaded together, before either is used (one
+    # round trip); the loop below runs only where the routing holds more than SCAN slots.
+    s = tl.arange(0, SCAN)
+    ok = s < TK
+    ids = _slot_ids(ids_ptr, stride_it, stride_ik, s, ok, K, expert_offset)
+    e = _slot_ids(ids_ptr, stride_it, stride_ik, j, j < TK, K, expert_offset)
+    same = ok & (ids == e)
+    count = tl.sum(same.to(tl.int32), 0)
+    earlier = tl.sum((same & (s < j)).to(tl.int32), 0)
+    for s0 in range(SCAN, TK, SCAN):
+        s = s0 + tl.arange(0, SCAN)
+        ok = s < TK
+        same = ok & (_slot_ids(ids_ptr, stride_it, stride_ik, s, ok, K, expert_offset) == e)
+        count += tl.sum(same.to(tl.int32), 0)
+        earlier += tl.sum((same & (s < j)).to(tl.int32), 0)
+    first = (e >= 0) & (e < E) & (earlier == 0)
+    return e, tl.where(first, count, 0)
+
+
+@triton.jit
+def first_pass_slots(
+    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0, j,
+    BLOCK_M: tl.constexpr, SCAN: tl.constexpr,
+):  # fmt: skip
+    """`expert_slots` for a program of the slot grid (`slot_expert`, one slot a pass): its first
+    pass is slot j's own, known from the program's id with no second read of the routing; a
+    later pass (an expert that holds a token's duplicate ids) scans for its slot."""
+    t64 = tl.full([BLOCK_M], j // K, tl.int64)
+    k64 = tl.full([BLOCK_M], j % K, tl.int64)
+    if m0 > 0:
+        t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count,
+                                m0, BLOCK_M, SCAN)  # fmt: skip
+    return t64, k64
+
+
+@triton.jit
 def _expert_hits(
     ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
     BLOCK_E: tl.constexpr, SCAN: tl.constexpr,

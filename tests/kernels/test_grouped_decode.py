@@ -32,6 +32,9 @@ grouped, sparse, dense = on_device(grouped_gemv), on_device(sparse_gemv), on_dev
 # R = 64 takes two or one.
 LAUNCHES = {
     "gemv": Launch(path="gemv", block_m=2, block_n=16, block_k=32, num_warps=1),
+    "gemv-slots": Launch(
+        path="gemv", block_m=1, block_n=16, block_k=32, num_warps=1, slot_grid=True
+    ),  # fmt: skip
     "dot": Launch(path="dot", block_m=16, block_n=16, block_k=64, num_warps=4),
     "dot-tma": Launch(path="dot", block_m=16, block_n=16, block_k=64, num_warps=4, tma=True),
     "dot-passes": Launch(
@@ -417,6 +420,40 @@ def test_one_pass_a_program_writes_the_bits_of_one_expert_a_program(fmt, tma):
         assert torch.isnan(outs[1][~local].float()).all()
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_slot_grid_writes_the_bits_of_the_expert_grid(fmt):
+    """``slot_grid``: program j serves slot j's expert where j is its first slot, instead of the
+    j-th touched expert. Routings with one token, a remote slot first, a token's duplicate ids
+    (an expert's second pass scans for its slot), every slot on one expert, nothing local and
+    many tokens: the same bits as the expert grid, every routed row written, the rest untouched,
+    with and without the dependent launch and the early bias."""
+    g = torch.Generator().manual_seed(17)
+    K, E, D, N = 4, 3, 64, 32
+    w, s, _ = quantised(fmt, torch.randn(E, N, D, generator=g) * D**-0.5)
+    b = (torch.randn(E, N, generator=g) * 0.5).bfloat16()
+    experts = Launch(path="gemv", block_m=1, block_n=16, block_k=32, num_warps=1)
+    routings = [
+        torch.tensor([[1, 7, 0, 2]], dtype=torch.int32),  # one token, a remote slot
+        torch.tensor([[9, 2, 2, 0]], dtype=torch.int32),  # remote first, expert 2 twice
+        torch.tensor([[1, 1, 1, 1]] * 3, dtype=torch.int32),  # 12 slots on one expert
+        torch.full((2, K), 9, dtype=torch.int32),  # nothing local
+        torch.randint(0, E + 2, (6, K), generator=g).int(),  # some remote, passes of several
+    ]
+    for ids in routings:
+        x = torch.randn(ids.shape[0], D, generator=g).bfloat16()
+        for pdl, early in ((False, False), (True, True)):
+            outs = []
+            for slots in (False, True):
+                launch = dataclasses.replace(experts, slot_grid=slots, pdl=pdl, early_bias=early)
+                outs.append(poisoned(ids.shape[0], K, N // 2))
+                grouped(x, ids, w, s, b, outs[-1], expert_offset=0, launch=launch,
+                        glu="swiglu_oai")  # fmt: skip
+            assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), ids
+            local = ids < E
+            assert torch.isfinite(outs[1][local].float()).all()
+            assert torch.isnan(outs[1][~local].float()).all()
+
+
 def test_launch_options_are_checked():
     """TMA is the FP8 tile's and one pass a program the tile's; a register cap outside what a
     thread may hold is refused."""
@@ -428,6 +465,10 @@ def test_launch_options_are_checked():
     with pytest.raises(ValueError, match="pass_grid is for the dot path"):
         grouped(x, ids, w, s, b, out, expert_offset=0,
                 launch=dataclasses.replace(LAUNCHES["gemv"], pass_grid=True))  # fmt: skip
+    for launch in (dataclasses.replace(LAUNCHES["dot"], slot_grid=True),
+                   dataclasses.replace(LAUNCHES["gemv"], slot_grid=True)):  # fmt: skip
+        with pytest.raises(ValueError, match="slot_grid is for the GEMV with one slot a pass"):
+            grouped(x, ids, w, s, b, out, expert_offset=0, launch=launch)
     with pytest.raises(ValueError, match="max_registers"):
         grouped(x, ids, w, s, b, out, expert_offset=0,
                 launch=dataclasses.replace(LAUNCHES["dot"], max_registers=300))  # fmt: skip

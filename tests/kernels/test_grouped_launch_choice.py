@@ -172,3 +172,21 @@ def test_one_pass_tile_is_the_gluon_tile_where_its_layout_fits(monkeypatch, fp8_
             assert gluon[t].gluon and not triton.gluon
             assert triton.mx_dot_order == (fmt == "mxfp4")
             assert gl.triton_tile(gluon[t], 2880, fmt) == triton
+
+
+@pytest.mark.parametrize("slot_grid", [False, True])
+def test_the_one_slot_gemv_is_led_by_slots_where_the_constant_says(monkeypatch, slot_grid):
+    """GEMV_SLOT_GRID: the one-slot GEMV (one token) on the slot grid, FP8 then capped at
+    GEMV_SLOT_GRID_FP8_REGISTERS, MXFP4 at its own cap; never a GEMV of several slots a pass or
+    the tile."""
+    import moebench.kernels.grouped_launch as gl
+
+    monkeypatch.setattr(gl, "GEMV_SLOT_GRID", slot_grid)
+    shape = dict(top_k=4, experts=16, columns=5760, pdl=True)
+    fp8, mx = (gl.default_launch(fmt, tokens=1, **shape) for fmt in ("fp8", "mxfp4"))
+    assert (fp8.path, fp8.block_m, mx.path, mx.block_m) == ("gemv", 1, "gemv", 1)
+    assert fp8.slot_grid == mx.slot_grid == slot_grid
+    assert fp8.max_registers == (gl.GEMV_SLOT_GRID_FP8_REGISTERS if slot_grid else 0)
+    assert mx.max_registers == gl.MXFP4_ROTATED_GEMV_REGISTERS
+    assert not gl.path_launch("gemv", "fp8", columns=5760, block_m=2).slot_grid
+    assert not gl.default_launch("fp8", tokens=64, **shape).slot_grid

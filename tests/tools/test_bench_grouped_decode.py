@@ -278,3 +278,26 @@ def test_a_variant_equal_to_the_arms_launch_is_said_and_the_others_checked(bench
     assert [r["variant"] == "default" for r in grouped] == [True, False]
     assert ["biased" in r["fc1_launch"].split() for r in grouped] == [True, False]
     assert all(r["ok"] for r in grouped)
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
+def test_the_slots_field_leads_the_one_slot_gemvs_grid_by_slots_and_is_named(bench, fmt):
+    """slots 1: the one-token GEMV's grid led by slots (`Launch.slot_grid`), named " slots";
+    slots 0 where the default has it off, and on the tile, give the default (skipped as equal)."""
+    slots = "-:" * 24 + "1"
+    base, led = _launches(bench, slots, fmt, 1)
+    assert base.path == "gemv" and base.block_m == 1 and not base.slot_grid
+    assert led == bench.dataclasses.replace(base, slot_grid=True)
+    assert bench.describe(led) == bench.describe(base) + " slots"
+    assert _launches(bench, "-:" * 24 + "0", fmt, 1)[1] == base
+    base, same = _launches(bench, slots, fmt, 64)  # the tile: no slot grid
+    assert base.path == "dot" and same == base
+    # With the early bias too (field 11), the two fields together.
+    _, both = _launches(bench, "-:" * 10 + "1:" + "-:" * 13 + "1", fmt, 1)
+    assert both == bench.dataclasses.replace(base_gemv(fmt), slot_grid=True, early_bias=True)
+
+
+def base_gemv(fmt: str):
+    from moebench.kernels.grouped_launch import default_launch
+
+    return default_launch(fmt, columns=5760, tokens=1, top_k=4, experts=16, pdl=True)
