@@ -22,7 +22,12 @@ and returns, having read only the routing, when fewer than j + 1 experts are tou
 expert has no program. A program takes its expert's slots BLOCK_M at a time (one pass over the
 weights a group; a second pass only when an expert holds more than BLOCK_M slots). With
 ``Launch.pass_grid`` (the tile's default from PASS_GRID_FROM_SLOTS_PER_EXPERT) the second axis
-enumerates those passes instead, min(E, T * K) + T * K // BLOCK_M programs, one pass each.
+enumerates those passes instead, min(E, T * K) + T * K // BLOCK_M programs, one pass each. With
+``Launch.slot_grid`` (the one-slot GEMV) it enumerates the slots, T * K programs: program j serves
+slot j's expert where j is that expert's first slot (`grouped_slots.slot_expert`) and knows its
+first pass's token from j, so it reads the routing once before its weights, as the sparse GEMV
+does; the touched-expert grid reads every expert's count, sums them, and reads the routing again
+for the pass's slot.
 BLOCK_N divides N, but for the FP8 tile through TMA, whose grid takes ceil(N / BLOCK_N) blocks:
 an expert's last one reaches past its rows, which a 3-D descriptor [E, N, R] zero-fills without
 reading them, its bias and store masked (`grouped_dot`, RAGGED).

@@ -22,6 +22,12 @@ host, so the launch is graph-capturable and any routing replays correctly:
   is then min(E, T * K) + T * K // BLOCK_M long, a bound on the passes of any routing; programs
   past the last pass return having read only the routing.
 - `program_work`: a program's (expert, count, first slot) by either rule, the kernels' one call.
+- `slot_expert`: for a grid whose second axis enumerates *slots* (the one-slot GEMV's
+  ``Launch.slot_grid``): program j serves slot j's local expert where j is that expert's first
+  slot, and returns having read only the routing otherwise (a remote slot, or an expert's later
+  slot). Slot j's id and the routing come back in one round trip, and the first pass's slot is j
+  itself (`first_pass_slots`), so the weights' loads wait for one read of the routing, not for the
+  experts' counts, their running sum and a second read.
 - `expert_slots`: the expert's slots number m0 .. m0 + BLOCK_M - 1, in increasing s: each slot's
   rank among the expert's slots is a running prefix sum, and a [BLOCK_M, SCAN] match picks the
   slot of each rank. A slot routed twice to one expert (a token's duplicate ids) is two slots,
