@@ -575,3 +575,26 @@ def test_the_gluon_tile_asked_for_off_the_gpu_is_the_triton_tile(
         getattr(grouped_launch, stages), getattr(grouped_launch, registers))  # fmt: skip
     assert grouped_decode.gluon_or_triton(g2, p.w2, p.w2_scale, p.x_TD) == fc2  # the Triton tile
     assert torch.equal(step_bits(p, g1, g2), want)
+
+
+@pytest.mark.parametrize("precision", ["w8a16", "w4a16"])
+@pytest.mark.parametrize("tokens", [1, 2])
+def test_the_slot_grid_switched_on_writes_the_arms_step(monkeypatch, precision, tokens):
+    """With GEMV_SLOT_GRID on, the arm's one-slot GEMV stages (one token; two for MXFP4) run on
+    the slot grid (FP8 at its register cap) and write the expert grid's step bit for bit; a
+    stage that is not the one-slot GEMV is unchanged."""
+    from moebench.kernels import grouped_launch
+
+    ids, w = routing(tokens, seed=41 + tokens)
+    p = problem(precision, "swiglu_oai", ids, w)
+    fc1, fc2 = grouped_decode.launches(p)
+    want = step_bits(p, fc1, fc2)
+    monkeypatch.setattr(grouped_launch, "GEMV_SLOT_GRID", True)
+    s1, s2 = grouped_decode.launches(p)
+    for default, slotted in ((fc1, s1), (fc2, s2)):
+        one_slot = default.path == "gemv" and default.block_m == 1
+        assert slotted.slot_grid == one_slot
+        if not one_slot:
+            assert slotted == default
+    assert s1.slot_grid or tokens > 1  # one token: the GEMV in both formats
+    assert torch.equal(step_bits(p, s1, s2), want)
