@@ -52,17 +52,6 @@ echo "gated rc=$?"; tail -2 $OUT/gpu_run.log
 mkdir -p /tmp/gx && tar -xzf /tmp/g/gpu_run.tgz -C /tmp/gx
 cp /tmp/g/summary.txt $OUT/
 cp /tmp/gx/logs/$NAME.md $OUT/report.md 2>/dev/null
-python3 - <<'PY' > $OUT/checks_count.txt 2>&1
-import collections, glob, pyarrow.parquet as pq
-runs = sorted(glob.glob('/tmp/gx/results/*/'))
-c = collections.Counter()
-for f in sorted(glob.glob(runs[-1] + 'checks/*.parquet')):
-    t = pq.read_table(f).to_pydict()
-    c.update(t['status'])
-    for i, s in enumerate(t['status']):
-        if s == 'fail':
-            print('FAIL', {k: t[k][i] for k in t})
-print('checks of run', runs[-1].split('/')[-2], 'by status:', dict(c))
-PY
+python3 tools/count_checks.py /tmp/gx/results > $OUT/checks_count.txt 2>&1
 tail -3 $OUT/checks_count.txt
 echo "end with $(left) s left"
