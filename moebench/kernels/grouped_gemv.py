@@ -98,14 +98,7 @@ from moebench.kernels.expert_ready import READY_ROLES, check_ready
 from moebench.kernels.gemv_parts import row_bias
 from moebench.kernels.grouped_dot import _grouped_dot_fp8, _grouped_dot_mxfp4
 from moebench.kernels.grouped_launch import PATHS, Launch
-from moebench.kernels.grouped_slots import (
-    expert_slots,
-    first_pass_slots,
-    scan_width,
-    slot_epilogue,
-    slot_expert,
-    touched_expert,
-)
+from moebench.kernels.grouped_slots import pass_slots, program_work, scan_width, slot_epilogue
 from moebench.kernels.jit import (
     HAS_PDL,
     PREFETCH_MAX_BOXES,
@@ -123,43 +116,6 @@ from moebench.kernels.stream_k import _grouped_dot_mxfp4_stream, check_stream, s
 
 
 @triton.jit
-def program_expert(
-    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, GDC: tl.constexpr,
-    BLOCK_E: tl.constexpr, SCAN: tl.constexpr, SLOT_GRID: tl.constexpr,
-):  # fmt: skip
-    """(e, count) of this program (j = ``program_id(1)``): with ``SLOT_GRID`` slot j's expert where
-    j is its first slot (`grouped_slots.slot_expert`; the next kernel may launch once that is
-    known, the kernel's `pdl_launch_dependents` after this), else the j-th touched expert
-    (`grouped_slots.touched_expert`; the next kernel may launch from the program's start).
-    count 0: nothing to do."""
-    j = tl.program_id(1)
-    if SLOT_GRID:
-        e, count = slot_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j, SCAN)
-    else:
-        pdl_launch_dependents(GDC)
-        e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j,
-                                  BLOCK_E, SCAN)  # fmt: skip
-    return e, count
-
-
-@triton.jit
-def pass_slots(
-    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
-    BLOCK_M: tl.constexpr, SCAN: tl.constexpr, SLOT_GRID: tl.constexpr,
-):  # fmt: skip
-    """(t, k) int64 [BLOCK_M] of the pass from slot number m0 of expert ``e``
-    (`grouped_slots.expert_slots`; on the slot grid the first pass's slot is the program's own,
-    `grouped_slots.first_pass_slots`)."""
-    if SLOT_GRID:
-        t64, k64 = first_pass_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e,
-                                    count, m0, tl.program_id(1), BLOCK_M, SCAN)  # fmt: skip
-    else:
-        t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count,
-                                m0, BLOCK_M, SCAN)  # fmt: skip
-    return t64, k64
-
-
-@triton.jit
 def _grouped_gemv_fp8(
     x_ptr, ids_ptr, w_ptr, ws_ptr, b_ptr, out_ptr,
     TK, K, expert_offset, E, R,
@@ -169,8 +125,11 @@ def _grouped_gemv_fp8(
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     GDC: tl.constexpr, EARLY_BIAS: tl.constexpr, SLOT_GRID: tl.constexpr,
 ):  # fmt: skip
-    e, count = program_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, GDC,
-                              BLOCK_E, SCAN, SLOT_GRID)  # fmt: skip
+    # The next kernel may launch from the program's start, or on the slot grid once the program
+    # knows it has work (a program that returns counts as having let it).
+    pdl_launch_dependents(GDC and not SLOT_GRID)
+    e, count, _ = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, BLOCK_E,
+                               SCAN, BLOCK_M, False, SLOT_GRID)  # fmt: skip
     if count == 0:
         return
     pdl_launch_dependents(GDC and SLOT_GRID)
@@ -227,8 +186,11 @@ def _grouped_gemv_mxfp4(
     PTX: tl.constexpr, GDC: tl.constexpr, EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr,
     SLOT_GRID: tl.constexpr,
 ):  # fmt: skip
-    e, count = program_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, GDC,
-                              BLOCK_E, SCAN, SLOT_GRID)  # fmt: skip
+    # The next kernel may launch from the program's start, or on the slot grid once the program
+    # knows it has work (a program that returns counts as having let it).
+    pdl_launch_dependents(GDC and not SLOT_GRID)
+    e, count, _ = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, BLOCK_E,
+                               SCAN, BLOCK_M, False, SLOT_GRID)  # fmt: skip
     if count == 0:
         return
     pdl_launch_dependents(GDC and SLOT_GRID)

@@ -21,12 +21,13 @@ host, so the launch is graph-capturable and any routing replays correctly:
   slots (the loop's registers held the tiles to 4 programs an SM; one pass fits 6). The axis
   is then min(E, T * K) + T * K // BLOCK_M long, a bound on the passes of any routing; programs
   past the last pass return having read only the routing.
-- `program_work`: a program's (expert, count, first slot) by either rule, the kernels' one call.
+- `program_work`: a program's (expert, count, first slot) by any of these rules, the kernels' one
+  call.
 - `slot_expert`: for a grid whose second axis enumerates *slots* (the one-slot GEMV's
   ``Launch.slot_grid``): program j serves slot j's local expert where j is that expert's first
   slot, and returns having read only the routing otherwise (a remote slot, or an expert's later
   slot). Slot j's id and the routing come back in one round trip, and the first pass's slot is j
-  itself (`first_pass_slots`), so the weights' loads wait for one read of the routing, not for the
+  itself (`pass_slots`), so the weights' loads wait for one read of the routing, not for the
   experts' counts, their running sum and a second read.
 - `expert_slots`: the expert's slots number m0 .. m0 + BLOCK_M - 1, in increasing s: each slot's
   rank among the expert's slots is a running prefix sum, and a [BLOCK_M, SCAN] match picks the
@@ -107,16 +108,22 @@ def slot_expert(
 
 
 @triton.jit
-def first_pass_slots(
-    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0, j,
-    BLOCK_M: tl.constexpr, SCAN: tl.constexpr,
+def pass_slots(
+    ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count, m0,
+    BLOCK_M: tl.constexpr, SCAN: tl.constexpr, SLOT_GRID: tl.constexpr,
 ):  # fmt: skip
-    """`expert_slots` for a program of the slot grid (`slot_expert`, one slot a pass): its first
-    pass is slot j's own, known from the program's id with no second read of the routing; a
-    later pass (an expert that holds a token's duplicate ids) scans for its slot."""
-    t64 = tl.full([BLOCK_M], j // K, tl.int64)
-    k64 = tl.full([BLOCK_M], j % K, tl.int64)
-    if m0 > 0:
+    """`expert_slots` of the pass from slot number m0 of expert ``e``; on the slot grid
+    (``SLOT_GRID``, `slot_expert`, one slot a pass) the first pass's slot is the program's own
+    (j = ``program_id(1)``), known with no second read of the routing, and a later pass (an
+    expert that holds a token's duplicate ids) scans for its slot."""
+    if SLOT_GRID:
+        j = tl.program_id(1)
+        t64 = tl.full([BLOCK_M], j // K, tl.int64)
+        k64 = tl.full([BLOCK_M], j % K, tl.int64)
+        if m0 > 0:
+            t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e,
+                                    count, m0, BLOCK_M, SCAN)  # fmt: skip
+    else:
         t64, k64 = expert_slots(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, e, count,
                                 m0, BLOCK_M, SCAN)  # fmt: skip
     return t64, k64
@@ -179,14 +186,20 @@ def touched_passes(
 def program_work(
     ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E,
     BLOCK_E: tl.constexpr, SCAN: tl.constexpr, BLOCK_M: tl.constexpr, PASS_GRID: tl.constexpr,
+    SLOT_GRID: tl.constexpr = False,
 ):  # fmt: skip
     """(e, count, m0) of this program (j = ``program_id(1)``): with ``PASS_GRID`` its pass
-    (`touched_pass`), else its touched expert from the expert's first slot (`touched_expert`,
-    m0 = 0; the program then loops over the expert's passes). count 0: nothing to do."""
+    (`touched_pass`), with ``SLOT_GRID`` slot j's expert where j is its first slot
+    (`slot_expert`, m0 = 0), else its touched expert from the expert's first slot
+    (`touched_expert`, m0 = 0); with either of the last two the program then loops over the
+    expert's passes (`pass_slots`). count 0: nothing to do."""
     j = tl.program_id(1)
     if PASS_GRID:
         e, count, m0 = touched_pass(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j,
                                     BLOCK_E, SCAN, BLOCK_M)  # fmt: skip
+    elif SLOT_GRID:
+        e, count = slot_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j, SCAN)
+        m0 = 0
     else:
         e, count = touched_expert(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, j,
                                   BLOCK_E, SCAN)  # fmt: skip
