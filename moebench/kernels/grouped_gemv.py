@@ -23,11 +23,8 @@ expert has no program. A program takes its expert's slots BLOCK_M at a time (one
 weights a group; a second pass only when an expert holds more than BLOCK_M slots). With
 ``Launch.pass_grid`` (the tile's default from PASS_GRID_FROM_SLOTS_PER_EXPERT) the second axis
 enumerates those passes instead, min(E, T * K) + T * K // BLOCK_M programs, one pass each. With
-``Launch.slot_grid`` (the one-slot GEMV) it enumerates the slots, T * K programs: program j serves
-slot j's expert where j is that expert's first slot (`grouped_slots.slot_expert`) and knows its
-first pass's token from j, so it reads the routing once before its weights, as the sparse GEMV
-does; the touched-expert grid reads every expert's count, sums them, and reads the routing again
-for the pass's slot.
+``Launch.slot_grid`` (the one-slot GEMV) it enumerates the slots, T * K programs, each reading
+the routing once before its weights, as the sparse GEMV does (`grouped_slots.slot_expert`).
 BLOCK_N divides N, but for the FP8 tile through TMA, whose grid takes ceil(N / BLOCK_N) blocks:
 an expert's last one reaches past its rows, which a 3-D descriptor [E, N, R] zero-fills without
 reading them, its bias and store masked (`grouped_dot`, RAGGED).
@@ -125,8 +122,7 @@ def _grouped_gemv_fp8(
     EVEN_K: tl.constexpr, EXACT_RNE: tl.constexpr, BLOCK_E: tl.constexpr, SCAN: tl.constexpr,
     GDC: tl.constexpr, EARLY_BIAS: tl.constexpr, SLOT_GRID: tl.constexpr,
 ):  # fmt: skip
-    # The next kernel may launch from the program's start, or on the slot grid once the program
-    # knows it has work (a program that returns counts as having let it).
+    # The next kernel may launch from the start, or on the slot grid once there is work to do.
     pdl_launch_dependents(GDC and not SLOT_GRID)
     e, count, _ = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, BLOCK_E,
                                SCAN, BLOCK_M, False, SLOT_GRID)  # fmt: skip
@@ -186,8 +182,7 @@ def _grouped_gemv_mxfp4(
     PTX: tl.constexpr, GDC: tl.constexpr, EARLY_BIAS: tl.constexpr, ROTATED: tl.constexpr,
     SLOT_GRID: tl.constexpr,
 ):  # fmt: skip
-    # The next kernel may launch from the program's start, or on the slot grid once the program
-    # knows it has work (a program that returns counts as having let it).
+    # The next kernel may launch from the start, or on the slot grid once there is work to do.
     pdl_launch_dependents(GDC and not SLOT_GRID)
     e, count, _ = program_work(ids_ptr, stride_it, stride_ik, TK, K, expert_offset, E, BLOCK_E,
                                SCAN, BLOCK_M, False, SLOT_GRID)  # fmt: skip
