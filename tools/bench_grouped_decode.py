@@ -18,8 +18,10 @@ Bytes are each arm's own weight-byte model (`Arm.weight_bytes`: dense every loca
 and grouped the touched experts once), GB/s that over the time, and the share of the copy
 ceiling of the GPU it runs on (tools/copy_ceiling.py: the H200's measured 4.27 TB/s, or on a GPU
 moebench has no figure for, one measured at the start; the log's second line says which). With
-`--floor` (a token count, e.g. 64) the tool also times the best read of the touched experts'
-bytes there (tools/bench_decode.py's read kernel): what any kernel needs to read them.
+`--floor` (token counts, e.g. 1,64) the tool also times the best read of the touched experts'
+bytes there (tools/bench_decode.py's read kernels): in two launches (fc1's, then fc2's), what any
+pair of kernels needs to read them; in one launch, what any step needs; and an empty launch, the
+timer's floor (`read_floor_rows`).
 
 Variants of the grouped launch (`moebench.kernels.grouped_launch.Launch`): by default the candidates
 in VARIANTS, each at the token counts it is there to decide; with ``--variants``, one item each,
@@ -446,8 +448,9 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
                 row["fc1_us"], row["fc2_us"] = bench.time_interleaved(CLOCK, fcs, rounds=4)
             show(row)
         if T in floor_tokens and dev.type == "cuda":
-            rows.append(read_floor_row(prob, case))
-            show(rows[-1])
+            for row in read_floor_rows(prob, case):
+                rows.append(row)
+                show(row)
         save()
     save()
     summary(rows)
@@ -455,11 +458,14 @@ def main(out_dir: str, tokens: list[int], variants: list[tuple[tuple[int, ...], 
     return rows
 
 
-def read_floor_row(prob, case: dict) -> dict:
-    """The best read of the touched experts' fc1 and fc2 weight values (tools/bench_decode.py's
-    read kernel over its launch sizes), as one step."""
+def read_floor_rows(prob, case: dict) -> list[dict]:
+    """What any step needs to read the touched experts' fc1 and fc2 weight values under this
+    timer (tools/bench_decode.py's read kernels, the best of their launch sizes), timed together
+    interleaved: read in two launches (fc1's values, then fc2's: the floor of today's steps, whose
+    GEMVs are two kernels), in one launch (the floor of a step that is a single kernel), and an
+    empty launch (the timer's floor for a graph of one kernel)."""
     sys.path.insert(0, "tools")
-    from bench_decode import read_floor
+    from bench_decode import empty_launch, read_both, read_floor
 
     off, E = prob.expert_offset, prob.local_experts
     hit = sorted(
@@ -467,11 +473,19 @@ def read_floor_row(prob, case: dict) -> dict:
     )
     _, read1 = read_floor(prob.w13, hit)
     _, read2 = read_floor(prob.w2, hit)
-    (us,) = bench.time_interleaved(CLOCK, [lambda: (read1(), read2())], rounds=4)
+    _, read12, _ = read_both(prob.w13, prob.w2, hit)
+    runs = {"best read of the touched values": lambda: (read1(), read2()),
+            "one launch reading the touched values": read12,
+            "an empty launch": empty_launch(prob.w13.device)}  # fmt: skip
+    times = bench.time_interleaved(CLOCK, list(runs.values()), rounds=4)
     values = len(hit) * (prob.w13[0].numel() * prob.w13.element_size()
                          + prob.w2[0].numel() * prob.w2.element_size())  # fmt: skip
-    return dict(case, arm="read_floor", variant="best read of the touched values", step_us=us,
-                weight_bytes=values, of_copy=values / us / 1e6 / COPY_TBS)  # fmt: skip
+    rows = []
+    for variant, us in zip(runs, times, strict=True):
+        read = 0 if variant == "an empty launch" else values
+        rows.append(dict(case, arm="read_floor", variant=variant, step_us=us, weight_bytes=read,
+                         of_copy=read / us / 1e6 / COPY_TBS))  # fmt: skip
+    return rows
 
 
 def summary(rows: list[dict]) -> None:
