@@ -225,8 +225,13 @@ MXFP4_ROTATED_GEMV_REGISTERS = 96
 # expert's count and their running sum, then the pass's slot read again, before the weights).
 # sm_90a, offline (`tools/sass_grouped_decode.py`, slots 1): FP8 fc1 74 registers uncapped (25
 # programs an SM), 64 capped at GEMV_SLOT_GRID_FP8_REGISTERS with no spill (32, the sparse GEMV's);
-# MXFP4 96 at its cap, no spill. Not yet measured on a GPU: off.
-GEMV_SLOT_GRID = False
+# MXFP4 96 at its cap, no spill. The same bits. Measured on an H100 80GB HBM3 (2026-12-07, the
+# device lent), gpt-oss-20b EP2, the grouped step, four routing draws, both ranks, the slower
+# rank's step, interleaved (docs/perf/2026-12-07-one-token/call1/bench_fp8.log, bench_mxfp4.log):
+# FP8 one token 35.8-36.3 us against 40.7 (-10.7% at 64 registers, -7.1% uncapped), MXFP4 one
+# token 30.4 against 32.3 (-5.9%), two tokens 40.4 against 43.0 (-6.2%), faster in every draw;
+# the gated scenario with it on passed every check (call1/checks_count.txt).
+GEMV_SLOT_GRID = True
 GEMV_SLOT_GRID_FP8_REGISTERS = 64
 
 # The FP8 tile reads its weights in `fp8_placed`'s layout (`Launch.fp8_placed`; the arm makes the

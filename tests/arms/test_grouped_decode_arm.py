@@ -579,15 +579,18 @@ def test_the_gluon_tile_asked_for_off_the_gpu_is_the_triton_tile(
 
 @pytest.mark.parametrize("precision", ["w8a16", "w4a16"])
 @pytest.mark.parametrize("tokens", [1, 2])
-def test_the_slot_grid_switched_on_writes_the_arms_step(monkeypatch, precision, tokens):
-    """With GEMV_SLOT_GRID on, the arm's one-slot GEMV stages (one token; two for MXFP4) run on
-    the slot grid (FP8 at its register cap) and write the expert grid's step bit for bit; a
-    stage that is not the one-slot GEMV is unchanged."""
+def test_the_slot_grid_writes_the_expert_grids_step(monkeypatch, precision, tokens):
+    """With GEMV_SLOT_GRID on (the default), the arm's one-slot GEMV stages (one token; two for
+    MXFP4) run on the slot grid (FP8 at its register cap) and write, bit for bit, the step that
+    they write with it off (the grid led by touched experts); a stage that is not the one-slot
+    GEMV is unchanged."""
     from moebench.kernels import grouped_launch
 
     ids, w = routing(tokens, seed=41 + tokens)
     p = problem(precision, "swiglu_oai", ids, w)
+    monkeypatch.setattr(grouped_launch, "GEMV_SLOT_GRID", False)
     fc1, fc2 = grouped_decode.launches(p)
+    assert not (fc1.slot_grid or fc2.slot_grid)
     want = step_bits(p, fc1, fc2)
     monkeypatch.setattr(grouped_launch, "GEMV_SLOT_GRID", True)
     s1, s2 = grouped_decode.launches(p)

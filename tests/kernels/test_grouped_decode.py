@@ -149,7 +149,7 @@ def test_every_e4m3_byte_decodes_to_its_value(path):
     bytes as zeros."""
     T, N, R = 16, 16, 64
     codes = torch.arange(256, dtype=torch.int32)
-    if path == "gemv":
+    if LAUNCHES[path].path == "gemv":  # either grid
         codes[[0x7F, 0xFF]] = 0
     w = codes.to(torch.uint8).view(torch.float8_e4m3fn)
     w = w.reshape(1, N, T).repeat_interleave(R // T, dim=2)  # byte 16 n + t at (n, 4 t .. 4 t + 3)
@@ -163,7 +163,7 @@ def test_every_e4m3_byte_decodes_to_its_value(path):
     got = out[:, 0].float()
     nan = want.isnan()
     assert torch.equal(got[~nan], want[~nan])
-    if path != "gemv":
+    if LAUNCHES[path].path != "gemv":
         assert nan.sum() == 2 and sorted(got[nan].tolist()) == [-480.0, 480.0]
         # The dense GEMM converts with the same helper.
         by_dense = torch.empty(1, T, N, dtype=torch.bfloat16)
@@ -526,7 +526,7 @@ def test_mxfp4_reads_rotated_weights_as_the_natural_ones(path, fold):
     x = torch.randint(-8, 9, (T, R), generator=g).bfloat16()
     ids = torch.tensor([[0, 1], [1, 0], [1, 5]], dtype=torch.int32)
     launch = LAUNCHES[path]
-    if path != "gemv":
+    if launch.path != "gemv":
         launch = dataclasses.replace(launch, block_k=128)
     rotated = dataclasses.replace(launch, mx_rotated=True)
     largest = int(s.max()) if fold else None

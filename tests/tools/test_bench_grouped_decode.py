@@ -282,19 +282,22 @@ def test_a_variant_equal_to_the_arms_launch_is_said_and_the_others_checked(bench
 
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
 def test_the_slots_field_leads_the_one_slot_gemvs_grid_by_slots_and_is_named(bench, fmt):
-    """slots 1: the one-token GEMV's grid led by slots (`Launch.slot_grid`), named " slots";
-    slots 0 where the default has it off, and on the tile, give the default (skipped as equal)."""
-    slots = "-:" * 24 + "1"
-    base, led = _launches(bench, slots, fmt, 1)
-    assert base.path == "gemv" and base.block_m == 1 and not base.slot_grid
-    assert led == bench.dataclasses.replace(base, slot_grid=True)
-    assert bench.describe(led) == bench.describe(base) + " slots"
-    assert _launches(bench, "-:" * 24 + "0", fmt, 1)[1] == base
-    base, same = _launches(bench, slots, fmt, 64)  # the tile: no slot grid
+    """slots 0: the one-token GEMV's grid led by touched experts instead of the default's slots
+    (`grouped_launch.GEMV_SLOT_GRID`), its register cap left as the default's unless the
+    registers field says another; the default is named with " slots". slots 1, where the default
+    has it, and slots on the tile, give the default (skipped as equal)."""
+    base, led = _launches(bench, "-:" * 24 + "0", fmt, 1)
+    assert base.path == "gemv" and base.block_m == 1 and base.slot_grid
+    assert led == bench.dataclasses.replace(base, slot_grid=False)
+    assert bench.describe(base) == bench.describe(led) + " slots"
+    assert _launches(bench, "-:" * 24 + "1", fmt, 1)[1] == base
+    base, same = _launches(bench, "-:" * 24 + "0", fmt, 64)  # the tile: no slot grid
     assert base.path == "dot" and same == base
-    # With the early bias too (field 11), the two fields together.
-    _, both = _launches(bench, "-:" * 10 + "1:" + "-:" * 13 + "1", fmt, 1)
-    assert both == bench.dataclasses.replace(base_gemv(fmt), slot_grid=True, early_bias=True)
+    # With the early bias (field 11) and no register cap (field 9): the expert grid uncapped.
+    _, both = _launches(bench, "-:" * 8 + "0:-:1:" + "-:" * 13 + "0", fmt, 1)
+    want = bench.dataclasses.replace(base_gemv(fmt), slot_grid=False, early_bias=True,
+                                     max_registers=0)  # fmt: skip
+    assert both == want
 
 
 def base_gemv(fmt: str):
