@@ -55,6 +55,7 @@ import perf_specs_rotated
 import perf_specs_rows
 import perf_specs_runs
 import perf_specs_serving
+import perf_specs_slot_grid
 import perf_specs_sparse_ready
 import perf_specs_stream
 import perf_specs_stream_k
@@ -70,6 +71,7 @@ PERF_MD = REPO / "docs" / "PERF.md"
 # 2026-12-05's, 2026-12-04's, 2026-12-03's, 2026-12-02's eight, issues 24-28, then the ceilings and
 # issue 19), then the areas, then the runs of issues 15-18.
 SPECS = [
+    perf_specs_slot_grid,
     perf_specs_gluon_gated,
     perf_specs_gluon_arm,
     perf_specs_ws_gluon,
