@@ -62,6 +62,7 @@ import torch
 import triton
 import triton.language as tl
 
+from moebench.kernels.gemv_combine import combine_last, combine_none, fold_args
 from moebench.kernels.gemv_parts import (
     gemv_epilogue,
     k_range,
@@ -138,12 +139,17 @@ def _sparse_gemv_fp8(
     PEEL: tl.constexpr, GDC: tl.constexpr, TRIGGER: tl.constexpr, EARLY_LOADS: tl.constexpr,
     TOKEN_ONCE: tl.constexpr, WHOLE_STEPS: tl.constexpr, QUADS: tl.constexpr, PTX: tl.constexpr,
     LOCAL_FIRST: tl.constexpr,
+    cw_ptr, y_ptr, cnt_ptr, stride_cwt, stride_cwk, stride_yt,
+    COMBINE_K: tl.constexpr = 0, Y_BF16: tl.constexpr = True,
 ):  # fmt: skip
     # The next kernel may launch (`pdl_trigger`) from this program's start, once its slot is
     # known to be local (a program that returns counts as having let it), or after its K loop.
     pdl_launch_dependents(GDC and TRIGGER == "start")
     t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E, LOCAL_FIRST)
     if (e < 0) | (e >= E):
+        if COMBINE_K:  # the combine folded in (`gemv_combine`): a token with no local slot
+            combine_none(ids_ptr, y_ptr, t, slot, tl.program_id(0), expert_offset, E, stride_it,
+                         stride_ik, stride_yt, COMBINE_K, BLOCK_N, Y_BF16, EXACT_RNE)  # fmt: skip
         return
     pdl_launch_dependents(GDC and TRIGGER == "local")
     e64 = e.to(tl.int64)
@@ -230,6 +236,10 @@ def _sparse_gemv_fp8(
             scale = tl.load(ws_ptr + e64)
         gemv_epilogue(h * scale, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU,
                       BLOCK_N, EXACT_RNE)  # fmt: skip
+        if COMBINE_K:  # the last of the token's local slots combines (`gemv_combine`)
+            combine_last(out_ptr, ids_ptr, cw_ptr, y_ptr, cnt_ptr, t, n_block, expert_offset, E,
+                         stride_ot, stride_ok, stride_it, stride_ik, stride_cwt, stride_cwk,
+                         stride_yt, COMBINE_K, BLOCK_N, Y_BF16, EXACT_RNE, PTX)  # fmt: skip
     else:
         store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
 
@@ -265,6 +275,7 @@ def sparse_gemv(
     token_load: str | None = None,
     mx_rotated: bool = False,
     local_first: bool | None = None,
+    combine: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> None:
     """One GEMV per (token, slot) routed to a local expert; see the module docstring.
 
@@ -317,6 +328,12 @@ def sparse_gemv(
       slot) (`gemv_parts.program_expert`; None: `sparse_launch.default_local_first`). For at
       most LOCAL_FIRST_MAX_SLOTS pairs (each program reads the whole routing); no ``split_k`` or
       ``tensor_cores``. The same bits.
+    - ``combine``: ``(topk_weights_TK, y_TD, counters)``: fc2 (no ``glu``) with the step's combine
+      folded in (`gemv_combine`): y_TD [T, N] (bf16 or float32, unit column stride) gets
+      `combine_topk`'s bits from the last of each (token, row block)'s local slots, with no
+      combine launch; ``counters`` int32, at least T * N / block_n values, zero before and after
+      (`gemv_combine.combine_counters`). ``out`` is written as without it. No ``split_k``,
+      ``tensor_cores`` or ``local_first``. Not yet run on a GPU.
     """
     ops = check_slot_operands(_check, x, topk_ids_TK, w, w_scale, bias_EN, out, glu)
     fmt, T, K, E, N, R = ops.fmt, ops.T, ops.K, ops.E, ops.N, ops.R
@@ -389,6 +406,12 @@ def sparse_gemv(
     early_loads = early if early_loads is None else early_loads
     _check(max_registers >= 0, f"max_registers must be >= 0, got {max_registers}")
     local_first = default_local_first(fmt, T) if local_first is None else local_first
+    if combine is not None:
+        _check(not local_first, "combine takes no local_first (its programs serve other slots)")
+        combine_args = fold_args(_check, combine, topk_ids_TK, out, glu, split_k, tensor_cores, bn)
+    else:
+        combine_args = dict(cw_ptr=out, y_ptr=out, cnt_ptr=topk_ids_TK, stride_cwt=0,
+                            stride_cwk=0, stride_yt=0)  # fmt: skip
     _check(
         not local_first or (T * K <= LOCAL_FIRST_MAX_SLOTS and split_k == 1 and not tensor_cores),
         f"local_first takes at most {LOCAL_FIRST_MAX_SLOTS} (token, slot) pairs (got {T * K}), "
@@ -396,6 +419,8 @@ def sparse_gemv(
     )
     gdc = pdl and HAS_PDL and out.is_cuda
     if T == 0 or K == 0 or E == 0:
+        if combine is not None:
+            combine[1].zero_()  # no local slot: the combine's sum of nothing
         return
     if tensor_cores:
         _sparse_gemv_mxfp4_dot[(N // bn, K, T)](
@@ -414,6 +439,7 @@ def sparse_gemv(
         TRIGGER=pdl_trigger, EARLY_LOADS=early_loads,
         LOCAL_FIRST=triton.next_power_of_2(T * K) if local_first else 0,
     )  # fmt: skip
+    common.update(combine_args)
     if gdc:
         common["launch_pdl"] = True
     if max_registers:

@@ -22,6 +22,7 @@ exact, four at a time; `sparse_launch.MXFP4_ROTATED`, with the H200 figures).
 import triton
 import triton.language as tl
 
+from moebench.kernels.gemv_combine import combine_last, combine_none
 from moebench.kernels.gemv_parts import (
     gemv_epilogue,
     k_range,
@@ -65,12 +66,17 @@ def _sparse_gemv_mxfp4(
     GROUP_MAJOR: tl.constexpr, PTX: tl.constexpr, GDC: tl.constexpr, TRIGGER: tl.constexpr,
     EARLY_LOADS: tl.constexpr, TOKEN_LOAD: tl.constexpr, ROTATED: tl.constexpr,
     LOCAL_FIRST: tl.constexpr,
+    cw_ptr, y_ptr, cnt_ptr, stride_cwt, stride_cwk, stride_yt,
+    COMBINE_K: tl.constexpr = 0, Y_BF16: tl.constexpr = True,
 ):  # fmt: skip
     # The next kernel may launch (`pdl_trigger`) from this program's start, once its slot is
     # known to be local (a program that returns counts as having let it), or after its K loop.
     pdl_launch_dependents(GDC and TRIGGER == "start")
     t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E, LOCAL_FIRST)
     if (e < 0) | (e >= E):
+        if COMBINE_K:  # the combine folded in (`gemv_combine`): a token with no local slot
+            combine_none(ids_ptr, y_ptr, t, slot, tl.program_id(0), expert_offset, E, stride_it,
+                         stride_ik, stride_yt, COMBINE_K, BLOCK_N, Y_BF16, EXACT_RNE)  # fmt: skip
         return
     pdl_launch_dependents(GDC and TRIGGER == "local")
     e64 = e.to(tl.int64)
@@ -185,5 +191,9 @@ def _sparse_gemv_mxfp4(
             h = h * 16384.0
         gemv_epilogue(h, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU,
                       BLOCK_N, EXACT_RNE)  # fmt: skip
+        if COMBINE_K:  # the last of the token's local slots combines (`gemv_combine`)
+            combine_last(out_ptr, ids_ptr, cw_ptr, y_ptr, cnt_ptr, t, n_block, expert_offset, E,
+                         stride_ot, stride_ok, stride_it, stride_ik, stride_cwt, stride_cwk,
+                         stride_yt, COMBINE_K, BLOCK_N, Y_BF16, EXACT_RNE, PTX)  # fmt: skip
     else:
         store_partial(h, n_block, t, slot, part_ptr, stride_pt, stride_pk, N, BLOCK_N, SPLIT_K)
