@@ -102,7 +102,8 @@ def values(stage: str, tokens: int) -> dict:
     return dict(TK=tokens * TOP_K, K=TOP_K, expert_offset=0, E=E, R=R, stride_xt=x_t,
                 stride_xk=x_k, stride_it=TOP_K, stride_ik=1, stride_we=N * R, stride_wn=R,
                 stride_se=N * R // 32, stride_sn=R // 32, stride_be=N, stride_ot=TOP_K * n_out,
-                stride_ok=n_out, stride_pt=0, stride_pk=0, N=N, K_SPLIT=R)  # fmt: skip
+                stride_ok=n_out, stride_pt=0, stride_pk=0, N=N, K_SPLIT=R, stride_cwt=TOP_K,
+                stride_cwk=1, stride_yt=D)  # fmt: skip
 
 
 def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int, maxnreg: int = 0,
@@ -116,6 +117,7 @@ def build(fn, fmt: str, consts: dict, ints: dict, warps: int, stages: int, maxnr
                 "part_ptr": "*fp32", "w_ptr": "*fp8e4nv" if fmt == "fp8" else "*u8",
                 "w": "*fp8e4nv" if fmt == "fp8" else "*u8", "w_bytes": "*fp8e4nv",
                 "ready_ptr": "*i32", "split_ptr": "*fp32", "count_ptr": "*i32",
+                "cw_ptr": "*fp32", "y_ptr": "*bf16", "cnt_ptr": "*i32",
                 "ws_ptr": "*fp32" if fmt == "fp8" else "*u8"}  # fmt: skip
     sig, attrs, cx = {}, {}, {}
     for i, name in enumerate(fn.arg_names):
@@ -285,15 +287,19 @@ def grouped(spec: str, out: str) -> None:
                bn * bk / per_byte / (32 * nw), nw)  # fmt: skip
 
 
-def sparse(fmt: str, out: str, early_loads: bool, rotated: bool = False) -> None:
-    """The sparse GEMV's default fc1 launch, its bias (and FP8 scale) loaded after the K loop or,
-    with ``early_loads``, before it (`sparse_gemv(early_loads=...)`); MXFP4 with ``rotated``
-    its weights in `mx_rotated`'s layout (`sparse_gemv(mx_rotated=True)`)."""
+def sparse(fmt: str, out: str, early_loads: bool, rotated: bool = False,
+           stage: str = "fc1", fold: bool = False) -> None:  # fmt: skip
+    """The sparse GEMV's default ``stage`` launch at one token (fc1 unless said), its bias (and
+    FP8 scale) loaded after the K loop or, with ``early_loads``, before it
+    (`sparse_gemv(early_loads=...)`); MXFP4 with ``rotated`` its weights in `mx_rotated`'s layout
+    (`sparse_gemv(mx_rotated=True)`); fc2 with ``fold`` the combine folded in
+    (`sparse_gemv(combine=...)`, `gemv_combine`)."""
     bn, bk, nw = sparse_launch.default_blocks(fmt)
-    ints = values("fc1", 1)
-    c = dict(GLU="swiglu_oai", BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
+    ints = values(stage, 1)
+    glu = "swiglu_oai" if stage == "fc1" else "none"
+    c = dict(GLU=glu, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=ints["R"] % bk == 0,
              EXACT_RNE=False, NUM_STAGES=0, SPLIT_K=1, GDC=False, TRIGGER="start",
-             EARLY_LOADS=early_loads, LOCAL_FIRST=0)  # fmt: skip
+             EARLY_LOADS=early_loads, LOCAL_FIRST=0, COMBINE_K=0, Y_BF16=True)  # fmt: skip
     if fmt == "fp8":
         fn, c["PEEL"] = sparse_gemv._sparse_gemv_fp8, False
         c["TOKEN_ONCE"] = bn >= sparse_launch.FP8_TOKEN_ONCE_FROM_ROWS
@@ -303,7 +309,10 @@ def sparse(fmt: str, out: str, early_loads: bool, rotated: bool = False) -> None
         fn = sparse_gemv._sparse_gemv_mxfp4
         c.update(GROUP_MAJOR=True, PTX=True, TOKEN_LOAD=0, ROTATED=rotated)
     per_byte = 2 if fmt == "mxfp4" else 1
-    name = f"sparse_{fmt}_fc1" + ("_early" if early_loads else "") + ("_rotated" if rotated else "")
+    if fold:
+        c.update(COMBINE_K=TOP_K, Y_BF16=True)
+    name = (f"sparse_{fmt}_{stage}" + ("_early" if early_loads else "")
+            + ("_rotated" if rotated else "") + ("_fold" if fold else ""))  # fmt: skip
     report(name, build(fn, fmt, c, ints, nw, 0), out, bn * bk / per_byte / (32 * nw), nw)
 
 
@@ -314,6 +323,9 @@ def main(out: str, specs: list[str]) -> None:
         for early_loads in (False, True):
             sparse(fmt, out, early_loads)
     sparse("mxfp4", out, False, rotated=True)
+    for fmt in ("fp8", "mxfp4"):
+        for fold in (False, True):
+            sparse(fmt, out, False, rotated=fmt == "mxfp4", stage="fc2", fold=fold)
     for spec in specs:
         grouped(spec, out)
 

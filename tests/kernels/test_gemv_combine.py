@@ -4,7 +4,9 @@ float32 y, over routings that reach each edge (one token, every slot local, a to
 a token's expert twice, remote slots first, last and between, tokens with different counts of
 local slots); fc2's own rows are the unfolded launch's; the counters are back to zero after
 every launch, so a second launch (a graph's next replay) gives the same bits; bad arguments are
-refused with one line naming them."""
+refused with one line naming them. Under the interpreter the programs run one after another, so
+there the last program to arrive is always the last launched; on the GPU (``make test-gpu``) the
+same tests run them concurrently, which is what the fence and the counters are for."""
 
 from __future__ import annotations
 
