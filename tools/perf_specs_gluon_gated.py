@@ -39,12 +39,19 @@ grouped from 16 tokens is the Gluon tile: 74% / 73% / 69% at 16 / 32 / 64 tokens
 tokens the sparse arm streams faster than the grouped arm's one-slot GEMV in both formats.""",
         columns=["precision", "tokens", "dense", "sparse", "grouped"],
     )  # fmt: skip
+    return gated_shares(t, r, GATED1, HIST)
+
+
+def gated_shares(t: Table, r: Records, report: str, history: str) -> Table:
+    """``t``'s rows from a whole run of the gated scenario (`gpt-oss-20b-decode-grouped`, its 14
+    cases in order): per case, each arm's whole-step share of copy from ``report``'s "Weight
+    bandwidth" table."""
     cases = [(p, n) for p in ("w8a16", "w4a16") for n in (1, 2, 4, 8, 16, 32, 64)]
     for i, (precision, tokens) in enumerate(cases):
         case = f"c{i:03d}-precision={precision}-tokens_per_rank={tokens}"
-        cells = [r.cell(GATED1, "Weight bandwidth", "of copy", case=case, stage="ffn", arm=arm)
+        cells = [r.cell(report, "Weight bandwidth", "of copy", case=case, stage="ffn", arm=arm)
                  for arm in ("dense_decode", "sparse_decode", "grouped_decode")]  # fmt: skip
-        t.row(PRECISION[precision], WORDS[tokens], *cells, history=HIST)
+        t.row(PRECISION[precision], WORDS[tokens], *cells, history=history)
     return t
 
 

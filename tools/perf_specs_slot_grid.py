@@ -13,7 +13,7 @@ import re
 
 from perf_cells import Table
 from perf_records import Records, derive
-from perf_specs_gluon_gated import DRAW, H100, PRECISION
+from perf_specs_gluon_gated import DRAW, H100, PRECISION, gated_shares
 from perf_specs_placed import WORDS
 
 DAY = "2026-12-07-one-token"
@@ -138,14 +138,7 @@ from the report's "Weight bandwidth" table, over the touched experts' bytes on t
 rank.""",
         columns=["precision", "tokens", "dense", "sparse", "grouped"],
     )  # fmt: skip
-    cases = [(p, n) for p in ("w8a16", "w4a16") for n in (1, 2, 4, 8, 16, 32, 64)]
-    for i, (precision, tokens) in enumerate(cases):
-        case = f"c{i:03d}-precision={precision}-tokens_per_rank={tokens}"
-        cells = [r.cell(f"{CALL3}/report.md", "Weight bandwidth", "of copy", case=case,
-                        stage="ffn", arm=arm)
-                 for arm in ("dense_decode", "sparse_decode", "grouped_decode")]  # fmt: skip
-        t.row(PRECISION[precision], WORDS[tokens], *cells, history=HIST)
-    return t
+    return gated_shares(t, r, f"{CALL3}/report.md", HIST)
 
 
 TABLES = (slot_grid_h100, step_floor_h100, one_token_shares_h100, gated_h100)
