@@ -97,3 +97,50 @@ def test_the_fold_is_refused_where_it_cannot_run():
         sparse_gemv(a, ids, w, s, b, o, **opts, combine=(cw, y[:, :32], counters))
     with pytest.raises(ValueError, match=r"topk_weights_TK must be float32 or bf16 \[1, 4\]"):
         sparse_gemv(a, ids, w, s, b, o, **opts, combine=(cw[:, :2], y, counters))
+
+
+@pytest.mark.skipif(torch.cuda.device_count() == 0 or DEVICE == "cpu",
+                    reason="the GPU's interleaving (make test-gpu); the interpreter runs the "
+                    "programs one after the other")  # fmt: skip
+@pytest.mark.parametrize(("fmt", "T"), [("fp8", 1), ("fp8", 4), ("mxfp4", 1), ("mxfp4", 4)])
+def test_the_fold_under_graph_replays_over_new_routings(fmt, T):
+    """On the GPU, at gpt-oss-20b's fc2 width (D = F = 2,880, thousands of programs arriving
+    together): the folded fc2 captured with the dependent launch in one CUDA graph and replayed
+    over 40 new routings (the graph's ids and weights buffers rewritten between replays), each
+    replay's y `combine_topk`'s bits over the unfolded fc2 run eagerly, its rows of o the
+    unfolded launch's, and the counters zero after every replay."""
+    dev = torch.device("cuda")
+    g = torch.Generator().manual_seed(5 + T)
+    En, E_all, Dn, Fn = 16, 32, 2880, 2880
+    w, s, _ = quantised(fmt, torch.randn(En, Dn, Fn, generator=g) * Fn**-0.5)
+    if fmt == "mxfp4":
+        w = rotate_mxfp4(w)
+    w, s = w.to(dev), s.to(dev)
+    b = (torch.randn(En, Dn, generator=g) * 0.5).bfloat16().to(dev)
+    a = torch.randn(T, K, Fn, generator=g).bfloat16().to(dev)
+    ids = torch.zeros(T, K, dtype=torch.int32, device=dev)
+    cw = torch.zeros(T, K, device=dev)
+    o, o_want = (torch.zeros(T, K, Dn, dtype=torch.bfloat16, device=dev) for _ in range(2))
+    y, y_want = (torch.zeros(T, Dn, dtype=torch.bfloat16, device=dev) for _ in range(2))
+    counters = combine_counters(T, Dn, dev)
+    opts = dict(expert_offset=0, mx_rotated=fmt == "mxfp4", pdl=True)
+
+    def folded() -> None:
+        sparse_gemv(a, ids, w, s, b, o, **opts, combine=(cw, y, counters))
+
+    folded()  # compile outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        folded()
+    for i in range(40):
+        routing = torch.stack([torch.randperm(E_all, generator=g)[:K] for _ in range(T)])
+        ids.copy_(routing.int())
+        cw.copy_(torch.rand(T, K, generator=g))
+        graph.replay()
+        sparse_gemv(a, ids, w, s, b, o_want, **opts)
+        combine_topk(o_want, ids, cw, y_want, expert_offset=0, local_experts=En, layout="TKD")
+        torch.cuda.synchronize()
+        local = ids < En
+        assert torch.equal(o[local].view(torch.int16), o_want[local].view(torch.int16)), i
+        assert torch.equal(y.view(torch.int16), y_want.view(torch.int16)), i
+        assert int(counters.count_nonzero()) == 0, i
