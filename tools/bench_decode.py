@@ -132,25 +132,37 @@ def _nothing(out_ptr):
     pass
 
 
+def _timed_launches(launch, n_bytes: int, timed: bool) -> tuple[list[dict], list[tuple]]:
+    """Each of READ_LAUNCHES as ``launch(chunk_words, step_words, warps)`` gives it (an
+    argument-free run and its sink), timed where ``timed``: the rows (``n_bytes`` read) and the
+    (us, run, sink) of each."""
+    rows, runs = [], []
+    for chunk_b, step_b, nw in READ_LAUNCHES:
+        run, sink = launch(chunk_b // 4, step_b // 4, nw)
+        us = time_graph(run) if timed else math.nan
+        runs.append((us, run, sink))
+        rows.append(dict(chunk_bytes=chunk_b, step_bytes=step_b, warps=nw, us=us,
+                         of_copy=n_bytes / us / 1e6 / COPY_TBS))  # fmt: skip
+    return rows, runs
+
+
 def read_floor(w: torch.Tensor, experts: list[int]) -> tuple[list[dict], object]:
     """Times `_read_words` over the experts' weight bytes for each of READ_LAUNCHES; returns the
     rows and the fastest launch as an argument-free callable."""
     words = _expert_words(w)
     n_words = words.shape[1]
     starts = torch.tensor([e * n_words for e in experts], dtype=torch.int64, device=w.device)
-    rows, runs = [], []
-    for chunk_b, step_b, nw in READ_LAUNCHES:
-        chunk, step = chunk_b // 4, step_b // 4
+
+    def launch(chunk: int, step: int, nw: int):
         grid = (triton.cdiv(n_words, chunk), len(experts))
         sink = torch.empty(grid[0] * grid[1], dtype=torch.int32, device=w.device)
 
-        def run(grid=grid, sink=sink, chunk=chunk, step=step, nw=nw):
+        def run():
             _read_words[grid](words, starts, sink, n_words, CHUNK=chunk, STEP=step, num_warps=nw)
 
-        us = time_graph(run)
-        runs.append((us, run))
-        rows.append(dict(chunk_bytes=chunk_b, step_bytes=step_b, warps=nw, us=us,
-                         of_copy=len(experts) * n_words * 4 / us / 1e6 / COPY_TBS))  # fmt: skip
+        return run, sink
+
+    rows, runs = _timed_launches(launch, len(experts) * n_words * 4, timed=True)
     return rows, min(runs, key=lambda r: r[0])[1]
 
 
@@ -159,33 +171,34 @@ def _expert_words(w: torch.Tensor) -> torch.Tensor:
     return w.view(torch.uint8).reshape(w.shape[0], -1).view(torch.int32)
 
 
-def read_both(w1: torch.Tensor, w2: torch.Tensor, experts: list[int]) -> tuple[list[dict], object]:
+def read_both(
+    w1: torch.Tensor, w2: torch.Tensor, experts: list[int]
+) -> tuple[list[dict], object, torch.Tensor]:
     """`read_floor` for fc1's and fc2's bytes of ``experts`` in one launch (`_read_two`): what a
-    step that is a single kernel needs at least to read them, for each of READ_LAUNCHES; returns
-    the rows, the fastest launch as an argument-free callable, and its sink (each program's XOR,
-    rows ``[items, programs]``: fc1's experts, then fc2's; 0 where a program had no words)."""
+    step that is a single kernel needs at least to read them, for each of READ_LAUNCHES (timed on
+    a GPU only); returns the rows, the fastest launch as an argument-free callable, and its sink
+    (each program's XOR, rows ``[items, programs]``: fc1's experts, then fc2's; 0 where a program
+    had no words)."""
     words1, words2 = _expert_words(w1), _expert_words(w2)
     n1, n2 = words1.shape[1], words2.shape[1]
     starts = torch.tensor([e * n1 for e in experts] + [e * n2 for e in experts],
                           dtype=torch.int64, device=w1.device)  # fmt: skip
     lengths = torch.tensor([n1] * len(experts) + [n2] * len(experts), dtype=torch.int64,
                            device=w1.device)  # fmt: skip
-    rows, runs = [], []
-    for chunk_b, step_b, nw in READ_LAUNCHES:
-        chunk, step = chunk_b // 4, step_b // 4
+
+    def launch(chunk: int, step: int, nw: int):
         grid = (triton.cdiv(max(n1, n2), chunk), 2 * len(experts))
         sink = torch.zeros(grid[1], grid[0], dtype=torch.int32, device=w1.device)
 
-        def run(grid=grid, sink=sink, chunk=chunk, step=step, nw=nw):
+        def run():
             _read_two[grid](words1, words2, starts, lengths, sink, len(experts), CHUNK=chunk,
                             STEP=step, num_warps=nw)  # fmt: skip
 
-        us = time_graph(run) if w1.is_cuda else math.nan
-        runs.append((us, run, sink))
-        rows.append(dict(chunk_bytes=chunk_b, step_bytes=step_b, warps=nw, us=us,
-                         of_copy=len(experts) * (n1 + n2) * 4 / us / 1e6 / COPY_TBS))  # fmt: skip
-    best = min(runs, key=lambda r: r[0]) if w1.is_cuda else runs[0]
-    return rows, best[1], best[2]
+        return run, sink
+
+    rows, runs = _timed_launches(launch, len(experts) * (n1 + n2) * 4, timed=w1.is_cuda)
+    _, run, sink = min(runs, key=lambda r: r[0]) if w1.is_cuda else runs[0]
+    return rows, run, sink
 
 
 def empty_launch(device: torch.device):

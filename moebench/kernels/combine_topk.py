@@ -26,6 +26,53 @@ from moebench.kernels.jit import HAS_PDL, fp32_to_bf16, pdl_launch_dependents, p
 
 
 @triton.jit
+def mul_add_rn(acc, w, v, PTX: tl.constexpr):
+    """acc + w * v, the product and the sum each rounded to fp32. A kernel compiled with fused
+    multiply-add on (the sparse GEMV's: its sums' bits depend on it) asks for that with ``PTX``:
+    explicit ``mul.rn.f32`` and ``add.rn.f32``, which ptxas does not fuse. `_combine_topk`
+    compiles with fusion off; the interpreter does not fuse."""
+    if PTX:
+        p = tl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=f,f,f", [v, w],
+                                      dtype=tl.float32, is_pure=True, pack=1)  # fmt: skip
+        return tl.inline_asm_elementwise("add.rn.f32 $0, $1, $2;", "=f,f,f", [acc, p],
+                                         dtype=tl.float32, is_pure=True, pack=1)  # fmt: skip
+    else:
+        return acc + w * v
+
+
+@triton.jit
+def slots_sum(
+    o_ptr, ids_ptr, w_ptr, t, d, d_ok, expert_offset, E,
+    stride_ot, stride_ok, stride_oe, stride_it, stride_ik, stride_wt, stride_wk,
+    K: tl.constexpr, BLOCK_D: tl.constexpr, STRONG: tl.constexpr, PTX: tl.constexpr,
+):  # fmt: skip
+    """y[t, d] in fp32 before its rounding (the module docstring): the local slots in increasing
+    k, w[t, k] * o[t, k, d] added (`mul_add_rn`); ``t`` int64. ``STRONG``: ``o`` read past the
+    L1 (another program of the same kernel wrote it, `gemv_combine`)."""
+    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    for k in tl.static_range(K):
+        e = tl.load(ids_ptr + t * stride_it + k * stride_ik) - expert_offset
+        if (e >= 0) & (e < E):
+            w = tl.load(w_ptr + t * stride_wt + k * stride_wk).to(tl.float32)
+            row = o_ptr + t * stride_ot + k * stride_ok + e.to(tl.int64) * stride_oe
+            if STRONG:
+                v = tl.load(row + d, mask=d_ok, other=0.0, cache_modifier=".cg")
+            else:
+                v = tl.load(row + d, mask=d_ok, other=0.0)
+            acc = mul_add_rn(acc, w, v.to(tl.float32), PTX)
+    return acc
+
+
+@triton.jit
+def store_sum(y_ptr, t, d, d_ok, stride_yt, acc, Y_BF16: tl.constexpr, EXACT_RNE: tl.constexpr):
+    """``acc`` to y[t, d], rounded once to bf16 where y is bf16; ``t`` int64."""
+    if Y_BF16:
+        tl.store(y_ptr + t * stride_yt + d, fp32_to_bf16(acc, EXACT_RNE), mask=d_ok)
+    else:
+        tl.store(y_ptr + t * stride_yt + d, acc, mask=d_ok)
+
+
+@triton.jit
 def _combine_topk(
     o_ptr, ids_ptr, w_ptr, y_ptr,
     expert_offset, E, D,
@@ -40,17 +87,10 @@ def _combine_topk(
     t = tl.program_id(0).to(tl.int64)
     d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     d_ok = d < D
-    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
-    for k in tl.static_range(K):
-        e = tl.load(ids_ptr + t * stride_it + k * stride_ik) - expert_offset
-        if (e >= 0) & (e < E):
-            w = tl.load(w_ptr + t * stride_wt + k * stride_wk).to(tl.float32)
-            row = o_ptr + t * stride_ot + k * stride_ok + e.to(tl.int64) * stride_oe
-            acc = acc + w * tl.load(row + d, mask=d_ok, other=0.0).to(tl.float32)
-    if Y_BF16:
-        tl.store(y_ptr + t * stride_yt + d, fp32_to_bf16(acc, EXACT_RNE), mask=d_ok)
-    else:
-        tl.store(y_ptr + t * stride_yt + d, acc, mask=d_ok)
+    acc = slots_sum(o_ptr, ids_ptr, w_ptr, t, d, d_ok, expert_offset, E, stride_ot, stride_ok,
+                    stride_oe, stride_it, stride_ik, stride_wt, stride_wk, K, BLOCK_D, False,
+                    False)  # fmt: skip
+    store_sum(y_ptr, t, d, d_ok, stride_yt, acc, Y_BF16, EXACT_RNE)
 
 
 def combine_topk(

@@ -14,13 +14,13 @@ fences (its stores visible at GPU scope), the program meets at a barrier, and on
 (acquire-release, GPU scope) counts it in. The program that sees the count reach the token's local
 slots has every other slot's stores before it: it computes y[t, rows] as `combine_topk` does (the
 local slots in increasing k, w[t, k] * o[t, k, rows] in fp32, each product and each sum rounded
-apart, then rounded once at the store), reading ``o`` past the L1, and puts the counter back to
-zero for the next step (a CUDA graph replays the same buffer). The GEMV kernels compile with
-fused multiply-add allowed (their sums' bits depend on it), so on the GPU the product and the sum
-are explicit ``mul.rn.f32`` and ``add.rn.f32``, which ptxas does not fuse; the interpreter does not
-fuse. A token with no local slot gets no fc2 program past its expert check: there slot 0's program
-of each row block writes the block's rows of y as zeros, as `combine_topk` writes them. So y holds
-`combine_topk`'s bits.
+apart, then rounded once at the store: `combine_topk.slots_sum` and `store_sum`, the same code),
+reading ``o`` past the L1, and puts the counter back to zero for the next step (a CUDA graph replays
+the same buffer). The GEMV kernels compile with fused multiply-add allowed (their sums' bits depend
+on it), so on the GPU the product and the sum are explicit ``mul.rn.f32`` and ``add.rn.f32``
+(`combine_topk.mul_add_rn`), which ptxas does not fuse. A token with no local slot gets no fc2
+program past its expert check: there slot 0's program of each row block writes the block's rows of y
+as zeros, as `combine_topk` writes them. So y holds `combine_topk`'s bits.
 
 Built and checked under the interpreter, where programs run one after another; the fences and
 the counters are untested on a GPU until a device call runs tests/kernels/test_gemv_combine.py.
@@ -32,19 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moebench.kernels.jit import fp32_to_bf16
-
-
-@triton.jit
-def _mul_add_rn(acc, w, v, PTX: tl.constexpr):
-    """acc + w * v with the product and the sum each rounded to fp32 (no fused multiply-add)."""
-    if PTX:
-        p = tl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=f,f,f", [v, w],
-                                      dtype=tl.float32, is_pure=True, pack=1)  # fmt: skip
-        return tl.inline_asm_elementwise("add.rn.f32 $0, $1, $2;", "=f,f,f", [acc, p],
-                                         dtype=tl.float32, is_pure=True, pack=1)  # fmt: skip
-    else:
-        return acc + w * v
+from moebench.kernels.combine_topk import slots_sum, store_sum
 
 
 @triton.jit
@@ -58,16 +46,8 @@ def _local_slots(ids_ptr, t64, stride_it, stride_ik, expert_offset, E, K: tl.con
 
 
 @triton.jit
-def _store_rows(y_ptr, t64, stride_yt, rows, acc, Y_BF16: tl.constexpr, EXACT_RNE: tl.constexpr):
-    if Y_BF16:
-        tl.store(y_ptr + t64 * stride_yt + rows, fp32_to_bf16(acc, EXACT_RNE))
-    else:
-        tl.store(y_ptr + t64 * stride_yt + rows, acc)
-
-
-@triton.jit
 def combine_last(
-    o_ptr, ids_ptr, cw_ptr, y_ptr, cnt_ptr, t, n_block, expert_offset, E,
+    o_ptr, ids_ptr, cw_ptr, y_ptr, cnt_ptr, t, n_block, N, expert_offset, E,
     stride_ot, stride_ok, stride_it, stride_ik, stride_cwt, stride_cwk, stride_yt,
     K: tl.constexpr, BLOCK_N: tl.constexpr, Y_BF16: tl.constexpr, EXACT_RNE: tl.constexpr,
     PTX: tl.constexpr,
@@ -85,21 +65,17 @@ def combine_last(
     counter = cnt_ptr + t64 * tl.num_programs(0) + n_block
     seen = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
     if seen == _local_slots(ids_ptr, t64, stride_it, stride_ik, expert_offset, E, K) - 1:
-        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for k in tl.static_range(K):
-            e = tl.load(ids_ptr + t64 * stride_it + k * stride_ik) - expert_offset
-            if (e >= 0) & (e < E):
-                w = tl.load(cw_ptr + t64 * stride_cwt + k * stride_cwk).to(tl.float32)
-                row = o_ptr + t64 * stride_ot + k * stride_ok
-                v = tl.load(row + rows, cache_modifier=".cg").to(tl.float32)
-                acc = _mul_add_rn(acc, w, v, PTX)
-        _store_rows(y_ptr, t64, stride_yt, rows, acc, Y_BF16, EXACT_RNE)
+        d_ok = rows < N
+        acc = slots_sum(o_ptr, ids_ptr, cw_ptr, t64, rows, d_ok, expert_offset, E, stride_ot,
+                        stride_ok, 0, stride_it, stride_ik, stride_cwt, stride_cwk, K, BLOCK_N,
+                        True, PTX)  # fmt: skip
+        store_sum(y_ptr, t64, rows, d_ok, stride_yt, acc, Y_BF16, EXACT_RNE)
         tl.store(counter, 0)
 
 
 @triton.jit
 def combine_none(
-    ids_ptr, y_ptr, t, slot, n_block, expert_offset, E, stride_it, stride_ik, stride_yt,
+    ids_ptr, y_ptr, t, slot, n_block, N, expert_offset, E, stride_it, stride_ik, stride_yt,
     K: tl.constexpr, BLOCK_N: tl.constexpr, Y_BF16: tl.constexpr, EXACT_RNE: tl.constexpr,
 ):  # fmt: skip
     """Called by an fc2 program whose slot is not local, as it leaves: slot 0's program of a
@@ -108,8 +84,8 @@ def combine_none(
     if slot == 0:
         if _local_slots(ids_ptr, t64, stride_it, stride_ik, expert_offset, E, K) == 0:
             rows = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
-            _store_rows(y_ptr, t64, stride_yt, rows, tl.zeros([BLOCK_N], dtype=tl.float32),
-                        Y_BF16, EXACT_RNE)  # fmt: skip
+            store_sum(y_ptr, t64, rows, rows < N, stride_yt, tl.zeros([BLOCK_N], dtype=tl.float32),
+                      Y_BF16, EXACT_RNE)  # fmt: skip
 
 
 def combine_counters(tokens: int, hidden: int, device: torch.device) -> torch.Tensor:

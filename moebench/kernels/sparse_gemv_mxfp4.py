@@ -75,8 +75,9 @@ def _sparse_gemv_mxfp4(
     t, slot, e = program_expert(ids_ptr, stride_it, stride_ik, expert_offset, E, LOCAL_FIRST)
     if (e < 0) | (e >= E):
         if COMBINE_K:  # the combine folded in (`gemv_combine`): a token with no local slot
-            combine_none(ids_ptr, y_ptr, t, slot, tl.program_id(0), expert_offset, E, stride_it,
-                         stride_ik, stride_yt, COMBINE_K, BLOCK_N, Y_BF16, EXACT_RNE)  # fmt: skip
+            combine_none(ids_ptr, y_ptr, t, slot, tl.program_id(0), N, expert_offset, E,
+                         stride_it, stride_ik, stride_yt, COMBINE_K, BLOCK_N, Y_BF16,
+                         EXACT_RNE)  # fmt: skip
         return
     pdl_launch_dependents(GDC and TRIGGER == "local")
     e64 = e.to(tl.int64)
@@ -192,7 +193,7 @@ def _sparse_gemv_mxfp4(
         gemv_epilogue(h, bias, n_block, t, slot, out_ptr, stride_ot, stride_ok, GLU,
                       BLOCK_N, EXACT_RNE)  # fmt: skip
         if COMBINE_K:  # the last of the token's local slots combines (`gemv_combine`)
-            combine_last(out_ptr, ids_ptr, cw_ptr, y_ptr, cnt_ptr, t, n_block, expert_offset, E,
+            combine_last(out_ptr, ids_ptr, cw_ptr, y_ptr, cnt_ptr, t, n_block, N, expert_offset, E,
                          stride_ot, stride_ok, stride_it, stride_ik, stride_cwt, stride_cwk,
                          stride_yt, COMBINE_K, BLOCK_N, Y_BF16, EXACT_RNE, PTX)  # fmt: skip
     else:
